@@ -1,0 +1,190 @@
+"""Frozen run configurations with stable ids and short human labels.
+
+Every field has a default, so ``RunConfig(budget=Budget(max_searches=2,
+max_total_tokens=2000))`` is a complete configuration.  ``config_id`` is a hash of
+the canonical JSON form, so two equal configurations share an id on every machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+RETRIEVAL_MODES = ("bm25", "dense", "hybrid", "hybrid_rerank")
+ACTION_FORMATS = ("json", "text")
+AGENT_ASSESS = ("none", "sda", "atf", "pde")
+
+
+class ConfigError(ValueError):
+    """A configuration value is out of its documented domain."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Search and completion-token allowances of one trajectory (BCAS §3.3).
+
+    ``max_searches`` is ``None`` for unlimited.  ``max_total_tokens`` caps the
+    cumulative completion tokens; ``per_turn_max_tokens`` caps one turn;
+    ``forced_answer_tokens`` is the allowance of the forced final-answer turn
+    taken once the token budget is spent.
+    """
+
+    max_searches: int | None = 3
+    max_total_tokens: int = 16000
+    per_turn_max_tokens: int = 384
+    forced_answer_tokens: int = 48
+
+    def __post_init__(self) -> None:
+        if self.max_searches is not None and self.max_searches < 0:
+            raise ConfigError(f"max_searches must be >= 0 or None, got {self.max_searches}")
+        if self.max_total_tokens <= 0:
+            raise ConfigError(f"max_total_tokens must be > 0, got {self.max_total_tokens}")
+        if self.per_turn_max_tokens <= 0 or self.forced_answer_tokens <= 0:
+            raise ConfigError("per_turn_max_tokens and forced_answer_tokens must be > 0")
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """Retriever choice and parameters (BCAS §3.5; MADARA §5.5).
+
+    ``mode``: ``bm25`` (phrase-boosted unless ``phrase_boost=False``), ``dense``,
+    ``hybrid`` (BM25 + dense fused by ``fusion``) or ``hybrid_rerank`` (hybrid
+    retrieves ``candidates``, the reranker keeps the top ``k``).
+    """
+
+    mode: str = "bm25"
+    k: int = 5
+    candidates: int = 100
+    phrase_boost: bool = True
+    bigram_boost: float = 20.0
+    trigram_boost: float = 60.0
+    phrase_slop: int = 1
+    fusion: str = "rrf"
+    rrf_k: int = 60
+    fusion_alpha: float = 0.5
+    embedder: str = "minilm"
+    reranker: str = "llm"
+    chunk_tokens: int = 256
+    chunk_overlap: int = 32
+    dense_index: str = "flat"
+
+    def __post_init__(self) -> None:
+        if self.mode not in RETRIEVAL_MODES:
+            raise ConfigError(f"retrieval mode must be one of {RETRIEVAL_MODES}, got {self.mode!r}")
+        if self.k <= 0 or self.candidates <= 0:
+            raise ConfigError("k and candidates must be > 0")
+        if self.fusion not in ("rrf", "convex"):
+            raise ConfigError(f"fusion must be 'rrf' or 'convex', got {self.fusion!r}")
+        if self.chunk_overlap >= self.chunk_tokens:
+            raise ConfigError("chunk_overlap must be smaller than chunk_tokens")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Agent loop switches (BCAS §3.4): planning, reflection, action format."""
+
+    planning: bool = False
+    reflection: bool = False
+    reflect_every: int = 2
+    action_format: str = "json"
+    max_turns: int = 12
+    max_invalid_turns: int = 3
+    exclude_seen: bool = True
+    constrained_answer: bool = True
+    search_hints: bool = True
+    assess: str = "none"
+
+    def __post_init__(self) -> None:
+        if self.action_format not in ACTION_FORMATS:
+            raise ConfigError(f"action_format must be one of {ACTION_FORMATS}")
+        if self.assess not in AGENT_ASSESS:
+            raise ConfigError(f"agent assess must be one of {AGENT_ASSESS}")
+        if self.reflect_every <= 0 or self.max_turns <= 0 or self.max_invalid_turns <= 0:
+            raise ConfigError("reflect_every, max_turns and max_invalid_turns must be > 0")
+
+
+@dataclass(frozen=True)
+class AssessConfig:
+    """MADARA treatment and its parameters (MADARA §4, Algorithms 1-2)."""
+
+    method: str = "madara"
+    weights: tuple[float, float, float] = (0.4, 0.3, 0.3)
+    k: int = 5
+    n_docs: int = 10
+    doc_source: str = "retrieval"
+    atf_kappa: float = 0.5
+    rrf_c: int = 60
+    tau_nf: float = 0.30
+    rho1_threshold: float = 0.5
+    calibration_n: int = 100
+    max_tokens: int = 256
+    excerpt_chars: int = 200
+
+    def __post_init__(self) -> None:
+        if self.doc_source not in ("retrieval", "item"):
+            raise ConfigError("doc_source must be 'retrieval' or 'item'")
+        if self.k <= 0 or self.n_docs <= 0:
+            raise ConfigError("k and n_docs must be > 0")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One evaluated configuration: budget, retrieval, agent and assessment."""
+
+    budget: Budget = field(default_factory=Budget)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    assess: AssessConfig = field(default_factory=AssessConfig)
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        assess = dict(data.get("assess", {}))
+        if "weights" in assess:
+            assess["weights"] = tuple(assess["weights"])
+        return cls(
+            budget=Budget(**data.get("budget", {})),
+            retrieval=RetrievalConfig(**data.get("retrieval", {})),
+            agent=AgentConfig(**data.get("agent", {})),
+            assess=AssessConfig(**assess),
+            seed=data.get("seed", 0),
+        )
+
+    @property
+    def config_id(self) -> str:
+        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    @property
+    def label(self) -> str:
+        """Short readable label such as ``hs+r/s3/t16k/plan``."""
+        mode = {"bm25": "bm25", "dense": "dense", "hybrid": "hs", "hybrid_rerank": "hs+r"}[
+            self.retrieval.mode
+        ]
+        if self.retrieval.mode == "bm25" and not self.retrieval.phrase_boost:
+            mode = "bm25-plain"
+        s = self.budget.max_searches
+        parts = [mode, "sinf" if s is None else f"s{s}", "t" + _short_tokens(self.budget.max_total_tokens)]
+        if self.agent.planning:
+            parts.append("plan")
+        if self.agent.reflection:
+            parts.append("rf")
+        if self.agent.action_format != "json":
+            parts.append(self.agent.action_format)
+        if self.agent.assess != "none":
+            parts.append(self.agent.assess)
+        return "/".join(parts)
+
+
+def _short_tokens(n: int) -> str:
+    if n % 1000 == 0:
+        return f"{n // 1000}k"
+    if n >= 1000 and n % 100 == 0:
+        return f"{n / 1000:g}k"
+    return str(n)
