@@ -221,37 +221,42 @@ def read_items(path: str | Path) -> tuple[Item, ...]:
     path = Path(path)
     if not path.is_file():
         raise DatasetError(path, None, "no such file")
+    return parse_items(path, path.read_bytes())
+
+
+def parse_items(path: str | Path, data: bytes) -> tuple[Item, ...]:
+    """Validate the JSONL bytes ``data`` read from ``path`` (named in errors)."""
+    path = Path(path)
     items: list[Item] = []
     item_lines: dict[str, int] = {}
     doc_lines: dict[str, int] = {}
-    with path.open("rb") as fh:
-        for line_no, raw in enumerate(fh, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DatasetError(path, line_no, f"is not valid UTF-8 (byte offset {exc.start})") from None
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(path, line_no, f"invalid JSON: {exc.msg} at column {exc.colno}") from None
-            item = _parse_item(path, line_no, obj)
-            if item.id in item_lines:
+    for line_no, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DatasetError(path, line_no, f"is not valid UTF-8 (byte offset {exc.start})") from None
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(path, line_no, f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+        item = _parse_item(path, line_no, obj)
+        if item.id in item_lines:
+            raise DatasetError(
+                path, line_no, f"duplicate item id {item.id!r} (first on line {item_lines[item.id]})", "id"
+            )
+        item_lines[item.id] = line_no
+        for doc in item.documents:
+            if doc.id in doc_lines:
                 raise DatasetError(
-                    path, line_no, f"duplicate item id {item.id!r} (first on line {item_lines[item.id]})", "id"
+                    path,
+                    line_no,
+                    f"duplicate document id {doc.id!r} (first on line {doc_lines[doc.id]})",
+                    "documents.id",
                 )
-            item_lines[item.id] = line_no
-            for doc in item.documents:
-                if doc.id in doc_lines:
-                    raise DatasetError(
-                        path,
-                        line_no,
-                        f"duplicate document id {doc.id!r} (first on line {doc_lines[doc.id]})",
-                        "documents.id",
-                    )
-                doc_lines[doc.id] = line_no
-            items.append(item)
+            doc_lines[doc.id] = line_no
+        items.append(item)
     if not items:
         raise DatasetError(path, None, "holds no items")
     return tuple(items)
@@ -277,18 +282,20 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, seed: int =
     return full.subset(limit, seed)
 
 
-_ITEM_CACHE: dict[tuple[str, float, int], tuple[Item, ...]] = {}
+_ITEM_CACHE: dict[tuple[str, str], tuple[Item, ...]] = {}
 
 
 def _cached_items(path: str) -> tuple[Item, ...]:
+    # Keyed on the bytes actually parsed, not on mtime and size: a file rewritten
+    # with equal size and restored mtime (rsync -t, tar, cp -p) must not be served stale.
     p = Path(path)
     try:
-        st = p.stat()
+        data = p.read_bytes()
     except OSError:
         raise DatasetError(path, None, "no such file") from None
-    key = (str(p.resolve()), st.st_mtime, st.st_size)
+    key = (str(p.resolve()), hashlib.sha256(data).hexdigest())
     if key not in _ITEM_CACHE:
-        _ITEM_CACHE[key] = read_items(p)
+        _ITEM_CACHE[key] = parse_items(p, data)
     return _ITEM_CACHE[key]
 
 

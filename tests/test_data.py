@@ -1,0 +1,284 @@
+"""bcas.data: registered datasets, ad-hoc files, content hash, seeded subsets, errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bcas.data import DATASETS, DatasetError, content_hash, load_dataset
+
+# Item counts of fixtures/data/README.md.
+EXPECTED_ITEMS = {
+    "hotpotqa": 400,
+    "2wikimultihopqa": 82,
+    "musique": 200,
+    "triviaqa": 50,
+    "fever": 345,
+    "conflictqa": 1000,
+    "nq_open": 800,
+}
+
+
+def test_registry_is_the_documented_set() -> None:
+    assert set(DATASETS) == set(EXPECTED_ITEMS)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_ITEMS))
+def test_registered_dataset_loads(name: str) -> None:
+    ds = load_dataset(name)
+    assert len(ds) == EXPECTED_ITEMS[name]
+    assert ds.name == name and ds.task == DATASETS[name].task and ds.scoring == DATASETS[name].scoring
+    assert len(ds.hash) == 64
+    ids = [item.id for item in ds.items]
+    assert len(set(ids)) == len(ids)
+    for item in ds.items:
+        assert item.question.strip() and item.answers and item.documents
+        doc_ids = {d.id for d in item.documents}
+        assert set(item.supporting) <= doc_ids
+    if DATASETS[name].scoring == "label":
+        golds = {a for item in ds.items for a in item.answers}
+        assert golds <= ({"SUPPORTS", "REFUTES"} if name == "fever" else {"yes", "no"})
+
+
+def test_documents_collection_is_deduplicated() -> None:
+    ds = load_dataset("conflictqa")
+    docs = ds.documents
+    assert len({(d.title, d.text) for d in docs}) == len(docs)
+    assert len(docs) <= sum(len(i.documents) for i in ds.items)
+
+
+# --- ad-hoc files -----------------------------------------------------------------
+
+
+def _item(i: int, **overrides: Any) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "id": f"q{i}",
+        "question": f"Question number {i}?",
+        "answers": [f"answer {i}", f"alias {i}"],
+        "documents": [
+            {"id": f"q{i}::0", "title": f"Title {i}", "text": f"Gold text {i}."},
+            {"id": f"q{i}::1", "title": "Other", "text": f"Distractor {i}."},
+        ],
+        "supporting": [f"q{i}::0"],
+        "meta": {"n": i},
+    }
+    obj.update(overrides)
+    return obj
+
+
+def _write(path: Path, objs: list[Any]) -> Path:
+    path.write_text("".join(json.dumps(o) + "\n" for o in objs), encoding="utf-8")
+    return path
+
+
+def test_adhoc_jsonl_loads(tmp_path: Path) -> None:
+    path = _write(tmp_path / "mine.jsonl", [_item(i) for i in range(3)])
+    ds = load_dataset(path)
+    assert ds.name == "mine" and ds.scoring == "qa" and len(ds) == 3
+    first = ds.items[0]
+    assert first.id == "q0" and first.answers == ("answer 0", "alias 0")
+    assert [d.id for d in first.documents] == ["q0::0", "q0::1"]
+    assert first.supporting == ("q0::0",) and first.meta == {"n": 0}
+    assert load_dataset(str(path)).hash == ds.hash  # str and Path agree
+
+
+def test_adhoc_file_named_like_a_registered_dataset(tmp_path: Path) -> None:
+    path = _write(tmp_path / "fever.jsonl", [_item(0)])
+    ds = load_dataset(path)
+    assert len(ds) == 1 and ds.path == str(path)
+
+
+def test_blank_lines_are_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "blank.jsonl"
+    path.write_text(json.dumps(_item(0)) + "\n\n  \n" + json.dumps(_item(1)) + "\n", encoding="utf-8")
+    assert [i.id for i in load_dataset(path).items] == ["q0", "q1"]
+
+
+def test_unknown_name_and_missing_file() -> None:
+    with pytest.raises(DatasetError, match="unknown dataset"):
+        load_dataset("no_such_dataset")
+    with pytest.raises(DatasetError, match="no such file"):
+        load_dataset("/nonexistent/dir/x.jsonl")
+
+
+# --- hash ---------------------------------------------------------------------------
+
+
+def test_hash_is_stable_and_independent_of_loader(tmp_path: Path) -> None:
+    objs = [_item(i) for i in range(4)]
+    path = _write(tmp_path / "h.jsonl", objs)
+    # Recompute from the documented definition: sha256 over canonical JSON lines.
+    h = hashlib.sha256()
+    for o in objs:
+        canonical = {k: o[k] for k in ("id", "question", "answers", "documents", "supporting", "meta")}
+        h.update(json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+    assert load_dataset(path).hash == h.hexdigest()
+    assert load_dataset(path).hash == h.hexdigest()
+    assert load_dataset("fever").hash == load_dataset("fever").hash
+
+
+def test_hash_ignores_formatting_but_not_content(tmp_path: Path) -> None:
+    objs = [_item(i) for i in range(3)]
+    compact = _write(tmp_path / "a.jsonl", objs)
+    spaced = tmp_path / "b.jsonl"
+    spaced.write_text("".join(json.dumps(o, indent=None, separators=(" , ", " : ")) + "\n" for o in objs))
+    assert load_dataset(compact).hash == load_dataset(spaced).hash
+
+    changed = [dict(o) for o in objs]
+    changed[1] = _item(1, answers=["answer 1", "alias one"])
+    assert load_dataset(_write(tmp_path / "c.jsonl", changed)).hash != load_dataset(compact).hash
+    reordered = [objs[1], objs[0], objs[2]]
+    assert load_dataset(_write(tmp_path / "d.jsonl", reordered)).hash != load_dataset(compact).hash
+
+
+def test_reload_sees_rewritten_file_with_same_size_and_mtime(tmp_path: Path) -> None:
+    # A file replaced by one of equal size and restored mtime (rsync -t, tar, cp -p)
+    # must not be served from the in-process cache.
+    path = _write(tmp_path / "same.jsonl", [_item(0, question="Who wrote it AAA?")])
+    before = load_dataset(path)
+    stat = path.stat()
+    _write(path, [_item(0, question="Who wrote it BBB?")])
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size
+    after = load_dataset(path)
+    assert after.items[0].question == "Who wrote it BBB?"
+    assert after.hash != before.hash
+
+
+# --- subsets --------------------------------------------------------------------------
+
+
+def test_subsets_are_seeded_stable_nested_and_ordered() -> None:
+    full = load_dataset("hotpotqa")
+    five = load_dataset("hotpotqa", limit=5, seed=0)
+    ten = load_dataset("hotpotqa", limit=10, seed=0)
+    assert len(five) == 5 and len(ten) == 10
+    assert [i.id for i in five.items] == [i.id for i in load_dataset("hotpotqa", limit=5, seed=0).items]
+    assert {i.id for i in five.items} < {i.id for i in ten.items}
+    order = {item.id: k for k, item in enumerate(full.items)}
+    assert [order[i.id] for i in ten.items] == sorted(order[i.id] for i in ten.items)  # file order kept
+    assert five.hash == content_hash(five.items) != full.hash
+    other = load_dataset("hotpotqa", limit=10, seed=1)
+    assert {i.id for i in other.items} != {i.id for i in ten.items}
+
+
+def test_subset_limits_at_the_edges() -> None:
+    full = load_dataset("triviaqa")
+    assert load_dataset("triviaqa", limit=50).hash == full.hash
+    assert load_dataset("triviaqa", limit=10_000).hash == full.hash
+    assert len(load_dataset("triviaqa", limit=0)) == 0
+    with pytest.raises(ValueError, match="limit must be >= 0"):
+        load_dataset("triviaqa", limit=-1)
+
+
+# --- bad input: each error names file, line and field ----------------------------------
+
+
+def _bad(i: int, **overrides: Any) -> dict[str, Any]:
+    return _item(i, **overrides)
+
+
+BAD_ITEM_CASES = {
+    "missing question": ({k: v for k, v in _item(1).items() if k != "question"}, "question", "is missing"),
+    "empty question": (_bad(1, question="   "), "question", "must not be empty"),
+    "question not a string": (_bad(1, question=7), "question", "must be a string"),
+    "answers empty list": (_bad(1, answers=[]), "answers", "non-empty list"),
+    "answers a string": (_bad(1, answers="Paris"), "answers", "non-empty list"),
+    "answers hold a number": (_bad(1, answers=["Paris", 3]), "answers", "non-empty list"),
+    "answers hold an empty string": (_bad(1, answers=["Paris", " "]), "answers", "non-empty list"),
+    "no documents": (_bad(1, documents=[]), "documents", "non-empty list"),
+    "documents missing": ({k: v for k, v in _item(1).items() if k != "documents"}, "documents", "non-empty list"),
+    "empty document text": (
+        _bad(1, documents=[{"id": "q1::0", "title": "T", "text": ""}], supporting=[]),
+        "documents[0].text",
+        "must not be empty",
+    ),
+    "document text missing": (
+        _bad(1, documents=[{"id": "q1::0", "title": "T"}], supporting=[]),
+        "documents[0].text",
+        "is missing",
+    ),
+    "duplicate document id within an item": (
+        _bad(
+            1,
+            documents=[{"id": "q1::0", "title": "A", "text": "x"}, {"id": "q1::0", "title": "B", "text": "y"}],
+            supporting=[],
+        ),
+        "documents[1].id",
+        "duplicate document id 'q1::0'",
+    ),
+    "supporting names no document": (_bad(1, supporting=["q1::9"]), "supporting", "names no document"),
+    "supporting not a list": (_bad(1, supporting="q1::0"), "supporting", "list of document ids"),
+    "meta not an object": (_bad(1, meta=[1]), "meta", "must be an object"),
+    "empty id": (_bad(1, id=""), "id", "non-empty"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ITEM_CASES))
+def test_bad_item_names_file_line_and_field(tmp_path: Path, case: str) -> None:
+    bad, field, message = BAD_ITEM_CASES[case]
+    path = _write(tmp_path / "bad.jsonl", [_item(0), bad])  # the fault is on line 2
+    with pytest.raises(DatasetError) as info:
+        load_dataset(path)
+    err = info.value
+    assert (err.path, err.line, err.field) == (str(path), 2, field)
+    text = str(err)
+    assert text.startswith(f"{path}:2: field '{field}' ")
+    assert message in text
+
+
+def test_invalid_json_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "broken.jsonl"
+    path.write_text(json.dumps(_item(0)) + "\n" + json.dumps(_item(1)) + "\n" + '{"id": "q2", "question": \n')
+    with pytest.raises(DatasetError, match=rf"^{path}:3: invalid JSON") as info:
+        load_dataset(path)
+    assert info.value.line == 3
+
+
+def test_line_that_is_not_an_object(tmp_path: Path) -> None:
+    path = _write(tmp_path / "list.jsonl", [_item(0), [1, 2]])
+    with pytest.raises(DatasetError, match=rf"^{path}:2: a line must hold a JSON object, got list"):
+        load_dataset(path)
+
+
+def test_duplicate_item_id_names_both_lines(tmp_path: Path) -> None:
+    second = _item(5, id="q0")
+    second["documents"] = [{"id": "other::0", "title": "", "text": "t"}]
+    second["supporting"] = []
+    path = _write(tmp_path / "dup.jsonl", [_item(0), _item(1), second])
+    with pytest.raises(DatasetError) as info:
+        load_dataset(path)
+    assert (info.value.line, info.value.field) == (3, "id")
+    assert str(info.value) == f"{path}:3: field 'id' duplicate item id 'q0' (first on line 1)"
+
+
+def test_duplicate_document_id_across_items(tmp_path: Path) -> None:
+    second = _item(1)
+    second["documents"][1]["id"] = "q0::1"
+    path = _write(tmp_path / "dupdoc.jsonl", [_item(0), second])
+    with pytest.raises(DatasetError) as info:
+        load_dataset(path)
+    assert (info.value.line, info.value.field) == (2, "documents.id")
+    assert "duplicate document id 'q0::1' (first on line 1)" in str(info.value)
+
+
+def test_non_utf8_bytes_name_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.jsonl"
+    good = json.dumps(_item(0)).encode() + b"\n"
+    bad = json.dumps(_item(1, question="Caf\u00e9?"), ensure_ascii=False).encode("latin-1") + b"\n"
+    path.write_bytes(good + bad)
+    with pytest.raises(DatasetError, match=rf"^{path}:2: is not valid UTF-8 \(byte offset \d+\)") as info:
+        load_dataset(path)
+    assert info.value.line == 2
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text("\n")
+    with pytest.raises(DatasetError, match=rf"^{path}: holds no items"):
+        load_dataset(path)
