@@ -11,6 +11,10 @@ import os
 
 import pytest
 
+# The bcas plugin is also registered by its pytest11 entry point under this same name,
+# so an installed package and a bare checkout both load it exactly once.
+pytest_plugins = ["bcas.report.plugin"]
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 

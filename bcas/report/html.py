@@ -1,0 +1,239 @@
+"""Self-contained HTML report of a run (no network, no external assets).
+
+Sections: summary per model x dataset x configuration; paired comparisons against
+each grid's reference; the papers' figures from our data (search/context scaling
+lines with Wilson bands, ablation bars with Newcombe intervals, the MADARA method
+table with call counts and routing decisions); a per-item drill-down of every
+trajectory.  All dataset and model text passes through ``html.escape``; the page's
+only script sorts tables and never evaluates record content.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections import defaultdict
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from bcas.report.plots import line_chart, shift_bars
+from bcas.report.summary import Comparison, SummaryRow, group_key
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
+table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:13px}
+th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}
+th{background:#f3f3f3;cursor:pointer} td.t{text-align:left}
+tr.sig td{background:#fff3f3} details{margin:2px 0} summary{cursor:pointer}
+pre{white-space:pre-wrap;background:#fafafa;border:1px solid #eee;padding:4px;max-width:100em}
+.ok{color:#137333}.bad{color:#b3261e} .fig{display:inline-block;margin:4px}
+"""
+
+# Sorting only: reads cell text, never evaluates it.
+SCRIPT = """
+document.querySelectorAll('table.sortable th').forEach(function(th, col){
+  th.addEventListener('click', function(){
+    var table = th.closest('table'); var body = table.tBodies[0];
+    var rows = Array.prototype.slice.call(body.rows);
+    var asc = th.dataset.asc !== '1'; th.dataset.asc = asc ? '1' : '0';
+    rows.sort(function(a, b){
+      var x = a.cells[col].textContent, y = b.cells[col].textContent;
+      var nx = parseFloat(x), ny = parseFloat(y);
+      var r = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
+      return asc ? r : -r;
+    });
+    rows.forEach(function(r){ body.appendChild(r); });
+  });
+});
+document.body.dataset.ready = '1';
+"""
+
+
+# The page's policy admits exactly this script (by hash) and no other, so even text
+# that escaped escaping could not run.
+SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
+
+
+def _pct(v: float | None) -> str:
+    return "" if v is None else f"{v * 100:.1f}"
+
+
+def _table(headers: list[str], rows: list[list[str]], cls: str = "sortable", row_classes: list[str] | None = None,
+           table_id: str = "") -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = []
+    for i, row in enumerate(rows):
+        rc = f' class="{row_classes[i]}"' if row_classes and row_classes[i] else ""
+        cells = "".join(f'<td class="t">{c}</td>' if j < 4 else f"<td>{c}</td>" for j, c in enumerate(row))
+        body.append(f"<tr{rc}>{cells}</tr>")
+    tid = f' id="{table_id}"' if table_id else ""
+    return f'<table class="{cls}"{tid}><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _summary_table(rows: list[SummaryRow]) -> str:
+    headers = ["grid", "model", "dataset", "config", "n", "EM acc %", "95% CI", "judge %", "judge n",
+               "F1", "searches", "tokens in", "tokens out", "LLM calls", "cost $", "errors"]
+    body = [
+        [escape(r.grid), escape(r.model), escape(r.dataset), escape(r.label) + (" (ref)" if r.reference else ""),
+         str(r.n), _pct(r.accuracy), f"{_pct(r.ci_lo)}–{_pct(r.ci_hi)}", _pct(r.judge_accuracy), str(r.judge_n),
+         f"{r.mean_f1:.3f}", f"{r.mean_searches:.2f}", f"{r.mean_tokens_in:.0f}", f"{r.mean_tokens_out:.0f}",
+         f"{r.mean_llm_calls:.1f}", f"{r.cost_usd:.4f}", str(r.errors)]
+        for r in rows
+    ]
+    return _table(headers, body, table_id="summary")
+
+
+def _comparison_table(comps: list[Comparison]) -> str:
+    headers = ["grid", "model", "dataset", "config vs ref", "n paired", "diff pts", "Newcombe 95% CI",
+               "b (cfg only)", "c (ref only)", "McNemar p", "Holm p"]
+    body = [
+        [escape(c.grid), escape(c.model), escape(c.dataset), f"{escape(c.label)} vs {escape(c.reference)}",
+         str(c.n_paired), f"{c.diff * 100:+.1f}", f"{c.ci_lo * 100:+.1f} – {c.ci_hi * 100:+.1f}", str(c.b), str(c.c),
+         f"{c.p_value:.4f}", f"{c.p_holm:.4f}"]
+        for c in comps
+    ]
+    return _table(headers, body, row_classes=["sig" if c.significant else "" for c in comps], table_id="comparisons")
+
+
+def _figures(rows: list[SummaryRow], comps: list[Comparison], grid_order: dict[str, list[str]]) -> str:
+    out = []
+    by_panel: dict[tuple[str, str], list[SummaryRow]] = defaultdict(list)
+    for r in rows:
+        by_panel[(r.grid, r.dataset)].append(r)
+    for (grid, dataset), panel in sorted(by_panel.items()):
+        order = grid_order.get(grid) or sorted({r.label for r in panel})
+        labels = [lab for lab in order if any(r.label == lab for r in panel)]
+        if grid in ("search_scaling", "context_scaling", "smoke") or (grid not in ("ablation", "madara", "rsc")):
+            series: dict[str, list[tuple[float, float, float] | None]] = {}
+            for model in sorted({r.model for r in panel}):
+                pts: list[tuple[float, float, float] | None] = []
+                for lab in labels:
+                    hit = [r for r in panel if r.model == model and r.label == lab]
+                    pts.append((hit[0].accuracy, hit[0].ci_lo, hit[0].ci_hi) if hit else None)
+                series[model] = pts
+            out.append(f'<div class="fig">{line_chart(f"{grid} — {dataset} (EM, 95% Wilson)", labels, series)}</div>')
+        if grid in ("ablation", "madara") or grid not in ("search_scaling", "context_scaling"):
+            for model in sorted({r.model for r in panel}):
+                bars = [(c.label, c.diff, c.ci_lo, c.ci_hi) for c in comps
+                        if c.grid == grid and c.dataset == dataset and c.model == model]
+                if bars:
+                    title = f"{grid} — {dataset} — {model}: net shift vs reference (Newcombe 95%)"
+                    out.append(f'<div class="fig">{shift_bars(title, bars)}</div>')
+    return "".join(out)
+
+
+def _madara_table(records: list[dict[str, Any]]) -> str:
+    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for rec in records:
+        extra = rec.get("extra") or {}
+        if rec.get("method") or extra.get("treatment") or extra.get("kind") == "madara":
+            groups[group_key(rec)].append(rec)
+    if not groups:
+        return ""
+    headers = ["grid", "model", "dataset", "method", "n", "EM %", "LLM calls/item", "assessment calls/item",
+               "generation calls/item", "tokens in/item", "routing decision"]
+    body = []
+    for (grid, model, dataset, label), recs in sorted(groups.items()):
+        n = len(recs)
+        ex = [r.get("extra") or {} for r in recs]
+        routes = sorted({str(e.get("routing", {}).get("treatment", "")) for e in ex if e.get("routing")})
+        reasons = sorted({str(e.get("routing", {}).get("reason", "")) for e in ex if e.get("routing")})
+        body.append([
+            escape(grid), escape(model), escape(dataset), escape(label), str(n),
+            _pct(sum(bool(r.get("correct_em")) for r in recs) / n),
+            f"{sum(r.get('llm_calls') or 0 for r in recs) / n:.1f}",
+            f"{sum(e.get('assessment_calls') or 0 for e in ex) / n:.1f}",
+            f"{sum(e.get('generation_calls') or 0 for e in ex) / n:.1f}",
+            f"{sum(r.get('tokens_in') or 0 for r in recs) / n:.0f}",
+            escape(" / ".join(routes) + (": " + "; ".join(reasons) if reasons else "")),
+        ])
+    return "<h2>MADARA methods</h2>" + _table(headers, body, table_id="madara")
+
+
+def _profiles_table(profiles: list[dict[str, Any]]) -> str:
+    if not profiles:
+        return ""
+    headers = ["model", "dataset", "n queries", "ρ̂₁ ρ̂₂ ρ̂₃", "ρ*", "ρ̄", "class", "EM NF", "routed to", "reason"]
+    body = []
+    for p in profiles:
+        dec = p.get("decision") or {}
+        rho = p.get("rho_hat") or []
+        body.append([
+            escape(str(p.get("model_label", p.get("model", "")))), escape(str(p.get("dataset", ""))),
+            escape(str(p.get("n_queries", ""))), escape(" ".join(f"{float(r):.2f}" for r in rho)),
+            escape(str(p.get("rho_star", ""))), escape(f"{float(p.get('rho_bar') or 0):.3f}"),
+            escape(str(p.get("classification", ""))), escape(str(p.get("em_nf", ""))),
+            escape(str(dec.get("treatment", ""))), escape(str(dec.get("reason", ""))),
+        ])
+    return "<h2>RSC profiles and routing</h2>" + _table(headers, body, table_id="rsc")
+
+
+def _drilldown(records: list[dict[str, Any]], limit: int = 2000) -> str:
+    parts = [f"<h2>Items ({min(len(records), limit)} of {len(records)})</h2>"]
+    for rec in records[:limit]:
+        ok = rec.get("correct_em")
+        verdict = rec.get("judge_verdict")
+        head = (
+            f'<span class="{"ok" if ok else "bad"}">{"✔" if ok else "✘"}</span> '
+            f"{escape(str(rec.get('model')))} · {escape(str(rec.get('dataset')))} · "
+            f"{escape(str(rec.get('label') or rec.get('config_id')))} · {escape(str(rec.get('item_id')))} — "
+            f"{escape(str(rec.get('question', ''))[:160])}"
+        )
+        steps = []
+        for step in rec.get("steps") or []:
+            kind = escape(str(step.get("kind", "")))
+            text = step.get("query") or step.get("output") or ""
+            ids = step.get("retrieved") or step.get("retrieved_ids") or []
+            titles = step.get("titles") or []
+            steps.append(
+                f"<li><b>{kind}</b> ({escape(str(step.get('tokens_in', '')))} in / "
+                f"{escape(str(step.get('tokens_out', '')))} out) <pre>{escape(str(text))}</pre>"
+                + (f"<div>retrieved: {escape(', '.join(map(str, titles or ids)))}</div>" if ids or titles else "")
+                + "</li>"
+            )
+        body = (
+            f"<div>answers: {escape(json.dumps(rec.get('answers'), ensure_ascii=False))}</div>"
+            f"<div>prediction: <b>{escape(str(rec.get('prediction')))}</b> · F1 {float(rec.get('f1') or 0):.2f} · "
+            f"judge {escape(str(verdict))} · stop {escape(str(rec.get('stop_reason')))} · "
+            f"searches {escape(str(rec.get('searches_used')))}</div>"
+            + (f"<div>error: {escape(str(rec.get('error')))}</div>" if rec.get("error") else "")
+            + f"<ol>{''.join(steps)}</ol>"
+        )
+        parts.append(f"<details><summary>{head}</summary>{body}</details>")
+    return "".join(parts)
+
+
+def render_report(
+    run_dir: Path,
+    records: list[dict[str, Any]],
+    rows: list[SummaryRow],
+    comparisons: list[Comparison],
+    grid_order: dict[str, list[str]] | None = None,
+    title: str = "bcas report",
+    profiles: list[dict[str, Any]] | None = None,
+) -> Path:
+    """Write ``index.html`` into ``run_dir`` and return its path."""
+    grid_order = grid_order or {}
+    html = (
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+        f"script-src '{SCRIPT_HASH}'; img-src data:\">"
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
+        f"<h1>{escape(title)}</h1><p>{len(records)} records · run <code>{escape(run_dir.name)}</code></p>"
+        "<h2>Summary</h2>" + _summary_table(rows)
+        + "<h2>Paired comparisons against each grid's reference</h2>"
+        + "<p>Difference = configuration − reference on the same items; Newcombe (1998) paired 95% interval; "
+        "exact McNemar p, Holm-adjusted within each grid (shaded: significant at 0.05).</p>"
+        + _comparison_table(comparisons)
+        + "<h2>Figures</h2>" + _figures(rows, comparisons, grid_order)
+        + _madara_table(records)
+        + _profiles_table(profiles or [])
+        + _drilldown(records)
+        + f"<script>{SCRIPT}</script></body></html>"
+    )
+    path = run_dir / "index.html"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(html, encoding="utf-8")
+    return path

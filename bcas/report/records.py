@@ -1,0 +1,81 @@
+"""One item of one case: run its pipeline, grade, judge, price, and build the record."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Any
+
+
+async def run_item_record(ctx: Any, item: Any) -> Any:
+    """Run ``item`` under the case in ``ctx`` and return its ``bcas.results.Record``.
+
+    A failure inside the pipeline never loses the item: it becomes a record with
+    ``stop_reason="error"`` and the error text, which the case's invariants report.
+    """
+    from bcas.results import Record, reprice_record
+
+    session = ctx.session
+    case = ctx.case
+    kind = case.entry.kind
+    run_id = session.settings.run_dir.name
+    extra = dict(ctx.extra_base)
+    extra["model_id"] = getattr(ctx.model, "model_id", "")
+    started = time.perf_counter()
+    try:
+        if kind == "bcas":
+            record = await _bcas_record(ctx, item, run_id, extra)
+        elif kind == "madara":
+            record = await _madara_record(ctx, item, run_id)
+        else:
+            raise ValueError(f"kind {kind!r} has no per-item records")
+    except Exception as exc:  # noqa: BLE001 - any failure becomes an error record, never a lost item
+        record = Record(
+            run_id=run_id,
+            config_id=ctx.config.config_id,
+            config=ctx.config.to_dict(),
+            label=case.entry.label,
+            model=case.model.label,
+            dataset=ctx.dataset.name,
+            dataset_hash=ctx.dataset.hash,
+            item_id=item.id,
+            question=item.question,
+            answers=list(item.answers),
+            prediction="",
+            correct_em=False,
+            f1=0.0,
+            stop_reason="error",
+            error=f"{type(exc).__name__}: {exc}",
+            latency_s=time.perf_counter() - started,
+            method=kind,
+            extra={**extra, "traceback": traceback.format_exc(limit=6)},
+            created_at=time.time(),
+        )
+    merged = {**(record.extra or {}), **extra}
+    record = record.replace(model=case.model.label, label=case.entry.label, run_id=run_id, extra=merged)
+    judge = session.judge()
+    if judge is not None and record.error is None and record.prediction:
+        verdict = await judge.judge(item.question, list(item.answers), record.prediction)
+        vd = verdict.to_dict() if hasattr(verdict, "to_dict") else dict(verdict)
+        record = record.replace(judge_verdict=vd.get("verdict"), judge=vd)
+    if session.prices is not None:
+        record = reprice_record(record, session.prices)
+    return record
+
+
+async def _bcas_record(ctx: Any, item: Any, run_id: str, extra: dict[str, Any]) -> Any:
+    from bcas.agent import run_bcas
+    from bcas.results import record_from_trajectory
+
+    trajectory = await run_bcas(item, ctx.model, ctx.retriever, ctx.config)
+    extra = {**extra, "agent_tokens_out": trajectory.tokens_out}
+    return record_from_trajectory(trajectory, run_id=run_id, dataset=ctx.dataset, extra=extra)
+
+
+async def _madara_record(ctx: Any, item: Any, run_id: str) -> Any:
+    from bcas.assess import run_madara
+
+    profile = getattr(ctx, "profile", None)
+    return await run_madara(
+        item, ctx.model, ctx.retriever, ctx.config, dataset=ctx.dataset, profile=profile, run_id=run_id
+    )

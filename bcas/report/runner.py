@@ -1,0 +1,420 @@
+"""Running grid cases: shared session resources, concurrency, resume and finalisation.
+
+One ``BcasSession`` per pytest process holds everything cases share: loaded
+datasets, one retriever per (collection, retrieval config), one model per model
+spec, the judge, the price sheet and the results store.  Indexes come from the
+disk cache, so xdist workers load what another worker built instead of
+recomputing it.  Each case runs its item subset concurrently on one event loop,
+skips items already recorded for the same config and dataset hash (resume), and
+appends one record per item atomically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from bcas.config import RunConfig
+
+
+class CaseFailure(AssertionError):
+    """A case broke one of its invariants; the message lists which."""
+
+
+@dataclass
+class CaseOutcome:
+    case_id: str
+    records: list[dict[str, Any]]
+    ran: int
+    skipped: int
+    wall_s: float
+    violations: list[str] = field(default_factory=list)
+
+
+def _progress_writer(config: Any):
+    """Write progress lines to the real terminal even while pytest captures output."""
+    if config is None:
+        return lambda line: None
+    capman = config.pluginmanager.getplugin("capturemanager")
+    tr = config.pluginmanager.getplugin("terminalreporter")
+
+    def write(line: str) -> None:
+        if tr is None:
+            return
+        if capman is not None:
+            with capman.global_and_fixture_disabled():
+                tr.write_line(line)
+        else:
+            tr.write_line(line)
+
+    return write
+
+
+class BcasSession:
+    def __init__(self, settings: Any, worker: str | None = None, config: Any = None):
+        from bcas.results import ResultStore, load_price_sheet
+
+        self.settings = settings
+        self.worker = worker
+        self.config = config
+        self.loop = asyncio.new_event_loop()
+        self.store = ResultStore(settings.run_dir, worker=worker)
+        self.prices = load_price_sheet(settings.prices) if Path(settings.prices).is_file() else None
+        self._datasets: dict[tuple[str, int | None, int], Any] = {}
+        self._models: dict[Any, Any] = {}
+        self._retrievers: dict[tuple, Any] = {}
+        self._judge: Any = None
+        self._rsc_profiles: dict[tuple[str, str], Any] = {}
+        self.cases_run = 0
+        self.gate_results: list[Any] = []
+        self._baseline = None
+        self.progress = _progress_writer(config)
+
+    # -- shared resources ---------------------------------------------------------
+    def dataset(self, name: str, limit: int | None) -> Any:
+        from bcas.data import load_dataset
+
+        key = (name, limit, self.settings.seed)
+        if key not in self._datasets:
+            self._datasets[key] = load_dataset(name, limit=limit, seed=self.settings.seed)
+        return self._datasets[key]
+
+    def collection(self, name: str) -> Any:
+        """The whole dataset collection (all items' documents), whatever the item subset."""
+        return self.dataset(name, None)
+
+    def model(self, spec: Any) -> Any:
+        if spec not in self._models:
+            from bcas.llm import load_model
+
+            options: dict[str, Any] = {}
+            if spec.backend == "openai":
+                options["base_url"] = spec.base_url
+                if spec.api_key_env:
+                    options["api_key_env"] = spec.api_key_env
+            self._models[spec] = load_model(spec.backend, spec.model, cache=self.settings.cache, **options)
+        return self._models[spec]
+
+    def retriever(self, dataset_name: str, rconfig: Any, model: Any) -> Any:
+        from bcas.retrieval import build_retriever
+
+        needs_model = rconfig.mode == "hybrid_rerank" and rconfig.reranker == "llm"
+        key = (dataset_name, rconfig, id(model) if needs_model else None)
+        if key not in self._retrievers:
+            docs = self.collection(dataset_name).documents
+            self._retrievers[key] = build_retriever(docs, rconfig, model=model if needs_model else None)
+        return self._retrievers[key]
+
+    def judge(self) -> Any:
+        if self.settings.judge == "none":
+            return None
+        if self._judge is None:
+            from bcas.grading import LLMJudge
+
+            spec = self.settings.judge
+            if spec == "same":
+                judge_model = self.model(self.settings.models[0])
+            else:
+                from bcas.llm import load_model
+
+                backend, _, name = spec.partition(":")
+                options: dict[str, Any] = {}
+                if backend == "openai":
+                    options["base_url"] = self.settings.judge_base_url or self.settings.models[0].base_url
+                judge_model = load_model(backend, name or None, cache=self.settings.cache, **options)
+            self._judge = LLMJudge(judge_model, repeats=self.settings.judge_repeats)
+        return self._judge
+
+    def baseline(self) -> dict[str, dict[str, bool]] | None:
+        if self.settings.baseline and self._baseline is None:
+            from bcas.report.gate import load_baseline
+
+            self._baseline = load_baseline(self.settings.baseline)
+        return self._baseline
+
+    # -- running a case ------------------------------------------------------------
+    def limit_for(self, case: Any) -> int | None:
+        if self.settings.limit is not None:
+            return self.settings.limit
+        from bcas.report.grids import get_grid
+
+        return get_grid(case.grid).limit or DEFAULT_LIMIT
+
+    def run_case(self, case: Any) -> CaseOutcome:
+        return self.loop.run_until_complete(self._run_case(case))
+
+    async def _run_case(self, case: Any) -> CaseOutcome:
+        t0 = time.perf_counter()
+        ds = self.dataset(case.dataset, self.limit_for(case))
+        config: RunConfig = case.entry.config
+        if case.entry.kind != "bcas":
+            # MADARA's answers are seeded as well; keep the subset seed in the config id.
+            config = replace(config, seed=self.settings.seed)
+        else:
+            config = replace(config, seed=self.settings.seed)
+        if case.entry.kind == "rsc":
+            return await self._run_rsc(case, ds, config, t0)
+        done = self.store.done_keys(include_errors=False)
+        todo = [it for it in ds.items if (config.config_id, ds.hash, it.id) not in done]
+        skipped = len(ds.items) - len(todo)
+        model = self.model(case.model)
+        context = CaseContext(self, case, ds, config, model)
+        await context.prepare(todo)
+        sem = asyncio.Semaphore(self.settings.concurrency)
+        finished = 0
+
+        async def one(item: Any) -> None:
+            nonlocal finished
+            async with sem:
+                record = await context.run_item(item)
+            self.store.append(record)
+            finished += 1
+            self.progress(f"[bcas] {case.id}: {finished + skipped}/{len(ds.items)} items")
+
+        if skipped:
+            self.progress(f"[bcas] {case.id}: resuming, {skipped} of {len(ds.items)} items already recorded")
+        await asyncio.gather(*(one(item) for item in todo))
+        self.cases_run += 1
+        records = [
+            r.to_dict() for r in self.store.records()
+            if r.config_id == config.config_id and r.dataset_hash == ds.hash and r.model == case.model.label
+        ]
+        outcome = CaseOutcome(case.id, records, len(todo), skipped, time.perf_counter() - t0)
+        outcome.violations = check_invariants(case, ds, config, records, self.settings.allow_errors)
+        return outcome
+
+    def gate(self, case: Any, outcome: CaseOutcome, floor: float | None) -> list[str]:
+        """Absolute floor and paired baseline check of one case; returns failure messages."""
+        failures = []
+        n = len(outcome.records)
+        acc = sum(bool(r.get("correct_em")) for r in outcome.records) / n if n else 0.0
+        floor = floor if floor is not None else self.settings.min_accuracy
+        if floor is not None and acc < floor:
+            failures.append(f"regression gate: {case.id}: EM accuracy {acc:.3f} over {n} items is below the floor {floor:.3f}")
+        baseline = self.baseline()
+        if baseline is not None:
+            from bcas.report.gate import check_case
+
+            n_gated = int(getattr(self.config, "_bcas_n_cases", 1) or 1) if self.config is not None else 1
+            res = check_case(case.id, outcome.records, baseline, n_gated)
+            if res is not None:
+                self.gate_results.append(res)
+                if res.failed_now:
+                    failures.append(res.message())
+        return failures
+
+    async def _run_rsc(self, case: Any, ds: Any, config: RunConfig, t0: float) -> CaseOutcome:
+        """The RSC probe of one model x dataset (MADARA §3): a profile file, not item records."""
+        path = self.settings.run_dir / "rsc" / f"{case.model.label}--{ds.name}--{config.config_id}--{ds.hash[:12]}.json"
+        if path.is_file():
+            self.progress(f"[bcas] {case.id}: profile already at {path}")
+            return CaseOutcome(case.id, [], 0, len(ds.items), time.perf_counter() - t0)
+        from bcas.assess import probe
+
+        model = self.model(case.model)
+        retriever = None
+        if config.assess.doc_source == "retrieval":
+            retriever = self.retriever(case.dataset, config.retrieval, model)
+        self.progress(f"[bcas] {case.id}: RSC probe on {len(ds.items)} calibration items")
+        profile = await probe(model, list(ds.items), retriever, config)
+        data = profile.to_dict()
+        data["decision"] = _plain_decision(profile.decision())
+        data.update({"dataset": ds.name, "dataset_hash": ds.hash, "model_label": case.model.label, "case_id": case.id})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str), encoding="utf-8")
+        tmp.replace(path)
+        self.cases_run += 1
+        outcome = CaseOutcome(case.id, [], len(ds.items), 0, time.perf_counter() - t0)
+        if profile.n_triples == 0:
+            outcome.violations.append("RSC probe produced no (normal, perturbed) score triples")
+        return outcome
+
+    def close(self) -> None:
+        if self.gate_results:
+            from dataclasses import asdict
+
+            token = getattr(self.config, "_bcas_token", "run")
+            path = self.settings.run_dir / f"gate.{token}.{self.worker or 'main'}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps([asdict(r) for r in self.gate_results], indent=1), encoding="utf-8")
+            self.gate_results = []
+        async def _close_all() -> None:
+            for m in self._models.values():
+                await m.aclose()
+            if self._judge is not None and getattr(self._judge, "model", None) is not None:
+                await self._judge.model.aclose()
+
+        if not self.loop.is_closed():
+            try:
+                self.loop.run_until_complete(_close_all())
+            finally:
+                self.loop.close()
+        self._models.clear()
+
+
+DEFAULT_LIMIT = 20
+
+
+class CaseContext:
+    """Per-case state shared by its items (retriever, RSC profile)."""
+
+    def __init__(self, session: BcasSession, case: Any, dataset: Any, config: RunConfig, model: Any):
+        self.session = session
+        self.case = case
+        self.dataset = dataset
+        self.config = config
+        self.model = model
+        self.retriever = None
+        self.extra_base = {
+            "grid": case.grid,
+            "kind": case.entry.kind,
+            "reference": case.entry.reference,
+            "case_id": case.id,
+            "worker": session.worker,
+        }
+
+    async def prepare(self, todo: list[Any]) -> None:
+        kind = self.case.entry.kind
+        needs_retriever = kind == "bcas" or (kind in ("madara", "rsc") and self.config.assess.doc_source == "retrieval")
+        if needs_retriever and todo:
+            self.retriever = self.session.retriever(self.case.dataset, self.config.retrieval, self.model)
+        if kind == "madara" and self.config.assess.method == "madara" and todo:
+            self.profile = await self.session_rsc_profile()
+
+    async def session_rsc_profile(self) -> Any:
+        from bcas.assess import rsc as rsc_mod
+
+        key = (self.case.model.label, self.case.dataset)
+        cached = self.session._rsc_profiles.get(key)
+        if cached is None:
+            calib = self.session.dataset(self.case.dataset, self.config.assess.calibration_n)
+            cached = await rsc_mod.probe(self.model, list(calib.items), self.retriever, self.config)
+            self.session._rsc_profiles[key] = cached
+        return cached
+
+    async def run_item(self, item: Any) -> dict[str, Any]:
+        from bcas.report.records import run_item_record
+
+        return await run_item_record(self, item)
+
+
+def check_invariants(case: Any, ds: Any, config: RunConfig, records: list[dict[str, Any]], allow_errors: bool) -> list[str]:
+    """Every item recorded once; budgets respected; no errored items unless allowed."""
+    problems = []
+    ids = [r.get("item_id") for r in records]
+    expected = {it.id for it in ds.items}
+    missing = expected - set(ids)
+    if missing:
+        problems.append(f"{len(missing)} items not recorded: {sorted(missing)[:5]}")
+    dupes = {i for i in ids if ids.count(i) > 1}
+    if dupes:
+        problems.append(f"items recorded more than once: {sorted(dupes)[:5]}")
+    if case.entry.kind == "bcas":
+        b = config.budget
+        for r in records:
+            if b.max_searches is not None and int(r.get("searches_used") or 0) > b.max_searches:
+                problems.append(f"{r.get('item_id')}: searches_used {r.get('searches_used')} > {b.max_searches}")
+            agent_out = int((r.get("extra") or {}).get("agent_tokens_out", r.get("tokens_out") or 0))
+            if agent_out > b.max_total_tokens + b.forced_answer_tokens:
+                problems.append(
+                    f"{r.get('item_id')}: completion tokens {agent_out} > budget {b.max_total_tokens} "
+                    f"+ forced-answer allowance {b.forced_answer_tokens}"
+                )
+    if not allow_errors:
+        errs = [r for r in records if r.get("stop_reason") == "error"]
+        if errs:
+            problems.append(
+                f"{len(errs)} items ended in error (first: {errs[0].get('item_id')}: {errs[0].get('error')}); "
+                "pass --bcas-allow-errors to accept"
+            )
+    return problems
+
+
+@dataclass
+class FinalResult:
+    records_path: Path
+    report_path: Path | None
+    table_lines: list[str]
+    holm_failures: list[str]
+
+
+def finalize_run(settings: Any, session: BcasSession | None, token: str = "run") -> FinalResult | None:
+    """Merge per-worker files, write summaries and the HTML report, run the session-wide Holm gate."""
+    from bcas.report.grids import GRIDS
+    from bcas.report.html import render_report
+    from bcas.report.summary import write_summaries
+    from bcas.results import ResultStore
+
+    if session is not None:
+        session.close()  # flushes this process's gate results
+    store = ResultStore(settings.run_dir)
+    store.merge()
+    records = [r.to_dict() for r in store.records()]
+    profiles = read_profiles(settings.run_dir)
+    if not records and not profiles:
+        return None
+    rows, comps = write_summaries(settings.run_dir, records)
+    order = {name: [e.label for e in grid.entries] for name, grid in GRIDS.items()}
+    report = render_report(
+        settings.run_dir, records, rows, comps, order, title=f"bcas — {settings.run_dir.name}", profiles=profiles
+    )
+    lines = [f"{'model':<16}{'dataset':<18}{'config':<28}{'n':>4}{'EM%':>7}{'95% CI':>14}{'srch':>6}{'tok out':>9}"]
+    for r in rows:
+        lines.append(
+            f"{r.model[:15]:<16}{r.dataset[:17]:<18}{r.label[:27]:<28}{r.n:>4}{r.accuracy * 100:>7.1f}"
+            f"{f'{r.ci_lo * 100:.0f}-{r.ci_hi * 100:.0f}':>14}{r.mean_searches:>6.2f}{r.mean_tokens_out:>9.0f}"
+        )
+    holm_failures: list[str] = []
+    all_results = read_gate_files(settings.run_dir, token)
+    if all_results:
+        from bcas.report.gate import holm_session
+
+        for res in holm_session(all_results):
+            if not res.failed_now:
+                holm_failures.append(res.message())
+    for prof in profiles:
+        dec = prof.get("decision") or {}
+        lines.append(
+            f"RSC {prof.get('model_label')} / {prof.get('dataset')}: rho_hat={prof.get('rho_hat')} "
+            f"rho*={prof.get('rho_star')} class={prof.get('classification')} -> {dec.get('treatment')}"
+        )
+    return FinalResult(store.path, report, lines, holm_failures)
+
+
+def _plain_decision(decision: Any) -> dict[str, Any]:
+    if hasattr(decision, "to_dict"):
+        return decision.to_dict()
+    from dataclasses import asdict, is_dataclass
+
+    return asdict(decision) if is_dataclass(decision) else {"treatment": str(decision)}
+
+
+def read_profiles(run_dir: Path) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted((run_dir / "rsc").glob("*.json")):
+        try:
+            out.append(json.loads(path.read_text(encoding="utf-8")))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def read_gate_files(run_dir: Path, token: str) -> list[Any]:
+    """Gate results of this session (all its workers); older sessions' files are removed."""
+    from bcas.report.gate import GateResult
+
+    for path in run_dir.glob("gate.*.json"):
+        if not path.name.startswith(f"gate.{token}."):
+            path.unlink(missing_ok=True)
+    out = []
+    for path in sorted(run_dir.glob(f"gate.{token}.*.json")):
+        try:
+            out.extend(GateResult(**d) for d in json.loads(path.read_text(encoding="utf-8")))
+        except (json.JSONDecodeError, TypeError):
+            continue
+    return out

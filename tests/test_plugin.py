@@ -1,0 +1,156 @@
+"""The pytest plugin end to end, with pytester: options, grids, markers, resume, gate, xdist.
+
+The model is the instant test double (tests/support/instant.py): these tests check
+the suite's control flow; retrieval over the small dataset is the real BM25 index.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+TESTS_DIR = Path(__file__).resolve().parent
+GRID_FILE = (Path(__file__).resolve().parents[1] / "benchmarks" / "test_grids.py").read_text()
+
+CONFTEST = f"""
+import sys
+sys.path.insert(0, {str(TESTS_DIR)!r})
+from bcas.config import Budget, RetrievalConfig, RunConfig
+from bcas.llm import register_backend
+from bcas.report.grids import Grid, GridEntry, register_grid
+
+register_backend("instant", "support.instant:create")
+_cfg = lambda s: RunConfig(budget=Budget(max_searches=s, max_total_tokens=2000),
+                           retrieval=RetrievalConfig(mode="bm25"))
+register_grid(Grid("tiny", (GridEntry("bcas", _cfg(1), reference=True), GridEntry("bcas", _cfg(2))),
+                   datasets=("DATASET",), limit=None))
+"""
+
+
+def _dataset(path: Path, n: int = 10) -> Path:
+    lines = []
+    for i in range(n):
+        lines.append(json.dumps({
+            "id": f"q{i}",
+            "question": f"Which greek letter is the codename of project number {i}?",
+            "answers": ["alpha"],
+            "documents": [
+                {"id": f"q{i}::0", "title": f"Project {i}", "text": f"Project number {i} has the codename alpha."},
+                {"id": f"q{i}::1", "title": "Other", "text": f"An unrelated note about gardening, number {i}."},
+            ],
+            "supporting": [f"q{i}::0"],
+        }))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("BCAS_INSTANT_ANSWER", "alpha")
+    data = _dataset(pytester.path / "tiny.jsonl")
+    pytester.makeconftest(CONFTEST.replace("DATASET", str(data)))
+    pytester.makepyfile(test_grids=GRID_FILE)
+    return pytester
+
+
+def _records(run_dir: Path) -> list[dict]:
+    path = run_dir / "records.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+BASE = ["--bcas-backend", "instant", "--bcas-grid", "tiny", "-p", "no:cacheprovider"]
+
+
+def test_help_documents_every_option(suite: pytest.Pytester) -> None:
+    result = suite.runpytest("--help")
+    out = result.stdout.str()
+    for name in ("model", "backend", "base-url", "datasets", "grid", "limit", "seed", "concurrency", "judge",
+                 "prices", "baseline", "report"):
+        assert f"--bcas-{name}" in out, name
+
+
+def test_grid_expansion_ids_and_markers(suite: pytest.Pytester) -> None:
+    result = suite.runpytest(*BASE, "--collect-only", "-q")
+    out = result.stdout.str()
+    assert "test_case[instant-tiny-bm25/s1/t2k]" in out
+    assert "test_case[instant-tiny-bm25/s2/t2k]" in out
+    result = suite.runpytest(*BASE, "--collect-only", "-q", "-m", "tiny and bcas", "-k", "s2")
+    out = result.stdout.str()
+    assert "s2/t2k" in out and "s1/t2k" not in out
+
+
+def test_ini_options_are_read(suite: pytest.Pytester) -> None:
+    suite.makeini("[pytest]\nbcas_backend = instant\nbcas_grid = tiny\nbcas_limit = 3\n")
+    result = suite.runpytest("--collect-only", "-q", "-p", "no:cacheprovider")
+    assert "instant-tiny-bm25/s1/t2k" in result.stdout.str()
+
+
+def test_bad_option_is_a_usage_error(suite: pytest.Pytester) -> None:
+    result = suite.runpytest(*BASE[:2], "--bcas-grid", "nonesuch")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unknown grid" in result.stderr.str()
+
+
+def test_run_records_report_and_resume(suite: pytest.Pytester) -> None:
+    run_dir = suite.path / "out"
+    result = suite.runpytest(*BASE, "--bcas-report", str(run_dir))
+    result.assert_outcomes(passed=2)
+    recs = _records(run_dir)
+    assert len(recs) == 20
+    assert len({(r["config_id"], r["item_id"]) for r in recs}) == 20
+    assert all(r["correct_em"] for r in recs)
+    assert (run_dir / "index.html").is_file() and (run_dir / "summary.csv").is_file()
+    assert "bcas summary" in result.stdout.str()
+
+    # Drop three records (as if killed before writing them): the rerun runs exactly those.
+    lines = (run_dir / "records.jsonl").read_text().splitlines()
+    (run_dir / "records.jsonl").write_text("\n".join(lines[:-3]) + "\n")
+    result = suite.runpytest(*BASE, "--bcas-report", str(run_dir), "-s")
+    result.assert_outcomes(passed=2)
+    recs = _records(run_dir)
+    assert len(recs) == 20 and len({(r["config_id"], r["item_id"]) for r in recs}) == 20
+    assert "already recorded" in result.stdout.str()
+
+
+def test_baseline_gate_fails_on_regression_and_passes_on_equal(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base_dir = suite.path / "base"
+    suite.runpytest(*BASE, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)
+    baseline = suite.path / "baseline.json"
+    from bcas.report.gate import main as gate_main
+
+    assert gate_main(["write", str(base_dir), str(baseline)]) == 0
+
+    same = suite.runpytest(*BASE, "--bcas-report", str(suite.path / "same"), "--bcas-baseline", str(baseline))
+    same.assert_outcomes(passed=2)
+
+    monkeypatch.setenv("BCAS_INSTANT_ANSWER", "beta")
+    worse = suite.runpytest(*BASE, "--bcas-report", str(suite.path / "worse"), "--bcas-baseline", str(baseline))
+    worse.assert_outcomes(failed=2)
+    out = worse.stdout.str()
+    assert "regression gate" in out and "McNemar" in out and "baseline 1.000" in out
+
+
+def test_min_accuracy_floor(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BCAS_INSTANT_ANSWER", "beta")
+    result = suite.runpytest(*BASE, "--bcas-report", str(suite.path / "floor"), "--bcas-min-accuracy", "0.5")
+    result.assert_outcomes(failed=2)
+    assert "below the floor" in result.stdout.str()
+
+
+def test_xdist_merges_records_exactly_once(suite: pytest.Pytester) -> None:
+    run_dir = suite.path / "xd"
+    result = suite.runpytest_subprocess(*BASE, "--bcas-report", str(run_dir), "-n", "2")
+    result.assert_outcomes(passed=2)
+    recs = _records(run_dir)
+    assert len(recs) == 20
+    assert len({(r["config_id"], r["item_id"]) for r in recs}) == 20
+    assert not list(run_dir.glob("records.*.jsonl")) or all(
+        p.stat().st_size == 0 for p in run_dir.glob("records.*.jsonl")
+    )
