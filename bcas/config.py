@@ -106,9 +106,26 @@ class AgentConfig:
             raise ConfigError("reflect_every, max_turns and max_invalid_turns must be > 0")
 
 
+ASSESS_METHODS = ("nf", "3-agent", "cot", "sda", "atf", "pde", "pde-random", "rrf", "madara")
+ASSESS_TASKS = ("factoid", "multi-hop", "fact-verification", "yes-no-conflict")
+ASSESS_AGENTS = ("relevance", "consistency", "conflict")
+
+
 @dataclass(frozen=True)
 class AssessConfig:
-    """MADARA treatment and its parameters (MADARA §4, Algorithms 1-2)."""
+    """MADARA treatment and its parameters (MADARA §4, Algorithms 1-2).
+
+    ``method``: one of ``ASSESS_METHODS``; ``madara`` is the routed pipeline
+    (Algorithm 2), which needs a routing decision or RSC profile at run time.
+    ``max_tokens`` caps a CoT assessment call (five steps + score),
+    ``score_max_tokens`` a base assessment call, ``rescore_max_tokens`` an RSC
+    re-scoring call and ``answer_max_tokens`` a generation call.
+    ``task``: the generator prompt (factoid / FEVER label / yes-no); ``None``
+    infers it from the item's gold answers.  ``rsc_agents``: the agents whose
+    CoT scores the RSC probe perturbs (pooled); ``rsc_bootstrap``: bootstrap
+    resamples over queries (MADARA Appendix G.2); ``probe_nf``: the probe also
+    measures the No-Filter EM used by the router (Algorithm 2, line 6).
+    """
 
     method: str = "madara"
     weights: tuple[float, float, float] = (0.4, 0.3, 0.3)
@@ -122,12 +139,36 @@ class AssessConfig:
     calibration_n: int = 100
     max_tokens: int = 256
     excerpt_chars: int = 200
+    score_max_tokens: int = 48
+    rescore_max_tokens: int = 12
+    answer_max_tokens: int = 24
+    temperature: float = 0.0
+    doc_chars: int = 1500
+    json_schema: bool = True
+    task: str | None = None
+    rsc_agents: tuple[str, ...] = ASSESS_AGENTS
+    rsc_bootstrap: int = 1000
+    probe_nf: bool = True
 
     def __post_init__(self) -> None:
         if self.doc_source not in ("retrieval", "item"):
             raise ConfigError("doc_source must be 'retrieval' or 'item'")
         if self.k <= 0 or self.n_docs <= 0:
             raise ConfigError("k and n_docs must be > 0")
+        method = self.method.lower().replace("_", "-")
+        if method not in ASSESS_METHODS:
+            raise ConfigError(f"assess method must be one of {ASSESS_METHODS}, got {self.method!r}")
+        object.__setattr__(self, "method", method)
+        if self.task is not None and self.task not in ASSESS_TASKS:
+            raise ConfigError(f"assess task must be None or one of {ASSESS_TASKS}, got {self.task!r}")
+        if not isinstance(self.rsc_agents, tuple):
+            object.__setattr__(self, "rsc_agents", tuple(self.rsc_agents))
+        if not self.rsc_agents or any(a not in ASSESS_AGENTS for a in self.rsc_agents):
+            raise ConfigError(f"rsc_agents must be a non-empty subset of {ASSESS_AGENTS}, got {self.rsc_agents!r}")
+        if min(self.max_tokens, self.score_max_tokens, self.rescore_max_tokens, self.answer_max_tokens) <= 0:
+            raise ConfigError("max_tokens, score_max_tokens, rescore_max_tokens and answer_max_tokens must be > 0")
+        if self.calibration_n <= 0 or self.rsc_bootstrap < 0:
+            raise ConfigError("calibration_n must be > 0 and rsc_bootstrap >= 0")
 
 
 @dataclass(frozen=True)

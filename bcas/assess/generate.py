@@ -1,0 +1,132 @@
+"""Answer generation from a document set (MADARA §4, §5.3, Appendix N "Generator prompts").
+
+One generator prompt per task type, as template files in ``prompts/``:
+
+- ``generate_factoid.txt``: a short answer phrase (TriviaQA, NQ, multi-hop);
+- ``generate_fever.txt``: the label SUPPORTS or REFUTES (FEVER);
+- ``generate_yesno.txt``: yes or no (ConflictQA / CONFLICTS, StrategyQA part).
+
+The same prompt serves No-Filter (all retrieved documents), selected-document
+generation (after SDA / CoT / ATF / 3-Agent reranking) and per-document
+extraction (PDE: one document at a time).  Label tasks use constrained decoding
+(``{"answer": <label>}``) when the model supports a JSON schema; their replies
+are mapped onto the label set with ``bcas.grading.extract_label`` otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from bcas.assess.agents import AssessDocument, clip_text, render, use_schema
+from bcas.assess.usage import Ledger
+from bcas.config import AssessConfig
+from bcas.grading import LABEL_SPACES, extract_label
+from bcas.llm.base import ChatModel, ChatRequest
+
+FEVER_LABELS: tuple[str, ...] = ("SUPPORTS", "REFUTES")
+YES_NO_LABELS: tuple[str, ...] = ("yes", "no")
+
+# task -> (system template, question label, answer label, label set or None)
+TASK_PROMPTS: dict[str, tuple[str, str, str, tuple[str, ...] | None]] = {
+    "factoid": ("generate_factoid", "QUESTION", "ANSWER", None),
+    "multi-hop": ("generate_factoid", "QUESTION", "ANSWER", None),
+    "fact-verification": ("generate_fever", "CLAIM", "LABEL", FEVER_LABELS),
+    "yes-no-conflict": ("generate_yesno", "QUESTION", "ANSWER", YES_NO_LABELS),
+}
+
+SCORING_FOR_TASK = {
+    "factoid": "qa",
+    "multi-hop": "qa",
+    "fact-verification": "label",
+    "yes-no-conflict": "label",
+}
+
+
+def infer_task(answers: Sequence[str]) -> str:
+    """The task type implied by gold answers: FEVER labels, yes/no, else factoid."""
+    keys = {a.strip().lower() for a in answers}
+    if keys and keys <= {"supports", "refutes", "not enough info"}:
+        return "fact-verification"
+    if keys and keys <= {"yes", "no"}:
+        return "yes-no-conflict"
+    return "factoid"
+
+
+def answer_schema(labels: tuple[str, ...]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"answer": {"type": "string", "enum": list(labels)}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+
+
+def generation_messages(
+    question: str, documents: Sequence[AssessDocument], task: str, config: AssessConfig
+) -> list[dict[str, str]]:
+    """System + user messages of the generator for ``task`` over ``documents``."""
+    try:
+        template, q_label, a_label, _ = TASK_PROMPTS[task]
+    except KeyError:
+        raise ValueError(f"unknown task {task!r}; known: {sorted(TASK_PROMPTS)}") from None
+    blocks = [
+        f"[{n}] {d.title}: {clip_text(d.text, config.doc_chars)}"
+        if d.title
+        else f"[{n}] {clip_text(d.text, config.doc_chars)}"
+        for n, d in enumerate(documents, start=1)
+    ]
+    user = render(
+        "generate_user",
+        documents="\n".join(blocks) if blocks else "(none)",
+        question_label=q_label,
+        question=question,
+        answer_label=a_label,
+    )
+    return [{"role": "system", "content": render(template)}, {"role": "user", "content": user}]
+
+
+_PREFIX = re.compile(r"^\s*(?:final\s+)?(?:answer|label)\s*[:\-]\s*", re.IGNORECASE)
+
+
+def parse_answer(text: str, task: str) -> str:
+    """The answer in a generator reply: a canonical label for label tasks, else a cleaned phrase."""
+    labels = TASK_PROMPTS[task][3]
+    raw = (text or "").strip()
+    if labels is not None:
+        try:
+            obj = json.loads(raw)
+            if isinstance(obj, dict) and isinstance(obj.get("answer"), str):
+                raw = obj["answer"]
+        except json.JSONDecodeError:
+            pass
+        space = LABEL_SPACES["fever" if task == "fact-verification" else "yes_no"]
+        found = extract_label(raw, {k: v for k, v in space.items() if k in labels})
+        return found if found is not None else raw.splitlines()[0].strip() if raw else ""
+    line = next((ln for ln in raw.splitlines() if ln.strip()), "")
+    line = _PREFIX.sub("", line).strip()
+    return line.strip(" \"'`*").rstrip(".").strip()
+
+
+async def generate_answer(
+    model: ChatModel,
+    question: str,
+    documents: Sequence[Any],
+    task: str,
+    config: AssessConfig,
+    ledger: Ledger,
+    tag: str = "",
+) -> tuple[str, str]:
+    """One generation call; returns ``(answer, raw reply)``."""
+    docs = [AssessDocument.from_any(d) for d in documents]
+    labels = TASK_PROMPTS[task][3]
+    request = ChatRequest(
+        messages=generation_messages(question, docs, task, config),
+        max_tokens=config.answer_max_tokens,
+        temperature=config.temperature,
+        json_schema=answer_schema(labels) if labels is not None and use_schema(model, config) else None,
+    )
+    result = await ledger.chat(model, request, "generation", tag=tag)
+    return parse_answer(result.text, task), result.text

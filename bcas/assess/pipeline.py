@@ -1,0 +1,472 @@
+"""MADARA treatments per query, the routed pipeline, and hit post-processing for BCAS.
+
+``run_madara(item, model, retriever, config)`` runs one method on one item and
+returns its record.  The method is ``AssessConfig.method``:
+
+=============  =====================================================  ==========================
+method         what it does (MADARA section)                          LLM calls (m docs, top k)
+=============  =====================================================  ==========================
+``nf``         all documents to the generator (§5.3 (1))              1 generation
+``3-agent``    base scores, weights (0.4, 0.3, 0.3), top-k (§5.3 (2))  3m assessment + 1
+``cot``        CoT de-polarised scores, weighted top-k (§4.1)         3m assessment + 1
+``sda``        base scores, percentile ranks, top-k (§4.2, Alg. 1)    3m assessment + 1
+``rrf``        base scores, reciprocal rank fusion (Appendix C)       3m assessment + 1
+``atf``        base scores, keep >= mu - 0.5 sigma (§4.3)             3m assessment + 1
+``pde``        base scores, answer per top-k doc, weighted vote §4.4  3m assessment + k
+``pde-random`` k random docs, answer each, uniform vote (§6.1)        k generation
+``madara``     the routed treatment (Algorithm 2): PDE/SDA/CoT/ATF    as the chosen treatment
+=============  =====================================================  ==========================
+
+The paper's Appendix K quotes about 19 calls for 3-Agent; the counts here come
+from our own ledger (3 agents x m documents, one call each, plus generation).
+
+Documents (§5.5: rerank top-5 of 10 retrieved): ``AssessConfig.doc_source`` =
+``retrieval`` takes the top ``n_docs`` hits of the retriever for the question;
+``item`` takes the item's own documents (CONFLICTS ships 4, FEVER 1), at most
+``n_docs``.  The choice is recorded (``extra["doc_source"]``).
+
+A new treatment is one ``@treatment("name")`` coroutine taking a
+``TreatmentContext`` and returning a ``TreatmentOutcome``.
+
+``assess_hits`` is the entry point for the BCAS agent's ``search_database`` tool
+(``AgentConfig.assess``); see its docstring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bcas.assess.agents import AssessDocument, Assessment, score_documents
+from bcas.assess.aggregate import (
+    atf_filter,
+    order_best_first,
+    rrf_select,
+    sda_select,
+    weighted_scores,
+)
+from bcas.assess.generate import SCORING_FOR_TASK, generate_answer, infer_task
+from bcas.assess.pde import extract_per_document, random_subset, vote
+from bcas.assess.router import RoutingDecision
+from bcas.assess.usage import Ledger, Usage
+from bcas.config import AssessConfig, RunConfig
+from bcas.grading import score_prediction
+from bcas.llm.base import ChatModel, ModelError
+
+MODE_TO_METHOD = {"PDE": "pde", "SDA": "sda", "CoT": "cot", "ATF": "atf"}
+
+
+class AssessError(RuntimeError):
+    """A MADARA run cannot proceed (missing retriever, missing routing decision, ...)."""
+
+
+# --------------------------------------------------------------------------- documents
+
+
+async def gather_documents(item: Any, retriever: Any, config: AssessConfig) -> list[AssessDocument]:
+    """The documents to assess for ``item``, from the retriever or the item (MADARA §5.5)."""
+    if config.doc_source == "item":
+        return [AssessDocument(d.id, d.title, d.text) for d in list(item.documents)[: config.n_docs]]
+    if retriever is None:
+        raise AssessError(
+            "AssessConfig.doc_source='retrieval' needs a retriever (bcas.retrieval.build_retriever); "
+            "pass one, or set doc_source='item' to use the item's own documents"
+        )
+    if hasattr(retriever, "asearch"):
+        hits = await retriever.asearch(item.question, k=config.n_docs)
+    else:
+        hits = await asyncio.to_thread(retriever.search, item.question, config.n_docs)
+    return [AssessDocument.from_any(h) for h in list(hits)[: config.n_docs]]
+
+
+# --------------------------------------------------------------------------- treatments
+
+
+@dataclass
+class TreatmentContext:
+    model: ChatModel
+    question: str
+    documents: list[AssessDocument]
+    task: str
+    config: AssessConfig
+    seed: int | str
+    ledger: Ledger
+
+
+@dataclass
+class TreatmentOutcome:
+    prediction: str
+    raw: str = ""
+    selected: list[int] = field(default_factory=list)
+    assessment: Assessment | None = None
+    doc_scores: list[float] | None = None  # aggregated per-document scores used for selection
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+Treatment = Callable[[TreatmentContext], Awaitable[TreatmentOutcome]]
+TREATMENTS: dict[str, Treatment] = {}
+
+
+def treatment(name: str) -> Callable[[Treatment], Treatment]:
+    """Register a treatment coroutine under ``name`` (an ``AssessConfig.method`` value)."""
+
+    def register(fn: Treatment) -> Treatment:
+        TREATMENTS[name] = fn
+        return fn
+
+    return register
+
+
+async def _generate_from(ctx: TreatmentContext, indices: Sequence[int], tag: str) -> tuple[str, str]:
+    docs = [ctx.documents[i] for i in indices]
+    return await generate_answer(ctx.model, ctx.question, docs, ctx.task, ctx.config, ctx.ledger, tag=tag)
+
+
+async def _assess(ctx: TreatmentContext, cot: bool = False) -> Assessment:
+    return await score_documents(ctx.model, ctx.question, ctx.documents, ctx.config, cot=cot, ledger=ctx.ledger)
+
+
+@treatment("nf")
+async def _nf(ctx: TreatmentContext) -> TreatmentOutcome:
+    selected = list(range(len(ctx.documents)))
+    answer, raw = await _generate_from(ctx, selected, "nf")
+    return TreatmentOutcome(answer, raw, selected)
+
+
+async def _scored_topk(ctx: TreatmentContext, cot: bool, select: str) -> TreatmentOutcome:
+    assessment = await _assess(ctx, cot=cot)
+    S = assessment.matrix
+    cfg = ctx.config
+    ws = [float(v) for v in weighted_scores(S, cfg.weights)] if S else []
+    if not S:
+        selected: list[int] = []
+    elif select == "weighted":
+        selected = order_best_first(ws)[: cfg.k]
+    elif select == "sda":
+        selected = sda_select(S, cfg.k)
+    elif select == "rrf":
+        selected = rrf_select(S, cfg.k, cfg.rrf_c)
+    elif select == "atf":
+        selected = atf_filter(ws, cfg.k, cfg.atf_kappa)
+    else:  # pragma: no cover - internal misuse
+        raise ValueError(select)
+    answer, raw = await _generate_from(ctx, selected, select)
+    return TreatmentOutcome(answer, raw, selected, assessment, ws)
+
+
+@treatment("3-agent")
+async def _three_agent(ctx: TreatmentContext) -> TreatmentOutcome:
+    return await _scored_topk(ctx, cot=False, select="weighted")
+
+
+@treatment("cot")
+async def _cot(ctx: TreatmentContext) -> TreatmentOutcome:
+    return await _scored_topk(ctx, cot=True, select="weighted")
+
+
+@treatment("sda")
+async def _sda(ctx: TreatmentContext) -> TreatmentOutcome:
+    return await _scored_topk(ctx, cot=False, select="sda")
+
+
+@treatment("rrf")
+async def _rrf(ctx: TreatmentContext) -> TreatmentOutcome:
+    return await _scored_topk(ctx, cot=False, select="rrf")
+
+
+@treatment("atf")
+async def _atf(ctx: TreatmentContext) -> TreatmentOutcome:
+    return await _scored_topk(ctx, cot=False, select="atf")
+
+
+async def _extract_and_vote(
+    ctx: TreatmentContext, indices: list[int], weights: list[float] | None
+) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
+    docs = [ctx.documents[i] for i in indices]
+    replies = await extract_per_document(ctx.model, ctx.question, docs, ctx.task, ctx.config, ctx.ledger)
+    answers = [a for a, _ in replies]
+    winner, groups = vote(answers, weights)
+    candidates = [
+        {
+            "doc_index": i,
+            "doc_id": ctx.documents[i].doc_id,
+            "answer": a,
+            "raw": raw,
+            "weight": None if weights is None else weights[n],
+        }
+        for n, (i, (a, raw)) in enumerate(zip(indices, replies, strict=True))
+    ]
+    group_view = [{"answer": g.answer, "weight": g.weight, "members": [indices[p] for p in g.members]} for g in groups]
+    return winner, candidates, group_view
+
+
+@treatment("pde")
+async def _pde(ctx: TreatmentContext) -> TreatmentOutcome:
+    assessment = await _assess(ctx, cot=False)
+    S = assessment.matrix
+    ws = [float(v) for v in weighted_scores(S, ctx.config.weights)] if S else []
+    selected = order_best_first(ws)[: ctx.config.k]
+    winner, candidates, groups = await _extract_and_vote(ctx, selected, [ws[i] for i in selected])
+    return TreatmentOutcome(winner, "", selected, assessment, ws, candidates, {"vote_groups": groups})
+
+
+@treatment("pde-random")
+async def _pde_random(ctx: TreatmentContext) -> TreatmentOutcome:
+    selected = random_subset(len(ctx.documents), ctx.config.k, ctx.seed)
+    winner, candidates, groups = await _extract_and_vote(ctx, selected, None)
+    return TreatmentOutcome(winner, "", selected, None, None, candidates, {"vote_groups": groups})
+
+
+# --------------------------------------------------------------------------- records
+
+
+def _resolve_decision(profile: Any, decision: RoutingDecision | None, cfg: AssessConfig) -> RoutingDecision:
+    if decision is not None:
+        return decision
+    if profile is not None:
+        return profile.decision(cfg.tau_nf, cfg.rho1_threshold)
+    raise AssessError(
+        "method 'madara' routes with an RSC profile: pass profile=await bcas.assess.rsc.probe(...) "
+        "or decision=bcas.assess.router.decide(em_nf, rho_star, rho_1)"
+    )
+
+
+def _usage_fields(usage: Usage) -> dict[str, Any]:
+    return {
+        "llm_calls": usage.llm_calls,
+        "assessment_calls": usage.assessment_calls,
+        "generation_calls": usage.generation_calls,
+        "rescore_calls": usage.rescore_calls,
+        "cached_calls": usage.cached_calls,
+        "model_errors": usage.model_errors,
+    }
+
+
+def make_record(fields: dict[str, Any]) -> Any:
+    """A ``bcas.results.Record`` when that module offers one, else the same fields as a dict."""
+    try:
+        from bcas.results import Record
+    except ImportError:
+        return fields
+    try:
+        return Record(**fields)
+    except TypeError:
+        # Record's constructor differs from the field list above: keep the known fields,
+        # fold the rest into extra so nothing is lost.
+        import dataclasses
+
+        if not dataclasses.is_dataclass(Record):
+            return fields
+        names = {f.name for f in dataclasses.fields(Record)}
+        known = {k: v for k, v in fields.items() if k in names}
+        rest = {k: v for k, v in fields.items() if k not in names}
+        if "extra" in names:
+            known["extra"] = {**fields.get("extra", {}), **rest}
+        return Record(**known)
+
+
+async def run_madara(
+    item: Any,
+    model: ChatModel,
+    retriever: Any,
+    config: RunConfig | AssessConfig,
+    *,
+    dataset: Any = None,
+    task: str | None = None,
+    profile: Any = None,
+    decision: RoutingDecision | None = None,
+    run_id: str | None = None,
+) -> Any:
+    """Run ``config.assess.method`` on one item; returns its record (MADARA §4-§5, Algorithm 2).
+
+    ``dataset`` (a ``bcas.data.Dataset``) supplies name, hash, task and scoring
+    rule; otherwise the task comes from ``task``, ``AssessConfig.task`` or the
+    gold answers (``infer_task``).  Method ``madara`` needs ``profile`` (an
+    ``RSCProfile`` with ``em_nf``) or ``decision``.  A model failure during
+    generation yields a record with an empty prediction and ``stop_reason``
+    ``model_error: ...``; a failed assessment call is a missing score.
+    """
+    run_config = config if isinstance(config, RunConfig) else RunConfig(assess=config)
+    cfg = run_config.assess
+    started = time.perf_counter()
+    task = task or cfg.task or (getattr(dataset, "task", None)) or infer_task(item.answers)
+    scoring = getattr(dataset, "scoring", None) or SCORING_FOR_TASK.get(task, "qa")
+
+    routing: RoutingDecision | None = None
+    method = cfg.method
+    if method == "madara":
+        routing = _resolve_decision(profile, decision, cfg)
+        method = MODE_TO_METHOD[routing.mode]
+    fn = TREATMENTS[method]
+
+    ledger = Ledger()
+    docs = await gather_documents(item, retriever, cfg)
+    ctx = TreatmentContext(model, item.question, docs, task, cfg, f"{run_config.seed}:{item.id}", ledger)
+    stop_reason = "answered"
+    try:
+        outcome = await fn(ctx)
+    except ModelError as exc:
+        outcome = TreatmentOutcome("")
+        stop_reason = f"model_error: {exc}"
+    usage = ledger.usage()
+    correct, f1 = score_prediction(outcome.prediction, list(item.answers), scoring)
+
+    assessment = outcome.assessment
+    steps: list[dict[str, Any]] = [
+        {"kind": "retrieve", "query": item.question, "doc_ids": [d.doc_id for d in docs], "source": cfg.doc_source}
+    ]
+    if assessment is not None:
+        steps.append(
+            {
+                "kind": "assess",
+                "cot": assessment.cot,
+                "calls": usage.assessment_calls,
+                "tokens": sum(e.prompt_tokens + e.completion_tokens for e in ledger.entries if e.kind == "assessment"),
+                "doc_ids": [d.doc_id for d in docs],
+            }
+        )
+    steps.append(
+        {
+            "kind": "generate",
+            "output": outcome.raw if outcome.raw else [c["raw"] for c in outcome.candidates],
+            "tokens": sum(e.prompt_tokens + e.completion_tokens for e in ledger.entries if e.kind == "generation"),
+            "doc_ids": [docs[i].doc_id for i in outcome.selected],
+        }
+    )
+    extra: dict[str, Any] = {
+        "treatment": method,
+        "task": task,
+        "doc_source": cfg.doc_source,
+        "doc_ids": [d.doc_id for d in docs],
+        "chunk_ids": [d.chunk_id for d in docs],
+        "scores": assessment.matrix if assessment is not None else None,
+        "agents": ["relevance", "consistency", "conflict"],
+        "doc_scores": outcome.doc_scores,
+        "selected_docs": [docs[i].doc_id for i in outcome.selected],
+        "selected_indices": list(outcome.selected),
+        "candidates": outcome.candidates,
+        "missing_scores": assessment.missing if assessment is not None else [],
+        "reasoning": assessment.reasoning if assessment is not None and assessment.cot else None,
+        "routing": routing.to_dict() if routing is not None else None,
+        "rsc_profile_id": getattr(profile, "id", None) or (routing.profile_id if routing else None),
+        **_usage_fields(usage),
+        **outcome.extra,
+    }
+    if cfg.method == "atf" or method == "atf":
+        extra["atf_kappa"] = cfg.atf_kappa
+    fields = {
+        "run_id": run_id or uuid.uuid4().hex[:12],
+        "config_id": run_config.config_id,
+        "config": run_config.to_dict(),
+        "label": f"{run_config.label}/madara:{cfg.method}",
+        "model": getattr(model, "model_id", "unknown"),
+        "dataset": getattr(dataset, "name", None) or "",
+        "dataset_hash": getattr(dataset, "hash", None) or "",
+        "item_id": item.id,
+        "question": item.question,
+        "answers": list(item.answers),
+        "prediction": outcome.prediction,
+        "correct_em": bool(correct),
+        "f1": float(f1),
+        "judge_verdict": None,
+        "searches_used": 1 if cfg.doc_source == "retrieval" else 0,
+        "tokens_in": usage.tokens_in,
+        "tokens_out": usage.tokens_out,
+        "llm_calls": usage.llm_calls,
+        "early_stop": False,
+        "stop_reason": stop_reason,
+        "latency_s": time.perf_counter() - started,
+        "cost_usd": None,
+        "steps": steps,
+        "method": cfg.method,
+        "extra": extra,
+    }
+    return make_record(fields)
+
+
+async def run_nf_for_probe(
+    model: ChatModel, items: Sequence[Any], per_item_docs: Sequence[list[AssessDocument]], config: AssessConfig
+) -> tuple[float, Usage]:
+    """EvalNF(M, C) of Algorithm 2, line 6: No-Filter exact match on the calibration items."""
+    ledger = Ledger()
+
+    async def one(item: Any, docs: list[AssessDocument]) -> bool:
+        task = config.task or infer_task(item.answers)
+        answer, _ = await generate_answer(model, item.question, docs, task, config, ledger, tag="nf")
+        correct, _ = score_prediction(answer, list(item.answers), SCORING_FOR_TASK.get(task, "qa"))
+        return bool(correct)
+
+    results = await asyncio.gather(*(one(i, d) for i, d in zip(items, per_item_docs, strict=True)))
+    return (sum(results) / len(results) if results else 0.0), ledger.usage()
+
+
+# --------------------------------------------------------------------------- BCAS hook
+
+HIT_METHODS = ("none", "sda", "atf", "pde")
+
+
+async def assess_hits(
+    question: str,
+    hits: Sequence[Any],
+    model: ChatModel,
+    method: str,
+    k: int,
+    *,
+    config: AssessConfig | None = None,
+    task: str = "factoid",
+) -> tuple[list[Any], dict[str, Any]]:
+    """Post-process a search tool's hits with a MADARA treatment (beyond the paper).
+
+    For the BCAS ``search_database`` tool when ``AgentConfig.assess`` is not
+    ``none``.  ``hits`` are ``bcas.retrieval.Hit``s (anything with ``doc_id``,
+    ``title``, ``text``); the returned hits are the same objects.
+
+    - ``none``: the first ``k`` hits, no calls.
+    - ``sda``: the three agents score every hit (base prompts); SDA top-k.
+    - ``atf``: the same scores, weighted (0.4, 0.3, 0.3); hits >= mu - 0.5 sigma,
+      at least 2, at most k.
+    - ``pde``: weighted top-k hits, one extraction call per kept hit; the hits
+      come back with the winning answer's supporters first, and
+      ``usage["candidates"]`` / ``usage["answer"]`` carry the per-hit answers and
+      the score-weighted vote, so the agent can show them in its observation.
+
+    ``usage`` holds ``llm_calls``, ``assessment_calls``, ``generation_calls``,
+    ``tokens_in`` and ``tokens_out`` (provider-reported), which the agent must
+    add to its budget ledger, plus ``method``, ``scores`` (m x 3, ``None`` for
+    missing), ``doc_scores`` and ``selected`` (indices into ``hits``).
+    """
+    if method not in HIT_METHODS:
+        raise AssessError(f"assess_hits method must be one of {HIT_METHODS}, got {method!r}")
+    if k < 1:
+        raise AssessError(f"k must be >= 1, got {k}")
+    cfg = config or AssessConfig(method="3-agent")
+    hits = list(hits)
+    ledger = Ledger()
+    info: dict[str, Any] = {"method": method, "scores": None, "doc_scores": None, "candidates": [], "answer": None}
+    if method == "none" or not hits:
+        selected = list(range(min(k, len(hits))))
+    else:
+        docs = [AssessDocument.from_any(h) for h in hits]
+        assessment = await score_documents(model, question, docs, cfg, cot=False, ledger=ledger)
+        S = assessment.matrix
+        ws = [float(v) for v in weighted_scores(S, cfg.weights)]
+        info["scores"], info["doc_scores"] = S, ws
+        if method == "sda":
+            selected = sda_select(S, k)
+        elif method == "atf":
+            selected = atf_filter(ws, k, cfg.atf_kappa)
+        else:
+            top = order_best_first(ws)[:k]
+            ctx = TreatmentContext(model, question, docs, task, cfg, 0, ledger)
+            winner, candidates, groups = await _extract_and_vote(ctx, top, [ws[i] for i in top])
+            supporters = groups[0]["members"] if groups else []
+            selected = supporters + [i for i in top if i not in supporters]
+            info["candidates"], info["answer"] = candidates, winner
+    info["selected"] = selected
+    usage = {**ledger.usage().to_dict(), **info}
+    return [hits[i] for i in selected], usage
