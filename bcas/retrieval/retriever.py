@@ -1,0 +1,335 @@
+"""The retriever an agent searches: BM25, dense, hybrid or hybrid + re-ranking (BCAS §3.5).
+
+``build_retriever(documents, config)`` chunks one document collection, loads or
+builds the indexes the mode needs (``bcas.retrieval.index``) and returns a
+``Retriever``.  Retrieval never crosses collections (BCAS §3.7): one retriever per
+dataset collection.
+
+Pipelines per ``RetrievalConfig.mode`` (``k`` = hits returned, ``candidates`` = pool):
+
+- ``bm25``: phrase-boosted BM25 (``phrase_boost=False``: plain BM25), top ``k`` chunks
+  sharing at least one term with the query.
+- ``dense``: top ``k`` by cosine similarity of the configured embedder.
+- ``hybrid``: the top ``max(candidates, k)`` of BM25 and of dense are fused
+  (``fusion``: ``rrf`` by default, or ``convex``); the top ``k`` fused are returned.
+- ``hybrid_rerank``: the top ``max(candidates, k)`` fused chunks are re-scored by the
+  configured reranker and the top ``k`` by reranker score are returned.
+
+``Hit.score`` is the score of the stage that ordered the hits (BM25, cosine, fused,
+or reranker score).  ``exclude_ids`` skips chunks before the top ``k`` are taken: an
+entry that is a chunk id (``<doc_id>#<n>``) excludes that chunk, an entry that is a
+document id excludes every chunk of the document; unknown ids are ignored.
+
+``asearch`` is the coroutine (re-ranking awaits the reranker's model).  ``search``
+is its synchronous form: modes without re-ranking run directly; ``hybrid_rerank``
+runs the coroutine on the retriever's own event loop, so ``search`` may be called
+from synchronous code only; inside a running event loop use ``await asearch``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bcas.config import RetrievalConfig
+from bcas.data import Document
+from bcas.llm.base import ChatModel
+from bcas.retrieval.bm25 import BM25_B, BM25_K1, DEFAULT_STEMMER, BM25Index
+from bcas.retrieval.chunking import Chunk, chunk_documents, collection_hash
+from bcas.retrieval.dense import (
+    DENSE_INDEX_KINDS,
+    EMBEDDERS,
+    DenseIndex,
+    Embedder,
+    embed_chunks,
+    load_embedder,
+)
+from bcas.retrieval.hybrid import convex_fuse, rrf_fuse
+from bcas.retrieval.index import IndexCache
+from bcas.retrieval.rerank import RERANKERS, Reranker, load_reranker
+
+log = logging.getLogger(__name__)
+
+LEXICAL_MODES = ("bm25", "hybrid", "hybrid_rerank")
+DENSE_MODES = ("dense", "hybrid", "hybrid_rerank")
+
+
+class RetrievalError(RuntimeError):
+    """A retriever cannot be built or used as asked; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Hit:
+    doc_id: str
+    chunk_id: str
+    title: str
+    text: str
+    score: float
+
+
+class Retriever:
+    """Search over one chunked collection; see the module docstring for the pipelines."""
+
+    def __init__(
+        self,
+        chunks: Sequence[Chunk],
+        config: RetrievalConfig,
+        *,
+        bm25: BM25Index | None = None,
+        dense: DenseIndex | None = None,
+        embedder: Embedder | None = None,
+        reranker: Reranker | None = None,
+        owns_reranker: bool = False,
+        collection: str | None = None,
+    ) -> None:
+        if config.mode in LEXICAL_MODES and bm25 is None:
+            raise RetrievalError(f"mode {config.mode!r} needs a BM25 index")
+        if config.mode in DENSE_MODES and (dense is None or embedder is None):
+            raise RetrievalError(f"mode {config.mode!r} needs a dense index and its embedder")
+        if config.mode == "hybrid_rerank" and reranker is None:
+            raise RetrievalError("mode 'hybrid_rerank' needs a reranker")
+        self.chunks = list(chunks)
+        self.config = config
+        self.bm25 = bm25
+        self.dense = dense
+        self.embedder = embedder
+        self.reranker = reranker
+        self.collection = collection or collection_hash(self.chunks)
+        self._owns_reranker = owns_reranker
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._chunk_pos = {c.id: i for i, c in enumerate(self.chunks)}
+        self._doc_chunks: dict[str, list[int]] = {}
+        for i, c in enumerate(self.chunks):
+            self._doc_chunks.setdefault(c.doc_id, []).append(i)
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    def __repr__(self) -> str:
+        return f"Retriever(mode={self.config.mode!r}, chunks={len(self.chunks)}, collection={self.collection[:12]})"
+
+    # -- stages -------------------------------------------------------------------------
+
+    def _excluded(self, exclude_ids: Iterable[str]) -> np.ndarray | None:
+        positions: list[int] = []
+        for key in exclude_ids:
+            pos = self._chunk_pos.get(key)
+            if pos is not None:
+                positions.append(pos)
+            else:
+                positions.extend(self._doc_chunks.get(key, ()))
+        return np.unique(np.asarray(positions, dtype=np.int64)) if positions else None
+
+    def lexical(self, query: str, n: int, exclude: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """Top ``n`` (chunk position, BM25 score) pairs, phrase-boosted unless ``phrase_boost=False``."""
+        assert self.bm25 is not None
+        cfg = self.config
+        boost2, boost3 = (cfg.bigram_boost, cfg.trigram_boost) if cfg.phrase_boost else (0.0, 0.0)
+        idx, scores = self.bm25.search(query, n, bigram_boost=boost2, trigram_boost=boost3, exclude=exclude)
+        return [(int(i), float(s)) for i, s in zip(idx, scores, strict=True)]
+
+    def semantic(self, query: str, n: int, exclude: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """Top ``n`` (chunk position, cosine similarity) pairs."""
+        assert self.dense is not None and self.embedder is not None
+        vector = self.embedder.encode([query], is_query=True)[0]
+        idx, scores = self.dense.search(vector, n, exclude)
+        return [(int(i), float(s)) for i, s in zip(idx, scores, strict=True)]
+
+    def first_stage(self, query: str, n: int, exclude: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """Ranked (chunk position, score) pairs of the mode before any re-ranking, at most ``n``."""
+        mode = self.config.mode
+        if mode == "bm25":
+            return self.lexical(query, n, exclude)
+        if mode == "dense":
+            return self.semantic(query, n, exclude)
+        depth = max(self.config.candidates, n)
+        lexical = self.lexical(query, depth, exclude)
+        semantic = self.semantic(query, depth, exclude)
+        if self.config.fusion == "rrf":
+            fused = rrf_fuse([[i for i, _ in lexical], [i for i, _ in semantic]], self.config.rrf_k)
+        else:
+            fused = convex_fuse(lexical, semantic, self.config.fusion_alpha)
+        return fused[:n]
+
+    def _hits(self, ranked: Sequence[tuple[int, float]]) -> list[Hit]:
+        out = []
+        for pos, score in ranked:
+            c = self.chunks[pos]
+            out.append(Hit(c.doc_id, c.id, c.title, c.text, float(score)))
+        return out
+
+    # -- public search ------------------------------------------------------------------
+
+    def _check_query(self, query: str, k: int | None) -> int:
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a string, got {type(query).__name__}")
+        k = self.config.k if k is None else k
+        if k <= 0:
+            raise ValueError(f"k must be > 0, got {k}")
+        return k
+
+    async def asearch(self, query: str, k: int | None = None, exclude_ids: Iterable[str] = ()) -> list[Hit]:
+        """The top ``k`` (default ``config.k``) hits for ``query``, best first."""
+        k = self._check_query(query, k)
+        exclude = self._excluded(exclude_ids)
+        if self.config.mode != "hybrid_rerank":
+            return self._hits(self.first_stage(query, k, exclude))
+        assert self.reranker is not None
+        pool = self.first_stage(query, max(self.config.candidates, k), exclude)
+        if not pool:
+            return []
+        scores = await self.reranker.score(query, [self.chunks[pos].indexed_text for pos, _ in pool])
+        if len(scores) != len(pool):
+            raise RetrievalError(f"reranker {self.reranker.name!r} returned {len(scores)} scores for {len(pool)}")
+        # stable sort: equal reranker scores keep the fused order
+        order = sorted(range(len(pool)), key=lambda j: -scores[j])[:k]
+        return self._hits([(pool[j][0], scores[j]) for j in order])
+
+    def search(self, query: str, k: int | None = None, exclude_ids: Iterable[str] = ()) -> list[Hit]:
+        """Synchronous ``asearch`` (see the module docstring for event-loop rules)."""
+        if self.config.mode != "hybrid_rerank":
+            k = self._check_query(query, k)
+            return self._hits(self.first_stage(query, k, self._excluded(exclude_ids)))
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise RetrievalError(
+                "Retriever.search with re-ranking cannot run inside a running event loop; use await retriever.asearch()"
+            )
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(self.asearch(query, k, exclude_ids))
+
+    async def aclose(self) -> None:
+        """Release the reranker's model if this retriever created it."""
+        if self.reranker is not None and self._owns_reranker:
+            await self.reranker.aclose()
+            self._owns_reranker = False
+
+    def close(self) -> None:
+        if self._owns_reranker and self.reranker is not None:
+            loop = self._loop if self._loop is not None and not self._loop.is_closed() else asyncio.new_event_loop()
+            loop.run_until_complete(self.aclose())
+            if loop is not self._loop:
+                loop.close()
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.close()
+
+
+def _bm25_params(config: RetrievalConfig) -> dict[str, Any]:
+    import bm25s
+
+    return {
+        "stemmer": DEFAULT_STEMMER,
+        "phrase_slop": config.phrase_slop,
+        "k1": BM25_K1,
+        "b": BM25_B,
+        "bm25s": bm25s.__version__.rsplit(".", 1)[0],
+    }
+
+
+def build_retriever(
+    documents: Iterable[Document],
+    config: RetrievalConfig | None = None,
+    *,
+    model: ChatModel | None = None,
+    embedder: str | Embedder | None = None,
+    reranker: str | Reranker | None = None,
+    cache_dir: str | Path | bool | None = None,
+    progress: bool = True,
+) -> Retriever:
+    """Chunk ``documents`` (one collection) and load or build the indexes ``config.mode`` needs.
+
+    ``model``: the ``ChatModel`` the ``llm`` reranker runs on (default: the embedded
+    model).  ``embedder`` / ``reranker``: a registered name or an instance, overriding
+    ``config.embedder`` / ``config.reranker``.  ``cache_dir``: the folder of index
+    caches (default ``bcas.paths.cache_dir() / "indexes"``); ``False`` builds in memory
+    without caching.  ``progress``: show progress bars while building.
+    """
+    config = config or RetrievalConfig()
+    mode = config.mode
+    if config.dense_index not in DENSE_INDEX_KINDS:
+        raise RetrievalError(f"dense_index must be one of {DENSE_INDEX_KINDS}, got {config.dense_index!r}")
+    embedder_choice = embedder if embedder is not None else config.embedder
+    reranker_choice = reranker if reranker is not None else config.reranker
+    # Fail on unknown names before any expensive build.
+    if mode in DENSE_MODES and isinstance(embedder_choice, str) and embedder_choice not in EMBEDDERS:
+        raise RetrievalError(f"unknown embedder {embedder_choice!r}; registered embedders: {sorted(EMBEDDERS)}")
+    if mode == "hybrid_rerank" and isinstance(reranker_choice, str) and reranker_choice not in RERANKERS:
+        raise RetrievalError(f"unknown reranker {reranker_choice!r}; registered rerankers: {sorted(RERANKERS)}")
+
+    chunks = chunk_documents(documents, config.chunk_tokens, config.chunk_overlap)
+    if not chunks:
+        raise RetrievalError("the collection has no text to index (no documents, or only empty ones)")
+    collection = collection_hash(chunks)
+    cache = None if cache_dir is False else IndexCache(None if cache_dir in (None, True) else Path(cache_dir))
+    texts = [c.indexed_text for c in chunks]
+
+    bm25_index: BM25Index | None = None
+    if mode in LEXICAL_MODES:
+
+        def build_bm25() -> BM25Index:
+            return BM25Index.build(texts, phrase_slop=config.phrase_slop, progress=progress)
+
+        if cache is None:
+            bm25_index = build_bm25()
+        else:
+            bm25_index, _ = cache.load_or_build(
+                "bm25",
+                collection,
+                _bm25_params(config),
+                build=build_bm25,
+                save=lambda obj, folder: obj.save(folder),
+                load=BM25Index.load,
+            )
+
+    dense_index: DenseIndex | None = None
+    embedder_obj: Embedder | None = None
+    if mode in DENSE_MODES:
+        embedder_obj = load_embedder(embedder_choice) if isinstance(embedder_choice, str) else embedder_choice
+
+        def build_dense() -> DenseIndex:
+            vectors = embed_chunks(embedder_obj, texts, progress=progress)
+            return DenseIndex.build(vectors, config.dense_index)
+
+        if cache is None:
+            dense_index = build_dense()
+        else:
+            dense_index, _ = cache.load_or_build(
+                "dense",
+                collection,
+                {"embedder": embedder_obj.model_id, "dim": embedder_obj.dim, "index": config.dense_index},
+                build=build_dense,
+                save=lambda obj, folder: obj.save(folder / "faiss.index"),
+                load=lambda folder: DenseIndex.load(folder / "faiss.index", config.dense_index),
+            )
+        if dense_index.size != len(chunks):
+            raise RetrievalError(f"dense index holds {dense_index.size} vectors for {len(chunks)} chunks")
+
+    reranker_obj: Reranker | None = None
+    owns = False
+    if mode == "hybrid_rerank":
+        if isinstance(reranker_choice, str):
+            reranker_obj = load_reranker(reranker_choice, model=model)
+            owns = True
+        else:
+            reranker_obj = reranker_choice
+
+    return Retriever(
+        chunks,
+        config,
+        bm25=bm25_index,
+        dense=dense_index,
+        embedder=embedder_obj,
+        reranker=reranker_obj,
+        owns_reranker=owns,
+        collection=collection,
+    )
