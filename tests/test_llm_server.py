@@ -92,8 +92,9 @@ def test_first_token_logprobs_match_the_embedded_model(
     local = asyncio.run(embedded_model.chat(request))
     assert served.logprobs is not None and local.logprobs is not None
     served_first, local_first = served.logprobs[0], local.logprobs[0]
-    assert set(served_first) & {"Yes", "No"}
-    for token in ("Yes", "No"):
-        if token in served_first and token in local_first:
-            assert served_first[token] == pytest.approx(local_first[token], abs=0.05)
-    assert max(served_first, key=served_first.get) == max(local_first, key=local_first.get)  # type: ignore[arg-type]
+    # The server computes them from all logits (logits_all); the embedded backend from
+    # a logits processor on the raw logits of each step: the same numbers.
+    assert {"Yes", "No"} <= set(served_first)
+    assert set(served_first) == set(local_first)
+    for token, logprob in served_first.items():
+        assert local_first[token] == pytest.approx(logprob, abs=1e-3)

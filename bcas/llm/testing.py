@@ -339,6 +339,14 @@ def _make_handler(owner: FaultServer) -> type[BaseHTTPRequestHandler]:
 # -- real llama.cpp server ----------------------------------------------------------
 
 
+def _child_env() -> dict[str, str]:
+    """This environment, with bcas importable even when it is not installed."""
+    env = dict(os.environ)
+    source_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (source_root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
 class ServerStartError(RuntimeError):
     """The llama.cpp server did not come up; the message carries its log tail."""
 
@@ -412,7 +420,11 @@ class LlamaCppServer:
             self.log_path = Path(name)
             self._log_file = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
             self.process = subprocess.Popen(
-                self.command(self.port), stdout=self._log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                self.command(self.port),
+                stdout=self._log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=_child_env(),
             )
             try:
                 self._wait_ready()
