@@ -27,7 +27,8 @@ table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:13px}
 th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}
 th{background:#f3f3f3;cursor:pointer} td.t{text-align:left}
 tr.sig td{background:#fff3f3} details{margin:2px 0} summary{cursor:pointer}
-pre{white-space:pre-wrap;background:#fafafa;border:1px solid #eee;padding:4px;max-width:100em}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#fafafa;border:1px solid #eee;padding:4px;max-width:100em}
+summary,td.t{overflow-wrap:anywhere}
 .ok{color:#137333}.bad{color:#b3261e} .fig{display:inline-block;margin:4px}
 """
 
@@ -103,8 +104,10 @@ def _figures(rows: list[SummaryRow], comps: list[Comparison], grid_order: dict[s
     for r in rows:
         by_panel[(r.grid, r.dataset)].append(r)
     for (grid, dataset), panel in sorted(by_panel.items()):
-        order = grid_order.get(grid) or sorted({r.label for r in panel})
-        labels = [lab for lab in order if any(r.label == lab for r in panel)]
+        present = {r.label for r in panel}
+        order = grid_order.get(grid) or []
+        # Configurations the grid table does not know (renamed, or from an older run) still get plotted, last.
+        labels = [lab for lab in order if lab in present] + sorted(present - set(order))
         if grid in ("search_scaling", "context_scaling", "smoke") or (grid not in ("ablation", "madara", "rsc")):
             series: dict[str, list[tuple[float, float, float] | None]] = {}
             for model in sorted({r.model for r in panel}):
@@ -179,7 +182,7 @@ def _drilldown(records: list[dict[str, Any]], limit: int = 2000) -> str:
             f'<span class="{"ok" if ok else "bad"}">{"✔" if ok else "✘"}</span> '
             f"{escape(str(rec.get('model')))} · {escape(str(rec.get('dataset')))} · "
             f"{escape(str(rec.get('label') or rec.get('config_id')))} · {escape(str(rec.get('item_id')))} — "
-            f"{escape(str(rec.get('question', ''))[:160])}"
+            f"{str(rec.get('question', ''))[:160]}"
         )
         steps = []
         for step in rec.get("steps") or []:

@@ -240,6 +240,7 @@ def pytest_configure(config: pytest.Config) -> None:
         import uuid
 
         config._bcas_token = uuid.uuid4().hex[:10]  # type: ignore[attr-defined]
+    config._bcas_settings = read_settings(config)  # type: ignore[attr-defined]  # bad options fail here, early
     if _get(config, "backend") == "vllm" and _xdist_workers(config) > 1:
         raise pytest.UsageError(
             "--bcas-backend vllm runs one in-process engine per xdist worker on the same GPU; with "
@@ -251,7 +252,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "bcas_case" not in metafunc.fixturenames:
         return
-    settings = read_settings(metafunc.config)
+    settings = metafunc.config._bcas_settings
     params = []
     for case in expand_cases(settings):
         marks = [getattr(pytest.mark, case.grid), getattr(pytest.mark, case.entry.kind)]
@@ -273,7 +274,7 @@ def _session(config: pytest.Config) -> Any:
         from bcas.report.runner import BcasSession
 
         worker = getattr(config, "workerinput", {}).get("workerid")
-        sess = BcasSession(read_settings(config), worker=worker, config=config)
+        sess = BcasSession(config._bcas_settings, worker=worker, config=config)
         config._bcas_session = sess  # type: ignore[attr-defined]
     return sess
 
@@ -310,7 +311,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     from bcas.report.runner import finalize_run
 
-    result = finalize_run(read_settings(config), sess, token=config._bcas_token)
+    result = finalize_run(config._bcas_settings, sess, token=config._bcas_token)
     config._bcas_final = result  # type: ignore[attr-defined]
     if result is not None and result.holm_failures and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

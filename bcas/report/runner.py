@@ -166,14 +166,21 @@ class BcasSession:
         await context.prepare(todo)
         sem = asyncio.Semaphore(self.settings.concurrency)
         finished = 0
+        last_report = time.perf_counter()
 
         async def one(item: Any) -> None:
-            nonlocal finished
+            nonlocal finished, last_report
             async with sem:
                 record = await context.run_item(item)
             self.store.append(record)
             finished += 1
-            self.progress(f"[bcas] {case.id}: {finished + skipped}/{len(ds.items)} items")
+            now = time.perf_counter()
+            if finished == len(todo) or now - last_report >= 5.0:
+                last_report = now
+                rate = finished / max(now - t0, 1e-9)
+                self.progress(
+                    f"[bcas] {case.id}: {finished + skipped}/{len(ds.items)} items ({rate:.2f} items/s)"
+                )
 
         if skipped:
             self.progress(f"[bcas] {case.id}: resuming, {skipped} of {len(ds.items)} items already recorded")
