@@ -182,7 +182,7 @@ def _drilldown(records: list[dict[str, Any]], limit: int = 2000) -> str:
             f'<span class="{"ok" if ok else "bad"}">{"✔" if ok else "✘"}</span> '
             f"{escape(str(rec.get('model')))} · {escape(str(rec.get('dataset')))} · "
             f"{escape(str(rec.get('label') or rec.get('config_id')))} · {escape(str(rec.get('item_id')))} — "
-            f"{str(rec.get('question', ''))[:160]}"
+            f"{escape(str(rec.get('question', ''))[:160])}"
         )
         steps = []
         for step in rec.get("steps") or []:
