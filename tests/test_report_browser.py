@@ -1,0 +1,145 @@
+"""The HTML report in headless Chromium: it loads without script errors, shows its
+tables, sorts them, and renders hostile record text inert.
+
+Skipped when Chromium is absent (CI installs the Debian package through
+``BCAS_INSTALL_BROWSER=1 .ci/install``).  See tests/support/browser.py for how the
+page is driven and what counts as an error.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bcas.results import Record, ResultStore, load_records
+from tests.support.browser import DOM_FACTS, PageLoad, load_page, skip_if_no_chromium
+from tests.support.reports import HOSTILE, LONG_TEXT, NON_LATIN, SCRIPT_TAG, grid_records, hostile_records, render
+
+pytestmark = [pytest.mark.browser, skip_if_no_chromium]
+
+EM_COLUMN = 5  # "EM acc %" in the summary table
+
+SORT_SUMMARY = f"""
+(() => {{
+  const table = document.getElementById('summary');
+  const th = table.querySelectorAll('thead th')[{EM_COLUMN}];
+  const column = () => Array.from(table.tBodies[0].rows).map((r) => r.cells[{EM_COLUMN}].textContent);
+  th.click();
+  const ascending = column();
+  th.click();
+  return {{ascending: ascending, descending: column()}};
+}})()
+"""
+
+HOSTILE_TITLE = f"bcas — hostile {SCRIPT_TAG}"
+
+
+def facts_and(extra: str) -> str:
+    return f"({{facts: {DOM_FACTS}, extra: {extra}}})"
+
+
+def assert_inert(page: PageLoad, title: str) -> dict[str, Any]:
+    """No injected markup or script ran: nothing tried to run, no marker, no handler, no element."""
+    facts = page.value
+    assert page.errors == [], "the page logged errors (a blocked or failed injected script shows up here)"
+    assert facts["body_data"] == {"ready": "1"}, "the page's script must run and nothing else may mark the body"
+    assert facts["title"] == title
+    assert facts["window_pwned"] is False
+    assert facts["html"].count("data-pwned") == 0
+    assert facts["scripts"] == 1
+    assert facts["event_handler_attributes"] == []
+    for tag in ("img", "iframe", "textarea", "object", "embed", "link"):
+        assert facts["counts"][tag] == 0, f"an injected <{tag}> was created"
+    return facts
+
+
+def test_real_report_loads_and_shows_its_tables(tmp_path: Path) -> None:
+    records = grid_records("search_scaling") + grid_records("ablation", seed=1)
+    path, rows, comparisons = render(tmp_path / "run", records)
+
+    page = load_page(path, facts_and(SORT_SUMMARY))
+    assert page.errors == []
+    facts, sort = page.value["facts"], page.value["extra"]
+    assert facts["body_data"] == {"ready": "1"}
+    assert facts["title"] == "bcas report"
+
+    summary = facts["summary"]
+    assert summary is not None, "no table with id=summary"
+    assert summary["headers"][:6] == ["grid", "model", "dataset", "config", "n", "EM acc %"]
+    assert len(summary["rows"]) == len(rows) == 12
+    for cells, row in zip(summary["rows"], rows, strict=True):
+        label = row.label + (" (ref)" if row.reference else "")
+        assert cells[:5] == [row.grid, row.model, row.dataset, label, str(row.n)]
+        assert cells[EM_COLUMN] == f"{row.accuracy * 100:.1f}"
+    assert len(facts["comparisons"]["rows"]) == len(comparisons) == 10
+    assert facts["counts"]["svg"] == 2  # the search-scaling lines and the ablation bars
+    assert facts["counts"]["details"] == len(records)
+
+    # Clicking a header sorts numerically, then reverses.
+    expected = sorted(f"{r.accuracy * 100:.1f}" for r in rows)
+    assert sort["ascending"] == sorted(expected, key=float)
+    assert sort["descending"] == sorted(expected, key=float, reverse=True)
+    assert sort["ascending"] != sort["descending"]
+
+
+def test_hostile_text_round_trips_through_records_and_renders_inert(tmp_path: Path) -> None:
+    original = hostile_records()
+    store = ResultStore(tmp_path / "run")
+    store.extend(Record.from_dict(r) for r in original)
+    records = [r.to_dict() for r in load_records(tmp_path / "run")]
+    # Non-Latin text, RTL marks, emoji and the 100k-character text come back unchanged
+    # (compared record by record, so a failure names the records instead of diffing megabytes).
+    assert len(records) == len(original)
+    assert [i for i, (got, want) in enumerate(zip(records, original, strict=True)) if got != want] == []
+
+    path, rows, _ = render(tmp_path / "run", records, title=HOSTILE_TITLE)
+    source = path.read_text(encoding="utf-8")
+    assert source.count("&lt;script&gt;window.__pwned=1;") > 0
+    assert source.count(SCRIPT_TAG) == 0
+
+    page = load_page(path)
+    facts = assert_inert(page, HOSTILE_TITLE)
+    assert len(facts["summary"]["rows"]) == len(rows) == 2
+    text = facts["text"]
+    for payload in HOSTILE:
+        assert text.count(payload) > 0, "each payload is shown to the reader as plain text"
+    for sample in NON_LATIN:
+        assert text.count(sample) > 0
+    assert text.count(LONG_TEXT) > 0
+
+
+def test_escaping_alone_keeps_hostile_text_inert(tmp_path: Path) -> None:
+    """Defence in depth: with the Content-Security-Policy removed, escaping still suffices."""
+    path, _, _ = render(tmp_path / "run", hostile_records(), title=HOSTILE_TITLE)
+    source = path.read_text(encoding="utf-8")
+    without_csp, removed = re.subn(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", source)
+    assert removed == 1
+    bare = tmp_path / "no-csp.html"
+    bare.write_text(without_csp, encoding="utf-8")
+    assert_inert(load_page(bare), HOSTILE_TITLE)
+
+
+def test_the_check_sees_payloads_that_are_not_escaped(tmp_path: Path) -> None:
+    """Control: the same payloads pasted in raw do run without the policy, and are reported as violations with it."""
+    path, _, _ = render(tmp_path / "run", grid_records("search_scaling", n_items=2))
+    source = path.read_text(encoding="utf-8")
+    raw = source.replace("<h2>Summary</h2>", "<h2>Summary</h2>" + "".join(HOSTILE), 1)
+
+    open_page = tmp_path / "raw-no-csp.html"
+    open_page.write_text(re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", raw), encoding="utf-8")
+    page = load_page(open_page)
+    assert page.value["window_pwned"] is True
+    assert page.value["body_data"].get("pwned") == "1"
+    assert page.value["title"] == "pwned"
+    assert any(e.startswith("dialog alert") for e in page.errors)
+
+    guarded = tmp_path / "raw-with-csp.html"
+    guarded.write_text(raw, encoding="utf-8")
+    page = load_page(guarded)
+    assert "pwned" not in page.value["body_data"] and page.value["window_pwned"] is False
+    assert page.value["body_data"].get("ready") == "1"
+    violations = [e for e in page.errors if "Content Security Policy" in e]
+    assert len(violations) >= 3, page.errors  # the inline script, the onerror handler, the external script
