@@ -1,0 +1,222 @@
+"""Budget accounting of one BCAS trajectory (BCAS §3.3).
+
+BCAS tracks two resources: the remaining search calls and the cumulative completion
+budget.  ``BudgetLedger`` is pure bookkeeping (no I/O, no model): the loop asks it
+what a turn may spend and tells it what the turn did.
+
+Rules (the numbers come from :class:`bcas.config.Budget`):
+
+* **Searches.**  ``max_searches`` is a hard tool constraint (``None`` = unlimited).
+  :attr:`BudgetLedger.can_search` is false once ``searches_used == max_searches``;
+  the loop then stops offering the search tool.  A repeated query that is not re-run
+  and a failed retrieval do not count as searches.
+* **Completion tokens.**  ``max_total_tokens`` caps the cumulative *completion*
+  tokens of the trajectory, counted from the provider-reported usage of every call
+  (plan, action turns, reflections, the answer).  Each turn may request
+  ``min(per_turn_max_tokens, tokens_left)`` tokens, so with a provider that honours
+  ``max_tokens`` the budgeted steps never exceed ``max_total_tokens``.
+* **Spent.**  The token budget counts as spent once fewer than
+  ``forced_answer_tokens`` remain (a turn that short could not complete an action).
+  From then on the loop takes no more action turns.
+* **Forced answer allowance.**  The one final answer turn that runs when the budget
+  is spent (or when the loop was cut short) may request ``forced_answer_tokens``
+  beyond the budget; its step is flagged ``over_budget``.  Hence the documented
+  bound: ``tokens_out <= max_total_tokens + forced_answer_tokens``.
+
+The totals (``searches_used``, ``tokens_in``, ``tokens_out``, ``llm_calls``) are
+derived from the step list, so they always equal the sum of the steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from bcas.config import Budget
+
+# Kinds of step a trajectory is made of.
+#   plan           the pre-planning call (BCAS §3.4, optional pre-planning)
+#   search         an action turn whose action was search_database
+#   ready          an action turn whose action was ready_to_answer
+#   reflect        a reflection call (BCAS §3.4, optional reflection)
+#   invalid        an action turn whose output could not be parsed into an offered action
+#   answer         the final answer turn after the model answered or the searches ran out
+#   forced_answer  the final answer turn forced by the loop (token budget spent,
+#                  too many invalid turns, turn cap)
+STEP_KINDS = ("plan", "search", "ready", "reflect", "invalid", "answer", "forced_answer")
+# Step flags (``Step.flag``); ``None`` for an ordinary step.
+#   repeated_query  the query repeats an earlier one; not re-run, not counted as a search
+#   search_error    the retriever raised; not counted as a search
+#   over_budget     the forced-answer allowance was used for this call
+#   overrun         the provider reported more completion tokens than requested
+STEP_FLAGS = ("repeated_query", "search_error", "over_budget", "overrun")
+
+
+class BudgetError(RuntimeError):
+    """A step was recorded that the budget does not allow (a bug in the caller)."""
+
+
+@dataclass
+class Step:
+    """One model call (and, for a search turn, its retrieval) of a trajectory."""
+
+    kind: str
+    output: str = ""
+    query: str | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    max_tokens: int = 0
+    retrieved: tuple[str, ...] = ()
+    docs: tuple[str, ...] = ()
+    cached: bool = False
+    latency_s: float = 0.0
+    finish_reason: str = ""
+    flag: str | None = None
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in STEP_KINDS:
+            raise ValueError(f"step kind must be one of {STEP_KINDS}, got {self.kind!r}")
+        if self.flag is not None and self.flag not in STEP_FLAGS:
+            raise ValueError(f"step flag must be None or one of {STEP_FLAGS}, got {self.flag!r}")
+
+    @property
+    def counts_as_search(self) -> bool:
+        return self.kind == "search" and self.flag not in ("repeated_query", "search_error")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "query": self.query,
+            "output": self.output,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "max_tokens": self.max_tokens,
+            "retrieved": list(self.retrieved),
+            "docs": list(self.docs),
+            "cached": self.cached,
+            "latency_s": self.latency_s,
+            "finish_reason": self.finish_reason,
+            "flag": self.flag,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Step:
+        return cls(
+            kind=data["kind"],
+            output=data.get("output") or "",
+            query=data.get("query"),
+            tokens_in=int(data.get("tokens_in", 0)),
+            tokens_out=int(data.get("tokens_out", 0)),
+            max_tokens=int(data.get("max_tokens", 0)),
+            retrieved=tuple(data.get("retrieved") or ()),
+            docs=tuple(data.get("docs") or ()),
+            cached=bool(data.get("cached", False)),
+            latency_s=float(data.get("latency_s", 0.0)),
+            finish_reason=data.get("finish_reason") or "",
+            flag=data.get("flag"),
+            note=data.get("note") or "",
+        )
+
+
+@dataclass
+class BudgetLedger:
+    """Remaining searches and completion tokens of one trajectory, plus its steps."""
+
+    budget: Budget
+    steps: list[Step] = field(default_factory=list)
+
+    # -- totals (always the sums of the steps) ---------------------------------------
+
+    @property
+    def searches_used(self) -> int:
+        return sum(1 for s in self.steps if s.counts_as_search)
+
+    @property
+    def tokens_in(self) -> int:
+        return sum(s.tokens_in for s in self.steps)
+
+    @property
+    def tokens_out(self) -> int:
+        return sum(s.tokens_out for s in self.steps)
+
+    @property
+    def budgeted_tokens_out(self) -> int:
+        """Completion tokens charged against ``max_total_tokens`` (all but the allowance)."""
+        return sum(s.tokens_out for s in self.steps if s.flag != "over_budget")
+
+    @property
+    def llm_calls(self) -> int:
+        return len(self.steps)
+
+    # -- what remains ------------------------------------------------------------------
+
+    @property
+    def searches_left(self) -> int | None:
+        """Searches still allowed, or ``None`` when unlimited."""
+        if self.budget.max_searches is None:
+            return None
+        return max(0, self.budget.max_searches - self.searches_used)
+
+    @property
+    def can_search(self) -> bool:
+        left = self.searches_left
+        return left is None or left > 0
+
+    @property
+    def tokens_left(self) -> int:
+        return max(0, self.budget.max_total_tokens - self.budgeted_tokens_out)
+
+    @property
+    def tokens_spent(self) -> bool:
+        """True once fewer than ``forced_answer_tokens`` completion tokens remain."""
+        return self.tokens_left < self.budget.forced_answer_tokens
+
+    @property
+    def forced_allowance_used(self) -> bool:
+        return any(s.flag == "over_budget" for s in self.steps)
+
+    def turn_max_tokens(self) -> int:
+        """``max_tokens`` of the next budgeted call: ``min(per-turn cap, tokens left)``."""
+        left = self.tokens_left
+        if left <= 0:
+            raise BudgetError("the completion-token budget is spent; only the forced answer may run")
+        return min(self.budget.per_turn_max_tokens, left)
+
+    def answer_max_tokens(self) -> tuple[int, bool]:
+        """``(max_tokens, over_budget)`` of the final answer call.
+
+        Within budget while it is not spent; otherwise the forced-answer allowance
+        (once per trajectory).
+        """
+        if not self.tokens_spent:
+            return self.turn_max_tokens(), False
+        if self.forced_allowance_used:
+            raise BudgetError("the forced-answer allowance was already used in this trajectory")
+        return self.budget.forced_answer_tokens, True
+
+    # -- recording ---------------------------------------------------------------------
+
+    def record(self, step: Step) -> Step:
+        """Add a finished step.  A search step beyond ``max_searches`` is refused."""
+        if step.counts_as_search and not self.can_search:
+            raise BudgetError(
+                f"search #{self.searches_used + 1} exceeds max_searches={self.budget.max_searches}; "
+                "the loop must not offer the search tool once the allowance is spent"
+            )
+        if step.flag == "over_budget" and self.forced_allowance_used:
+            raise BudgetError("the forced-answer allowance was already used in this trajectory")
+        if step.max_tokens and step.tokens_out > step.max_tokens and step.flag is None:
+            step.flag = "overrun"
+        self.steps.append(step)
+        return step
+
+    def status(self) -> dict[str, Any]:
+        """What the next prompt tells the model about its budget."""
+        return {
+            "searches_used": self.searches_used,
+            "searches_left": self.searches_left,
+            "tokens_used": self.budgeted_tokens_out,
+            "tokens_left": self.tokens_left,
+        }

@@ -1,0 +1,400 @@
+"""The BCAS execution loop (BCAS §3.3-§3.4).
+
+Each action turn the model (1) reasons, writing a short *thought*; (2) selects a tool
+from the list generated for *this* turn (``search_database`` only while the search
+allowance lasts, plus ``ready_to_answer``); (3) the tool runs and its observation is
+appended to the context; (4) the :class:`~bcas.agent.budget.BudgetLedger` is updated
+from the provider-reported usage.  Every turn's prompt shows the remaining searches
+and completion tokens (the paper's "context + search hints"; ``search_hints=False``
+hides them).  Optional pre-planning writes a research plan before the first turn and
+keeps it in context; optional reflection reviews progress every ``reflect_every``
+action turns.  Both are model calls charged to the ledger like any turn.
+
+Termination.  The loop stops choosing actions for exactly one of these reasons
+(``Trajectory.stop_reason``), checked in this order before every action turn:
+
+``answered``
+    The model chose ``ready_to_answer`` while it could still search and had tokens
+    left; the answer turn follows.  This is the only *early stop*
+    (``Trajectory.early_stop``): the model answered before a budget forced it to.
+``max_total_tokens``
+    The completion budget is spent (fewer than ``forced_answer_tokens`` left, see
+    :mod:`bcas.agent.budget`) before the model chose to answer.  A forced answer
+    turn follows.
+``max_searches``
+    The search allowance is used up (``searches_used == max_searches``, including
+    ``max_searches == 0``).  The search tool is withdrawn, and since the answer
+    tool is then the only one left, the loop goes straight to the answer turn
+    instead of asking the model to pick from a list of one (BCAS §3.3: "the model
+    must answer with the information it has already gathered").
+``max_turns``
+    ``AgentConfig.max_turns`` action turns were taken; a forced answer turn follows.
+``max_invalid_turns``
+    ``AgentConfig.max_invalid_turns`` action turns could not be used: their output
+    did not parse into an offered action, or they repeated an earlier query.  A
+    forced answer turn follows.
+``error``
+    The model or the retriever raised.  ``Trajectory.error`` holds the exception
+    type and message, the prediction is empty, and the trajectory (hence the
+    record) is still produced.
+
+Final answer.  After ``answered`` or ``max_searches`` the answer step has kind
+``answer``; after ``max_total_tokens``, ``max_turns`` or ``max_invalid_turns`` it has
+kind ``forced_answer``.  Either one spends ``min(per-turn cap, tokens left)`` while
+the budget is not spent, otherwise the forced-answer allowance (flag
+``over_budget``).  With ``constrained_answer`` (and a backend with structured
+output) the answer is decoded under ``{"answer": "<short string>"}``.
+
+Invalid turns and repeated queries.  An unparseable turn is answered with a short
+correction and counts toward ``max_invalid_turns``.  A query identical (case and
+spacing aside) to an earlier one is flagged ``repeated_query`` and not re-run; it
+uses a turn but not a search, and also counts toward ``max_invalid_turns``.
+``max_turns`` bounds the number of action turns, so the loop always terminates
+after at most ``1 (plan) + max_turns + max_turns // reflect_every (reflections)
++ 1 (answer)`` model calls.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from string import Template
+from typing import Any, Protocol
+
+from bcas.agent.budget import BudgetLedger, Step
+from bcas.agent.protocol import (
+    ANSWER_TOOL,
+    SEARCH_TOOL,
+    ActionParseError,
+    action_schema,
+    answer_schema,
+    normalize_query,
+    parse_action,
+    parse_answer,
+)
+from bcas.config import RunConfig
+from bcas.data import Item
+from bcas.llm.base import ChatModel, ChatRequest, ChatResult
+
+PROMPT_DIR = Path(__file__).resolve().parent / "prompts"
+STOP_REASONS = ("answered", "max_searches", "max_total_tokens", "max_invalid_turns", "max_turns", "error")
+# Text-format turns stop before the model writes an observation of its own.
+TEXT_STOP = ("\nObservation", "\nSearch results")
+
+
+@cache
+def load_template(name: str) -> Template:
+    """The prompt template ``bcas/agent/prompts/<name>.txt`` (``$name`` placeholders)."""
+    path = PROMPT_DIR / f"{name}.txt"
+    try:
+        return Template(path.read_text(encoding="utf-8").rstrip("\n"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"prompt template {path} is missing; reinstall bcas with its package data") from None
+
+
+def render(name: str, **values: Any) -> str:
+    return load_template(name).substitute(**values)
+
+
+class Retriever(Protocol):
+    """What the loop needs from a retriever (``bcas.retrieval.build_retriever``)."""
+
+    def search(self, query: str, k: int | None = None, exclude_ids: Any = ()) -> list[Any]: ...
+
+
+@dataclass
+class Trajectory:
+    """Everything one run of the loop did; :func:`bcas.results.record_from_trajectory` makes its record."""
+
+    item: Item
+    config: RunConfig
+    model: str
+    ledger: BudgetLedger
+    prediction: str = ""
+    stop_reason: str = ""
+    error: str | None = None
+    plan: str | None = None
+    latency_s: float = 0.0
+    retries: int = 0
+    action_turns: int = 0
+    invalid_turns: int = 0
+    repeated_queries: int = 0
+    requests: list[ChatRequest] = field(default_factory=list, repr=False)
+
+    @property
+    def steps(self) -> list[Step]:
+        return self.ledger.steps
+
+    @property
+    def searches_used(self) -> int:
+        return self.ledger.searches_used
+
+    @property
+    def tokens_in(self) -> int:
+        return self.ledger.tokens_in
+
+    @property
+    def tokens_out(self) -> int:
+        return self.ledger.tokens_out
+
+    @property
+    def llm_calls(self) -> int:
+        return self.ledger.llm_calls
+
+    @property
+    def early_stop(self) -> bool:
+        """The model chose to answer before any budget or limit forced it to."""
+        return self.stop_reason == "answered"
+
+    @property
+    def forced_answer(self) -> bool:
+        return any(s.kind == "forced_answer" for s in self.steps)
+
+    @property
+    def valid_turn_rate(self) -> float | None:
+        """Share of action turns that parsed into an offered action (``None`` without turns)."""
+        if not self.action_turns:
+            return None
+        return (self.action_turns - self.invalid_turns) / self.action_turns
+
+
+class _Abort(Exception):
+    """The model or retriever failed; the loop ends with stop_reason ``error``."""
+
+
+class _Run:
+    def __init__(self, item: Item, model: ChatModel, retriever: Retriever, config: RunConfig, keep_requests: bool):
+        self.item = item
+        self.model = model
+        self.retriever = retriever
+        self.config = config
+        self.agent = config.agent
+        self.keep_requests = keep_requests
+        supports_schema = bool(getattr(model, "supports_json_schema", False))
+        self.schema_actions = self.agent.action_format == "json" and supports_schema
+        self.schema_answer = self.agent.constrained_answer and supports_schema
+        self.ledger = BudgetLedger(config.budget)
+        self.traj = Trajectory(
+            item=item, config=config, model=getattr(model, "model_id", "unknown"), ledger=self.ledger
+        )
+        self.system = render("system")
+        self.history: list[tuple[str, str]] = []  # committed (user, assistant) pairs
+        self.pending = render("question", question=item.question)
+        self.seen_chunks: list[str] = []
+        self.queries: set[str] = set()
+
+    # -- prompt pieces ------------------------------------------------------------------
+
+    def status(self) -> str:
+        if not self.agent.search_hints:
+            return ""
+        left = self.ledger.searches_left
+        cap = self.config.budget.max_searches
+        searches = "unlimited searches" if left is None else f"{left} of {cap} searches left"
+        tokens = f"{self.ledger.tokens_left} of {self.config.budget.max_total_tokens} output tokens left"
+        return render("status", searches=searches, tokens=tokens)
+
+    def offered_tools(self) -> list[str]:
+        tools = [SEARCH_TOOL] if self.ledger.can_search else []
+        return [*tools, ANSWER_TOOL]
+
+    def user_message(self, instruction: str) -> str:
+        """This turn's user message: the pending observation, then this turn's instruction."""
+        return (f"{self.pending}\n\n{instruction}" if self.pending else instruction).strip()
+
+    def messages(self, instruction: str) -> list[dict[str, str]]:
+        # The history keeps every user message as it was sent, so each request extends
+        # the previous one and a backend with prefix caching re-reads nothing.
+        msgs = [{"role": "system", "content": self.system}]
+        for user, assistant in self.history:
+            msgs.append({"role": "user", "content": user})
+            msgs.append({"role": "assistant", "content": assistant})
+        msgs.append({"role": "user", "content": self.user_message(instruction)})
+        return msgs
+
+    # -- calls ---------------------------------------------------------------------------
+
+    async def call(
+        self, kind: str, messages: list[dict[str, str]], max_tokens: int, schema: dict[str, Any] | None,
+        stop: tuple[str, ...] | None = None,
+    ) -> ChatResult:  # fmt: skip
+        request = ChatRequest(
+            messages=tuple(messages), max_tokens=max_tokens, temperature=0.0, stop=stop,
+            seed=self.config.seed, json_schema=schema,
+        )  # fmt: skip
+        if self.keep_requests:
+            self.traj.requests.append(request)
+        try:
+            result = await self.model.chat(request)
+        except Exception as exc:  # any backend failure ends the trajectory, recorded as an error
+            raise _Abort(f"{kind} call failed: {type(exc).__name__}: {exc}") from exc
+        self.traj.retries += int(result.retries or 0)
+        return result
+
+    def step(self, kind: str, result: ChatResult, max_tokens: int, **fields: Any) -> Step:
+        return self.ledger.record(
+            Step(
+                kind=kind, output=result.text, tokens_in=int(result.prompt_tokens),
+                tokens_out=int(result.completion_tokens), max_tokens=max_tokens, cached=bool(result.cached),
+                latency_s=float(result.latency_s), finish_reason=result.finish_reason, **fields,
+            )
+        )  # fmt: skip
+
+    async def search(self, query: str) -> list[Any]:
+        exclude = tuple(self.seen_chunks) if self.agent.exclude_seen else ()
+        try:
+            asearch = getattr(self.retriever, "asearch", None)
+            if asearch is not None:
+                return list(await asearch(query, k=None, exclude_ids=exclude))
+            return list(self.retriever.search(query, k=None, exclude_ids=exclude))
+        except Exception as exc:  # a broken index ends the trajectory like a broken model
+            raise _Abort(f"search failed: {type(exc).__name__}: {exc}") from exc
+
+    # -- phases --------------------------------------------------------------------------
+
+    async def plan(self) -> None:
+        max_tokens = self.ledger.turn_max_tokens()
+        prompt = render("plan", question=self.item.question, status=self.status())
+        messages = [{"role": "system", "content": self.system}, {"role": "user", "content": prompt}]
+        result = await self.call("plan", messages, max_tokens, None)
+        self.step("plan", result, max_tokens)
+        self.traj.plan = result.text.strip()
+        # The plan request (which states the question) and the plan open the history,
+        # so the plan stays in context for every later turn.
+        self.history.append((prompt, result.text))
+        self.pending = ""
+
+    async def reflect(self) -> None:
+        max_tokens = self.ledger.turn_max_tokens()
+        instruction = render("reflect", status=self.status()).strip()
+        result = await self.call("reflect", self.messages(instruction), max_tokens, None)
+        self.step("reflect", result, max_tokens)
+        self.history.append((self.user_message(instruction), result.text))
+        self.pending = ""
+
+    async def action_turn(self) -> str:
+        """One action turn; returns ``"ready"``, ``"search"``, ``"repeated"`` or ``"invalid"``."""
+        tools = self.offered_tools()
+        fmt = self.agent.action_format
+        tool_text = "\n".join(render(f"tool_{t}", k=self.config.retrieval.k) for t in tools)
+        instruction = render(
+            f"turn_{fmt}", status=self.status(), tools=tool_text, tool_names=" or ".join(tools)
+        ).strip()
+        max_tokens = self.ledger.turn_max_tokens()
+        schema = action_schema(tools, max_tokens) if self.schema_actions else None
+        stop = TEXT_STOP if fmt == "text" else None
+        result = await self.call("action", self.messages(instruction), max_tokens, schema, stop)
+        self.traj.action_turns += 1
+        asked = self.user_message(instruction)
+        try:
+            action = parse_action(result.text, tools, fmt)
+        except ActionParseError as exc:
+            self.traj.invalid_turns += 1
+            self.step("invalid", result, max_tokens, note=exc.reason)
+            self.history.append((asked, result.text))
+            self.pending = render("correction", reason=exc.reason)
+            return "invalid"
+        if action.tool == ANSWER_TOOL:
+            self.step("ready", result, max_tokens, note=action.thought)
+            self.history.append((asked, result.text))
+            self.pending = ""
+            return "ready"
+        key = normalize_query(action.query)
+        if key in self.queries:
+            self.traj.repeated_queries += 1
+            self.step("search", result, max_tokens, query=action.query, flag="repeated_query", note=action.thought)
+            self.history.append((asked, result.text))
+            self.pending = render("repeated_query", query=action.query)
+            return "repeated"
+        self.queries.add(key)
+        hits = await self.search(action.query)
+        self.step(
+            "search", result, max_tokens, query=action.query, note=action.thought,
+            retrieved=tuple(h.chunk_id for h in hits), docs=tuple(h.doc_id for h in hits),
+        )  # fmt: skip
+        self.seen_chunks.extend(h.chunk_id for h in hits)
+        self.history.append((asked, result.text))
+        self.pending = self.observation(action.query, hits)
+        return "search"
+
+    def observation(self, query: str, hits: list[Any]) -> str:
+        if not hits:
+            return render("observation_empty", query=query)
+        lines = [f"[{i}] (id {h.chunk_id}) {h.title}: {h.text}" for i, h in enumerate(hits, 1)]
+        return render("observation", query=query, results="\n".join(lines))
+
+    async def answer(self, stop_reason: str) -> None:
+        forced = stop_reason in ("max_total_tokens", "max_turns", "max_invalid_turns")
+        max_tokens, over_budget = self.ledger.answer_max_tokens()
+        fmt = render("answer_format_json" if self.schema_answer else "answer_format_text")
+        if forced:
+            why = {
+                "max_total_tokens": "Your output-token budget is used up.",
+                "max_turns": "You have used all your turns.",
+                "max_invalid_turns": "Too many replies could not be used.",
+            }[stop_reason]
+            instruction = render("forced_answer", why=why, question=self.item.question, format=fmt)
+        else:
+            instruction = render("answer", question=self.item.question, format=fmt)
+        schema = answer_schema(max_tokens) if self.schema_answer else None
+        result = await self.call("answer", self.messages(instruction.strip()), max_tokens, schema)
+        kind = "forced_answer" if forced else "answer"
+        self.step(kind, result, max_tokens, flag="over_budget" if over_budget else None)
+        self.traj.prediction = parse_answer(result.text)
+
+    async def run(self) -> Trajectory:
+        start = time.perf_counter()
+        stop = ""
+        try:
+            if self.agent.planning and not self.ledger.tokens_spent:
+                await self.plan()
+            last_reflection = 0
+            while True:
+                if self.ledger.tokens_spent:
+                    stop = "max_total_tokens"
+                    break
+                if not self.ledger.can_search:
+                    stop = "max_searches"
+                    break
+                if self.traj.action_turns >= self.agent.max_turns:
+                    stop = "max_turns"
+                    break
+                turns = self.traj.action_turns
+                if (
+                    self.agent.reflection
+                    and turns
+                    and turns % self.agent.reflect_every == 0
+                    and turns != last_reflection
+                ):
+                    last_reflection = turns
+                    await self.reflect()
+                    continue
+                outcome = await self.action_turn()
+                if outcome == "ready":
+                    stop = "answered"
+                    break
+                unusable = self.traj.invalid_turns + self.traj.repeated_queries
+                if outcome in ("invalid", "repeated") and unusable >= self.agent.max_invalid_turns:
+                    stop = "max_invalid_turns"
+                    break
+            self.traj.stop_reason = stop
+            await self.answer(stop)
+        except _Abort as exc:
+            self.traj.stop_reason = "error"
+            self.traj.error = str(exc)
+            self.traj.prediction = ""
+        self.traj.latency_s = time.perf_counter() - start
+        return self.traj
+
+
+async def run_bcas(
+    item: Item, model: ChatModel, retriever: Retriever, config: RunConfig, *, keep_requests: bool = False
+) -> Trajectory:
+    """Run the BCAS loop on one item and return its trajectory (BCAS §3.4).
+
+    ``keep_requests=True`` keeps every ``ChatRequest`` sent (for inspection and
+    tests).  See the module docstring for the stop reasons and the answer rules.
+    """
+    return await _Run(item, model, retriever, config, keep_requests).run()

@@ -1,0 +1,338 @@
+"""The agent's action protocol: tools, JSON schemas and tolerant parsing (BCAS §3.1, §3.4).
+
+Tools are described to the model in plain language (model-agnostic design, BCAS
+§3.1).  Two action formats, chosen by ``AgentConfig.action_format``:
+
+* ``"json"``: the model writes ``{"thought": ..., "action": ..., "query": ...}``.
+  Where the backend supports structured output the request carries
+  :func:`action_schema`, whose ``action`` enum lists only the tools offered this
+  turn, so a constrained model cannot even spell a tool that is not available.
+* ``"text"``: the model writes ``Thought: ...`` / ``Action: ...`` / ``Query: ...``
+  lines.  Parsing is tolerant: case, quotes, markdown, call syntax
+  (``search_database("x")``), a JSON object inside the text and extra prose are
+  all accepted.
+
+The final answer is a short string; with ``constrained_answer`` the answer call
+carries :func:`answer_schema` (``{"answer": "..."}``), so exact match is not lost to
+verbosity.  Parsing never executes anything: model output is only ever read as text
+or JSON data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+SEARCH_TOOL = "search_database"
+ANSWER_TOOL = "ready_to_answer"
+TOOLS = (SEARCH_TOOL, ANSWER_TOOL)
+
+# Field caps of the constrained formats: they keep a constrained turn short enough to
+# finish inside a small per-turn token cap (a truncated JSON object is an invalid turn).
+THOUGHT_MAX_CHARS = 240
+QUERY_MAX_CHARS = 120
+ANSWER_MAX_CHARS = 80
+JSON_OVERHEAD_TOKENS = 24
+CHARS_PER_TOKEN = 3
+MIN_FIELD_CHARS = 8
+# Caps applied when reading free text.
+_QUERY_READ_CHARS = 300
+_ANSWER_READ_CHARS = 200
+
+# Normalised spellings (letters only, lower case) accepted for each tool.
+_TOOL_ALIASES = {
+    SEARCH_TOOL: ("searchdatabase", "search", "searchthedatabase", "databasesearch", "searchdb"),
+    ANSWER_TOOL: ("readytoanswer", "ready", "answer", "finalanswer", "finish", "readyanswer"),
+}
+
+
+class ActionParseError(ValueError):
+    """A turn's output is not a valid action; ``reason`` is shown to the model."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Action:
+    tool: str
+    query: str = ""
+    thought: str = ""
+
+
+# -- schemas ---------------------------------------------------------------------------
+
+
+def field_caps(max_tokens: int | None) -> tuple[int, int]:
+    """``(thought, query)`` character caps that fit a turn of ``max_tokens`` tokens.
+
+    The JSON punctuation, keys and action name take about ``JSON_OVERHEAD_TOKENS``;
+    the rest is shared 60/40 between thought and query at a conservative
+    ``CHARS_PER_TOKEN``, so a constrained reply completes before the token cap
+    instead of being cut off mid-object.
+    """
+    if max_tokens is None:
+        return THOUGHT_MAX_CHARS, QUERY_MAX_CHARS
+    room = max(0, max_tokens - JSON_OVERHEAD_TOKENS) * CHARS_PER_TOKEN
+    thought = min(THOUGHT_MAX_CHARS, max(MIN_FIELD_CHARS, int(room * 0.6)))
+    query = min(QUERY_MAX_CHARS, max(MIN_FIELD_CHARS, int(room * 0.4)))
+    return thought, query
+
+
+def action_schema(tools: Sequence[str], max_tokens: int | None = None) -> dict[str, Any]:
+    """JSON schema of one action turn offering exactly ``tools``.
+
+    ``max_tokens``: the turn's token cap; the string fields are capped to fit it
+    (:func:`field_caps`).
+    """
+    unknown = [t for t in tools if t not in TOOLS]
+    if unknown or not tools:
+        raise ValueError(f"tools must be a non-empty subset of {TOOLS}, got {list(tools)}")
+    thought_chars, query_chars = field_caps(max_tokens)
+    return {
+        "type": "object",
+        "properties": {
+            "thought": {"type": "string", "maxLength": thought_chars},
+            "action": {"type": "string", "enum": list(tools)},
+            "query": {"type": "string", "maxLength": query_chars},
+        },
+        "required": ["thought", "action", "query"],
+        "additionalProperties": False,
+    }
+
+
+def answer_schema(max_tokens: int | None = None) -> dict[str, Any]:
+    """JSON schema of the final answer: one short ``answer`` string (fitting ``max_tokens``)."""
+    chars = ANSWER_MAX_CHARS
+    if max_tokens is not None:
+        chars = min(ANSWER_MAX_CHARS, max(MIN_FIELD_CHARS, (max_tokens - 8) * CHARS_PER_TOKEN))
+    return {
+        "type": "object",
+        "properties": {"answer": {"type": "string", "maxLength": chars}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def canonical_tool(name: str) -> str | None:
+    """The tool a spelling refers to (``"Search Database"`` -> ``search_database``), or ``None``."""
+    key = re.sub(r"[^a-z]", "", name.lower())
+    for tool, aliases in _TOOL_ALIASES.items():
+        if key in aliases:
+            return tool
+    return None
+
+
+def normalize_query(query: str) -> str:
+    """Key under which two queries count as identical: case-folded, single-spaced."""
+    return " ".join(query.casefold().split())
+
+
+def _strip_quotes(text: str) -> str:
+    text = text.strip()
+    for _ in range(3):
+        if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'`":
+            text = text[1:-1].strip()
+        elif len(text) >= 2 and text[0] in "\u201c\u2018" and text[-1] in "\u201d\u2019":
+            text = text[1:-1].strip()
+        else:
+            break
+    return text
+
+
+def find_json_object(text: str) -> dict[str, Any] | None:
+    """The first JSON object embedded in ``text`` (balanced braces), or ``None``."""
+    start = text.find("{")
+    while start != -1:
+        depth = 0
+        in_string = False
+        escaped = False
+        for i in range(start, len(text)):
+            ch = text[i]
+            if in_string:
+                if escaped:
+                    escaped = False
+                elif ch == "\\":
+                    escaped = True
+                elif ch == '"':
+                    in_string = False
+            elif ch == '"':
+                in_string = True
+            elif ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                if depth == 0:
+                    try:
+                        value = json.loads(text[start : i + 1])
+                    except json.JSONDecodeError:
+                        break
+                    if isinstance(value, dict):
+                        return value
+                    break
+        start = text.find("{", start + 1)
+    return None
+
+
+def _field(obj: dict[str, Any], *names: str) -> Any:
+    lowered = {str(k).lower(): v for k, v in obj.items()}
+    for name in names:
+        if name in lowered:
+            return lowered[name]
+    return None
+
+
+def _finish(tool: str | None, query: str, thought: str, tools: Sequence[str], raw_tool: str) -> Action:
+    if tool is None:
+        offered = " or ".join(tools)
+        raise ActionParseError(f"unknown action {raw_tool!r}; choose {offered}")
+    if tool not in tools:
+        raise ActionParseError(f"{tool} is not available this turn; choose {' or '.join(tools)}")
+    query = _strip_quotes(query)[:_QUERY_READ_CHARS].strip()
+    if tool == SEARCH_TOOL and not query:
+        raise ActionParseError(f"{SEARCH_TOOL} needs a non-empty query")
+    return Action(tool=tool, query=query if tool == SEARCH_TOOL else "", thought=thought.strip())
+
+
+# -- action parsing --------------------------------------------------------------------
+
+
+def parse_json_action(text: str, tools: Sequence[str]) -> Action:
+    """Read a JSON action (``thought``, ``action``, ``query``) from ``text``."""
+    obj = find_json_object(text)
+    if obj is None:
+        stripped = text.strip()
+        if not stripped:
+            raise ActionParseError("the reply was empty")
+        raise ActionParseError("the reply is not a complete JSON object")
+    raw_tool = _field(obj, "action", "tool", "name", "function")
+    if not isinstance(raw_tool, str):
+        raise ActionParseError('the JSON object has no "action" string')
+    query = _field(obj, "query", "input", "argument", "search_query", "action_input")
+    if isinstance(query, dict):
+        query = _field(query, "query", "input") or ""
+    thought = _field(obj, "thought", "reasoning", "reason")
+    return _finish(
+        canonical_tool(raw_tool),
+        query if isinstance(query, str) else "",
+        thought if isinstance(thought, str) else "",
+        tools,
+        raw_tool,
+    )
+
+
+_ACTION_LINE = re.compile(r"^\s*(?:\d+[.):]\s*)?action\s*(?:input)?\s*[:=]\s*(?P<value>.*)$", re.IGNORECASE)
+_QUERY_LINE = re.compile(r"^\s*(?:action\s+input|query|search\s+query|input)\s*[:=]\s*(?P<value>.*)$", re.IGNORECASE)
+_THOUGHT = re.compile(r"thought\s*[:=]\s*(?P<value>.*?)(?=^\s*action\b|\Z)", re.IGNORECASE | re.DOTALL | re.MULTILINE)
+_CALL = re.compile(r"^(?P<name>[A-Za-z_ ]+?)\s*(?:\((?P<arg>.*)\)|:\s*(?P<arg2>.+)|\[(?P<arg3>.*)\])?\s*$", re.DOTALL)
+_BARE_CALL = re.compile(r"\b(?P<name>search_database|ready_to_answer)\b\s*(?:\((?P<arg>[^)]*)\))?", re.IGNORECASE)
+
+
+def parse_text_action(text: str, tools: Sequence[str]) -> Action:
+    """Read a plain-text action, tolerating case, quotes, markdown and extra text."""
+    if not text.strip():
+        raise ActionParseError("the reply was empty")
+    clean = text.replace("**", "").replace("__", "").replace("`", "")
+    if "{" in clean:
+        try:
+            return parse_json_action(clean, tools)
+        except ActionParseError:
+            pass
+    lines = clean.splitlines()
+    thought_match = _THOUGHT.search(clean)
+    thought = thought_match.group("value") if thought_match else ""
+    action_value: str | None = None
+    query = ""
+    for line in lines:
+        if action_value is None:
+            m = _ACTION_LINE.match(line)
+            if m and not re.match(r"^\s*action\s+input", line, re.IGNORECASE):
+                action_value = m.group("value").strip()
+                continue
+        m = _QUERY_LINE.match(line)
+        if m and not query:
+            query = m.group("value").strip()
+    if action_value is not None:
+        value = _strip_quotes(action_value.strip().rstrip("."))
+        call = _CALL.match(value)
+        if call:
+            name = call.group("name")
+            arg = call.group("arg") or call.group("arg2") or call.group("arg3") or ""
+            tool = canonical_tool(name)
+            if tool is not None:
+                if arg.strip():
+                    arg_clean = re.sub(r"^\s*query\s*=\s*", "", arg.strip(), flags=re.IGNORECASE)
+                    query = arg_clean
+                return _finish(tool, query, thought, tools, name)
+        tool = canonical_tool(value)
+        return _finish(tool, query, thought, tools, value)
+    # No "Action:" line: accept a single unambiguous tool call anywhere in the text.
+    calls = list(_BARE_CALL.finditer(clean))
+    named = {canonical_tool(c.group("name")) for c in calls}
+    if len(named) == 1:
+        call = calls[0]
+        tool = canonical_tool(call.group("name"))
+        arg = call.group("arg") or query
+        return _finish(tool, arg or "", thought, tools, call.group("name"))
+    if re.search(r"^\s*(?:final\s+)?answer\s*:", clean, re.IGNORECASE | re.MULTILINE) and ANSWER_TOOL in tools:
+        return Action(tool=ANSWER_TOOL, thought=thought.strip())
+    if len(named) > 1:
+        raise ActionParseError("the reply names more than one action; give exactly one Action line")
+    raise ActionParseError("no 'Action:' line was found")
+
+
+def parse_action(text: str, tools: Sequence[str], action_format: str) -> Action:
+    """Parse one action turn in the configured format (``"json"`` or ``"text"``)."""
+    if action_format == "json":
+        return parse_json_action(text, tools)
+    if action_format == "text":
+        return parse_text_action(text, tools)
+    raise ValueError(f"unknown action format {action_format!r}")
+
+
+# -- answers ---------------------------------------------------------------------------
+
+_ANSWER_LINE = re.compile(
+    r"^\s*(?:the\s+)?(?:final\s+|short\s+)?answer\s*(?:is)?\s*[:=]\s*(?P<value>.+)$", re.IGNORECASE
+)
+
+
+def parse_answer(text: str) -> str:
+    """The short answer in a final-answer reply (JSON ``answer`` field or free text).
+
+    JSON first (also when truncated: the text of an unterminated ``"answer": "..."``
+    string is kept); then an ``Answer:`` line; then the first non-empty line.
+    Returns ``""`` when nothing usable is there.
+    """
+    obj = find_json_object(text)
+    if obj is not None:
+        value = _field(obj, "answer", "final_answer", "short_answer")
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            return _clean_answer(str(value))
+    partial = re.search(r'"answer"\s*:\s*"(?P<value>(?:[^"\\]|\\.)*)', text)
+    if partial:
+        try:
+            return _clean_answer(json.loads('"' + partial.group("value") + '"'))
+        except json.JSONDecodeError:
+            return _clean_answer(partial.group("value"))
+    clean = text.replace("**", "").replace("`", "")
+    for line in clean.splitlines():
+        m = _ANSWER_LINE.match(line)
+        if m:
+            return _clean_answer(m.group("value"))
+    for line in clean.splitlines():
+        if line.strip() and not line.strip().startswith("{"):
+            return _clean_answer(line)
+    return ""
+
+
+def _clean_answer(value: str) -> str:
+    value = _strip_quotes(" ".join(value.split()))
+    return value[:_ANSWER_READ_CHARS].strip()
