@@ -194,3 +194,295 @@ def score_prediction(pred: str, golds: Golds, scoring: str) -> tuple[bool, float
     except KeyError:
         raise ValueError(f"unknown scoring rule {scoring!r}; registered rules: {sorted(SCORING_RULES)}") from None
     return rule(pred, _as_golds(golds))
+
+
+# --- LLM judge (BCAS §3.6) --------------------------------------------------------
+#
+# BCAS grades answers with a binary LLM judge: it "receives the question, reference
+# answer, and model answer, and outputs a correct/incorrect label under a constrained
+# rubric" (§3.6).  The judge model is any ChatModel (it may differ from the evaluated
+# model, e.g. an OpenAI-compatible endpoint); calls go through that model, so the
+# generation cache of ``load_model`` applies.  Its token usage is kept in its own
+# JudgeResult, never added to the agent's ledger.  An unreadable verdict is retried
+# with a short reminder and, if still unreadable, recorded as ``None`` with a reason:
+# it is never counted as wrong.  ``repeats=n`` asks n times (seeds 0..n-1) and records
+# how often the repeats agree, so judge variance is known before a CI gate relies on
+# it; at temperature 0 a deterministic backend agrees with itself by construction, so
+# measure variance with ``temperature > 0``.
+
+import json as _json  # noqa: E402
+import re as _re  # noqa: E402
+from dataclasses import dataclass as _dataclass  # noqa: E402
+from dataclasses import field as _field  # noqa: E402
+from pathlib import Path as _Path  # noqa: E402
+from string import Template as _Template  # noqa: E402
+from typing import Any as _Any  # noqa: E402
+
+JUDGE_PROMPT_DIR = _Path(__file__).resolve().parent / "prompts"
+JUDGE_VERDICTS = ("correct", "incorrect")
+JUDGE_SCHEMA: dict[str, _Any] = {
+    "type": "object",
+    "properties": {"verdict": {"type": "string", "enum": list(JUDGE_VERDICTS)}},
+    "required": ["verdict"],
+    "additionalProperties": False,
+}
+
+_NEGATIVE_WORDS = frozenset({"incorrect", "wrong", "false", "no", "incorrectly", "inaccurate", "unacceptable"})
+_POSITIVE_WORDS = frozenset({"correct", "right", "true", "yes", "correctly", "accurate", "acceptable"})
+
+
+def _judge_template(name: str) -> _Template:
+    path = JUDGE_PROMPT_DIR / f"{name}.txt"
+    try:
+        return _Template(path.read_text(encoding="utf-8").rstrip("\n"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"judge prompt template {path} is missing; reinstall bcas with its package data") from None
+
+
+def parse_verdict(text: str) -> bool | None:
+    """``True`` (correct), ``False`` (incorrect) or ``None`` (no clear verdict) from a judge reply.
+
+    Reads a JSON ``{"verdict": ...}`` object first; otherwise the first word when it
+    is a verdict word (``Correct.``, ``incorrect``, ``Yes``); otherwise the verdict
+    words in the text, which must all agree (``not correct`` reads as incorrect).
+    """
+    obj = None
+    start = text.find("{")
+    end = text.rfind("}")
+    if start != -1 and end > start:
+        try:
+            obj = _json.loads(text[start : end + 1])
+        except _json.JSONDecodeError:
+            obj = None
+    if isinstance(obj, dict):
+        lowered = {str(k).lower(): v for k, v in obj.items()}
+        for key in ("verdict", "label", "grade", "judgement", "judgment", "result"):
+            value = lowered.get(key)
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str):
+                found = parse_verdict(value) if "{" not in value else None
+                if found is not None:
+                    return found
+    words = _re.findall(r"[a-z]+", text.lower())
+    if not words:
+        return None
+    if words[0] in ("verdict", "answer", "grade", "label") and len(words) > 1:
+        words = words[1:]
+    first = words[0]
+    if first == "not" and len(words) > 1 and words[1] in ("correct", "right", "accurate"):
+        return False
+    # "yes"/"no" count only as the whole reply ("No idea" is not a verdict).
+    if first in _NEGATIVE_WORDS and (first != "no" or len(words) == 1):
+        return False
+    if first in _POSITIVE_WORDS and (first != "yes" or len(words) == 1):
+        return True
+    verdicts: set[bool] = set()
+    for i, word in enumerate(words):
+        if word in ("incorrect", "wrong", "incorrectly", "inaccurate"):
+            verdicts.add(False)
+        elif word in ("correct", "correctly", "accurate"):
+            negated = i > 0 and words[i - 1] in ("not", "isnt", "nt")
+            verdicts.add(not negated)
+    return verdicts.pop() if len(verdicts) == 1 else None
+
+
+@_dataclass
+class JudgeResult:
+    """The judge's verdict on one answer, with its repeats and its own usage.
+
+    ``verdict``: majority of the readable repeats (``None`` when no repeat was
+    readable or they tie; ``reason`` says which).  ``agreement``: share of readable
+    repeats that agree with the majority.  ``tokens_in``/``tokens_out``/``llm_calls``
+    are the judge's, kept apart from the agent's.
+    """
+
+    verdict: bool | None
+    verdicts: list[bool | None]
+    model: str
+    agreement: float | None = None
+    reason: str | None = None
+    outputs: list[str] = _field(default_factory=list)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    llm_calls: int = 0
+    cached_calls: int = 0
+
+    def to_dict(self) -> dict[str, _Any]:
+        return {
+            "verdict": self.verdict,
+            "verdicts": list(self.verdicts),
+            "model": self.model,
+            "repeats": len(self.verdicts),
+            "agreement": self.agreement,
+            "reason": self.reason,
+            "outputs": list(self.outputs),
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "llm_calls": self.llm_calls,
+            "cached_calls": self.cached_calls,
+        }
+
+
+class LLMJudge:
+    """Binary correct/incorrect judge under a constrained rubric (BCAS §3.6).
+
+    ``model``: any ``ChatModel``.  ``repeats``: how many times to ask (seeds
+    ``seed .. seed+repeats-1``).  ``retries``: extra attempts per repeat when the
+    reply has no readable verdict.  ``use_schema``: decode under
+    ``{"verdict": "correct"|"incorrect"}`` (default: when the backend supports it);
+    otherwise the reply is read tolerantly (:func:`parse_verdict`).
+    """
+
+    def __init__(
+        self,
+        model: _Any,
+        repeats: int = 1,
+        max_tokens: int = 16,
+        *,
+        retries: int = 1,
+        temperature: float = 0.0,
+        seed: int = 0,
+        use_schema: bool | None = None,
+    ) -> None:
+        if repeats < 1 or retries < 0 or max_tokens < 1:
+            raise ValueError("repeats and max_tokens must be >= 1 and retries >= 0")
+        self.model = model
+        self.repeats = repeats
+        self.max_tokens = max_tokens
+        self.retries = retries
+        self.temperature = temperature
+        self.seed = seed
+        supports = bool(getattr(model, "supports_json_schema", False))
+        self.use_schema = supports if use_schema is None else (use_schema and supports)
+        self.model_id = str(getattr(model, "model_id", "unknown"))
+
+    def messages(self, question: str, references: Sequence[str], answer: str) -> list[dict[str, str]]:
+        fmt = _judge_template("judge_format_json" if self.use_schema else "judge_format_text").template
+        refs = "; ".join(f'"{r}"' for r in references)
+        prompt = _judge_template("judge").substitute(question=question, references=refs, answer=answer, format=fmt)
+        return [{"role": "user", "content": prompt}]
+
+    async def _ask(self, messages: list[dict[str, str]], seed: int, result: JudgeResult) -> str:
+        from bcas.llm.base import ChatRequest
+
+        request = ChatRequest(
+            messages=tuple(messages),
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            seed=seed,
+            json_schema=JUDGE_SCHEMA if self.use_schema else None,
+        )
+        reply = await self.model.chat(request)
+        result.tokens_in += int(reply.prompt_tokens)
+        result.tokens_out += int(reply.completion_tokens)
+        result.llm_calls += 1
+        result.cached_calls += int(bool(reply.cached))
+        return reply.text
+
+    async def judge(self, question: str, references: Sequence[str], answer: str) -> JudgeResult:
+        """Judge ``answer``; an empty answer is incorrect without asking the model."""
+        result = JudgeResult(verdict=None, verdicts=[], model=self.model_id)
+        if not answer.strip():
+            result.verdict = False
+            result.verdicts = [False]
+            result.agreement = 1.0
+            result.reason = "empty answer (not sent to the judge)"
+            return result
+        base = self.messages(question, references, answer)
+        retry_text = _judge_template("judge_retry").substitute(
+            format=_judge_template("judge_format_json" if self.use_schema else "judge_format_text").template
+        )
+        for r in range(self.repeats):
+            messages = list(base)
+            verdict: bool | None = None
+            text = ""
+            for attempt in range(self.retries + 1):
+                text = await self._ask(messages, self.seed + r, result)
+                verdict = parse_verdict(text)
+                if verdict is not None:
+                    break
+                if attempt < self.retries:
+                    messages = [*base, {"role": "assistant", "content": text}, {"role": "user", "content": retry_text}]
+            result.verdicts.append(verdict)
+            result.outputs.append(text)
+        readable = [v for v in result.verdicts if v is not None]
+        if not readable:
+            result.reason = f"no readable verdict after {self.retries + 1} attempt(s) per repeat"
+            return result
+        yes = sum(readable)
+        no = len(readable) - yes
+        result.agreement = max(yes, no) / len(readable)
+        if yes == no:
+            result.reason = f"repeats tie ({yes} correct, {no} incorrect)"
+            return result
+        result.verdict = yes > no
+        return result
+
+
+@_dataclass
+class JudgeAudit:
+    """Agreement between the LLM judge and exact match over a set of records."""
+
+    n_records: int
+    n_judged: int
+    n_unreadable: int
+    agree: int
+    agreement: float | None
+    judge_only_correct: int
+    em_only_correct: int
+    cohen_kappa: float | None
+    judge_accuracy: float | None
+    em_accuracy: float | None
+    mean_repeat_agreement: float | None
+
+    def to_dict(self) -> dict[str, _Any]:
+        return dict(self.__dict__)
+
+
+def judge_agreement(records: Iterable[_Any]) -> JudgeAudit:
+    """Audit judge verdicts against exact match (BCAS §3.6's audit, automated).
+
+    ``records``: ``bcas.results.Record`` objects or their dicts.  Records without a
+    judge verdict count as unreadable when a judge ran, and are left out of the
+    agreement figures.  ``judge_only_correct``: judge says correct, EM says wrong
+    (usually a verbose or aliased answer); ``em_only_correct``: the reverse.
+    """
+    rows = [r if isinstance(r, dict) else r.to_dict() for r in records]
+    pairs: list[tuple[bool, bool]] = []
+    unreadable = 0
+    repeat_agreements: list[float] = []
+    for row in rows:
+        judge = row.get("judge") or {}
+        if judge.get("agreement") is not None and judge.get("repeats", 1) > 1:
+            repeat_agreements.append(float(judge["agreement"]))
+        verdict = row.get("judge_verdict")
+        if verdict is None:
+            if judge:
+                unreadable += 1
+            continue
+        pairs.append((bool(verdict), bool(row.get("correct_em"))))
+    n = len(pairs)
+    agree = sum(1 for j, e in pairs if j == e)
+    judge_only = sum(1 for j, e in pairs if j and not e)
+    em_only = sum(1 for j, e in pairs if e and not j)
+    kappa = None
+    if n:
+        p_j = sum(j for j, _ in pairs) / n
+        p_e = sum(e for _, e in pairs) / n
+        expected = p_j * p_e + (1 - p_j) * (1 - p_e)
+        observed = agree / n
+        kappa = 1.0 if expected == 1.0 else (observed - expected) / (1 - expected)
+    return JudgeAudit(
+        n_records=len(rows),
+        n_judged=n,
+        n_unreadable=unreadable,
+        agree=agree,
+        agreement=agree / n if n else None,
+        judge_only_correct=judge_only,
+        em_only_correct=em_only,
+        cohen_kappa=kappa,
+        judge_accuracy=sum(j for j, _ in pairs) / n if n else None,
+        em_accuracy=sum(e for _, e in pairs) / n if n else None,
+        mean_repeat_agreement=sum(repeat_agreements) / len(repeat_agreements) if repeat_agreements else None,
+    )
