@@ -119,7 +119,8 @@ class AssessConfig:
     (Algorithm 2), which needs a routing decision or RSC profile at run time.
     ``max_tokens`` caps a CoT assessment call (five steps + score),
     ``score_max_tokens`` a base assessment call, ``rescore_max_tokens`` an RSC
-    re-scoring call and ``answer_max_tokens`` a generation call.
+    re-scoring call and ``answer_max_tokens`` a generation call;
+    ``cot_step_chars`` bounds each reasoning step under constrained decoding.
     ``task``: the generator prompt (factoid / FEVER label / yes-no); ``None``
     infers it from the item's gold answers.  ``rsc_agents``: the agents whose
     CoT scores the RSC probe perturbs (pooled); ``rsc_bootstrap``: bootstrap
@@ -145,6 +146,7 @@ class AssessConfig:
     temperature: float = 0.0
     doc_chars: int = 1500
     json_schema: bool = True
+    cot_step_chars: int = 100
     task: str | None = None
     rsc_agents: tuple[str, ...] = ASSESS_AGENTS
     rsc_bootstrap: int = 1000
@@ -167,6 +169,8 @@ class AssessConfig:
             raise ConfigError(f"rsc_agents must be a non-empty subset of {ASSESS_AGENTS}, got {self.rsc_agents!r}")
         if min(self.max_tokens, self.score_max_tokens, self.rescore_max_tokens, self.answer_max_tokens) <= 0:
             raise ConfigError("max_tokens, score_max_tokens, rescore_max_tokens and answer_max_tokens must be > 0")
+        if self.cot_step_chars <= 0:
+            raise ConfigError("cot_step_chars must be > 0")
         if self.calibration_n <= 0 or self.rsc_bootstrap < 0:
             raise ConfigError("calibration_n must be > 0 and rsc_bootstrap >= 0")
 

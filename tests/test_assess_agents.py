@@ -109,11 +109,21 @@ def test_relevance_sees_only_its_document_cross_agents_see_excerpts():
     assert "REASONING:\nStep two. Step one." in rs[1]["content"]
 
 
-def test_schemas_put_reasoning_before_the_score_in_cot():
-    cot = score_schema(True)
-    assert list(cot["properties"]) == ["reasoning_steps", "score", "confidence"]
+def test_schemas_keep_their_order_even_when_properties_are_sorted():
+    # A backend may sort properties alphabetically, required ones first (llama.cpp grammar
+    # of a sort_keys schema): reasoning must still precede the score, and a base reply
+    # must start with the score so truncation cannot lose it.
+    def emitted_order(schema):
+        req = sorted(schema["required"])
+        return req + sorted(p for p in schema["properties"] if p not in req)
+
+    cot = score_schema(True, step_chars=40)
+    assert emitted_order(cot) == ["reasoning_steps", "score", "confidence"]
     assert cot["properties"]["reasoning_steps"]["minItems"] == 5
-    assert score_schema(False)["properties"]["score"]["enum"] == [0, 1, 2, 3, 4, 5]
+    assert cot["properties"]["reasoning_steps"]["items"]["maxLength"] == 40
+    base = score_schema(False)
+    assert emitted_order(base) == ["score", "reason"]
+    assert base["properties"]["score"]["enum"] == [0, 1, 2, 3, 4, 5]
 
 
 class ConcurrencyProbe(ChatModel):
@@ -165,3 +175,32 @@ def test_no_schema_when_the_model_lacks_support_or_config_disables_it():
     asyncio.run(score_documents(model2, "q", DOCS[:1], AssessConfig(json_schema=False), cot=True))
     assert all(r.json_schema is None for r in model2.requests)
     assert all(r.max_tokens == AssessConfig().max_tokens for r in model2.requests)
+
+
+# ---------------------------------------------------------------- generator replies
+
+
+@pytest.mark.parametrize(
+    ("text", "task", "answer"),
+    [
+        ('{"answer": "REFUTES"}', "fact-verification", "REFUTES"),
+        ('{ "answer" : "SUPP', "fact-verification", "SUPPORTS"),  # constrained reply cut at max_tokens
+        ("The claim is supported.", "fact-verification", "SUPPORTS"),
+        ('{"answer": "no"}', "yes-no-conflict", "no"),
+        ('{"answer": "y', "yes-no-conflict", "yes"),
+        ("Answer: Paris.\nBecause the document says so.", "factoid", "Paris"),
+        ('\n\n"The Beatles"', "factoid", "The Beatles"),
+    ],
+)
+def test_parse_answer(text, task, answer):
+    from bcas.assess.generate import parse_answer
+
+    assert parse_answer(text, task) == answer
+
+
+def test_infer_task_from_golds():
+    from bcas.assess.generate import infer_task
+
+    assert infer_task(["SUPPORTS"]) == "fact-verification"
+    assert infer_task(["no"]) == "yes-no-conflict"
+    assert infer_task(["Paris", "Paris, France"]) == "factoid"

@@ -123,7 +123,7 @@ def test_each_method_produces_a_record_with_its_call_counts(method):
     assert field(rec, "llm_calls") == n_assess + n_gen
     assert field(rec, "tokens_in") == 100 * n_assess + 200 * n_gen
     assert field(rec, "tokens_out") == 10 * n_assess + 3 * n_gen
-    assert ex["treatment"] == method and field(rec, "method") == method
+    assert ex["treatment"] == ex["assess_method"] == method and field(rec, "method") == "madara"
     assert ex["doc_source"] == "item" and ex["doc_ids"] == [f"it0::{j}" for j in range(4)]
     if n_assess:
         S = ex["scores"]
@@ -228,7 +228,7 @@ def test_routed_madara_runs_the_decided_treatment_and_records_the_decision():
         decision = decide(em, rho_star, rho_1, profile_id="rsc-test")
         rec = run(make_item(), model, "madara", decision=decision)
         ex = extra(rec)
-        assert field(rec, "method") == "madara" and ex["treatment"] == method
+        assert ex["assess_method"] == "madara" and ex["treatment"] == method
         assert ex["routing"]["mode"] == decision.mode and ex["routing"]["reason"] == decision.reason
         assert ex["rsc_profile_id"] == "rsc-test"
     with pytest.raises(AssessError, match="RSC profile"):
@@ -237,7 +237,8 @@ def test_routed_madara_runs_the_decided_treatment_and_records_the_decision():
 
 def test_generation_failure_is_recorded_not_raised():
     rec = run(make_item(), ScriptedModel(fail_generation=True), "nf")
-    assert field(rec, "prediction") == "" and field(rec, "stop_reason").startswith("model_error")
+    assert field(rec, "prediction") == "" and field(rec, "stop_reason") == "error"
+    assert "generator down" in field(rec, "error")
     assert field(rec, "correct_em") is False
 
 

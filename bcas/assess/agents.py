@@ -49,8 +49,8 @@ CROSS_DOCUMENT_AGENTS = frozenset({"consistency", "conflict"})
 
 N_REASONING_STEPS = 5
 
-# Bound on each reasoning step / reason string under constrained decoding, so five
-# steps and the score fit in AssessConfig.max_tokens.
+# Default bound (AssessConfig.cot_step_chars) on each reasoning step / reason string
+# under constrained decoding, so five steps and the score fit in AssessConfig.max_tokens.
 STEP_MAX_CHARS = 100
 
 
@@ -210,8 +210,16 @@ def parse_score(text: str) -> ParsedScore:
 # --------------------------------------------------------------------------- schemas
 
 
-def score_schema(cot: bool) -> dict[str, Any]:
-    """JSON schema of an agent's reply (constrained decoding)."""
+def score_schema(cot: bool, step_chars: int = STEP_MAX_CHARS) -> dict[str, Any]:
+    """JSON schema of an agent's reply (constrained decoding).
+
+    The property order must survive a backend that sorts properties (the
+    embedded backend's grammar sees them alphabetically, required ones first):
+    base replies require only ``score``, so it comes before the optional
+    ``reason`` and survives truncation; CoT replies require ``reasoning_steps``
+    and ``score`` (in that order: reasoning before the score, MADARA §4.1), with
+    ``confidence`` optional after them.
+    """
     score = {"type": "integer", "enum": [0, 1, 2, 3, 4, 5]}
     if cot:
         return {
@@ -219,20 +227,20 @@ def score_schema(cot: bool) -> dict[str, Any]:
             "properties": {
                 "reasoning_steps": {
                     "type": "array",
-                    "items": {"type": "string", "maxLength": STEP_MAX_CHARS},
+                    "items": {"type": "string", "maxLength": step_chars},
                     "minItems": N_REASONING_STEPS,
                     "maxItems": N_REASONING_STEPS,
                 },
                 "score": score,
                 "confidence": {"type": "integer", "enum": [1, 2, 3, 4, 5]},
             },
-            "required": ["reasoning_steps", "score", "confidence"],
+            "required": ["reasoning_steps", "score"],
             "additionalProperties": False,
         }
     return {
         "type": "object",
-        "properties": {"score": score, "reason": {"type": "string", "maxLength": STEP_MAX_CHARS}},
-        "required": ["score", "reason"],
+        "properties": {"score": score, "reason": {"type": "string", "maxLength": step_chars}},
+        "required": ["score"],
         "additionalProperties": False,
     }
 
@@ -370,7 +378,7 @@ async def score_one(
         messages=assessment_messages(agent, question, docs, index, config, cot),
         max_tokens=config.max_tokens if cot else config.score_max_tokens,
         temperature=config.temperature,
-        json_schema=score_schema(cot) if use_schema(model, config) else None,
+        json_schema=score_schema(cot, config.cot_step_chars) if use_schema(model, config) else None,
     )
     try:
         result = await ledger.chat(model, request, "assessment", tag=f"{agent}:{index}")

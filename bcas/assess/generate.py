@@ -88,6 +88,7 @@ def generation_messages(
     return [{"role": "system", "content": render(template)}, {"role": "user", "content": user}]
 
 
+_PARTIAL_ANSWER = re.compile(r'"answer"\s*:\s*"([^"]*)$')
 _PREFIX = re.compile(r"^\s*(?:final\s+)?(?:answer|label)\s*[:\-]\s*", re.IGNORECASE)
 
 
@@ -104,7 +105,16 @@ def parse_answer(text: str, task: str) -> str:
             pass
         space = LABEL_SPACES["fever" if task == "fact-verification" else "yes_no"]
         found = extract_label(raw, {k: v for k, v in space.items() if k in labels})
-        return found if found is not None else raw.splitlines()[0].strip() if raw else ""
+        if found is not None:
+            return found
+        # A constrained reply cut at max_tokens ('{"answer": "SUPP') still names the
+        # one label its partial value is a prefix of.
+        partial = _PARTIAL_ANSWER.search(raw)
+        if partial and partial.group(1).strip():
+            matches = [lab for lab in labels if lab.lower().startswith(partial.group(1).strip().lower())]
+            if len(matches) == 1:
+                return matches[0]
+        return raw.splitlines()[0].strip() if raw else ""
     line = next((ln for ln in raw.splitlines() if ln.strip()), "")
     line = _PREFIX.sub("", line).strip()
     return line.strip(" \"'`*").rstrip(".").strip()

@@ -288,8 +288,10 @@ async def run_madara(
     rule; otherwise the task comes from ``task``, ``AssessConfig.task`` or the
     gold answers (``infer_task``).  Method ``madara`` needs ``profile`` (an
     ``RSCProfile`` with ``em_nf``) or ``decision``.  A model failure during
-    generation yields a record with an empty prediction and ``stop_reason``
-    ``model_error: ...``; a failed assessment call is a missing score.
+    generation yields a record with an empty prediction, ``stop_reason``
+    ``error`` and the error text in ``error``; a failed assessment call is a
+    missing score.  ``Record.method`` is ``"madara"``; ``extra["assess_method"]``
+    is the configured method and ``extra["treatment"]`` the one applied.
     """
     run_config = config if isinstance(config, RunConfig) else RunConfig(assess=config)
     cfg = run_config.assess
@@ -307,38 +309,55 @@ async def run_madara(
     ledger = Ledger()
     docs = await gather_documents(item, retriever, cfg)
     ctx = TreatmentContext(model, item.question, docs, task, cfg, f"{run_config.seed}:{item.id}", ledger)
-    stop_reason = "answered"
+    stop_reason, error = "answered", None
     try:
         outcome = await fn(ctx)
     except ModelError as exc:
         outcome = TreatmentOutcome("")
-        stop_reason = f"model_error: {exc}"
+        stop_reason, error = "error", f"ModelError: {exc}"
     usage = ledger.usage()
     correct, f1 = score_prediction(outcome.prediction, list(item.answers), scoring)
 
     assessment = outcome.assessment
+
+    def tokens(kind: str) -> tuple[int, int]:
+        entries = [e for e in ledger.entries if e.kind == kind]
+        return sum(e.prompt_tokens for e in entries), sum(e.completion_tokens for e in entries)
+
     steps: list[dict[str, Any]] = [
-        {"kind": "retrieve", "query": item.question, "doc_ids": [d.doc_id for d in docs], "source": cfg.doc_source}
+        {
+            "kind": "retrieve",
+            "query": item.question,
+            "source": cfg.doc_source,
+            "retrieved": [d.chunk_id or d.doc_id for d in docs],
+            "docs": [d.doc_id for d in docs],
+        }
     ]
     if assessment is not None:
+        t_in, t_out = tokens("assessment")
         steps.append(
             {
                 "kind": "assess",
                 "cot": assessment.cot,
                 "calls": usage.assessment_calls,
-                "tokens": sum(e.prompt_tokens + e.completion_tokens for e in ledger.entries if e.kind == "assessment"),
-                "doc_ids": [d.doc_id for d in docs],
+                "tokens_in": t_in,
+                "tokens_out": t_out,
+                "docs": [d.doc_id for d in docs],
             }
         )
+    t_in, t_out = tokens("generation")
     steps.append(
         {
             "kind": "generate",
             "output": outcome.raw if outcome.raw else [c["raw"] for c in outcome.candidates],
-            "tokens": sum(e.prompt_tokens + e.completion_tokens for e in ledger.entries if e.kind == "generation"),
-            "doc_ids": [docs[i].doc_id for i in outcome.selected],
+            "calls": usage.generation_calls,
+            "tokens_in": t_in,
+            "tokens_out": t_out,
+            "docs": [docs[i].doc_id for i in outcome.selected],
         }
     )
     extra: dict[str, Any] = {
+        "assess_method": cfg.method,
         "treatment": method,
         "task": task,
         "doc_source": cfg.doc_source,
@@ -363,7 +382,7 @@ async def run_madara(
         "run_id": run_id or uuid.uuid4().hex[:12],
         "config_id": run_config.config_id,
         "config": run_config.to_dict(),
-        "label": f"{run_config.label}/madara:{cfg.method}",
+        "label": f"madara/{cfg.method}",
         "model": getattr(model, "model_id", "unknown"),
         "dataset": getattr(dataset, "name", None) or "",
         "dataset_hash": getattr(dataset, "hash", None) or "",
@@ -380,11 +399,13 @@ async def run_madara(
         "llm_calls": usage.llm_calls,
         "early_stop": False,
         "stop_reason": stop_reason,
+        "error": error,
         "latency_s": time.perf_counter() - started,
         "cost_usd": None,
         "steps": steps,
-        "method": cfg.method,
+        "method": "madara",
         "extra": extra,
+        "created_at": time.time(),
     }
     return make_record(fields)
 
