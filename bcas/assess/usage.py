@@ -7,7 +7,9 @@ assessment calls + 1 generation call; PDE = assessment + k generation calls;
 PDE-Random = k generation calls and no assessment).
 
 Kinds: ``assessment`` (an agent scoring one document), ``rescore`` (an RSC
-re-scoring under perturbed reasoning) and ``generation`` (an answer).
+re-scoring under perturbed reasoning) and ``generation`` (an answer).  A call
+answered by the generation cache is still a call of the method (its tokens are
+the provider-reported usage stored with it); ``cached_calls`` says how many were.
 """
 
 from __future__ import annotations
