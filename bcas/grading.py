@@ -393,12 +393,17 @@ class LLMJudge:
         retry_text = _judge_template("judge_retry").substitute(
             format=_judge_template("judge_format_json" if self.use_schema else "judge_format_text").template
         )
+        failures: list[str] = []
         for r in range(self.repeats):
             messages = list(base)
             verdict: bool | None = None
             text = ""
             for attempt in range(self.retries + 1):
-                text = await self._ask(messages, self.seed + r, result)
+                try:
+                    text = await self._ask(messages, self.seed + r, result)
+                except Exception as exc:  # a failing judge leaves the verdict unknown, never "wrong"
+                    failures.append(f"{type(exc).__name__}: {exc}")
+                    break
                 verdict = parse_verdict(text)
                 if verdict is not None:
                     break
@@ -408,7 +413,10 @@ class LLMJudge:
             result.outputs.append(text)
         readable = [v for v in result.verdicts if v is not None]
         if not readable:
-            result.reason = f"no readable verdict after {self.retries + 1} attempt(s) per repeat"
+            if failures:
+                result.reason = f"judge call failed: {failures[-1]}"
+            else:
+                result.reason = f"no readable verdict after {self.retries + 1} attempt(s) per repeat"
             return result
         yes = sum(readable)
         no = len(readable) - yes

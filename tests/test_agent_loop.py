@@ -380,3 +380,42 @@ def test_every_stop_reason_is_reachable(stop: str) -> None:
         retriever = BrokenRetriever()
     traj = run(ScriptedModel(script), retriever, budget=budget, **kwargs)
     assert traj.stop_reason == stop
+
+
+# -- dataset runs into the store ---------------------------------------------------------
+
+
+def test_evaluate_resumes_and_retries_errors(tmp_path: Any) -> None:
+    from bcas.agent import evaluate_bcas
+    from bcas.data import Dataset, content_hash
+    from bcas.results import ResultStore, load_records
+
+    items = tuple(Item(f"q{i}", f"Question {i}?", (f"answer {i}",), ITEM.documents) for i in range(3))
+    dataset = Dataset("toy", "toy.jsonl", "factoid", "qa", items, content_hash(items))
+    config = RunConfig(budget=Budget(max_searches=1), retrieval=RetrievalConfig(k=2))
+    store = ResultStore(tmp_path / "run")
+
+    def script(request: ChatRequest, i: int) -> str:
+        if request.json_schema and "answer" in request.json_schema["properties"]:
+            question = request.messages[-1]["content"].split("Question ")[1].split("?")[0]
+            return answer(f"answer {question}")
+        return ready()
+
+    # first run: q1's model call fails, the others are recorded
+    first = ScriptedModel(
+        lambda r, i: (
+            (_ for _ in ()).throw(RuntimeError("down")) if "Question 1?" in r.messages[1]["content"] else script(r, i)
+        )
+    )
+    made = asyncio.run(
+        evaluate_bcas(dataset, first, FakeRetriever(PASSAGES), config, run_id="r1", store=store, concurrency=2)
+    )
+    assert sorted((r.item_id, r.stop_reason) for r in made) == [("q0", "answered"), ("q1", "error"), ("q2", "answered")]
+    # rerun: only the failed item runs again; nothing is doubled
+    second = ScriptedModel(script)
+    again = asyncio.run(evaluate_bcas(dataset, second, FakeRetriever(PASSAGES), config, run_id="r2", store=store))
+    assert [r.item_id for r in again] == ["q1"] and again[0].correct_em
+    assert len(second.requests) == 2
+    final = load_records(store.path)
+    assert sorted(r.item_id for r in final) == ["q0", "q1", "q2"] and all(r.correct_em for r in final)
+    assert asyncio.run(evaluate_bcas(dataset, second, FakeRetriever(PASSAGES), config, run_id="r3", store=store)) == []

@@ -208,3 +208,10 @@ def test_judge_request_is_cacheable() -> None:
     a = LLMJudge(ScriptedModel(["correct"])).messages("q", ["a"], "b")
     b = LLMJudge(ScriptedModel(["correct"])).messages("q", ["a"], "b")
     assert ChatRequest(messages=a).cache_key("m") == ChatRequest(messages=b).cache_key("m")
+
+
+def test_failing_judge_model_gives_none_with_reason() -> None:
+    model = ScriptedModel(["correct"], fail_at=0)
+    result = judge(model)
+    assert result.verdict is None
+    assert result.reason == "judge call failed: ModelError: scripted: scripted failure at call 0"

@@ -1,6 +1,7 @@
 """The BCAS agent: budgeted search loop, ledger and action protocol (BCAS §3.1-§3.4)."""
 
 from bcas.agent.budget import STEP_FLAGS, STEP_KINDS, BudgetError, BudgetLedger, Step
+from bcas.agent.evaluate import evaluate_bcas
 from bcas.agent.loop import STOP_REASONS, Trajectory, run_bcas
 from bcas.agent.protocol import (
     ANSWER_TOOL,
@@ -29,6 +30,7 @@ __all__ = [
     "Trajectory",
     "action_schema",
     "answer_schema",
+    "evaluate_bcas",
     "parse_action",
     "parse_answer",
     "run_bcas",

@@ -149,6 +149,15 @@ def _strip_quotes(text: str) -> str:
 
 def find_json_object(text: str) -> dict[str, Any] | None:
     """The first JSON object embedded in ``text`` (balanced braces), or ``None``."""
+    stripped = text.strip()
+    if stripped.startswith("{") and stripped.endswith("}"):
+        try:  # fast path: the whole reply is one object (the constrained case)
+            value = json.loads(stripped)
+        except json.JSONDecodeError:
+            pass
+        else:
+            if isinstance(value, dict):
+                return value
     start = text.find("{")
     while start != -1:
         depth = 0
