@@ -47,6 +47,7 @@ def test_paper_constants():
 # ---------------------------------------------------------------- weighted
 
 
+@settings(deadline=None)
 @given(matrices())
 def test_weighted_with_equal_weights_is_the_row_mean(S):
     got = weighted_scores(S, (1 / 3, 1 / 3, 1 / 3))
@@ -88,6 +89,7 @@ def test_bad_inputs_raise():
 # ---------------------------------------------------------------- SDA
 
 
+@settings(deadline=None)
 @given(matrices(), st.integers(1, 15))
 def test_sda_returns_min_k_m_distinct_indices(S, k):
     picked = sda_select(S, k)
@@ -107,6 +109,7 @@ strictly_increasing = st.sampled_from(
 )
 
 
+@settings(deadline=None)
 @given(matrices(), st.integers(1, 15), st.integers(0, 2), strictly_increasing)
 def test_sda_is_invariant_to_strictly_increasing_transforms_of_one_agent(S, k, agent, f):
     T = [list(row) for row in S]
@@ -116,6 +119,7 @@ def test_sda_is_invariant_to_strictly_increasing_transforms_of_one_agent(S, k, a
     np.testing.assert_allclose(sda_scores(T), sda_scores(S))
 
 
+@settings(deadline=None)
 @given(matrices(min_m=2))
 def test_sda_matches_algorithm_1_with_scipy_average_ranks(S):
     M = np.array(S)
@@ -154,6 +158,7 @@ def test_average_ranks_matches_scipy():
 # ---------------------------------------------------------------- RRF
 
 
+@settings(deadline=None)
 @given(matrices(), st.integers(1, 15))
 def test_rrf_matches_the_formula(S, k):
     M = np.array(S)
@@ -170,6 +175,7 @@ def test_rrf_missing_contributes_nothing():
 # ---------------------------------------------------------------- ATF
 
 
+@settings(deadline=None)
 @given(st.lists(scores_0_5, min_size=1, max_size=15), st.integers(2, 15))
 def test_atf_keeps_between_min_2_m_and_k_all_above_tau_unless_padded(scores, k):
     kept = atf_filter(scores, k)
@@ -201,7 +207,7 @@ def test_atf_pads_to_two_and_keeps_all_equal_scores():
     assert atf_filter([3.0], 5) == [0]
 
 
-@settings(max_examples=50)
+@settings(max_examples=50, deadline=None)
 @given(st.lists(scores_0_5, min_size=2, max_size=10), st.floats(0, 3))
 def test_atf_larger_kappa_never_keeps_fewer(scores, kappa):
     k = len(scores)

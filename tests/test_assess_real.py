@@ -38,13 +38,21 @@ METHODS = ("nf", "3-agent", "cot", "sda", "rrf", "atf", "pde", "pde-random")
 
 
 @pytest.fixture(scope="module")
-def model(embedded_model: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The session's embedded SmolLM2 behind a fresh generation cache for this module."""
-    from bcas.llm.cache import CachedModel, GenerationCache
+def model(smollm2_gguf: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Embedded SmolLM2 on one thread behind a fresh generation cache for this module.
 
+    One llama.cpp thread: these tests issue many short calls, and on a shared
+    2-core machine a single thread is several times faster per call than two
+    threads contending with other work.
+    """
+    from bcas.llm.cache import CachedModel, GenerationCache
+    from bcas.llm.embedded import EmbeddedModel
+
+    embedded = EmbeddedModel(smollm2_gguf, n_ctx=2048, n_threads=1)
     cache = GenerationCache(tmp_path_factory.mktemp("madara-cache") / "generations.sqlite")
-    yield CachedModel(embedded_model, cache)
+    yield CachedModel(embedded, cache)
     cache.close()
+    embedded.close()
 
 
 def cfg(method: str, **kw: Any) -> RunConfig:

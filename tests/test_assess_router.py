@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bcas.assess.router import MODES, RHO1_THRESHOLD, TAU_NF, RoutingDecision, RoutingError, decide, route
@@ -19,6 +19,7 @@ def test_paper_thresholds():
     assert RHO1_THRESHOLD == 0.5
 
 
+@settings(deadline=None)
 @given(em, rho_star, rho)
 def test_router_is_total_and_follows_algorithm_2(e, rs, r1):
     mode = route(e, rs, r1)

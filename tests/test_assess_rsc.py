@@ -7,7 +7,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import spearmanr
 
@@ -32,6 +32,7 @@ from bcas.assess.rsc import (
 # ---------------------------------------------------------------- Spearman / trend
 
 
+@settings(deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=2, max_size=40))
 def test_spearman_matches_scipy_with_average_ranks(pairs):
     x = [p[0] for p in pairs]
@@ -49,11 +50,13 @@ def test_spearman_undefined_cases():
     assert np.isnan(spearman([3, 3], [1, 2], undefined=float("nan")))
 
 
+@settings(deadline=None)
 @given(st.lists(st.floats(-1, 1, allow_nan=False), min_size=3, max_size=3))
 def test_trend_coefficient_takes_one_of_five_values(r):
     assert trend_coefficient(r) in TREND_VALUES
 
 
+@settings(deadline=None)
 @given(st.lists(st.floats(-1, 1, allow_nan=False), min_size=3, max_size=3, unique=True))
 def test_trend_coefficient_equals_scipy_without_ties(r):
     assert trend_coefficient(r) == pytest.approx(spearmanr([1, 2, 3], r).statistic)
@@ -97,6 +100,7 @@ sentence = st.text(alphabet=st.characters(whitelist_categories=("Ll", "Lu")), mi
 )
 
 
+@settings(deadline=None)
 @given(st.lists(st.lists(sentence, min_size=1, max_size=4), min_size=1, max_size=5), st.integers(0, 10**6))
 def test_shuffle_preserves_the_multiset_of_sentences(steps_as_sentences, seed):
     steps = [" ".join(ss) for ss in steps_as_sentences]
@@ -116,6 +120,7 @@ polarity_word = st.sampled_from(sorted(ANTONYMS))
 casing = st.sampled_from([str.lower, str.capitalize, str.upper])
 
 
+@settings(deadline=None)
 @given(st.lists(st.tuples(st.booleans(), filler, polarity_word, casing), min_size=1, max_size=25))
 def test_contradict_flips_every_listed_polarity_word(spec):
     tokens, expected = [], []
@@ -153,6 +158,7 @@ def test_polarity_list_contains_the_paper_words():
 keys = st.tuples(st.integers(0, 5), st.integers(0, 9))
 
 
+@settings(deadline=None)
 @given(
     st.dictionaries(keys, st.lists(st.text(min_size=1, max_size=5), min_size=1, max_size=3), min_size=1), st.integers()
 )
