@@ -12,6 +12,7 @@ from bcas.agent.protocol import (
     ANSWER_TOOL,
     SEARCH_TOOL,
     TOOLS,
+    Action,
     ActionParseError,
     action_schema,
     answer_schema,
@@ -142,3 +143,14 @@ def test_parsers_never_crash_on_arbitrary_text(text: str) -> None:
             assert action.tool in TOOLS
             assert action.tool != SEARCH_TOOL or action.query
     assert isinstance(parse_answer(text), str)
+
+
+def test_cut_off_json_keeps_an_action_whose_fields_were_complete() -> None:
+    cut = '{ "action": "search_database", "query": "Candy Coburn" ,"thought": "You have to find a na'
+    assert parse_json_action(cut, TOOLS) == Action(SEARCH_TOOL, "Candy Coburn", "")
+    assert parse_json_action('{"action": "ready_to_answer", "query": "x', TOOLS).tool == ANSWER_TOOL
+    for unusable in ('{"action": "search_database", "query": "Candy Co', '{"thought": "first I', '{"action": "search_da'):
+        with pytest.raises(ActionParseError, match="not a complete JSON object"):
+            parse_json_action(unusable, TOOLS)
+    with pytest.raises(ActionParseError, match="not available this turn"):
+        parse_json_action(cut, [ANSWER_TOOL])

@@ -36,7 +36,7 @@ THOUGHT_MAX_CHARS = 240
 QUERY_MAX_CHARS = 120
 ANSWER_MAX_CHARS = 80
 JSON_OVERHEAD_TOKENS = 24
-CHARS_PER_TOKEN = 3
+CHARS_PER_TOKEN = 2
 MIN_FIELD_CHARS = 8
 # Caps applied when reading free text.
 _QUERY_READ_CHARS = 300
@@ -213,13 +213,42 @@ def _finish(tool: str | None, query: str, thought: str, tools: Sequence[str], ra
 # -- action parsing --------------------------------------------------------------------
 
 
+_COMPLETE_STRING = r'"{key}"\s*:\s*"(?P<value>(?:[^"\\]|\\.)*)"'
+
+
+def salvage_fields(text: str) -> dict[str, str]:
+    """The string fields of a JSON object cut off by the token cap that were already complete.
+
+    Only values whose closing quote was written are kept, so a query cut mid-string
+    is never used.
+    """
+    fields: dict[str, str] = {}
+    for key in ("action", "query", "thought"):
+        match = re.search(_COMPLETE_STRING.format(key=key), text)
+        if match:
+            try:
+                fields[key] = json.loads('"' + match.group("value") + '"')
+            except json.JSONDecodeError:
+                continue
+    return fields
+
+
 def parse_json_action(text: str, tools: Sequence[str]) -> Action:
-    """Read a JSON action (``thought``, ``action``, ``query``) from ``text``."""
+    """Read a JSON action (``thought``, ``action``, ``query``) from ``text``.
+
+    A reply cut off by the token cap still yields its action when the ``action``
+    field (and, for a search, the ``query`` field) had been written completely: the
+    thought is commentary, the tool and its argument are the action.
+    """
     obj = find_json_object(text)
     if obj is None:
         stripped = text.strip()
         if not stripped:
             raise ActionParseError("the reply was empty")
+        salvaged = salvage_fields(stripped) if stripped.startswith("{") else {}
+        tool = canonical_tool(salvaged.get("action", ""))
+        if tool == ANSWER_TOOL or (tool == SEARCH_TOOL and salvaged.get("query", "").strip()):
+            return _finish(tool, salvaged.get("query", ""), salvaged.get("thought", ""), tools, salvaged["action"])
         raise ActionParseError("the reply is not a complete JSON object")
     raw_tool = _field(obj, "action", "tool", "name", "function")
     if not isinstance(raw_tool, str):
