@@ -69,7 +69,13 @@ async def _bcas_record(ctx: Any, item: Any, run_id: str, extra: dict[str, Any]) 
 
     trajectory = await run_bcas(item, ctx.model, ctx.retriever, ctx.config)
     extra = {**extra, "agent_tokens_out": trajectory.tokens_out}
-    return record_from_trajectory(trajectory, run_id=run_id, dataset=ctx.dataset, extra=extra)
+    record = record_from_trajectory(trajectory, run_id=run_id, dataset=ctx.dataset, extra=extra)
+    titles = ctx.session.titles(ctx.case.dataset)
+    steps = [
+        {**step, "titles": [titles.get(d, d) for d in step.get("docs") or []]} if step.get("docs") else step
+        for step in record.steps
+    ]
+    return record.replace(steps=steps)
 
 
 async def _madara_record(ctx: Any, item: Any, run_id: str) -> Any:

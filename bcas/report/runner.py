@@ -69,6 +69,7 @@ class BcasSession:
         self._retrievers: dict[tuple, Any] = {}
         self._judge: Any = None
         self._rsc_profiles: dict[tuple[str, str], Any] = {}
+        self._titles: dict[tuple[str, str], dict[str, str]] = {}
         self.cases_run = 0
         self.gate_results: list[Any] = []
         self._baseline = None
@@ -86,6 +87,13 @@ class BcasSession:
     def collection(self, name: str) -> Any:
         """The whole dataset collection (all items' documents), whatever the item subset."""
         return self.dataset(name, None)
+
+    def titles(self, name: str) -> dict[str, str]:
+        """Document id -> title over the whole collection (for the report's drill-down)."""
+        key = ("titles", name)
+        if key not in self._titles:
+            self._titles[key] = {d.id: d.title for it in self.collection(name).items for d in it.documents}
+        return self._titles[key]
 
     def model(self, spec: Any) -> Any:
         if spec not in self._models:
