@@ -1,0 +1,149 @@
+"""The BCAS loop for real: embedded SmolLM2-135M over a phrase-boosted BM25 index of HotpotQA.
+
+A 135M model is a smoke-test model: its accuracy is low and is printed, not gated.
+What is gated is the harness: under schema-constrained decoding the model's turns
+parse into valid actions, budgets hold, and every trajectory yields a valid record.
+Turns are kept short (small per-turn token caps, two passages per search) so the
+runs fit a shared 2-core machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bcas.agent import STOP_REASONS, run_bcas
+from bcas.agent.loop import Trajectory
+from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
+from bcas.data import Dataset, load_dataset
+from bcas.results import ResultStore, load_price_sheet, load_records, record_from_trajectory
+
+RETRIEVAL = RetrievalConfig(mode="bm25", k=2)
+
+
+@pytest.fixture(scope="module")
+def hotpotqa() -> Dataset:
+    return load_dataset("hotpotqa")
+
+
+@pytest.fixture(scope="module")
+def bm25(hotpotqa: Dataset) -> Any:
+    from bcas.retrieval import build_retriever
+
+    # one index over the whole collection (BCAS §3.7: retrieval within the dataset's collection)
+    return build_retriever(hotpotqa.documents, RETRIEVAL, progress=False)
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> Iterator[Any]:
+    from bcas.llm import load_model
+
+    # one thread: llama.cpp's spinning worker threads crawl on a shared 2-core machine
+    model = load_model("embedded", n_ctx=4096, n_threads=1)
+    yield model
+    asyncio.run(model.aclose())
+
+
+def run_all(items: Any, model: Any, retriever: Any, config: RunConfig) -> list[Trajectory]:
+    async def go() -> list[Trajectory]:
+        return [await run_bcas(item, model, retriever, config) for item in items]
+
+    return asyncio.run(go())
+
+
+def check_budget(traj: Trajectory, budget: Budget) -> None:
+    assert traj.stop_reason in STOP_REASONS
+    assert traj.stop_reason != "error", traj.error
+    if budget.max_searches is not None:
+        assert traj.searches_used <= budget.max_searches
+    assert traj.tokens_out <= budget.max_total_tokens + budget.forced_answer_tokens
+    assert traj.steps[-1].kind in ("answer", "forced_answer")
+
+
+def test_real_trajectory_end_to_end(hotpotqa: Dataset, bm25: Any, smollm2: Any, tmp_path: Path) -> None:
+    budget = Budget(max_searches=1, max_total_tokens=300, per_turn_max_tokens=64, forced_answer_tokens=24)
+    config = RunConfig(budget=budget, retrieval=RETRIEVAL, agent=AgentConfig(max_turns=2))
+    subset = hotpotqa.subset(2)
+    store = ResultStore(tmp_path / "run")
+    for traj in run_all(subset.items, smollm2, bm25, config):
+        check_budget(traj, budget)
+        store.append(record_from_trajectory(traj, run_id="real", dataset=subset, prices=load_price_sheet()))
+    records = load_records(store.path)
+    assert len(records) == 2
+    for rec in records:
+        assert rec.model.startswith("smollm2") and rec.cost_usd == 0.0
+        assert rec.llm_calls == len(rec.steps) >= 1 and rec.tokens_in > 0
+        searched = [s for s in rec.steps if s["kind"] == "search"]
+        assert all(s["retrieved"] and s["query"] for s in searched)
+
+
+@pytest.mark.slow
+def test_constrained_actions_are_valid_on_20_hotpotqa_questions(hotpotqa: Dataset, bm25: Any, smollm2: Any) -> None:
+    """≥ 90% valid actions with JSON-schema decoding; the plain-text figure is reported only."""
+    budget = Budget(max_searches=1, max_total_tokens=400, per_turn_max_tokens=64, forced_answer_tokens=24)
+    items = hotpotqa.subset(20).items
+    rates: dict[str, float] = {}
+    for fmt in ("json", "text"):
+        config = RunConfig(
+            budget=budget, retrieval=RETRIEVAL, agent=AgentConfig(action_format=fmt, max_turns=2, max_invalid_turns=2)
+        )
+        trajs = run_all(items, smollm2, bm25, config)
+        for traj in trajs:
+            check_budget(traj, budget)
+        turns = sum(t.action_turns for t in trajs)
+        valid = turns - sum(t.invalid_turns for t in trajs)
+        # valid turns whose reply hit the token cap after its action and query were complete
+        cut = sum(1 for t in trajs for s in t.steps if s.kind in ("search", "ready") and s.finish_reason == "length")
+        rates[fmt] = valid / turns
+        print(
+            f"\n{fmt} actions: {valid}/{turns} valid turns = {rates[fmt]:.1%} over {len(trajs)} questions ({cut} cut off after the action)"
+        )
+    assert rates["json"] >= 0.90
+
+
+@pytest.mark.slow
+def test_search_budgets_and_planning_produce_valid_records(
+    hotpotqa: Dataset, bm25: Any, smollm2: Any, tmp_path: Path
+) -> None:
+    """5 HotpotQA items × max_searches ∈ {1, 3} × planning off/on, end to end into the store."""
+    subset = hotpotqa.subset(5)
+    store = ResultStore(tmp_path / "grid")
+    prices = load_price_sheet()
+    configs = [
+        RunConfig(
+            budget=Budget(max_searches=s, max_total_tokens=600, per_turn_max_tokens=64, forced_answer_tokens=24),
+            retrieval=RETRIEVAL,
+            agent=AgentConfig(planning=plan, max_turns=4),
+        )
+        for s in (1, 3)
+        for plan in (False, True)
+    ]
+    for config in configs:
+        for traj in run_all(subset.items, smollm2, bm25, config):
+            check_budget(traj, config.budget)
+            store.append(record_from_trajectory(traj, run_id="grid", dataset=subset, prices=prices))
+
+    records = load_records(store.path)
+    assert len(records) == 20
+    assert store.done_keys() == {(c.config_id, subset.hash, i.id) for c in configs for i in subset.items}
+    for rec in records:
+        planning = rec.config["agent"]["planning"]
+        kinds = [s["kind"] for s in rec.steps]
+        assert (kinds[0] == "plan") == planning
+        assert rec.searches_used <= rec.config["budget"]["max_searches"]
+        assert rec.tokens_out == sum(s["tokens_out"] for s in rec.steps)
+        assert rec.early_stop == (rec.stop_reason == "answered")
+        assert isinstance(rec.prediction, str) and 0.0 <= rec.f1 <= 1.0
+    print()
+    for config in configs:
+        rows = [r for r in records if r.config_id == config.config_id]
+        em = statistics.mean(r.correct_em for r in rows)
+        f1 = statistics.mean(r.f1 for r in rows)
+        searches = statistics.mean(r.searches_used for r in rows)
+        stops = sorted({r.stop_reason for r in rows})
+        print(f"{config.label:<22} EM {em:.2f}  F1 {f1:.2f}  searches {searches:.1f}  stops {stops}")
