@@ -57,7 +57,8 @@ class ChatRequest:
             "temperature": self.temperature,
             "stop": list(self.stop) if self.stop else None,
             "seed": self.seed,
-            "json_schema": self.json_schema,
+            # As a string, so property order (which steers constrained decoding) counts.
+            "json_schema": json.dumps(self.json_schema) if self.json_schema is not None else None,
             "top_logprobs": self.top_logprobs,
         }
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

@@ -133,7 +133,9 @@ class EmbeddedModel(ChatModel):
     def _grammar(self, schema: dict[str, Any]) -> Any:
         from llama_cpp import LlamaGrammar
 
-        key = json.dumps(schema, sort_keys=True)
+        # Property order is kept: llama.cpp's grammar emits properties in schema order,
+        # so a schema listing "thought" first makes the model reason before it acts.
+        key = json.dumps(schema)
         grammar = self._grammars.get(key)
         if grammar is None:
             try:
