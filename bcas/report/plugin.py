@@ -168,7 +168,7 @@ def read_settings(config: pytest.Config) -> Settings:
     raw_ds = _get(config, "datasets")
     datasets = [d.strip() for d in raw_ds.split(",") if d.strip()] if raw_ds else None
     if datasets:
-        from bcas.data import DATASETS
+        from bcas.data import DATASETS, DatasetError, load_dataset
 
         for d in datasets:
             if d not in DATASETS and not Path(d).is_file():
@@ -176,6 +176,12 @@ def read_settings(config: pytest.Config) -> Settings:
                     f"--bcas-datasets: {d!r} is neither a registered dataset ({', '.join(sorted(DATASETS))}) "
                     "nor an existing JSONL file"
                 )
+            # Validate every line now, so a malformed file stops the session before any
+            # case runs (the parsed items are cached for the cases that load it later).
+            try:
+                load_dataset(d)
+            except DatasetError as exc:
+                raise pytest.UsageError(f"--bcas-datasets: {exc}") from None
     rootdir = Path(str(config.rootpath))
     report = _get(config, "report")
     run_dir = Path(report) if report else rootdir / "reports" / "+".join(grids)
