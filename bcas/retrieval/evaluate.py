@@ -81,7 +81,9 @@ def recall_and_rr(hits: Sequence[Hit], supporting: set[str], k: int) -> tuple[fl
     return len(found) / len(supporting), rr
 
 
-async def _score_mode(retriever: Retriever, items: Sequence[Item], gold: dict[str, set[str]], k: int, progress: bool):
+async def _score_mode(
+    retriever: Retriever, items: Sequence[Item], gold: dict[str, set[str]], k: int, progress: bool
+) -> tuple[float, float, float]:
     from tqdm.auto import tqdm
 
     recall = rr = 0.0
