@@ -224,6 +224,16 @@ class Retriever:
             self._loop.close()
 
 
+_EMBEDDERS_LOADED: dict[str, Embedder] = {}
+
+
+def shared_embedder(name: str) -> Embedder:
+    """The named embedder, loaded once per process (retrievers of one run share its weights)."""
+    if name not in _EMBEDDERS_LOADED:
+        _EMBEDDERS_LOADED[name] = load_embedder(name)
+    return _EMBEDDERS_LOADED[name]
+
+
 def _bm25_params(config: RetrievalConfig) -> dict[str, Any]:
     import bm25s
 
@@ -304,7 +314,7 @@ def build_retriever(
     dense_index: DenseIndex | None = None
     embedder_obj: Embedder | None = None
     if mode in DENSE_MODES:
-        embedder_obj = load_embedder(embedder_choice) if isinstance(embedder_choice, str) else embedder_choice
+        embedder_obj = shared_embedder(embedder_choice) if isinstance(embedder_choice, str) else embedder_choice
 
         def build_dense() -> DenseIndex:
             vectors = embed_chunks(embedder_obj, texts, progress=progress)
