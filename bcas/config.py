@@ -121,6 +121,8 @@ class AssessConfig:
     ``score_max_tokens`` a base assessment call, ``rescore_max_tokens`` an RSC
     re-scoring call and ``answer_max_tokens`` a generation call;
     ``cot_step_chars`` bounds each reasoning step under constrained decoding.
+    ``temperature`` 0.6 is the paper's sampling temperature (MADARA §5.1); with
+    the request seed fixed, a backend that honours seeds stays reproducible.
     ``task``: the generator prompt (factoid / FEVER label / yes-no); ``None``
     infers it from the item's gold answers.  ``rsc_agents``: the agents whose
     CoT scores the RSC probe perturbs (pooled); ``rsc_bootstrap``: bootstrap
@@ -143,7 +145,7 @@ class AssessConfig:
     score_max_tokens: int = 48
     rescore_max_tokens: int = 12
     answer_max_tokens: int = 24
-    temperature: float = 0.0
+    temperature: float = 0.6
     doc_chars: int = 1500
     json_schema: bool = True
     cot_step_chars: int = 100
