@@ -281,3 +281,14 @@ def test_probe_with_scripted_model_counts_calls_and_routes():
     # the routed pipeline accepts the profile directly
     rec = run(items[1], model, "madara", profile=prof)
     assert extra(rec)["treatment"] == "sda" and extra(rec)["rsc_profile_id"] == prof.id
+
+
+@pytest.mark.parametrize("method", sorted(EXPECTED_CALLS))
+def test_no_retrieved_documents_still_gives_a_record(method):
+    model = ScriptedModel()
+    rec = run(make_item(), model, method, retriever=ListRetriever([]), doc_source="retrieval")
+    ex = extra(rec)
+    assert ex["doc_ids"] == [] and ex["selected_docs"] == [] and ex["assessment_calls"] == 0
+    # generators that answer over a document set still answer (closed book); per-document ones have nothing to read
+    assert ex["generation_calls"] == (0 if method.startswith("pde") else 1)
+    assert field(rec, "stop_reason") == "answered"
