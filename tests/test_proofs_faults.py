@@ -1,0 +1,141 @@
+"""Proof: a grid run survives a faulty server with nothing lost, doubled or changed.
+
+The upstream is real: ``llama_cpp.server`` serving SmolLM2-135M on loopback.  In front
+of it a proxy (tests/support/fault_proxy.py) answers exactly 20% of the chat requests
+itself, on a seeded counter schedule, cycling through HTTP 500, HTTP 429 with
+``Retry-After``, a held connection the client times out on, and a 200 whose JSON is
+not a completion; the other 80% go through byte for byte.  The same grid runs twice
+through the bcas pytest plugin with the ``openai`` backend, uncached and one item at a
+time, from the same server state (so the upstream sees the same requests in the
+same order): once through the proxy with no faults, once with them.  The records
+must be the same set, each key once, equal in everything but timing, with the
+retries counted in them.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from support import fault_proxy
+from support.fault_proxy import FAULT_KINDS, FaultProxy
+from support.proofs import by_key, first_difference, raw_records, write_project
+
+# In-process pytester runs restore sys.modules afterwards; load what a run touches first.
+import bcas.agent  # noqa: F401
+import bcas.llm.openai_compat  # noqa: F401
+import bcas.report.html  # noqa: F401
+import bcas.report.records  # noqa: F401
+import bcas.report.runner  # noqa: F401
+import bcas.results  # noqa: F401
+import bcas.retrieval  # noqa: F401
+from bcas import llm
+from bcas.llm.testing import LlamaCppServer
+
+pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.server
+
+ITEMS = 4
+CONFIGS = ((1, False), (1, True))  # (max_searches, planning)
+PER_TURN = 32
+
+
+def _upstream_latency(server: LlamaCppServer) -> float:
+    """Seconds the server takes for a request about as long as the grid's longest."""
+
+    def body(topic: str) -> dict[str, object]:
+        context = " ".join(f"{topic} note {i}: the river flows north past the old mill." for i in range(80))
+        return {
+            "model": server.alias,
+            "messages": [{"role": "user", "content": context + " Which way does the river flow?"}],
+            "max_tokens": 32,
+            "temperature": 0.0,
+        }
+
+    url = f"{server.base_url}/chat/completions"
+    httpx.post(url, json=body("Warm-up"), timeout=300).raise_for_status()
+    started = time.perf_counter()
+    httpx.post(url, json=body("Timed"), timeout=300).raise_for_status()  # shares no prompt prefix with the first
+    return time.perf_counter() - started
+
+
+def _reset_upstream(server: LlamaCppServer) -> None:
+    """Leave the server's KV cache holding a prompt no chat request shares a prefix with.
+
+    llama.cpp reuses the longest common prefix of the previous prompt, and a prompt
+    evaluated in other batch shapes can round differently; starting both runs from
+    this same state makes the upstream's work identical in both.
+    """
+    body = {"prompt": "Reset.", "max_tokens": 1, "temperature": 0.0}
+    httpx.post(f"{server.base_url}/completions", json=body, timeout=300).raise_for_status()
+
+
+def _run(pytester: pytest.Pytester, base_url: str, report: Path) -> pytest.RunResult:
+    return pytester.runpytest(
+        "-p", "no:cacheprovider",
+        "--bcas-backend", "openai", "--bcas-base-url", base_url, "--bcas-model", "smollm2",
+        "--bcas-grid", "proof", "--bcas-no-cache", "--bcas-concurrency", "1",
+        "--bcas-report", str(report),
+    )  # fmt: skip
+
+
+def test_grid_through_a_faulty_server_matches_the_fault_free_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, llama_server: LlamaCppServer
+) -> None:
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
+    write_project(pytester.path, grid="proof", configs=CONFIGS, limit=ITEMS, per_turn=PER_TURN)
+    # A read timeout about a real request's time: each held connection costs seconds,
+    # and a real answer slower than it is a retry the proxy counts in ``repeats``.
+    timeout = min(120.0, max(3.0, 1.5 * _upstream_latency(llama_server)))
+    monkeypatch.setitem(fault_proxy.CLIENT_OPTIONS, "timeout", timeout)
+    monkeypatch.setitem(llm.BACKENDS, "openai", "support.fault_proxy:create_openai")
+
+    _reset_upstream(llama_server)
+    started = time.perf_counter()
+    with FaultProxy(llama_server.base_url, rate=0.0) as clean_proxy:
+        clean = _run(pytester, clean_proxy.base_url, tmp_path / "clean")
+        clean.assert_outcomes(passed=len(CONFIGS))
+        clean_repeats = clean_proxy.repeats
+    clean_s = time.perf_counter() - started
+
+    _reset_upstream(llama_server)
+    started = time.perf_counter()
+    with FaultProxy(llama_server.base_url, rate=0.2, seed=7, hold_s=timeout + 2.0, retry_after=0.2) as proxy:
+        faulty = _run(pytester, proxy.base_url, tmp_path / "faulty")
+        faulty.assert_outcomes(passed=len(CONFIGS))
+        arrivals, faults, repeats = proxy.requests, dict(proxy.faults), proxy.repeats
+    faulty_s = time.perf_counter() - started
+
+    # Every fault kind was met, at exactly 20% of the requests in each full block of ten.
+    assert set(faults) == set(FAULT_KINDS), faults
+    full_blocks = arrivals // 10
+    assert full_blocks >= 2, f"only {arrivals} requests reached the proxy"
+    in_full = sum(1 for number, kind in proxy.log if number < 10 * full_blocks and kind != "forward")
+    assert in_full == 2 * full_blocks
+
+    clean_records = raw_records(tmp_path / "clean")
+    faulty_records = raw_records(tmp_path / "faulty")
+    expected = len(CONFIGS) * ITEMS
+    # 0 lost, 0 doubled: each (config, item) exactly once in the file itself.
+    for records in (clean_records, faulty_records):
+        keys = [(r["config_id"], r["item_id"]) for r in records]
+        assert len(keys) == expected and len(set(keys)) == expected
+        assert all(r["error"] is None and r["stop_reason"] != "error" for r in records)
+    clean_by_key, faulty_by_key = by_key(clean_records), by_key(faulty_records)
+    assert clean_by_key.keys() == faulty_by_key.keys()
+    for key, record in clean_by_key.items():
+        assert faulty_by_key[key] == record, f"{key}: {first_difference(record, faulty_by_key[key])}"
+
+    # Each injected fault cost exactly one retry, and the records say so.  A client
+    # timeout on a slow real answer (``repeats``: a retry of a request the server
+    # already had) costs one more, in either run.
+    assert sum(r["retries"] for r in clean_records) == clean_repeats
+    assert sum(r["retries"] for r in faulty_records) == sum(faults.values()) + repeats
+    assert any(r["retries"] > 0 for r in faulty_records)
+    print(
+        f"\n[fault proof] {arrivals} requests, {sum(faults.values())} faults injected {faults}, "
+        f"{repeats} retries after real slowness (client timeout {timeout:.1f} s); "
+        f"fault-free run {clean_s:.1f} s, faulty run {faulty_s:.1f} s; {expected} records equal"
+    )
