@@ -167,7 +167,8 @@ class BcasSession:
         if case.entry.kind == "rsc":
             return await self._run_rsc(case, ds, config, t0)
         done = self.store.done_keys(include_errors=False)
-        todo = [it for it in ds.items if (config.config_id, ds.hash, it.id) not in done]
+        config_id = config.config_id  # computed from the whole config: once, not per item
+        todo = [it for it in ds.items if (config_id, ds.hash, it.id) not in done]
         skipped = len(ds.items) - len(todo)
         model = self.model(case.model)
         context = CaseContext(self, case, ds, config, model)
@@ -180,7 +181,8 @@ class BcasSession:
             nonlocal finished, last_report
             async with sem:
                 record = await context.run_item(item)
-            self.store.append(record)
+            # The append fsyncs; off the event loop, so items in flight keep moving.
+            await asyncio.to_thread(self.store.append, record)
             finished += 1
             now = time.perf_counter()
             if finished == len(todo) or now - last_report >= 5.0:
@@ -196,7 +198,7 @@ class BcasSession:
         self.cases_run += 1
         records = [
             r.to_dict() for r in self.store.records()
-            if r.config_id == config.config_id and r.dataset_hash == ds.hash and r.model == case.model.label
+            if r.config_id == config_id and r.dataset_hash == ds.hash and r.model == case.model.label
         ]
         outcome = CaseOutcome(case.id, records, len(todo), skipped, time.perf_counter() - t0)
         outcome.violations = check_invariants(case, ds, config, records, self.settings.allow_errors)
