@@ -30,7 +30,8 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
     ("grid", "str", "smoke", "comma-separated grids: smoke, search_scaling, context_scaling, ablation, madara, rsc"),
     ("limit", "int", None, "items per dataset (seeded subset; default: the grid's limit, else 20)"),
     ("seed", "int", 0, "seed of the item subset and of sampling"),
-    ("concurrency", "int", 4, "items of one case in flight at once"),
+    ("concurrency", "int", None, "items of one case in flight at once (default: 1 for the embedded backend, whose "
+                                 "single in-process model then reuses each conversation's cached prefix; 8 otherwise)"),
     ("judge", "str", "none", "LLM judge: none | same | BACKEND[:MODEL] (e.g. openai:gpt-4o-mini)"),
     ("judge-base-url", "str", None, "base URL of the judge's OpenAI-compatible server"),
     ("judge-repeats", "int", 1, "ask the judge this many times per item and record agreement"),
@@ -192,7 +193,7 @@ def read_settings(config: pytest.Config) -> Settings:
         datasets=datasets,
         limit=_get(config, "limit"),
         seed=_get(config, "seed"),
-        concurrency=max(1, _get(config, "concurrency")),
+        concurrency=max(1, _get(config, "concurrency") or (1 if backend == "embedded" else 8)),
         judge=_get(config, "judge"),
         judge_base_url=_get(config, "judge-base-url"),
         judge_repeats=max(1, _get(config, "judge-repeats")),
