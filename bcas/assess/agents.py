@@ -213,10 +213,10 @@ def parse_score(text: str) -> ParsedScore:
 def score_schema(cot: bool, step_chars: int = STEP_MAX_CHARS) -> dict[str, Any]:
     """JSON schema of an agent's reply (constrained decoding).
 
-    The property order must survive a backend that sorts properties (the
-    embedded backend's grammar sees them alphabetically, required ones first):
-    base replies require only ``score``, so it comes before the optional
-    ``reason`` and survives truncation; CoT replies require ``reasoning_steps``
+    Property order is decoding order under constrained decoding (it is also the
+    alphabetical order, for backends that sort properties): base replies require
+    only ``score``, so it comes before the optional ``reason`` and survives
+    truncation; CoT replies require ``reasoning_steps``
     and ``score`` (in that order: reasoning before the score, MADARA §4.1), with
     ``confidence`` optional after them.
     """
