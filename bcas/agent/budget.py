@@ -43,13 +43,16 @@ from bcas.config import Budget
 #   answer         the final answer turn after the model answered or the searches ran out
 #   forced_answer  the final answer turn forced by the loop (token budget spent,
 #                  too many invalid turns, turn cap)
-STEP_KINDS = ("plan", "search", "ready", "reflect", "invalid", "answer", "forced_answer")
+#   assess         MADARA assessment of one search's hits (``AgentConfig.assess``); one
+#                  step standing for ``calls`` model calls, their tokens summed
+STEP_KINDS = ("plan", "search", "ready", "reflect", "invalid", "answer", "forced_answer", "assess")
 # Step flags (``Step.flag``); ``None`` for an ordinary step.
 #   repeated_query  the query repeats an earlier one; not re-run, not counted as a search
 #   search_error    the retriever raised; not counted as a search
 #   over_budget     the forced-answer allowance was used for this call
 #   overrun         the provider reported more completion tokens than requested
-STEP_FLAGS = ("repeated_query", "search_error", "over_budget", "overrun")
+#   assess_skipped  an assessment was not run: its worst-case tokens exceeded the budget left
+STEP_FLAGS = ("repeated_query", "search_error", "over_budget", "overrun", "assess_skipped")
 
 
 class BudgetError(RuntimeError):
@@ -73,6 +76,7 @@ class Step:
     finish_reason: str = ""
     flag: str | None = None
     note: str = ""
+    calls: int = 1
 
     def __post_init__(self) -> None:
         if self.kind not in STEP_KINDS:
@@ -99,6 +103,7 @@ class Step:
             "finish_reason": self.finish_reason,
             "flag": self.flag,
             "note": self.note,
+            "calls": self.calls,
         }
 
     @classmethod
@@ -117,6 +122,7 @@ class Step:
             finish_reason=data.get("finish_reason") or "",
             flag=data.get("flag"),
             note=data.get("note") or "",
+            calls=int(data.get("calls", 1)),
         )
 
 
@@ -148,7 +154,7 @@ class BudgetLedger:
 
     @property
     def llm_calls(self) -> int:
-        return len(self.steps)
+        return sum(s.calls for s in self.steps)
 
     # -- what remains ------------------------------------------------------------------
 

@@ -244,13 +244,63 @@ class _Run:
 
     async def search(self, query: str) -> list[Any]:
         exclude = tuple(self.seen_chunks) if self.agent.exclude_seen else ()
+        # With a MADARA treatment on the tool, retrieve the assessment pool (n_docs,
+        # MADARA §5.5: top-k of 10) and let the treatment keep k.
+        k = self.config.assess.n_docs if self.agent.assess != "none" else None
         try:
             asearch = getattr(self.retriever, "asearch", None)
             if asearch is not None:
-                return list(await asearch(query, k=None, exclude_ids=exclude))
-            return list(self.retriever.search(query, k=None, exclude_ids=exclude))
+                return list(await asearch(query, k=k, exclude_ids=exclude))
+            return list(self.retriever.search(query, k=k, exclude_ids=exclude))
         except Exception as exc:  # a broken index ends the trajectory like a broken model
             raise _Abort(f"search failed: {type(exc).__name__}: {exc}") from exc
+
+    async def assess(self, hits: list[Any]) -> tuple[list[Any], str]:
+        """Post-process a search's hits with ``AgentConfig.assess`` (sda | atf | pde).
+
+        The treatment's model calls are one ``assess`` step in the ledger and their
+        completion tokens count against ``max_total_tokens``.  When the worst case of
+        those calls (every call at its token cap) would not fit in the tokens left
+        before the forced-answer reserve, the treatment is skipped, the first k hits
+        are kept, and the step is flagged ``assess_skipped``.  Returns the kept hits
+        and an extra observation line (PDE's per-document answers).
+        """
+        method = self.agent.assess
+        k = self.config.retrieval.k
+        if method == "none" or not hits:
+            return hits[:k], ""
+        cfg = self.config.assess
+        worst = 3 * len(hits) * cfg.score_max_tokens
+        if method == "pde":
+            worst += k * cfg.answer_max_tokens
+        reserve = self.config.budget.forced_answer_tokens
+        if worst > self.ledger.tokens_left - reserve:
+            self.ledger.record(
+                Step(kind="assess", calls=0, flag="assess_skipped", retrieved=tuple(h.chunk_id for h in hits[:k]),
+                     note=f"{method}: worst case {worst} tokens > {self.ledger.tokens_left - reserve} left")
+            )  # fmt: skip
+            return hits[:k], ""
+        from bcas.assess import assess_hits
+        from bcas.assess.generate import infer_task
+
+        task = infer_task(self.item.answers)
+        try:
+            kept, usage = await assess_hits(self.item.question, hits, self.model, method, k, config=cfg, task=task)
+        except Exception as exc:  # an assessment failure ends the trajectory like a model failure
+            raise _Abort(f"assess failed: {type(exc).__name__}: {exc}") from exc
+        self.ledger.record(
+            Step(
+                kind="assess", output=str(usage.get("answer") or ""), tokens_in=int(usage.get("tokens_in", 0)),
+                tokens_out=int(usage.get("tokens_out", 0)), calls=int(usage.get("llm_calls", 0)),
+                retrieved=tuple(h.chunk_id for h in kept), docs=tuple(h.doc_id for h in kept),
+                note=f"{method}: kept {len(kept)} of {len(hits)}",
+            )
+        )  # fmt: skip
+        extra = ""
+        if method == "pde" and usage.get("candidates"):
+            answers = "; ".join(str(c) for c in usage["candidates"] if c)
+            extra = f"\nAnswers found in single documents: {answers}"
+        return kept, extra
 
     # -- phases --------------------------------------------------------------------------
 
@@ -314,9 +364,10 @@ class _Run:
             "search", result, max_tokens, query=action.query, note=action.thought,
             retrieved=tuple(h.chunk_id for h in hits), docs=tuple(h.doc_id for h in hits),
         )  # fmt: skip
+        hits, extra = await self.assess(hits)
         self.seen_chunks.extend(h.chunk_id for h in hits)
         self.history.append((asked, result.text))
-        self.pending = self.observation(action.query, hits)
+        self.pending = self.observation(action.query, hits) + extra
         return "search"
 
     def observation(self, query: str, hits: list[Any]) -> str:
