@@ -165,3 +165,18 @@ def test_xdist_merges_records_exactly_once(suite: pytest.Pytester) -> None:
     assert not list(run_dir.glob("records.*.jsonl")) or all(
         p.stat().st_size == 0 for p in run_dir.glob("records.*.jsonl")
     )
+
+
+def test_in_process_vllm_with_several_xdist_workers_is_refused(suite: pytest.Pytester) -> None:
+    result = suite.runpytest_subprocess("--bcas-backend", "vllm", "--bcas-grid", "tiny", "-n", "2", "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--bcas-backend openai" in result.stderr.str()
+
+
+def test_malformed_dataset_is_a_usage_error_naming_file_and_line(suite: pytest.Pytester) -> None:
+    bad = suite.path / "bad.jsonl"
+    bad.write_text('{"id": "a", "question": "q", "answers": [], "documents": [{"id": "d", "text": "t"}]}\n')
+    result = suite.runpytest(*BASE, "--bcas-datasets", str(bad), "--bcas-report", str(suite.path / "bad"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"{bad}:1" in result.stderr.str() and "answers" in result.stderr.str()
+    assert not (suite.path / "bad" / "records.jsonl").exists()
