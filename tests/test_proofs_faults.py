@@ -43,21 +43,19 @@ PER_TURN = 32
 
 
 def _upstream_latency(server: LlamaCppServer) -> float:
-    """Seconds the server takes for a request about as long as the grid's longest."""
-
-    def body(topic: str) -> dict[str, object]:
-        context = " ".join(f"{topic} note {i}: the river flows north past the old mill." for i in range(80))
-        return {
-            "model": server.alias,
-            "messages": [{"role": "user", "content": context + " Which way does the river flow?"}],
-            "max_tokens": 32,
-            "temperature": 0.0,
-        }
-
+    """Seconds the server takes for a request about as long as the grid's longest (~700 tokens)."""
+    context = " ".join(f"Note {i}: the river flows north past the old mill." for i in range(48))
     url = f"{server.base_url}/chat/completions"
-    httpx.post(url, json=body("Warm-up"), timeout=300).raise_for_status()
+    warm_up = {"model": server.alias, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+    httpx.post(url, json=warm_up, timeout=300).raise_for_status()
+    body = {
+        "model": server.alias,
+        "messages": [{"role": "user", "content": context + " Which way does the river flow?"}],
+        "max_tokens": 32,
+        "temperature": 0.0,
+    }
     started = time.perf_counter()
-    httpx.post(url, json=body("Timed"), timeout=300).raise_for_status()  # shares no prompt prefix with the first
+    httpx.post(url, json=body, timeout=300).raise_for_status()
     return time.perf_counter() - started
 
 
@@ -88,7 +86,7 @@ def test_grid_through_a_faulty_server_matches_the_fault_free_run(
     write_project(pytester.path, grid="proof", configs=CONFIGS, limit=ITEMS, per_turn=PER_TURN)
     # A read timeout about a real request's time: each held connection costs seconds,
     # and a real answer slower than it is a retry the proxy counts in ``repeats``.
-    timeout = min(120.0, max(3.0, 1.5 * _upstream_latency(llama_server)))
+    timeout = min(120.0, max(3.0, 2.0 * _upstream_latency(llama_server)))
     monkeypatch.setitem(fault_proxy.CLIENT_OPTIONS, "timeout", timeout)
     monkeypatch.setitem(llm.BACKENDS, "openai", "support.fault_proxy:create_openai")
 
