@@ -149,6 +149,7 @@ class BcasSession:
         if self.settings.limit is not None:
             return self.settings.limit
         from bcas.report.grids import get_grid
+        from bcas.report.plugin import DEFAULT_LIMIT
 
         return get_grid(case.grid).limit or DEFAULT_LIMIT
 
@@ -158,12 +159,8 @@ class BcasSession:
     async def _run_case(self, case: Any) -> CaseOutcome:
         t0 = time.perf_counter()
         ds = self.dataset(case.dataset, self.limit_for(case))
-        config: RunConfig = case.entry.config
-        if case.entry.kind != "bcas":
-            # MADARA's answers are seeded as well; keep the subset seed in the config id.
-            config = replace(config, seed=self.settings.seed)
-        else:
-            config = replace(config, seed=self.settings.seed)
+        # The session seed picks the item subset and seeds sampling, so it is part of the config id.
+        config: RunConfig = replace(case.entry.config, seed=self.settings.seed)
         if case.entry.kind == "rsc":
             return await self._run_rsc(case, ds, config, t0)
         done = self.store.done_keys(include_errors=False)
@@ -273,8 +270,6 @@ class BcasSession:
                 self.loop.close()
         self._models.clear()
 
-
-DEFAULT_LIMIT = 20
 
 
 class CaseContext:
