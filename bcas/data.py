@@ -1,79 +1,62 @@
-"""Datasets: registry, JSONL loading with strict validation, content hash, subsets.
+"""Datasets: registry, loading with strict validation, content hash, subsets.
 
-Every file follows the schema of ``fixtures/data/README.md``: one JSON object per
-line with ``id``, ``question``, ``answers``, ``documents`` (``id``, ``title``,
-``text``), ``supporting`` and optional ``meta``.  Any JSONL file in that schema
-loads by path without code changes; the registry only adds a name, a task type and
-a scoring rule.
+The registered datasets are the shipped samples (``bcas/resources/data``, also
+reachable as ``fixtures/data`` in a checkout), in our JSON Lines schema: one object
+per line with ``id``, ``question``, ``answers``, ``documents`` (``id``, ``title``,
+``text``), ``supporting`` and optional ``meta``.  Any other file loads by path
+without code changes: a JSONL file in that schema, ``FORMAT:PATH`` for one of the
+layouts of ``bcas.formats`` (FlashRAG, official HotpotQA, 2WikiMultihopQA,
+MuSiQue, TriviaQA, FEVER, NQ-open, ConflictQA), or a bare path whose layout is
+detected.  The registry only adds a name, a task type and a scoring rule.
 
-Run ``python -m bcas.data`` to print every registered dataset's item count,
-document count and content hash.
+Run ``python -m bcas.data [NAME | FORMAT:PATH ...]`` to print item count, document
+count and content hash.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-FIXTURE_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "data"
+from bcas.formats import FORMATS, Format, describe, detect_format, lookup_format, read_format, split_spec
+from bcas.formats.native import parse_items
+from bcas.items import DatasetError, Document, Item, content_hash
+from bcas.resources import resource_path
+
+__all__ = [
+    "DATASETS",
+    "Dataset",
+    "DatasetError",
+    "DatasetSpec",
+    "Document",
+    "Item",
+    "content_hash",
+    "load_dataset",
+    "parse_items",
+    "read_items",
+    "register_dataset",
+    "resolve_spec",
+]
+
+FIXTURE_DIR = resource_path("data")
 
 TASK_TYPES = ("factoid", "multi-hop", "fact-verification", "yes-no-conflict")
 SCORING_RULES = ("qa", "label")
 
 
-class DatasetError(ValueError):
-    """A dataset file is malformed; the message names file, line and field."""
-
-    def __init__(self, path: str | Path, line: int | None, message: str, field: str | None = None):
-        self.path = str(path)
-        self.line = line
-        self.field = field
-        where = f"{self.path}:{line}" if line is not None else self.path
-        what = f"field '{field}' " if field else ""
-        super().__init__(f"{where}: {what}{message}")
-
-
-@dataclass(frozen=True)
-class Document:
-    id: str
-    title: str
-    text: str
-
-
-@dataclass(frozen=True)
-class Item:
-    id: str
-    question: str
-    answers: tuple[str, ...]
-    documents: tuple[Document, ...]
-    supporting: tuple[str, ...] = ()
-    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
-
-    def canonical(self) -> dict[str, Any]:
-        """The item as plain JSON-ready data (the input of the content hash)."""
-        return {
-            "id": self.id,
-            "question": self.question,
-            "answers": list(self.answers),
-            "documents": [{"id": d.id, "title": d.title, "text": d.text} for d in self.documents],
-            "supporting": list(self.supporting),
-            "meta": self.meta,
-        }
-
-
 @dataclass(frozen=True)
 class DatasetSpec:
-    """A registered dataset: its file, task type and scoring rule."""
+    """A dataset: its file, task type, scoring rule and file format (``bcas.formats``)."""
 
     name: str
     file: str
     task: str
     scoring: str
     description: str = ""
+    format: str = "bcas"
 
     @property
     def path(self) -> Path:
@@ -106,12 +89,16 @@ for _spec in (
 
 @dataclass(frozen=True)
 class Dataset:
+    """Items of one file.  ``corpus``: the content hash of the corpus the items search
+    (``--bcas-corpus``), folded into ``hash`` so records of different corpora never mix."""
+
     name: str
     path: str
     task: str
     scoring: str
     items: tuple[Item, ...]
     hash: str
+    corpus: str | None = None
 
     def __len__(self) -> int:
         return len(self.items)
@@ -128,6 +115,10 @@ class Dataset:
                     seen.add(key)
                     docs.append(doc)
         return docs
+
+    def with_corpus(self, corpus_hash: str) -> Dataset:
+        """The same items searching the corpus with content hash ``corpus_hash``."""
+        return replace(self, corpus=corpus_hash, hash=_combined_hash(content_hash(self.items), corpus_hash))
 
     def subset(self, limit: int | None, seed: int = 0) -> Dataset:
         """A seeded subset of ``limit`` items, stable across runs and machines.
@@ -146,74 +137,14 @@ class Dataset:
         )
         keep = sorted(ranked[:limit])
         items = tuple(self.items[i] for i in keep)
-        return Dataset(self.name, self.path, self.task, self.scoring, items, content_hash(items))
+        h = content_hash(items)
+        if self.corpus is not None:
+            h = _combined_hash(h, self.corpus)
+        return replace(self, items=items, hash=h)
 
 
-def content_hash(items: tuple[Item, ...] | list[Item]) -> str:
-    """sha256 over the canonical JSON of the items, in order."""
-    h = hashlib.sha256()
-    for item in items:
-        h.update(json.dumps(item.canonical(), sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode())
-        h.update(b"\n")
-    return h.hexdigest()
-
-
-def _require_str(path: Path, line: int, obj: dict, key: str, where: str = "") -> str:
-    value = obj.get(key)
-    name = f"{where}{key}"
-    if key not in obj:
-        raise DatasetError(path, line, "is missing", name)
-    if not isinstance(value, str):
-        raise DatasetError(path, line, f"must be a string, got {type(value).__name__}", name)
-    return value
-
-
-def _parse_item(path: Path, line: int, obj: Any) -> Item:
-    if not isinstance(obj, dict):
-        raise DatasetError(path, line, f"a line must hold a JSON object, got {type(obj).__name__}")
-    item_id = obj.get("id")
-    if not isinstance(item_id, (str, int)) or str(item_id) == "":
-        raise DatasetError(path, line, "must be a non-empty string", "id")
-    question = _require_str(path, line, obj, "question")
-    if not question.strip():
-        raise DatasetError(path, line, "must not be empty", "question")
-    answers = obj.get("answers")
-    if (
-        not isinstance(answers, list)
-        or not answers
-        or not all(isinstance(a, str) and a.strip() for a in answers)
-    ):
-        raise DatasetError(path, line, "must be a non-empty list of non-empty strings", "answers")
-    raw_docs = obj.get("documents")
-    if not isinstance(raw_docs, list) or not raw_docs:
-        raise DatasetError(path, line, "must be a non-empty list of documents", "documents")
-    docs: list[Document] = []
-    doc_ids: set[str] = set()
-    for j, raw in enumerate(raw_docs):
-        where = f"documents[{j}]."
-        if not isinstance(raw, dict):
-            raise DatasetError(path, line, "must be an object", f"documents[{j}]")
-        doc_id = _require_str(path, line, raw, "id", where)
-        title = raw.get("title", "")
-        if not isinstance(title, str):
-            raise DatasetError(path, line, "must be a string", f"{where}title")
-        text = _require_str(path, line, raw, "text", where)
-        if not text.strip():
-            raise DatasetError(path, line, "must not be empty", f"{where}text")
-        if doc_id in doc_ids:
-            raise DatasetError(path, line, f"duplicate document id {doc_id!r}", f"{where}id")
-        doc_ids.add(doc_id)
-        docs.append(Document(doc_id, title, text))
-    supporting = obj.get("supporting", [])
-    if not isinstance(supporting, list) or not all(isinstance(s, str) for s in supporting):
-        raise DatasetError(path, line, "must be a list of document ids", "supporting")
-    for s in supporting:
-        if s not in doc_ids:
-            raise DatasetError(path, line, f"names no document of this item: {s!r}", "supporting")
-    meta = obj.get("meta", {})
-    if not isinstance(meta, dict):
-        raise DatasetError(path, line, "must be an object", "meta")
-    return Item(str(item_id), question, tuple(answers), tuple(docs), tuple(supporting), meta)
+def _combined_hash(items_hash: str, corpus_hash: str) -> str:
+    return hashlib.sha256(f"items:{items_hash}\ncorpus:{corpus_hash}\n".encode()).hexdigest()
 
 
 def read_items(path: str | Path) -> tuple[Item, ...]:
@@ -224,65 +155,74 @@ def read_items(path: str | Path) -> tuple[Item, ...]:
     return parse_items(path, path.read_bytes())
 
 
-def parse_items(path: str | Path, data: bytes) -> tuple[Item, ...]:
-    """Validate the JSONL bytes ``data`` read from ``path`` (named in errors)."""
+_SPLIT_NAMES = {"train", "dev", "test", "val", "valid", "validation", "corpus"}
+
+
+def dataset_name(path: str | Path) -> str:
+    """A readable name for a dataset file: its stem, with the folder for bare split names.
+
+    ``hotpotqa/dev.jsonl`` (FlashRAG's layout) is ``hotpotqa-dev``; characters other
+    than letters, digits and ``_.+-`` become ``-`` so the name fits a test id.
+    """
     path = Path(path)
-    items: list[Item] = []
-    item_lines: dict[str, int] = {}
-    doc_lines: dict[str, int] = {}
-    for line_no, raw in enumerate(data.split(b"\n"), start=1):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise DatasetError(path, line_no, f"is not valid UTF-8 (byte offset {exc.start})") from None
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(path, line_no, f"invalid JSON: {exc.msg} at column {exc.colno}") from None
-        item = _parse_item(path, line_no, obj)
-        if item.id in item_lines:
-            raise DatasetError(
-                path, line_no, f"duplicate item id {item.id!r} (first on line {item_lines[item.id]})", "id"
-            )
-        item_lines[item.id] = line_no
-        for doc in item.documents:
-            if doc.id in doc_lines:
-                raise DatasetError(
-                    path,
-                    line_no,
-                    f"duplicate document id {doc.id!r} (first on line {doc_lines[doc.id]})",
-                    "documents.id",
-                )
-            doc_lines[doc.id] = line_no
-        items.append(item)
-    if not items:
-        raise DatasetError(path, None, "holds no items")
-    return tuple(items)
+    stem = path.stem
+    if stem.lower() in _SPLIT_NAMES and path.parent.name:
+        stem = f"{path.parent.name}-{stem}"
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "-", stem) or "dataset"
+
+
+def dataset_label(spec: str) -> str:
+    """The label of a ``--bcas-datasets`` entry in case ids: a registered name, or the file's name."""
+    if spec in DATASETS:
+        return spec
+    _, path = split_spec(spec)
+    return dataset_name(path)
 
 
 def resolve_spec(name_or_path: str | Path) -> DatasetSpec:
-    """The registered spec for a name, or an ad-hoc spec for a JSONL path."""
+    """The registered spec for a name, or an ad-hoc spec for ``FORMAT:PATH`` or a path.
+
+    A bare path that exists has its layout detected (``bcas.formats.detect_format``);
+    a ``.jsonl`` path that does not exist is read as our schema (and reported missing).
+    """
     key = str(name_or_path)
     if key in DATASETS:
         return DATASETS[key]
+    fmt, rest = split_spec(key)
+    if fmt is not None:
+        path = Path(rest)
+        return DatasetSpec(dataset_name(path), str(path.resolve()), fmt.task, fmt.scoring, fmt.description, fmt.name)
     path = Path(key)
+    if path.is_file():
+        # A .jsonl file no layout fits is read as our schema, whose checks name the faulty field.
+        fmt = detect_format(path, default=FORMATS["bcas"] if path.suffix == ".jsonl" else None)
+        return DatasetSpec(dataset_name(path), str(path.resolve()), fmt.task, fmt.scoring, fmt.description, fmt.name)
     if path.suffix == ".jsonl" or path.exists():
         return DatasetSpec(path.stem, str(path.resolve()), "factoid", "qa", "ad-hoc JSONL file")
-    raise DatasetError(key, None, f"unknown dataset; registered names are {sorted(DATASETS)} or give a .jsonl path")
+    raise DatasetError(
+        key, None, f"unknown dataset; registered names are {sorted(DATASETS)}, or give a file path "
+        "or FORMAT:PATH (python -m bcas.data --formats lists the formats)"
+    )
 
 
 def load_dataset(name_or_path: str | Path, limit: int | None = None, seed: int = 0) -> Dataset:
-    """Load a registered dataset by name, or any JSONL file in the fixture schema by path."""
+    """Load a registered dataset by name, a file by path, or ``FORMAT:PATH``."""
     spec = resolve_spec(name_or_path)
-    path = spec.path if spec.name in DATASETS and DATASETS[spec.name] is spec else Path(spec.file)
-    items = _cached_items(str(path))
-    full = Dataset(spec.name, str(path), spec.task, spec.scoring, items, content_hash(items))
+    registered = spec.name in DATASETS and DATASETS[spec.name] is spec
+    path = spec.path if registered else Path(spec.file)
+    task, scoring = spec.task, spec.scoring
+    if spec.format == "bcas":
+        items = _cached_items(str(path))
+    else:
+        fmt = lookup_format(spec.format)
+        assert fmt is not None
+        items, task, scoring = _cached_format(str(path), fmt)
+    full = Dataset(spec.name, str(path), task, scoring, items, content_hash(items))
     return full.subset(limit, seed)
 
 
 _ITEM_CACHE: dict[tuple[str, str], tuple[Item, ...]] = {}
+_FORMAT_CACHE: dict[tuple[str, str, str], tuple[tuple[Item, ...], str, str]] = {}
 
 
 def _cached_items(path: str) -> tuple[Item, ...]:
@@ -299,8 +239,34 @@ def _cached_items(path: str) -> tuple[Item, ...]:
     return _ITEM_CACHE[key]
 
 
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    try:
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except OSError:
+        raise DatasetError(path, None, "no such file") from None
+    return h.hexdigest()
+
+
+def _cached_format(path: str, fmt: Format) -> tuple[tuple[Item, ...], str, str]:
+    # Keyed on a streamed digest of the file (large official files are never read whole).
+    p = Path(path)
+    key = (fmt.name, str(p.resolve()), _file_digest(p))
+    if key not in _FORMAT_CACHE:
+        _FORMAT_CACHE[key] = read_format(p, fmt)
+    return _FORMAT_CACHE[key]
+
+
 def main(argv: list[str] | None = None) -> int:
-    names = (argv if argv else None) or list(DATASETS)
+    args = list(argv or [])
+    if args == ["--formats"]:
+        for row in describe():
+            aliases = f" (also {', '.join(row['aliases'])})" if row["aliases"] else ""
+            print(f"{row['name']:<18}{row['description']}{aliases}")
+        return 0
+    names = args or list(DATASETS)
     print(f"{'dataset':<18}{'task':<20}{'items':>7}{'docs':>8}  sha256")
     for name in names:
         try:

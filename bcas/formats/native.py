@@ -1,0 +1,126 @@
+"""Our own JSONL schema (``bcas/resources/data/README.md``), the format the samples ship in.
+
+One JSON object per line with ``id``, ``question``, ``answers``, ``documents``
+(``id``, ``title``, ``text``), ``supporting`` and optional ``meta`` and ``gold``
+(ids or titles of gold documents in a separate corpus).  ``collect_items`` is the
+file-level check every format shares: unique item ids and document ids.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from bcas.items import DatasetError, Document, Item
+
+
+def _require_str(path: Path, line: int, obj: dict, key: str, where: str = "") -> str:
+    value = obj.get(key)
+    name = f"{where}{key}"
+    if key not in obj:
+        raise DatasetError(path, line, "is missing", name)
+    if not isinstance(value, str):
+        raise DatasetError(path, line, f"must be a string, got {type(value).__name__}", name)
+    return value
+
+
+def parse_item(path: Path, line: int, obj: Any, allow_no_documents: bool = False) -> Item:
+    """One line of our JSONL schema as an ``Item`` (``allow_no_documents``: a question-only
+    line, whose documents come from a corpus)."""
+    if not isinstance(obj, dict):
+        raise DatasetError(path, line, f"a line must hold a JSON object, got {type(obj).__name__}")
+    item_id = obj.get("id")
+    if not isinstance(item_id, (str, int)) or str(item_id) == "":
+        raise DatasetError(path, line, "must be a non-empty string", "id")
+    question = _require_str(path, line, obj, "question")
+    if not question.strip():
+        raise DatasetError(path, line, "must not be empty", "question")
+    answers = obj.get("answers")
+    if (
+        not isinstance(answers, list)
+        or not answers
+        or not all(isinstance(a, str) and a.strip() for a in answers)
+    ):
+        raise DatasetError(path, line, "must be a non-empty list of non-empty strings", "answers")
+    raw_docs = obj.get("documents")
+    if not isinstance(raw_docs, list) or (not raw_docs and not allow_no_documents):
+        raise DatasetError(path, line, "must be a non-empty list of documents", "documents")
+    docs: list[Document] = []
+    doc_ids: set[str] = set()
+    for j, raw in enumerate(raw_docs):
+        where = f"documents[{j}]."
+        if not isinstance(raw, dict):
+            raise DatasetError(path, line, "must be an object", f"documents[{j}]")
+        doc_id = _require_str(path, line, raw, "id", where)
+        title = raw.get("title", "")
+        if not isinstance(title, str):
+            raise DatasetError(path, line, "must be a string", f"{where}title")
+        text = _require_str(path, line, raw, "text", where)
+        if not text.strip():
+            raise DatasetError(path, line, "must not be empty", f"{where}text")
+        if doc_id in doc_ids:
+            raise DatasetError(path, line, f"duplicate document id {doc_id!r}", f"{where}id")
+        doc_ids.add(doc_id)
+        docs.append(Document(doc_id, title, text))
+    supporting = obj.get("supporting", [])
+    if not isinstance(supporting, list) or not all(isinstance(s, str) for s in supporting):
+        raise DatasetError(path, line, "must be a list of document ids", "supporting")
+    for s in supporting:
+        if s not in doc_ids:
+            raise DatasetError(path, line, f"names no document of this item: {s!r}", "supporting")
+    meta = obj.get("meta", {})
+    if not isinstance(meta, dict):
+        raise DatasetError(path, line, "must be an object", "meta")
+    gold = obj.get("gold", [])
+    if not isinstance(gold, list) or not all(isinstance(g, str) and g for g in gold):
+        raise DatasetError(path, line, "must be a list of document ids or titles", "gold")
+    return Item(str(item_id), question, tuple(answers), tuple(docs), tuple(supporting), meta, tuple(gold))
+
+
+def parse_items(path: str | Path, data: bytes, allow_no_documents: bool = False) -> tuple[Item, ...]:
+    """Validate the JSONL bytes ``data`` read from ``path`` (named in errors)."""
+    return collect_items(path, iter_native(Path(path), data, allow_no_documents))
+
+
+def iter_native(path: Path, data: bytes, allow_no_documents: bool = False) -> Iterator[tuple[int, Item]]:
+    """``(line, item)`` of every non-blank line of the JSONL bytes ``data``."""
+    for line_no, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DatasetError(path, line_no, f"is not valid UTF-8 (byte offset {exc.start})") from None
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(path, line_no, f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+        yield line_no, parse_item(path, line_no, obj, allow_no_documents)
+
+
+def collect_items(path: str | Path, records: Iterable[tuple[int, Item]]) -> tuple[Item, ...]:
+    """The items of ``records`` (``(line, item)``), with item and document ids unique across the file."""
+    items: list[Item] = []
+    item_lines: dict[str, int] = {}
+    doc_lines: dict[str, int] = {}
+    for line_no, item in records:
+        if item.id in item_lines:
+            raise DatasetError(
+                path, line_no, f"duplicate item id {item.id!r} (first on line {item_lines[item.id]})", "id"
+            )
+        item_lines[item.id] = line_no
+        for doc in item.documents:
+            if doc.id in doc_lines:
+                raise DatasetError(
+                    path,
+                    line_no,
+                    f"duplicate document id {doc.id!r} (first on line {doc_lines[doc.id]})",
+                    "documents.id",
+                )
+            doc_lines[doc.id] = line_no
+        items.append(item)
+    if not items:
+        raise DatasetError(path, None, "holds no items")
+    return tuple(items)
