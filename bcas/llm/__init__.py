@@ -17,6 +17,7 @@ BACKENDS: dict[str, str] = {
     "embedded": "bcas.llm.embedded:create",
     "openai": "bcas.llm.openai_compat:create",
     "vllm": "bcas.llm.vllm_engine:create",
+    "mock": "bcas.llm.mock:create",
 }
 
 
@@ -29,7 +30,8 @@ def load_model(backend: str = "embedded", model: str | None = None, *, cache: An
     """Create a model of the named backend.
 
     ``cache``: ``True`` (default) uses the generation cache at its default path,
-    a path string uses that SQLite file, ``False`` disables caching.
+    a path string uses that SQLite file, ``False`` disables caching.  A model whose
+    class sets ``cacheable = False`` (the ``mock`` backend) is never wrapped.
     """
     try:
         target = BACKENDS[backend]
@@ -38,7 +40,7 @@ def load_model(backend: str = "embedded", model: str | None = None, *, cache: An
     module_name, func_name = target.split(":")
     factory = getattr(importlib.import_module(module_name), func_name)
     chat_model = factory(model, **options)
-    if cache is False or cache is None:
+    if cache is False or cache is None or not getattr(chat_model, "cacheable", True):
         return chat_model
     from bcas.llm.cache import CachedModel, GenerationCache
 
