@@ -11,6 +11,11 @@ returning NaN; invalid inputs (negative counts, ``k > n``, ``alpha`` outside
 - :func:`mcnemar_exact`, :func:`mcnemar_exact_one_sided`: exact McNemar tests on
   the discordant pairs.
 - :func:`holm_bonferroni`: Holm (1979) step-down family-wise correction.
+- :func:`mcnemar_min_discordant`, :func:`mcnemar_min_detectable_drop`,
+  :func:`mcnemar_power`: what a one-sided exact McNemar gate on ``n`` paired items
+  can detect at a given significance threshold (exact, no approximation).
+- :func:`tango_noninferiority`: one-sided score test that a paired accuracy drop
+  exceeds a tolerance (Tango 1998), for a gate with an allowed drop.
 - :func:`bootstrap_ci`: seeded percentile bootstrap of any statistic.
 
 The paired 2×2 table of two configurations on ``n`` items is ``a`` = both correct,
@@ -25,6 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from scipy.special import gammaln, xlog1py, xlogy
 from scipy.stats import binom, norm
 
 
@@ -236,3 +242,184 @@ def bootstrap_ci(
     estimates = np.fromiter((_stat(data[row]) for row in indices), dtype=float, count=n_resamples)
     lo, hi = np.quantile(estimates, [alpha / 2.0, 1.0 - alpha / 2.0])
     return float(lo), float(hi)
+
+
+# --- what a paired regression gate can detect ------------------------------------------
+
+
+def mcnemar_min_discordant(threshold: float) -> int:
+    """Fewest discordant items with which the one-sided exact McNemar test reaches ``p <= threshold``.
+
+    On ``m`` discordant items the smallest attainable p-value is ``2**-m`` (the
+    candidate loses every one of them), so the answer is the least ``m`` with
+    ``2**-m <= threshold``.  The comparison uses :func:`mcnemar_exact_one_sided`
+    itself, so the boundary agrees with the gate's test bit for bit.  With a Holm
+    family of ``k`` cases the threshold a case faces on its own is ``alpha / k``:
+    at ``alpha = 0.05`` one case needs 5 discordant items, 7 cases need 8 each, 30
+    cases need 10 each.
+    """
+    _check_alpha(threshold)
+    m = max(0, math.floor(-math.log2(threshold)) - 1)  # 2**-m > threshold here
+    while mcnemar_exact_one_sided(0, m) > threshold:
+        m += 1
+    return m
+
+
+def mcnemar_min_detectable_drop(n: int, threshold: float) -> float | None:
+    """Smallest accuracy drop (a fraction of ``n``) the one-sided exact McNemar test can call significant.
+
+    For an observed drop of ``k`` items (``c - b = k``, ``c`` items only the baseline
+    got right, ``b`` only the candidate) the p-value ``P(Bin(2b + k, 1/2) <= b)`` grows
+    with ``b``: adding one discordant pair each way changes it by
+    ``(pmf(b + 1) - pmf(b)) / 4 >= 0`` because ``b`` lies below the mean ``b + k/2``.
+    So the smallest significant drop has ``b = 0`` and ``k = mcnemar_min_discordant``;
+    it is ``k / n``, or ``None`` when ``n < k`` and no outcome on ``n`` paired items
+    can reach the threshold (a gate that cannot fail).
+    """
+    _check_count("n", n)
+    k = mcnemar_min_discordant(threshold)
+    return k / n if n >= k else None
+
+
+def _mcnemar_critical(n: int, threshold: float) -> np.ndarray:
+    """For each discordant total ``m = 0..n``, the least ``c`` (items only the baseline got
+    right) the one-sided exact test rejects at ``threshold``; ``m + 1`` where none is."""
+    crit = np.empty(n + 1, dtype=np.int64)
+    for m in range(n + 1):
+        # p(c) = P(Bin(m, 1/2) <= m - c) falls as c grows; count the b = m - c that reject.
+        cdf = binom.cdf(np.arange(m + 1), m, 0.5)
+        n_reject = int(np.count_nonzero(cdf <= threshold))  # b = 0 .. n_reject - 1 reject
+        crit[m] = m - n_reject + 1
+    return crit
+
+
+def mcnemar_power(n: int, p_worse: float, p_better: float, threshold: float,
+                  _critical: np.ndarray | None = None) -> float:
+    """Exact probability that the one-sided exact McNemar test rejects at ``threshold``.
+
+    Each of ``n`` paired items independently falls in "only the baseline right" with
+    probability ``p_worse``, "only the candidate right" with ``p_better``, and is
+    concordant otherwise; the true accuracy drop is ``p_worse - p_better``.  The
+    number of discordant items is ``M ~ Bin(n, p_worse + p_better)`` and, given ``M``,
+    the baseline-only count is ``Bin(M, p_worse / (p_worse + p_better))``; the power is
+    the sum over ``M`` of the probability that this count reaches the test's critical
+    value (no normal approximation).
+    """
+    _check_count("n", n)
+    _check_alpha(threshold)
+    for name, value in (("p_worse", p_worse), ("p_better", p_better)):
+        if not 0.0 <= float(value) <= 1.0:
+            raise ValueError(f"{name} must lie in [0, 1], got {value!r}")
+    psi = float(p_worse) + float(p_better)
+    if psi > 1.0 + 1e-12:
+        raise ValueError(f"p_worse + p_better must be <= 1, got {psi!r}")
+    if n == 0 or psi == 0.0:
+        return 0.0
+    crit = _mcnemar_critical(n, threshold) if _critical is None else _critical
+    m = np.arange(n + 1)
+    ratio = float(p_worse) / psi
+    reach = binom.sf(crit - 1, m, ratio)  # P(C >= crit[m] | M = m); 0 where crit = m + 1
+    # P(M = m) in log space: scipy's binom.pmf overflows for subnormal probabilities.
+    psi = min(psi, 1.0)
+    log_pmf = gammaln(n + 1) - gammaln(m + 1) - gammaln(n - m + 1) + xlogy(m, psi) + xlog1py(n - m, -psi)
+    return float(np.clip(np.sum(np.exp(log_pmf) * reach), 0.0, 1.0))
+
+
+def mcnemar_drop_for_power(n: int, threshold: float, power: float = 0.8, p_better: float = 0.0) -> float | None:
+    """Smallest true accuracy drop the exact McNemar gate catches with probability ``power``.
+
+    ``p_better`` is the share of items that flip the other way (the candidate right,
+    the baseline wrong): regressions rarely only break things, and flips both ways
+    cost power.  The power grows with the drop at fixed ``p_better`` (one more
+    baseline-only item never leaves the rejection region), so bisection finds the
+    drop to 1e-4.  ``None`` when even the largest possible drop,
+    ``1 - 2 * p_better``, is caught less often than ``power``.
+    """
+    _check_count("n", n)
+    _check_alpha(threshold)
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"power must lie strictly between 0 and 1, got {power!r}")
+    if not 0.0 <= p_better < 0.5:
+        raise ValueError(f"p_better must lie in [0, 0.5), got {p_better!r}")
+    crit = _mcnemar_critical(n, threshold)
+    hi = 1.0 - 2.0 * p_better
+    if mcnemar_power(n, p_better + hi, p_better, threshold, crit) < power:
+        return None
+    lo = 0.0
+    while hi - lo > 1e-4:
+        mid = (lo + hi) / 2.0
+        if mcnemar_power(n, p_better + mid, p_better, threshold, crit) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _tango_restricted_q(worse_only: np.ndarray, better_only: np.ndarray, n: int, margin: float) -> np.ndarray:
+    """Tango's closed-form restricted MLE of P(only the candidate right) under drop = margin."""
+    a = 2.0 * n
+    b = -(worse_only + better_only) + (2.0 * n - worse_only + better_only) * margin
+    c = -better_only * margin * (1.0 - margin)
+    return (-b + np.sqrt(np.maximum(b * b - 4.0 * a * c, 0.0))) / (2.0 * a)
+
+
+def tango_pvalues(worse_only: np.ndarray, better_only: np.ndarray, n: int, margin: float) -> np.ndarray:
+    """:func:`tango_noninferiority` over arrays of tables on ``n`` items (no input checks)."""
+    q = _tango_restricted_q(worse_only, better_only, n, margin)
+    var = n * (2.0 * q + margin * (1.0 - margin))
+    num = worse_only - better_only - n * margin
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(var > 0, num / np.sqrt(np.where(var > 0, var, 1.0)), 0.0)
+    return np.where(var > 0, norm.sf(z), 1.0)
+
+
+def tango_noninferiority(worse_only: int, better_only: int, n: int, margin: float) -> float:
+    """One-sided p-value for "the candidate's accuracy is more than ``margin`` below the baseline's".
+
+    Paired items: ``worse_only`` only the baseline got right, ``better_only`` only the
+    candidate, ``n`` items in all.  The hypotheses on the true drop
+    ``theta = p_baseline - p_candidate`` are ``H0: theta <= margin`` against
+    ``H1: theta > margin``.  Tango, T. (1998), "Equivalence test and confidence
+    interval for the difference in proportions for the paired-sample design",
+    Statistics in Medicine 17:891-908, score statistic
+
+    ``Z = (worse_only - better_only - n margin) / sqrt(n (2 q + margin (1 - margin)))``
+
+    with ``q`` the maximum-likelihood estimate of P(only the candidate right) under
+    ``theta = margin``: ``q = (-B + sqrt(B^2 - 4AC)) / 2A``, ``A = 2n``,
+    ``B = -(w + b) + (2n - w + b) margin``, ``C = -b margin (1 - margin)``
+    (``w = worse_only``, ``b = better_only``); the p-value is ``1 - Phi(Z)``.  At
+    ``margin = 0`` this is McNemar's z test, ``(w - b) / sqrt(w + b)``.  It is an
+    asymptotic test: ``python -m bcas.report.gate_power`` prints its exact size on
+    small ``n``.  Degenerate input (``n = 0``; no discordant item at ``margin = 0``)
+    gives 1.0.
+    """
+    for name, value in (("worse_only", worse_only), ("better_only", better_only), ("n", n)):
+        _check_count(name, value)
+    if worse_only + better_only > n:
+        raise ValueError(f"worse_only + better_only must be <= n, got {worse_only} + {better_only} > {n}")
+    if isinstance(margin, bool) or not (isinstance(margin, numbers.Real) and 0.0 <= margin < 1.0):
+        raise ValueError(f"margin must lie in [0, 1), got {margin!r}")
+    if n == 0:
+        return 1.0
+    p = tango_pvalues(np.array([float(worse_only)]), np.array([float(better_only)]), int(n), float(margin))
+    return float(p[0])
+
+
+def tango_min_worse_only(n: int, margin: float, threshold: float) -> int | None:
+    """Fewest baseline-only items (none the other way) that make the Tango test reject at ``threshold``.
+
+    At a fixed difference ``worse_only - better_only`` the restricted estimate ``q``
+    does not fall as ``better_only`` grows, so the statistic is largest with
+    ``better_only = 0``: the returned count over ``n`` is the smallest drop the
+    tolerance gate can call significant.  ``None`` when no outcome on ``n`` paired
+    items can.
+    """
+    _check_count("n", n)
+    _check_alpha(threshold)
+    if n == 0:
+        return None
+    w = np.arange(n + 1, dtype=float)
+    p = tango_pvalues(w, np.zeros_like(w), int(n), float(margin))
+    hits = np.flatnonzero(p <= threshold)
+    return int(hits[0]) if hits.size else None

@@ -1,0 +1,398 @@
+"""What the regression gate can catch, known before any case runs.
+
+Once the cases are collected, every case's paired items (its item subset that the
+baseline also recorded) and the Holm families are known, so the gate's power is
+known too: a case facing Holm threshold ``alpha / m`` (``m`` gated cases in its
+family: the threshold it faces when it is the only regression) needs at least
+``ceil(log2(m / alpha))`` items that only the baseline gets right before the exact
+one-sided McNemar test can reject (``bcas.stats.mcnemar_min_discordant``; McNemar
+1947, Holm 1979).  With fewer paired items than that the case cannot fail whatever
+the model does; the plan says so, and ``--bcas-gate-strict`` stops the session.
+
+``python -m bcas.report.gate_power`` prints the README's tables: the smallest drop
+each number of paired items can detect for 1, 7 and 30 gated cases, the drop caught
+with 80% power, and the exact size of the tolerance test (Tango 1998) on small n.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy.special import gammaln, xlogy
+
+from bcas.report.gate import (
+    DEFAULT_METRIC,
+    BaselineCase,
+    BaselineError,
+    GateResult,
+    item_digest,
+    load_baseline_cases,
+    match_baseline,
+    min_detectable,
+    paired_result,
+)
+from bcas.stats import tango_pvalues, mcnemar_drop_for_power, mcnemar_min_detectable_drop
+
+FAMILIES = ("session", "grid", "case")
+# A CI run is one red/green decision: Holm over the whole session bounds the chance of a
+# false red build at alpha however many grids and cases run.  Per grid or per case it
+# grows with their number (30 cases tested alone at 0.05: up to 1 - 0.95**30 = 79%).
+DEFAULT_FAMILY = "session"
+GATE_PLAN = pytest.StashKey["GatePlan"]()
+GATE_OPTIONS = pytest.StashKey["GateOptions"]()
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """The gate's level, Holm family, tolerance (a fraction) and strictness."""
+
+    alpha: float = 0.05
+    family: str = DEFAULT_FAMILY
+    max_drop: float = 0.0
+    strict: bool = False
+
+    @classmethod
+    def parse(cls, alpha: Any = None, family: Any = None, max_drop_points: Any = None, strict: Any = False
+              ) -> GateOptions:
+        """Validate option values; ``ValueError`` names the option at fault."""
+        a = 0.05 if alpha is None else float(alpha)
+        if not 0.0 < a < 1.0:
+            raise ValueError(f"--bcas-alpha must lie strictly between 0 and 1, got {alpha!r}")
+        fam = DEFAULT_FAMILY if family in (None, "") else str(family)
+        if fam not in FAMILIES:
+            raise ValueError(f"--bcas-gate-family must be one of {', '.join(FAMILIES)}, got {family!r}")
+        pts = 0.0 if max_drop_points is None else float(max_drop_points)
+        if not (0.0 <= pts < 100.0 and math.isfinite(pts)):
+            raise ValueError(f"--bcas-max-drop is in accuracy points and must lie in [0, 100), got {max_drop_points!r}")
+        return cls(a, fam, pts / 100.0, bool(strict))
+
+    @property
+    def test(self) -> str:
+        if self.max_drop > 0:
+            return f"Tango score test of a drop larger than {self.max_drop * 100:g} points"
+        return "one-sided exact McNemar"
+
+
+@dataclass
+class CasePlan:
+    """One collected case's place in the gate: its paired items, family and power."""
+
+    case_id: str
+    grid: str
+    metric: str
+    key: str
+    n_paired: int = 0
+    family: str = ""
+    family_size: int = 0
+    threshold: float = 0.0
+    min_discordant: int | None = None
+    min_drop: float | None = None
+    reason: str = ""  # why the case is not gated
+    baseline_model: str = ""  # the baseline's model (label and fingerprint) when it is another model
+
+    @property
+    def gated(self) -> bool:
+        return not self.reason
+
+    @property
+    def can_fail(self) -> bool:
+        return self.gated and self.min_discordant is not None
+
+
+@dataclass
+class GatePlan:
+    baseline: str
+    options: GateOptions
+    cases: dict[str, CasePlan]
+    items: dict[str, dict[str, bool]] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def gated(self) -> list[CasePlan]:
+        return [c for c in self.cases.values() if c.gated]
+
+    @property
+    def cannot_fail(self) -> list[CasePlan]:
+        return [c for c in self.gated if not c.can_fail]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"baseline": self.baseline, "options": asdict(self.options),
+                "cases": [asdict(c) for c in self.cases.values()]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GatePlan:
+        cases = [CasePlan(**c) for c in data["cases"]]
+        return cls(data["baseline"], GateOptions(**data["options"]), {c.case_id: c for c in cases})
+
+    def save(self, run_dir: Path, token: str, worker: str | None = None) -> Path:
+        """Write the plan beside the records (the xdist controller reads what a worker planned)."""
+        path = plan_path(run_dir, token)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{worker or 'main'}.tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1), encoding="utf-8")
+        tmp.replace(path)
+        return path
+
+    def usage_problem(self) -> str | None:
+        """Why ``--bcas-gate-strict`` refuses this plan, or None."""
+        if not self.gated:
+            return (f"regression gate: the baseline {self.baseline} matches none of the {len(self.cases)} "
+                    "collected cases (same model, dataset, configuration and item subset), so it gates nothing")
+        bad = self.cannot_fail
+        if not bad:
+            return None
+        worst = bad[0]
+        return (f"regression gate: {len(bad)} of {len(self.gated)} gated cases cannot fail at alpha "
+                f"{self.options.alpha:g}: " + "; ".join(_cannot_fail_text(c) for c in bad[:5])
+                + ("; ..." if len(bad) > 5 else "")
+                + f". Give each case more items (--bcas-limit, e.g. {_items_needed(worst, self.options)}), "
+                "fewer gated cases per Holm family (--bcas-gate-family), or a larger --bcas-alpha")
+
+    def lines(self) -> list[str]:
+        """What the gate can catch, for the terminal before the cases run."""
+        o = self.options
+        gated = self.gated
+        out = [f"regression gate: baseline {self.baseline}; {o.test} on the grid's primary metric, alpha {o.alpha:g}, "
+               f"Holm over each {o.family} family; {len(gated)} of {len(self.cases)} collected cases gated"]
+        skipped = [c for c in self.cases.values() if not c.gated]
+        for c in skipped[:5]:
+            out.append(f"  not gated: {c.case_id}: {c.reason}")
+        if len(skipped) > 5:
+            out.append(f"  not gated: ... and {len(skipped) - 5} more")
+        for c in self.cannot_fail:
+            out.append(f"  CANNOT FAIL: {_cannot_fail_text(c)}")
+        able = [c for c in gated if c.can_fail]
+        if able:
+            drops = sorted(c.min_drop or 0.0 for c in able)
+            out.append(f"  {len(able)} gated cases can fail; the smallest drop each can detect: "
+                       f"{drops[0] * 100:.1f}-{drops[-1] * 100:.1f} points")
+        if gated and not able:
+            out.append("  THE GATE CANNOT FAIL: no gated case can reach significance, whatever the model does")
+        return out
+
+
+def _cannot_fail_text(c: CasePlan) -> str:
+    return (f"{c.case_id}: {c.n_paired} paired items; its Holm threshold is {c.threshold:.4g} "
+            f"({c.family_size} gated cases in family {c.family}) and even {c.n_paired} of {c.n_paired} items "
+            "lost cannot reach it")
+
+
+def _items_needed(c: CasePlan, o: GateOptions) -> int:
+    """Fewest paired items with which ``c`` could fail at its threshold."""
+    n = max(1, c.n_paired)
+    while min_detectable(n, c.threshold, o.max_drop)[0] is None:
+        n = n + 1 if n < 64 else int(n * 1.25)
+        if n > 1_000_000:
+            break
+    return n
+
+
+def primary_metric(grid_name: str) -> str:
+    """The grid's pass/fail metric: its ``primary_metric`` when it declares one, else ``correct_em``."""
+    from bcas.report.grids import get_grid
+
+    try:
+        grid = get_grid(grid_name)
+    except KeyError:
+        return DEFAULT_METRIC
+    return getattr(grid, "primary_metric", None) or DEFAULT_METRIC
+
+
+def family_of(options: GateOptions, case: Any) -> str:
+    if options.family == "grid":
+        return f"grid {case.grid}"
+    if options.family == "case":
+        return f"case {case.id}"
+    return "session"
+
+
+def plan_gate(cases: list[Any], limits: dict[str, int | None], baseline: str, seed: int,
+              options: GateOptions) -> GatePlan:
+    """Pair every collected case with the baseline and compute what each can detect.
+
+    ``cases`` are the plugin's ``Case`` objects (id, grid, dataset, entry, model);
+    ``limits`` maps a case id to its item limit.  A case is described exactly as its
+    records will be (model label, dataset name, seeded config id, hash of the item
+    subset, item content digests) and matched with ``bcas.report.gate.match_baseline``;
+    its paired items are the subset's items the baseline recorded.
+    ``BaselineError`` for an unreadable baseline.
+    """
+    from bcas.data import load_dataset
+
+    baselines: dict[str, list[BaselineCase]] = {}
+    plans: dict[str, CasePlan] = {}
+    items: dict[str, dict[str, bool]] = {}
+    for case in cases:
+        metric = primary_metric(case.grid)
+        if metric not in baselines:
+            baselines[metric] = load_baseline_cases(baseline, metric)
+        if case.entry.kind == "rsc":
+            plans[case.id] = CasePlan(case.id, case.grid, metric, "", reason="RSC probe: no per-item records")
+            continue
+        ds = load_dataset(case.dataset, limit=limits.get(case.id), seed=seed)
+        config_id = replace(case.entry.config, seed=seed).config_id
+        digests = {it.id: item_digest(it.question, it.answers) for it in ds.items}
+        found, paired, note = match_baseline(baselines[metric], case.model.label, ds.name, config_id, ds.hash,
+                                             digests)
+        plan = CasePlan(case.id, case.grid, metric, found.key if found else "")
+        if found is None:
+            plan.reason = note
+        else:
+            items[case.id] = paired
+            plan.n_paired = len(paired)
+            plan.baseline_model = f"{found.model} {found.fingerprint}".strip() if note else ""
+        plans[case.id] = plan
+    sizes: dict[str, int] = {}
+    by_id = {c.id: c for c in cases}
+    for plan in plans.values():
+        if plan.gated:
+            plan.family = family_of(options, by_id[plan.case_id])
+            sizes[plan.family] = sizes.get(plan.family, 0) + 1
+    for plan in plans.values():
+        if plan.gated:
+            plan.family_size = sizes[plan.family]
+            plan.threshold = options.alpha / plan.family_size
+            plan.min_discordant, plan.min_drop = min_detectable(plan.n_paired, plan.threshold, options.max_drop)
+    return GatePlan(str(baseline), options, plans, items)
+
+
+def plan_path(run_dir: Path, token: str) -> Path:
+    return Path(run_dir) / f"gate-plan.{token}.json"
+
+
+def load_plan(run_dir: Path, token: str) -> GatePlan | None:
+    """This session's plan; plans of older sessions in ``run_dir`` are removed."""
+    for path in Path(run_dir).glob("gate-plan.*.json"):
+        if path != plan_path(run_dir, token):
+            path.unlink(missing_ok=True)
+    path = plan_path(run_dir, token)
+    try:
+        return GatePlan.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+        return None
+
+
+def collected_plan(config: pytest.Config, cases: list[Any], limits: dict[str, int | None], baseline: str,
+                   seed: int, run_dir: Path, token: str) -> GatePlan:
+    """Plan the gate for the collected cases, keep it in ``config.stash``, write it, and report it.
+
+    Raises ``pytest.UsageError`` for an unreadable baseline, and under ``--bcas-gate-strict``
+    when a gated case cannot fail or no case is gated -- before any case runs.
+    """
+    options = config.stash.get(GATE_OPTIONS, GateOptions())
+    try:
+        plan = plan_gate(cases, limits, baseline, seed, options)
+    except BaselineError as exc:
+        raise pytest.UsageError(f"--bcas-baseline: {exc}") from None
+    config.stash[GATE_PLAN] = plan
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    plan.save(run_dir, token, worker)
+    tr = config.pluginmanager.getplugin("terminalreporter")
+    if tr is not None and worker is None:
+        for line in plan.lines():
+            tr.write_line("[bcas] " + line, yellow="CANNOT" in line or "not gated" in line)
+    problem = plan.usage_problem()
+    if problem and options.strict:
+        raise pytest.UsageError(problem + " (--bcas-gate-strict)")
+    return plan
+
+
+
+def gate_in_session(session: Any, case: Any, records: list[dict[str, Any]]) -> GateResult | None:
+    """The paired test of one finished case, against the plan made at collection.
+
+    Without a plan (a session driven outside pytest) the case is planned on its own.
+    """
+    config = session.config
+    plan = config.stash.get(GATE_PLAN, None) if config is not None else None
+    if plan is None or case.id not in plan.cases:
+        options = config.stash.get(GATE_OPTIONS, GateOptions()) if config is not None else GateOptions()
+        plan = plan_gate([case], {case.id: session.limit_for(case)}, session.settings.baseline,
+                         session.settings.seed, options)
+    cp = plan.cases[case.id]
+    if not cp.gated:
+        return None
+    o = plan.options
+    return paired_result(case.id, cp.key, records, plan.items[case.id], cp.family_size, o.alpha,
+                         metric=cp.metric, max_drop=o.max_drop, family=cp.family, grid=cp.grid,
+                         baseline=cp.baseline_model)
+
+
+# -- the README's tables --------------------------------------------------------------
+
+
+def tango_exact_size(n: int, margin: float, alpha: float, grid: int = 400) -> float:
+    """Largest rejection probability of the Tango gate at ``alpha`` when the true drop is ``margin``.
+
+    Enumerates every paired table on ``n`` items (trinomial: baseline-only,
+    candidate-only, concordant) and maximises over the nuisance P(candidate-only) on
+    a grid of ``grid`` points: the test's exact size on the boundary of its null.
+    """
+    w, b = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
+    keep = (w + b) <= n
+    w, b = w[keep].astype(float), b[keep].astype(float)
+    reject = tango_pvalues(w, b, n, margin) <= alpha
+    w, b = w[reject], b[reject]
+    if w.size == 0:
+        return 0.0
+    rest = n - w - b
+    log_coef = gammaln(n + 1) - gammaln(w + 1) - gammaln(b + 1) - gammaln(rest + 1)
+    worst = 0.0
+    for q in np.linspace(0.0, (1.0 - margin) / 2.0, grid):
+        terms = log_coef + xlogy(w, q + margin) + xlogy(b, q) + xlogy(rest, max(1.0 - 2.0 * q - margin, 0.0))
+        worst = max(worst, float(np.exp(terms).sum()))
+    return worst
+
+
+def power_tables(alpha: float, families: list[int], sizes: list[int], p_better: float) -> str:
+    """Markdown tables of the smallest detectable drop and the drop caught with 80% power."""
+    head = "| paired items | " + " | ".join(f"{k} gated case{'s' if k > 1 else ''}" for k in families) + " |"
+    rule = "|---:|" + "---:|" * len(families)
+    out = [f"Smallest drop that can be significant (points; every discordant item lost), alpha {alpha:g}:", "",
+           head, rule]
+    for n in sizes:
+        cells = []
+        for k in families:
+            drop = mcnemar_min_detectable_drop(n, alpha / k)
+            cells.append("cannot fail" if drop is None else f"{drop * 100:.1f}")
+        out.append(f"| {n} | " + " | ".join(cells) + " |")
+    out += ["", f"True drop caught with 80% power when {p_better * 100:g}% of items also flip the other way "
+                "(points):", "", head, rule]
+    for n in sizes:
+        cells = []
+        for k in families:
+            drop = mcnemar_drop_for_power(n, alpha / k, 0.8, p_better)
+            cells.append("never" if drop is None else f"{drop * 100:.1f}")
+        out.append(f"| {n} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bcas.report.gate_power",
+                                     description="What the regression gate can detect, by paired items and family size")
+    parser.add_argument("--alpha", type=float, default=0.05)
+    parser.add_argument("--cases", default="1,7,30", help="gated cases per Holm family, comma-separated")
+    parser.add_argument("--n", default="5,10,20,30,50,100,200,300,500,1000", help="paired items, comma-separated")
+    parser.add_argument("--p-better", type=float, default=0.05,
+                        help="share of items flipping to correct in the power table (default 0.05)")
+    parser.add_argument("--tango-size", action="store_true", help="also print the tolerance test's exact size")
+    args = parser.parse_args(argv)
+    families = [int(x) for x in args.cases.split(",") if x.strip()]
+    sizes = [int(x) for x in args.n.split(",") if x.strip()]
+    print(power_tables(args.alpha, families, sizes, args.p_better))
+    if args.tango_size:
+        print(f"\nExact size of the tolerance test at nominal {args.alpha:g} (true drop = tolerance):\n")
+        print("| paired items | 5 pts | 10 pts |\n|---:|---:|---:|")
+        for n in (20, 50, 100, 200):
+            print(f"| {n} | " + " | ".join(f"{tango_exact_size(n, m, args.alpha):.4f}" for m in (0.05, 0.10)) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
