@@ -26,15 +26,30 @@ class ConfigError(ValueError):
 class Budget:
     """Search and completion-token allowances of one trajectory (BCAS §3.3).
 
-    ``max_searches`` is ``None`` for unlimited.  ``max_total_tokens`` caps the
-    cumulative completion tokens; ``per_turn_max_tokens`` caps one turn;
-    ``forced_answer_tokens`` is the allowance of the forced final-answer turn
-    taken once the token budget is spent.
+    The paper fixes two caps, and they are the only ones on by default:
+
+    * ``max_searches``: search calls of the trajectory (``None`` = unlimited);
+    * ``max_total_tokens``: cumulative completion tokens of every model call of the
+      trajectory (plan, action turns, reflections, answer), reasoning tokens included.
+
+    Each call may request what remains of ``max_total_tokens``
+    (:meth:`bcas.agent.budget.BudgetLedger.turn_max_tokens`).
+    ``per_turn_max_tokens`` is an extra per-call cap, not in the paper: ``None`` (the
+    default, and the paper grids) leaves it off; the smoke grid sets it so that a
+    135M model on a CPU cannot ramble for thousands of tokens in one call.
+
+    ``forced_answer_tokens`` is the forced-answer allowance: the budget counts as
+    spent once fewer than this many tokens remain (too few to complete an action),
+    and the one final answer taken then may use this many tokens beyond
+    ``max_total_tokens`` (flagged ``over_budget``).  The paper does not size it; 48
+    fits a short constrained answer (``{"answer": "..."}`` of at most 80 characters)
+    with margin.  So a trajectory's completion tokens never exceed
+    ``max_total_tokens + forced_answer_tokens``.
     """
 
     max_searches: int | None = 3
     max_total_tokens: int = 16000
-    per_turn_max_tokens: int = 384
+    per_turn_max_tokens: int | None = None
     forced_answer_tokens: int = 48
 
     def __post_init__(self) -> None:
@@ -42,8 +57,10 @@ class Budget:
             raise ConfigError(f"max_searches must be >= 0 or None, got {self.max_searches}")
         if self.max_total_tokens <= 0:
             raise ConfigError(f"max_total_tokens must be > 0, got {self.max_total_tokens}")
-        if self.per_turn_max_tokens <= 0 or self.forced_answer_tokens <= 0:
-            raise ConfigError("per_turn_max_tokens and forced_answer_tokens must be > 0")
+        if self.per_turn_max_tokens is not None and self.per_turn_max_tokens <= 0:
+            raise ConfigError(f"per_turn_max_tokens must be > 0 or None (off), got {self.per_turn_max_tokens}")
+        if self.forced_answer_tokens <= 0:
+            raise ConfigError(f"forced_answer_tokens must be > 0, got {self.forced_answer_tokens}")
 
 
 @dataclass(frozen=True)
@@ -84,13 +101,21 @@ class RetrievalConfig:
 
 @dataclass(frozen=True)
 class AgentConfig:
-    """Agent loop switches (BCAS §3.4): planning, reflection, action format."""
+    """Agent loop switches (BCAS §3.4): planning, reflection, action format.
+
+    ``max_turns``: the bound on action turns.  ``None`` (default) derives it from the
+    budgets (:func:`bcas.agent.budget.turn_bound`): ``max_searches +
+    max_invalid_turns`` with limited searches (a bound the budgets already imply),
+    never more than the safety limit ``MAX_TURNS_SAFETY`` (64 action turns), which is
+    the bound with unlimited searches; so the budgets, not a turn count, end a
+    trajectory.  An integer overrides it.
+    """
 
     planning: bool = False
     reflection: bool = False
     reflect_every: int = 2
     action_format: str = "json"
-    max_turns: int = 12
+    max_turns: int | None = None
     max_invalid_turns: int = 3
     exclude_seen: bool = True
     constrained_answer: bool = True
@@ -102,8 +127,10 @@ class AgentConfig:
             raise ConfigError(f"action_format must be one of {ACTION_FORMATS}")
         if self.assess not in AGENT_ASSESS:
             raise ConfigError(f"agent assess must be one of {AGENT_ASSESS}")
-        if self.reflect_every <= 0 or self.max_turns <= 0 or self.max_invalid_turns <= 0:
-            raise ConfigError("reflect_every, max_turns and max_invalid_turns must be > 0")
+        if self.reflect_every <= 0 or self.max_invalid_turns <= 0:
+            raise ConfigError("reflect_every and max_invalid_turns must be > 0")
+        if self.max_turns is not None and self.max_turns <= 0:
+            raise ConfigError(f"max_turns must be > 0 or None (derived from the budgets), got {self.max_turns}")
 
 
 ASSESS_METHODS = ("nf", "3-agent", "cot", "sda", "atf", "pde", "pde-random", "rrf", "madara")

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bcas.agent import SEARCH_TOOL, STOP_REASONS, run_bcas
+from bcas.agent.budget import turn_bound
 from bcas.agent.loop import Trajectory
 from bcas.agent.testing import BrokenRetriever, FakeRetriever, ScriptedModel
 from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
@@ -284,7 +285,7 @@ budgets = st.builds(
     Budget,
     max_searches=st.one_of(st.none(), st.integers(0, 4)),
     max_total_tokens=st.integers(1, 3000),
-    per_turn_max_tokens=st.integers(1, 500),
+    per_turn_max_tokens=st.one_of(st.none(), st.integers(1, 500)),
     forced_answer_tokens=st.integers(1, 64),
 )
 agents = st.builds(
@@ -293,7 +294,7 @@ agents = st.builds(
     reflection=st.booleans(),
     reflect_every=st.integers(1, 3),
     action_format=st.sampled_from(["json", "text"]),
-    max_turns=st.integers(1, 10),
+    max_turns=st.one_of(st.none(), st.integers(1, 10)),
     max_invalid_turns=st.integers(1, 4),
     constrained_answer=st.booleans(),
     exclude_seen=st.booleans(),
@@ -324,8 +325,10 @@ def test_loop_invariants_for_any_budget_and_script(
     traj = asyncio.run(run_bcas(ITEM, model, retriever, config))
 
     # terminates within the documented bound of model calls
-    bound = 1 + agent.max_turns + agent.max_turns // agent.reflect_every + 1
+    turns = turn_bound(budget, agent)
+    bound = 1 + turns + turns // agent.reflect_every + 1
     assert len(model.requests) <= bound
+    assert traj.action_turns <= turns
     # every trajectory has a documented stop reason
     assert traj.stop_reason in STOP_REASONS
     assert (traj.stop_reason == "error") == (traj.error is not None)
@@ -336,7 +339,8 @@ def test_loop_invariants_for_any_budget_and_script(
     # completion tokens within the budget plus the forced-answer allowance
     assert traj.tokens_out <= budget.max_total_tokens + budget.forced_answer_tokens
     assert sum(1 for s in traj.steps if s.flag == "over_budget") <= 1
-    assert all(r.max_tokens <= max(budget.per_turn_max_tokens, budget.forced_answer_tokens) for r in model.requests)
+    turn_cap = budget.per_turn_max_tokens or budget.max_total_tokens
+    assert all(r.max_tokens <= max(turn_cap, budget.forced_answer_tokens) for r in model.requests)
     # once the searches are spent the search tool is never offered again
     for request, used in zip(model.requests, searches_before, strict=False):
         if budget.max_searches is not None and used >= budget.max_searches:

@@ -24,7 +24,11 @@ from bcas.llm.mock import VARIANTS, MockModel, count_tokens
 from bcas.retrieval.rerank import LLMReranker
 
 PASSAGES = [
-    ("d1", "Kiss and Tell (1945 film)", "Kiss and Tell is a 1945 comedy film starring Shirley Temple as Corliss Archer."),
+    (
+        "d1",
+        "Kiss and Tell (1945 film)",
+        "Kiss and Tell is a 1945 comedy film starring Shirley Temple as Corliss Archer.",
+    ),
     ("d2", "Shirley Temple", "Shirley Temple Black served as Chief of Protocol of the United States."),
     ("d3", "Meet Corliss Archer", "Meet Corliss Archer is a radio program from the Golden Age of radio."),
     ("d4", "Janet Waldo", "Janet Waldo voiced Corliss Archer on radio."),
@@ -153,7 +157,10 @@ def test_reranker_logprobs(variant: str) -> None:
 def _request(seed: int = 0, **fields: Any) -> ChatRequest:
     docs = "\n".join(f"[{i}] {t}: {x}" for i, (_, t, x) in enumerate(PASSAGES, 1))
     user = f"DOCUMENTS:\n{docs}\n\nQUESTION: {ITEM.question}\nANSWER:"
-    messages = [{"role": "system", "content": "Answer the question using the documents."}, {"role": "user", "content": user}]
+    messages = [
+        {"role": "system", "content": "Answer the question using the documents."},
+        {"role": "user", "content": user},
+    ]
     return ChatRequest(messages=messages, seed=seed, **fields)
 
 

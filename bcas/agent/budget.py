@@ -12,9 +12,19 @@ Rules (the numbers come from :class:`bcas.config.Budget`):
   and a failed retrieval do not count as searches.
 * **Completion tokens.**  ``max_total_tokens`` caps the cumulative *completion*
   tokens of the trajectory, counted from the provider-reported usage of every call
-  (plan, action turns, reflections, the answer).  Each turn may request
-  ``min(per_turn_max_tokens, tokens_left)`` tokens, so with a provider that honours
-  ``max_tokens`` the budgeted steps never exceed ``max_total_tokens``.
+  (plan, action turns, reflections, the answer), reasoning tokens included (a
+  reasoning model's hidden or ``<think>`` tokens are completion tokens as the provider
+  reports them).  Each call may request what remains, ``tokens_left``, capped by
+  ``per_turn_max_tokens`` only when that optional cap is set (it is off in the paper
+  grids), so with a provider that honours ``max_tokens`` the budgeted steps never
+  exceed ``max_total_tokens``.
+* **Turns.**  The loop takes at most :func:`turn_bound` action turns: an explicit
+  ``AgentConfig.max_turns``, else ``max_searches + max_invalid_turns`` (every action
+  turn is a counted search, an unusable turn or the one ``ready_to_answer``, so the
+  search budget already implies this bound) with limited searches, and the safety
+  limit ``MAX_TURNS_SAFETY`` (64) with unlimited ones (and above it).  The safety
+  limit only stops a model that keeps searching with short turns (64 turns of 250
+  tokens spend a 16K budget); the budgets end every other trajectory.
 * **Spent.**  The token budget counts as spent once fewer than
   ``forced_answer_tokens`` remain (a turn that short could not complete an action).
   From then on the loop takes no more action turns.
@@ -22,6 +32,10 @@ Rules (the numbers come from :class:`bcas.config.Budget`):
   is spent (or when the loop was cut short) may request ``forced_answer_tokens``
   beyond the budget; its step is flagged ``over_budget``.  Hence the documented
   bound: ``tokens_out <= max_total_tokens + forced_answer_tokens``.
+* **Reasoning.**  A step keeps a reasoning model's reasoning text apart from its
+  output (``Step.reasoning``, never parsed as an action) with the reasoning tokens
+  the provider reported (``tokens_reasoning``; 0 when it reports none, the tokens
+  then being inside ``tokens_out`` unsplit).
 
 The totals (``searches_used``, ``tokens_in``, ``tokens_out``, ``llm_calls``) are
 derived from the step list, so they always equal the sum of the steps.
@@ -32,7 +46,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bcas.config import Budget
+from bcas.config import AgentConfig, Budget
+
+# Action turns allowed with unlimited searches and no explicit AgentConfig.max_turns
+# (not in the paper, which bounds a trajectory by its budgets only).
+MAX_TURNS_SAFETY = 64
 
 # Kinds of step a trajectory is made of.
 #   plan           the pre-planning call (BCAS §3.4, optional pre-planning)
@@ -77,6 +95,8 @@ class Step:
     flag: str | None = None
     note: str = ""
     calls: int = 1
+    reasoning: str = ""
+    tokens_reasoning: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in STEP_KINDS:
@@ -104,6 +124,8 @@ class Step:
             "flag": self.flag,
             "note": self.note,
             "calls": self.calls,
+            "reasoning": self.reasoning,
+            "tokens_reasoning": self.tokens_reasoning,
         }
 
     @classmethod
@@ -123,6 +145,8 @@ class Step:
             flag=data.get("flag"),
             note=data.get("note") or "",
             calls=int(data.get("calls", 1)),
+            reasoning=data.get("reasoning") or "",
+            tokens_reasoning=int(data.get("tokens_reasoning", 0)),
         )
 
 
@@ -146,6 +170,11 @@ class BudgetLedger:
     @property
     def tokens_out(self) -> int:
         return sum(s.tokens_out for s in self.steps)
+
+    @property
+    def tokens_reasoning(self) -> int:
+        """Reasoning tokens the provider reported (already inside ``tokens_out``)."""
+        return sum(s.tokens_reasoning for s in self.steps)
 
     @property
     def budgeted_tokens_out(self) -> int:
@@ -184,11 +213,12 @@ class BudgetLedger:
         return any(s.flag == "over_budget" for s in self.steps)
 
     def turn_max_tokens(self) -> int:
-        """``max_tokens`` of the next budgeted call: ``min(per-turn cap, tokens left)``."""
+        """``max_tokens`` of the next budgeted call: the tokens left, capped by the optional per-turn cap."""
         left = self.tokens_left
         if left <= 0:
             raise BudgetError("the completion-token budget is spent; only the forced answer may run")
-        return min(self.budget.per_turn_max_tokens, left)
+        cap = self.budget.per_turn_max_tokens
+        return left if cap is None else min(cap, left)
 
     def answer_max_tokens(self) -> tuple[int, bool]:
         """``(max_tokens, over_budget)`` of the final answer call.
@@ -226,3 +256,12 @@ class BudgetLedger:
             "tokens_used": self.budgeted_tokens_out,
             "tokens_left": self.tokens_left,
         }
+
+
+def turn_bound(budget: Budget, agent: AgentConfig) -> int:
+    """The most action turns one trajectory takes (see the module docstring, "Turns")."""
+    if agent.max_turns is not None:
+        return agent.max_turns
+    if budget.max_searches is not None:
+        return min(MAX_TURNS_SAFETY, budget.max_searches + agent.max_invalid_turns)
+    return MAX_TURNS_SAFETY

@@ -28,7 +28,9 @@ Termination.  The loop stops choosing actions for exactly one of these reasons
     instead of asking the model to pick from a list of one (BCAS §3.3: "the model
     must answer with the information it has already gathered").
 ``max_turns``
-    ``AgentConfig.max_turns`` action turns were taken; a forced answer turn follows.
+    The turn bound (:func:`bcas.agent.budget.turn_bound`: ``AgentConfig.max_turns``
+    when set, else derived from the budgets with a safety limit of 64 action turns)
+    was reached; a forced answer turn follows.
 ``max_invalid_turns``
     ``AgentConfig.max_invalid_turns`` action turns could not be used: their output
     did not parse into an offered action, or they repeated an earlier query.  A
@@ -40,22 +42,29 @@ Termination.  The loop stops choosing actions for exactly one of these reasons
 
 Final answer.  After ``answered`` or ``max_searches`` the answer step has kind
 ``answer``; after ``max_total_tokens``, ``max_turns`` or ``max_invalid_turns`` it has
-kind ``forced_answer``.  Either one spends ``min(per-turn cap, tokens left)`` while
-the budget is not spent, otherwise the forced-answer allowance (flag
-``over_budget``).  With ``constrained_answer`` (and a backend with structured
+kind ``forced_answer``.  Either one may spend the tokens left (capped by the optional
+per-turn cap) while the budget is not spent, otherwise the forced-answer allowance
+(flag ``over_budget``).  With ``constrained_answer`` (and a backend with structured
 output) the answer is decoded under ``{"answer": "<short string>"}``.
 
 Invalid turns and repeated queries.  An unparseable turn is answered with a short
 correction and counts toward ``max_invalid_turns``.  A query identical (case and
 spacing aside) to an earlier one is flagged ``repeated_query`` and not re-run; it
 uses a turn but not a search, and also counts toward ``max_invalid_turns``.
-``max_turns`` bounds the number of action turns, so the loop always terminates
-after at most ``1 (plan) + max_turns + max_turns // reflect_every (reflections)
-+ 1 (answer)`` model calls.
+The turn bound ``T`` limits the action turns, so the loop always terminates after at
+most ``1 (plan) + T + T // reflect_every (reflections) + 1 (answer)`` model calls.
+
+Reasoning models.  A reply's reasoning, whether the provider returned it apart
+(``ChatResult.reasoning``, e.g. ``reasoning_content``) or inline in ``<think>`` tags,
+is split from the reply before anything reads it: the action, plan, reflection and
+answer come from the rest only, the history sent back to the model holds the rest
+only, and the step keeps the reasoning text and the provider's reasoning-token count.
+Its tokens are completion tokens, charged to ``max_total_tokens`` like any other.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from functools import cache
@@ -63,7 +72,7 @@ from pathlib import Path
 from string import Template
 from typing import Any, Protocol
 
-from bcas.agent.budget import BudgetLedger, Step
+from bcas.agent.budget import BudgetLedger, Step, turn_bound
 from bcas.agent.protocol import (
     ANSWER_TOOL,
     SEARCH_TOOL,
@@ -76,7 +85,7 @@ from bcas.agent.protocol import (
 )
 from bcas.config import RunConfig
 from bcas.data import Item
-from bcas.llm.base import ChatModel, ChatRequest, ChatResult
+from bcas.llm.base import ChatModel, ChatRequest, ChatResult, split_reasoning
 
 PROMPT_DIR = Path(__file__).resolve().parent / "prompts"
 STOP_REASONS = ("answered", "max_searches", "max_total_tokens", "max_invalid_turns", "max_turns", "error")
@@ -140,6 +149,10 @@ class Trajectory:
         return self.ledger.tokens_out
 
     @property
+    def tokens_reasoning(self) -> int:
+        return self.ledger.tokens_reasoning
+
+    @property
     def llm_calls(self) -> int:
         return self.ledger.llm_calls
 
@@ -176,6 +189,7 @@ class _Run:
         self.schema_actions = self.agent.action_format == "json" and supports_schema
         self.schema_answer = self.agent.constrained_answer and supports_schema
         self.ledger = BudgetLedger(config.budget)
+        self.max_turns = turn_bound(config.budget, config.agent)
         self.traj = Trajectory(
             item=item, config=config, model=getattr(model, "model_id", "unknown"), ledger=self.ledger
         )
@@ -231,6 +245,11 @@ class _Run:
         except Exception as exc:  # any backend failure ends the trajectory, recorded as an error
             raise _Abort(f"{kind} call failed: {type(exc).__name__}: {exc}") from exc
         self.traj.retries += int(result.retries or 0)
+        # Reasoning is kept apart from the reply whatever the backend did with it.
+        inline, text = split_reasoning(result.text)
+        if inline:
+            reasoning = "\n".join(part for part in (result.reasoning, inline) if part)
+            result = dataclasses.replace(result, text=text, reasoning=reasoning)
         return result
 
     def step(self, kind: str, result: ChatResult, max_tokens: int, **fields: Any) -> Step:
@@ -238,7 +257,8 @@ class _Run:
             Step(
                 kind=kind, output=result.text, tokens_in=int(result.prompt_tokens),
                 tokens_out=int(result.completion_tokens), max_tokens=max_tokens, cached=bool(result.cached),
-                latency_s=float(result.latency_s), finish_reason=result.finish_reason, **fields,
+                latency_s=float(result.latency_s), finish_reason=result.finish_reason,
+                reasoning=result.reasoning, tokens_reasoning=int(result.reasoning_tokens or 0), **fields,
             )
         )  # fmt: skip
 
@@ -409,7 +429,7 @@ class _Run:
                 if not self.ledger.can_search:
                     stop = "max_searches"
                     break
-                if self.traj.action_turns >= self.agent.max_turns:
+                if self.traj.action_turns >= self.max_turns:
                     stop = "max_turns"
                     break
                 turns = self.traj.action_turns

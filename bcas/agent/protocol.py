@@ -30,16 +30,18 @@ SEARCH_TOOL = "search_database"
 ANSWER_TOOL = "ready_to_answer"
 TOOLS = (SEARCH_TOOL, ANSWER_TOOL)
 
-# Field caps of the constrained formats: they keep a constrained turn short enough to
-# finish inside a small per-turn token cap (a truncated JSON object is an invalid turn).
-THOUGHT_MAX_CHARS = 240
-QUERY_MAX_CHARS = 120
+# Field caps of the constrained formats are sized from the turn's token allowance
+# (field_caps), so a constrained reply completes before the allowance runs out (a
+# truncated JSON object is an invalid turn).  The query is a keyword query: it takes
+# QUERY_SHARE of the room up to QUERY_MAX_CHARS; the thought takes the rest.
+QUERY_MAX_CHARS = 500
+QUERY_SHARE = 0.4
 ANSWER_MAX_CHARS = 80
 JSON_OVERHEAD_TOKENS = 24
 CHARS_PER_TOKEN = 2
 MIN_FIELD_CHARS = 8
 # Caps applied when reading free text.
-_QUERY_READ_CHARS = 300
+_QUERY_READ_CHARS = QUERY_MAX_CHARS
 _ANSWER_READ_CHARS = 200
 
 # Normalised spellings (letters only, lower case) accepted for each tool.
@@ -67,19 +69,22 @@ class Action:
 # -- schemas ---------------------------------------------------------------------------
 
 
-def field_caps(max_tokens: int | None) -> tuple[int, int]:
+def field_caps(max_tokens: int | None) -> tuple[int | None, int]:
     """``(thought, query)`` character caps that fit a turn of ``max_tokens`` tokens.
 
     The JSON punctuation, keys and action name take about ``JSON_OVERHEAD_TOKENS``;
-    the rest is shared 60/40 between thought and query at a conservative
-    ``CHARS_PER_TOKEN``, so a constrained reply completes before the token cap
-    instead of being cut off mid-object.
+    the rest, the *room*, is counted at a conservative ``CHARS_PER_TOKEN``.  The query
+    gets ``QUERY_SHARE`` of the room (at most ``QUERY_MAX_CHARS``), the thought the
+    rest, so a constrained reply completes before the turn's allowance instead of
+    being cut off mid-object, and a turn allowed thousands of tokens may think at
+    that length.  ``max_tokens=None`` (no allowance known): the thought is
+    uncapped (``None``).
     """
     if max_tokens is None:
-        return THOUGHT_MAX_CHARS, QUERY_MAX_CHARS
+        return None, QUERY_MAX_CHARS
     room = max(0, max_tokens - JSON_OVERHEAD_TOKENS) * CHARS_PER_TOKEN
-    thought = min(THOUGHT_MAX_CHARS, max(MIN_FIELD_CHARS, int(room * 0.6)))
-    query = min(QUERY_MAX_CHARS, max(MIN_FIELD_CHARS, int(room * 0.4)))
+    query = min(QUERY_MAX_CHARS, max(MIN_FIELD_CHARS, int(room * QUERY_SHARE)))
+    thought = max(MIN_FIELD_CHARS, room - query)
     return thought, query
 
 
@@ -93,10 +98,13 @@ def action_schema(tools: Sequence[str], max_tokens: int | None = None) -> dict[s
     if unknown or not tools:
         raise ValueError(f"tools must be a non-empty subset of {TOOLS}, got {list(tools)}")
     thought_chars, query_chars = field_caps(max_tokens)
+    thought: dict[str, Any] = {"type": "string"}
+    if thought_chars is not None:
+        thought["maxLength"] = thought_chars
     return {
         "type": "object",
         "properties": {
-            "thought": {"type": "string", "maxLength": thought_chars},
+            "thought": thought,
             "action": {"type": "string", "enum": list(tools)},
             "query": {"type": "string", "maxLength": query_chars},
         },

@@ -4,6 +4,14 @@
 and each backend batches what it receives (embedded: a request queue; openai: many
 HTTP requests; vllm: the async engine).  Token counts in ``ChatResult`` are the
 provider-reported usage, never estimates.
+
+Reasoning models.  ``ChatResult.text`` is the reply without the model's reasoning;
+the reasoning goes to ``ChatResult.reasoning``, whether the provider sent it apart
+(``reasoning_content``) or inline between ``<think>`` and ``</think>``
+(:func:`split_reasoning`).  ``completion_tokens`` counts it, as providers do (the
+OpenAI usage convention: reasoning tokens are completion tokens);
+``reasoning_tokens`` is the part the provider reported as reasoning
+(``usage.completion_tokens_details.reasoning_tokens``), 0 when it reports none.
 """
 
 from __future__ import annotations
@@ -11,10 +19,39 @@ from __future__ import annotations
 import abc
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 FINISH_REASONS = ("stop", "length")
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+_THINK_BLOCK = re.compile(re.escape(THINK_OPEN) + r"(.*?)" + re.escape(THINK_CLOSE), re.DOTALL)
+
+
+def split_reasoning(text: str) -> tuple[str, str]:
+    """``(reasoning, reply)`` of a text that may hold ``<think>…</think>`` blocks.
+
+    Every closed block is reasoning.  A ``</think>`` without its opening tag closes
+    reasoning that began with the reply (chat templates that open the block in the
+    prompt, as Qwen3 and DeepSeek-R1 do).  An unclosed ``<think>`` (a reply cut off
+    while thinking) makes the rest of the text reasoning.  Text without the tags is
+    returned unchanged as the reply.
+    """
+    if THINK_OPEN not in text and THINK_CLOSE not in text:
+        return "", text
+    parts: list[str] = []
+    head, sep, tail = text.partition(THINK_CLOSE)
+    if sep and THINK_OPEN not in head:
+        parts.append(head)
+        text = tail
+    parts.extend(m.group(1) for m in _THINK_BLOCK.finditer(text))
+    text = _THINK_BLOCK.sub("", text)
+    if THINK_OPEN in text:
+        text, _, rest = text.partition(THINK_OPEN)
+        parts.append(rest)
+    reasoning = "\n".join(p.strip() for p in parts if p.strip())
+    return reasoning, text.strip()
 
 
 class ModelError(RuntimeError):
@@ -76,6 +113,8 @@ class ChatResult:
     logprobs: list[dict[str, float]] | None = None
     retries: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    reasoning: str = ""
+    reasoning_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -86,6 +125,8 @@ class ChatResult:
             "latency_s": self.latency_s,
             "logprobs": self.logprobs,
             "retries": self.retries,
+            "reasoning": self.reasoning,
+            "reasoning_tokens": self.reasoning_tokens,
         }
 
     @classmethod
@@ -99,6 +140,8 @@ class ChatResult:
             cached=cached,
             logprobs=data.get("logprobs"),
             retries=int(data.get("retries", 0)),
+            reasoning=data.get("reasoning") or "",
+            reasoning_tokens=int(data.get("reasoning_tokens") or 0),
         )
 
 

@@ -18,6 +18,7 @@ path given.  ``BCAS_NO_CACHE=1`` disables reads and writes.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import sqlite3
@@ -269,14 +270,4 @@ class CachedModel(ChatModel):
 
 
 def _copy(result: ChatResult) -> ChatResult:
-    return ChatResult(
-        text=result.text,
-        prompt_tokens=result.prompt_tokens,
-        completion_tokens=result.completion_tokens,
-        finish_reason=result.finish_reason,
-        latency_s=result.latency_s,
-        cached=result.cached,
-        logprobs=result.logprobs,
-        retries=result.retries,
-        extra=dict(result.extra),
-    )
+    return dataclasses.replace(result, extra=dict(result.extra))

