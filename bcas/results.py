@@ -74,7 +74,9 @@ class Record:
 
     ``steps``: the per-step ledger, each a dict with ``kind``, ``query``, ``output``,
     ``tokens_in``, ``tokens_out``, ``retrieved`` (chunk ids), ``docs`` (their
-    document ids), ``cached``, ``flag`` (see :mod:`bcas.agent.budget`).  ``judge``:
+    document ids), ``cached``, ``flag``, ``reasoning`` and ``tokens_reasoning`` (see
+    :mod:`bcas.agent.budget`).  ``tokens_reasoning``: the reasoning tokens the
+    provider reported, a part of ``tokens_out``.  ``judge``:
     the LLM judge's details (verdicts of every repeat, agreement, its own tokens and
     cost), kept apart from the agent's tokens.  ``cost_usd``: the agent's cost
     (model tokens + searches) under ``price_sheet``; ``None`` when not priced.
@@ -100,6 +102,7 @@ class Record:
     searches_used: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
+    tokens_reasoning: int = 0
     llm_calls: int = 0
     early_stop: bool = False
     stop_reason: str = ""
@@ -214,6 +217,7 @@ def record_from_trajectory(
         searches_used=trajectory.searches_used,
         tokens_in=trajectory.tokens_in,
         tokens_out=trajectory.tokens_out,
+        tokens_reasoning=trajectory.tokens_reasoning,
         llm_calls=trajectory.llm_calls,
         early_stop=trajectory.early_stop,
         stop_reason=trajectory.stop_reason,
