@@ -26,7 +26,11 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
     ("backend", "str", "embedded", "model backend: embedded | openai | vllm"),
     ("base-url", "str", None, "base URL of an OpenAI-compatible server (openai backend)"),
     ("api-key-env", "str", None, "name of the environment variable holding the server's API key"),
-    ("datasets", "str", None, "comma-separated dataset names or JSONL paths (default: each grid's datasets)"),
+    ("datasets", "str", None, "comma-separated dataset names, file paths (layout detected) or FORMAT:PATH, e.g. "
+                              "flashrag:nq/dev.jsonl, hotpotqa:hotpot_dev_distractor_v1.json (python -m bcas.data "
+                              "--formats lists them; default: each grid's datasets)"),
+    ("corpus", "str", None, "passage corpus searched by every item instead of its own documents: a FlashRAG corpus "
+                            "JSONL, BEIR corpus.jsonl, our documents JSONL or FEVER wiki-pages/ (PATH or FORMAT:PATH)"),
     ("grid", "str", "smoke", "comma-separated grids: smoke, search_scaling, context_scaling, ablation, madara, rsc"),
     ("limit", "int", None, "items per dataset (seeded subset; default: the grid's limit, else 20)"),
     ("seed", "int", 0, "seed of the item subset and of sampling"),
@@ -35,7 +39,7 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
     ("judge", "str", "none", "LLM judge: none | same | BACKEND[:MODEL] (e.g. openai:gpt-4o-mini)"),
     ("judge-base-url", "str", None, "base URL of the judge's OpenAI-compatible server"),
     ("judge-repeats", "int", 1, "ask the judge this many times per item and record agreement"),
-    ("prices", "str", None, "price sheet TOML (default fixtures/prices.toml)"),
+    ("prices", "str", None, "price sheet TOML (default: the sheet installed with bcas, bcas/resources/prices.toml)"),
     ("baseline", "str", None, "baseline for the regression gate: a run directory, records.jsonl or baseline JSON"),
     ("min-accuracy", "float", None, "fail a case whose EM accuracy is below this floor"),
     ("report", "str", None, "run directory for records and reports (default reports/<grids>)"),
@@ -123,7 +127,9 @@ class Case:
 
     @property
     def dataset_label(self) -> str:
-        return Path(self.dataset).stem if self.dataset.endswith(".jsonl") else self.dataset
+        from bcas.data import dataset_label
+
+        return dataset_label(self.dataset)
 
     @property
     def id(self) -> str:
@@ -147,6 +153,7 @@ class Settings:
     run_dir: Path
     allow_errors: bool
     cache: bool
+    corpus: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -168,21 +175,16 @@ def read_settings(config: pytest.Config) -> Settings:
             raise pytest.UsageError(f"--bcas-grid: unknown grid {g!r}; available: {', '.join(sorted(GRIDS))}")
     raw_ds = _get(config, "datasets")
     datasets = [d.strip() for d in raw_ds.split(",") if d.strip()] if raw_ds else None
-    if datasets:
-        from bcas.data import DATASETS, DatasetError, load_dataset
+    corpus = _get(config, "corpus")
+    if datasets or corpus:
+        from bcas.corpus import InputError, check_inputs
 
-        for d in datasets:
-            if d not in DATASETS and not Path(d).is_file():
-                raise pytest.UsageError(
-                    f"--bcas-datasets: {d!r} is neither a registered dataset ({', '.join(sorted(DATASETS))}) "
-                    "nor an existing JSONL file"
-                )
-            # Validate every line now, so a malformed file stops the session before any
-            # case runs (the parsed items are cached for the cases that load it later).
-            try:
-                load_dataset(d)
-            except DatasetError as exc:
-                raise pytest.UsageError(f"--bcas-datasets: {exc}") from None
+        # Validate every line now, so a malformed file stops the session before any
+        # case runs (the parsed items are cached for the cases that load it later).
+        try:
+            check_inputs(datasets, corpus)
+        except InputError as exc:
+            raise pytest.UsageError(str(exc)) from None
     rootdir = Path(str(config.rootpath))
     report = _get(config, "report")
     run_dir = Path(report) if report else rootdir / "reports" / "+".join(grids)
@@ -197,13 +199,20 @@ def read_settings(config: pytest.Config) -> Settings:
         judge=_get(config, "judge"),
         judge_base_url=_get(config, "judge-base-url"),
         judge_repeats=max(1, _get(config, "judge-repeats")),
-        prices=Path(prices) if prices else rootdir / "fixtures" / "prices.toml",
+        prices=Path(prices) if prices else _packaged_prices(),
         baseline=_get(config, "baseline"),
         min_accuracy=_get(config, "min-accuracy"),
         run_dir=run_dir,
         allow_errors=bool(_get(config, "allow-errors")),
         cache=not bool(_get(config, "no-cache")),
+        corpus=corpus,
     )
+
+
+def _packaged_prices() -> Path:
+    from bcas.resources import resource_path
+
+    return resource_path("prices.toml")
 
 
 def expand_cases(settings: Settings) -> list[Case]:
@@ -259,11 +268,13 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "bcas_case" not in metafunc.fixturenames:
         return
+    from bcas.data import DATASETS
+
     settings = metafunc.config._bcas_settings
     params = []
     for case in expand_cases(settings):
         marks = [getattr(pytest.mark, case.grid), getattr(pytest.mark, case.entry.kind)]
-        if not case.dataset.endswith(".jsonl"):
+        if case.dataset in DATASETS:
             marks.append(getattr(pytest.mark, case.dataset))
         for req in case.entry.requires:
             marks.append(getattr(pytest.mark, req))

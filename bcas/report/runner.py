@@ -70,6 +70,8 @@ class BcasSession:
         self._judge: Any = None
         self._rsc_profiles: dict[tuple[str, str], Any] = {}
         self._titles: dict[tuple[str, str], dict[str, str]] = {}
+        self._corpus: Any = None
+        self._gold: dict[str, Any] = {}
         self.cases_run = 0
         self.gate_results: list[Any] = []
         self._baseline = None
@@ -81,8 +83,32 @@ class BcasSession:
 
         key = (name, limit, self.settings.seed)
         if key not in self._datasets:
-            self._datasets[key] = load_dataset(name, limit=limit, seed=self.settings.seed)
+            ds = load_dataset(name, limit=limit, seed=self.settings.seed)
+            corpus = self.corpus()
+            self._datasets[key] = ds.with_corpus(corpus.hash) if corpus is not None else ds
         return self._datasets[key]
+
+    def corpus(self) -> Any:
+        """The ``--bcas-corpus`` every item searches instead of its own documents, or None."""
+        spec = getattr(self.settings, "corpus", None)
+        if spec and self._corpus is None:
+            from bcas.corpus import open_corpus
+
+            self._corpus = open_corpus(spec)
+        return self._corpus if spec else None
+
+    def with_evidence_recall(self, name: str, item: Any, record: Any) -> Any:
+        """``record`` with the share of the item's gold documents its searches returned (extra)."""
+        from bcas.corpus import evidence_recall, gold_documents
+
+        if name not in self._gold:
+            self._gold[name] = gold_documents(self.collection(name).items, self.corpus())
+        groups = self._gold[name].get(item.id)
+        if not groups or record.error is not None:
+            return record
+        docs = [d for step in record.steps for d in (step.get("docs") or [])]
+        extra = {**(record.extra or {}), "evidence_recall": evidence_recall(docs, groups), "gold_documents": len(groups)}
+        return record.replace(extra=extra)
 
     def collection(self, name: str) -> Any:
         """The whole dataset collection (all items' documents), whatever the item subset."""
@@ -92,7 +118,9 @@ class BcasSession:
         """Document id -> title over the whole collection (for the report's drill-down)."""
         key = ("titles", name)
         if key not in self._titles:
-            self._titles[key] = {d.id: d.title for it in self.collection(name).items for d in it.documents}
+            # A corpus is never held in memory whole: its hits show their ids.
+            items = () if self.corpus() is not None else self.collection(name).items
+            self._titles[key] = {d.id: d.title for it in items for d in it.documents}
         return self._titles[key]
 
     def model(self, spec: Any) -> Any:
@@ -111,9 +139,12 @@ class BcasSession:
         from bcas.retrieval import build_retriever
 
         needs_model = rconfig.mode == "hybrid_rerank" and rconfig.reranker == "llm"
-        key = (dataset_name, rconfig, id(model) if needs_model else None)
+        corpus = self.corpus()
+        # One index over the corpus serves every dataset; without one, each dataset's documents.
+        source = dataset_name if corpus is None else ("corpus", str(corpus.path))
+        key = (source, rconfig, id(model) if needs_model else None)
         if key not in self._retrievers:
-            docs = self.collection(dataset_name).documents
+            docs = iter(corpus) if corpus is not None else self.collection(dataset_name).documents
             self._retrievers[key] = build_retriever(docs, rconfig, model=model if needs_model else None)
         return self._retrievers[key]
 
@@ -312,7 +343,10 @@ class CaseContext:
     async def run_item(self, item: Any) -> dict[str, Any]:
         from bcas.report.records import run_item_record
 
-        return await run_item_record(self, item)
+        record = await run_item_record(self, item)
+        if self.case.entry.kind == "bcas":
+            record = self.session.with_evidence_recall(self.case.dataset, item, record)
+        return record
 
 
 def check_invariants(case: Any, ds: Any, config: RunConfig, records: list[dict[str, Any]], allow_errors: bool) -> list[str]:
