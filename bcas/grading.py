@@ -494,3 +494,22 @@ def judge_agreement(records: Iterable[_Any]) -> JudgeAudit:
         em_accuracy=sum(e for _, e in pairs) / n if n else None,
         mean_repeat_agreement=sum(repeat_agreements) / len(repeat_agreements) if repeat_agreements else None,
     )
+
+
+async def grade_record(record: _Any, judge: LLMJudge, grade_id: str | None) -> _Any:
+    """The record with the judge's grade added under ``grade_id`` (BCAS §3.6).
+
+    A record keeps every grade it was given (``record.grades``: grade id -> the judge's
+    result), so another judge adds a grade instead of replacing the answer; ``judge``
+    and ``judge_verdict`` show the newest one.  The answer itself is untouched.  An
+    errored item is graded ``None`` ("no answer"), never sent to the judge.
+    """
+    if record.error is not None:
+        details: dict[str, _Any] = {"verdict": None, "reason": "the item ended in error; nothing to judge",
+                                    "model": getattr(judge.model, "model_id", ""), "repeats": 0}
+    else:
+        result = await judge.judge(record.question, list(record.answers), record.prediction)
+        details = result.to_dict()
+    details["grade_id"] = grade_id
+    grades = {**(record.grades or {}), str(grade_id): details}
+    return record.replace(judge=details, judge_verdict=details.get("verdict"), grades=grades)

@@ -15,8 +15,11 @@ pytest-xdist worker, merged by :meth:`ResultStore.merge`).  Every append is one
 same file.  A process killed mid-write can leave a torn last line (no newline, or
 not JSON); opening a store for writing detects it, reports it (``logging`` warning
 and :attr:`ResultStore.repaired`) and truncates it away; readers skip it.  A record
-is keyed by ``(config_id, dataset_hash, item_id)``; :meth:`ResultStore.done_keys`
-lets a rerun skip what is already recorded.
+is keyed by the answer's identity (:mod:`bcas.identity`: model fingerprint, config id,
+dataset hash, item id, prompt hash, epoch); :meth:`ResultStore.done_keys` lets a rerun
+skip what is already recorded.  Records of schema 1 (bcas 0.1.0, no fingerprints) are
+upgraded on read with a ``legacy:`` fingerprint that matches no new answer, and a run
+folder holding them is refused for writing (:meth:`ResultStore.check_writable`).
 """
 
 from __future__ import annotations
@@ -48,10 +51,12 @@ log = logging.getLogger(__name__)
 RECORDS_FILE = "records.jsonl"
 LOCK_FILE = ".records.lock"
 DEFAULT_PRICES = Path(__file__).resolve().parent.parent / "fixtures" / "prices.toml"
-RECORD_SCHEMA_VERSION = 1
+RECORD_SCHEMA_VERSION = 2
 _WORKER_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+LEGACY_PREFIX = "legacy:"
 
-Key = tuple[str, str, str]
+# (model fingerprint, config id, dataset hash, item id, prompt hash, epoch): see bcas.identity
+Key = tuple[str, str, str, str, str, int]
 
 
 class RecordError(ValueError):
@@ -115,11 +120,22 @@ class Record:
     method: str = "bcas"
     extra: dict[str, Any] = field(default_factory=dict)
     created_at: float = 0.0
+    grades: dict[str, dict[str, Any]] = field(default_factory=dict)
+    model_fingerprint: str = ""
+    prompt_hash: str = ""
+    epoch: int = 0
+    seed: int | None = None
     schema_version: int = RECORD_SCHEMA_VERSION
 
     @property
     def key(self) -> Key:
-        return (self.config_id, self.dataset_hash, self.item_id)
+        """The answer's identity (bcas.identity): grid membership and grades are not part of it."""
+        return (self.model_fingerprint, self.config_id, self.dataset_hash, self.item_id, self.prompt_hash, self.epoch)
+
+    @property
+    def legacy(self) -> bool:
+        """Written by bcas 0.1.0 (schema 1), which recorded no model fingerprint or prompt hash."""
+        return self.model_fingerprint.startswith(LEGACY_PREFIX)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -143,6 +159,12 @@ class Record:
             extra.setdefault("unknown", {}).update(unknown)
             known["extra"] = extra
         known["answers"] = list(known["answers"])
+        if int(known.get("schema_version") or 1) < 2:
+            # Upgrade on read: 0.1.0 knew no model fingerprint, prompt hash or epoch. The
+            # marker keeps such answers apart from every fingerprinted answer (never mixed).
+            known.setdefault("model_fingerprint", LEGACY_PREFIX + str(known.get("model", "")))
+            known.setdefault("prompt_hash", LEGACY_PREFIX.rstrip(":"))
+            known["extra"] = {**(known.get("extra") or {}), "upgraded_from_schema": 1}
         return cls(**known)
 
     def to_json(self) -> str:
@@ -353,9 +375,26 @@ def load_price_sheet(spec: str | os.PathLike[str] | None = None, sheet: str | No
     return sheets[name]
 
 
+def missing_price_note(model: str, sheet: str) -> str:
+    """The report's line for a model that a price sheet does not price."""
+    return f"no price for {model} in sheet {sheet}: add it or alias it, then `python -m bcas.results reprice`"
+
+
 def reprice_record(record: Record, sheet: PriceSheet) -> Record:
-    """The record with ``cost_usd`` (and the judge's cost) computed under ``sheet``."""
-    cost = sheet.cost(record.model, record.tokens_in, record.tokens_out, record.searches_used)
+    """The record with ``cost_usd`` (and the judge's cost) computed under ``sheet``.
+
+    A model the sheet does not price gets ``cost_usd = None`` (unknown, never 0) and
+    ``extra["price_missing"]`` naming the model and the sheet; pricing never raises, so
+    it can never cost a record.
+    """
+    extra = record.extra
+    try:
+        cost: float | None = sheet.cost(record.model, record.tokens_in, record.tokens_out, record.searches_used)
+        if extra and "price_missing" in extra:
+            extra = {k: v for k, v in extra.items() if k != "price_missing"}
+    except PriceError:
+        cost = None
+        extra = {**(extra or {}), "price_missing": {"model": record.model, "sheet": sheet.name}}
     judge = record.judge
     if judge and judge.get("model"):
         judge = dict(judge)
@@ -365,7 +404,7 @@ def reprice_record(record: Record, sheet: PriceSheet) -> Record:
             )
         except PriceError:
             judge["cost_usd"] = None
-    return record.replace(cost_usd=cost, price_sheet=sheet.name, judge=judge)
+    return record.replace(cost_usd=cost, price_sheet=sheet.name, judge=judge, extra=extra)
 
 
 def reprice(records: Iterable[Record], sheet: PriceSheet) -> list[Record]:
@@ -420,15 +459,16 @@ def record_files(folder: str | os.PathLike[str]) -> list[Path]:
 
 
 def dedupe(records: Iterable[Record]) -> list[Record]:
-    """One record per key, in order of first appearance.
+    """One record per answer identity (``Record.key``), in order of first appearance.
 
-    The first record without an error wins; a key with only error records keeps the
-    last of them (a retried item replaces its failure).
+    The last record without an error wins (a re-graded answer is appended again with
+    its new grade, so the newest version carries every grade); a key with only error
+    records keeps the last of them (a retried item replaces its failure).
     """
     chosen: dict[Key, Record] = {}
     for rec in records:
         current = chosen.get(rec.key)
-        if current is None or current.error is not None:
+        if current is None or current.error is not None or rec.error is None:
             chosen[rec.key] = rec
     return list(chosen.values())
 
@@ -561,6 +601,16 @@ class ResultStore:
             records = [r for f in record_files(self.root) for r in read_records_file(f)]
         return dedupe(records) if deduplicate else records
 
+    def check_writable(self) -> None:
+        """Refuse to add answers to a folder holding 0.1.0 records (runs are never silently mixed)."""
+        legacy = [f for f in record_files(self.root) if any(r.legacy for r in read_records_file(f))]
+        if legacy:
+            raise RecordError(
+                f"{legacy[0]} holds records written by bcas 0.1.0 (record schema 1, no model fingerprint or "
+                "prompt hash); new answers cannot be told apart from them. Use another run folder "
+                "(--bcas-report DIR) or move the old records away; they still read (upgraded) for reports"
+            )
+
     def done_keys(self, include_errors: bool = True) -> set[Key]:
         """``{(config_id, dataset_hash, item_id)}`` already recorded (for resuming).
 
@@ -579,7 +629,8 @@ class ResultStore:
             to_add: list[Record] = []
             for rec in dedupe(r for f in workers for r in read_records_file(f)):
                 current = best.get(rec.key)
-                if current is None or (current.error is not None and rec.error is None):
+                newer_grade = current is not None and rec.error is None and bool(set(rec.grades) - set(current.grades))
+                if current is None or (current.error is not None and rec.error is None) or newer_grade:
                     best[rec.key] = rec
                     to_add.append(rec)
             if to_add:
@@ -605,10 +656,14 @@ def _summarise(before: Sequence[Record], after: Sequence[Record], sheet: PriceSh
     for (label, model), pairs in sorted(groups.items()):
         olds = [o.cost_usd for o, _ in pairs]
         old_total = "n/a" if any(c is None for c in olds) else f"{sum(olds):.6f}"  # type: ignore[arg-type]
-        new_total = sum(n.cost_usd or 0.0 for _, n in pairs)
-        lines.append(f"{label:<28} {model:<32} {len(pairs):>5} {old_total:>12} {new_total:>12.6f}")
-    total = sum(n.cost_usd or 0.0 for n in after)
-    lines.append(f"total: {total:.6f} USD over {len(after)} records")
+        news = [n.cost_usd for _, n in pairs]
+        new_total = "n/a" if any(c is None for c in news) else f"{sum(news):.6f}"  # type: ignore[arg-type]
+        lines.append(f"{label:<28} {model:<32} {len(pairs):>5} {old_total:>12} {new_total:>12}")
+    priced = [n.cost_usd for n in after if n.cost_usd is not None]
+    unpriced = sorted({n.model for n in after if n.cost_usd is None})
+    lines.append(f"total: {sum(priced):.6f} USD over {len(priced)} of {len(after)} records")
+    for model in unpriced:
+        lines.append(missing_price_note(model, sheet.name))
     return "\n".join(lines)
 
 

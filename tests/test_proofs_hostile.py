@@ -161,9 +161,15 @@ def test_api_key_from_env_appears_in_no_record_log_report_or_error(
         server.reset()
         server.script(default=Fault.error(401, message=f"Incorrect API key provided: {key}. Check it."))
         bad_dir = tmp_path / "bad"
-        bad = _key_run(project, server, bad_dir, "--bcas-no-cache")
+        # With the preflight (default) the session stops before any case, naming the variable.
+        pre = _key_run(project, server, tmp_path / "pre", "--bcas-no-cache")
+        assert pre.ret == pytest.ExitCode.USAGE_ERROR
+        assert "HTTP 401" in pre.stderr.str() and "$MY_KEY" in pre.stderr.str()
+        assert not (tmp_path / "pre" / "records.jsonl").exists()
+        # Without it, every item fails and is recorded with the (redacted) error.
+        bad = _key_run(project, server, bad_dir, "--bcas-no-cache", "--bcas-no-preflight")
         bad.assert_outcomes(failed=1)
-        assert server.requests >= 1
+        assert server.requests >= 2
 
     bad_records = [json.loads(x) for x in (bad_dir / "records.jsonl").read_text().splitlines()]
     assert bad_records and all(r["stop_reason"] == "error" for r in bad_records)
@@ -174,8 +180,8 @@ def test_api_key_from_env_appears_in_no_record_log_report_or_error(
         assert (run_dir / "records.jsonl").is_file() and (run_dir / "index.html").is_file()
         assert (run_dir / "run.log").stat().st_size > 0
     for needle in needles:
-        for folder in (ok_dir, bad_dir, tmp_path / "cache"):
+        for folder in (ok_dir, bad_dir, tmp_path / "pre", tmp_path / "cache"):
             assert _files_containing(folder, needle) == [], folder
-        for result in (ok, bad):
+        for result in (ok, pre, bad):
             assert needle.decode() not in result.stdout.str() + result.stderr.str()
         assert needle.decode() not in caplog.text

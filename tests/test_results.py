@@ -26,6 +26,11 @@ from bcas.results import (
 REPO = Path(__file__).resolve().parent.parent
 
 
+def key(config_id: str, item_id: str) -> tuple[str, str, str, str, str, int]:
+    """The answer identity of a ``make_record`` record (no fingerprint, no prompt hash, epoch 0)."""
+    return ("", config_id, "dh", item_id, "", 0)
+
+
 def make_record(item_id: str = "q1", config_id: str = "cfg", *, error: str | None = None, **changes: object) -> Record:
     fields: dict[str, object] = dict(
         run_id="run",
@@ -77,7 +82,7 @@ def test_record_round_trips_through_json() -> None:
     assert "\n" not in line
     again = Record.from_dict(json.loads(line))
     assert again == record
-    assert again.key == ("cfg", "dh", "q1")
+    assert again.key == key("cfg", "q1")
 
 
 def test_record_from_dict_keeps_unknown_fields_and_rejects_missing_ones() -> None:
@@ -155,7 +160,7 @@ def test_reprice_cli_recomputes_without_rerunning(tmp_path: Path) -> None:
     costs = {r.item_id: r.cost_usd for r in load_records(out)}
     assert costs["q1"] == pytest.approx(0.055923)
     assert costs["q2"] == pytest.approx(1.0)
-    assert "total: 1.055923 USD over 2 records" in proc.stdout
+    assert "total: 1.055923 USD over 2 of 2 records" in proc.stdout
     # the stored records are untouched
     assert {r.price_sheet for r in load_records(store.path)} == {"list"}
     bad = subprocess.run(
@@ -182,7 +187,7 @@ def test_append_resume_and_dataframe(tmp_path: Path) -> None:
     lines = store.path.read_text().splitlines()
     assert len(lines) == 2 and all(json.loads(line)["run_id"] == "run" for line in lines)
     again = ResultStore(tmp_path / "run")
-    assert again.done_keys() == {("cfg", "dh", "q1"), ("other", "dh", "q2")}
+    assert again.done_keys() == {key("cfg", "q1"), key("other", "q2")}
     frame = to_dataframe(tmp_path / "run")
     assert list(frame["item_id"]) == ["q1", "q2"]
     assert frame["tokens_in"].sum() == 2 * 12_345
@@ -193,7 +198,7 @@ def test_append_resume_and_dataframe(tmp_path: Path) -> None:
 def test_error_records_can_be_retried(tmp_path: Path) -> None:
     store = ResultStore(tmp_path / "run")
     store.append(make_record("q1", error="ModelError: timeout", prediction=""))
-    assert store.done_keys() == {("cfg", "dh", "q1")}
+    assert store.done_keys() == {key("cfg", "q1")}
     assert store.done_keys(include_errors=False) == set()
     store.append(make_record("q1"))
     (only,) = store.records()
@@ -261,7 +266,7 @@ def test_worker_files_merge_without_duplicates(tmp_path: Path) -> None:
     for p in procs:
         p.join(60)
         assert p.exitcode == 0
-    assert main.done_keys() == {("cfg", "dh", f"q{i}") for i in range(6)}
+    assert main.done_keys() == {key("cfg", f"q{i}") for i in range(6)}
     merged = main.merge()
     assert sorted(p.name for p in root.glob("records*.jsonl")) == ["records.jsonl"]
     raw = load_records(merged, deduplicate=False)

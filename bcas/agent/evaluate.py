@@ -31,17 +31,23 @@ async def evaluate_bcas(
     judge: Any = None,
     prices: PriceSheet | None = None,
     concurrency: int = 4,
+    model_fingerprint: str | None = None,
 ) -> list[Record]:
     """Records of every item of ``dataset`` under ``config`` (recorded ones are skipped).
 
     ``judge``: an ``LLMJudge`` (or ``None``).  ``concurrency``: trajectories in flight
-    at once (backends batch concurrent requests).  Returns the records made by this
+    at once (backends batch concurrent requests).  ``model_fingerprint``: the model's
+    identity (:mod:`bcas.llm.fingerprint`); default ``model:<model_id>``.  Returns the records made by this
     call, in dataset order.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    from bcas.identity import prompt_hash
+
+    fingerprint = model_fingerprint or f"model:{model.model_id}"
+    phash = prompt_hash("bcas")
     done = store.done_keys(include_errors=False) if store is not None else set()
-    todo = [item for item in dataset.items if (config.config_id, dataset.hash, item.id) not in done]
+    todo = [item for item in dataset.items if (fingerprint, config.config_id, dataset.hash, item.id, phash, 0) not in done]
     gate = asyncio.Semaphore(concurrency)
 
     async def one(item: Any) -> Record:
@@ -51,6 +57,7 @@ async def evaluate_bcas(
             if judge is not None and traj.stop_reason != "error":
                 verdict = await judge.judge(item.question, list(item.answers), traj.prediction)
             record = record_from_trajectory(traj, run_id=run_id, dataset=dataset, judge=verdict, prices=prices)
+            record = record.replace(model_fingerprint=fingerprint, prompt_hash=phash, seed=config.seed)
             if store is not None:
                 store.append(record)
             return record

@@ -129,10 +129,18 @@ class FaultServer:
         latency: float = 0.0,
         reply: Callable[[dict[str, Any]], str] = default_reply,
         model: str = "fault-server",
+        *,
+        strict_models: bool = False,
+        api_key: str | None = None,
     ) -> None:
         self.latency = latency
         self.reply = reply
         self.model = model
+        # strict_models: answer a chat request for another model name with vLLM's 404.
+        self.strict_models = strict_models
+        # api_key: answer any request without "Authorization: Bearer <api_key>" with a 401
+        # that echoes the key it was sent (as some servers do), to test redaction.
+        self.api_key = api_key
         self._lock = threading.Lock()
         self._script = _Script()
         self.log: list[RecordedRequest] = []
@@ -277,7 +285,19 @@ def _make_handler(owner: FaultServer) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
 
+        def _unauthorised(self) -> bool:
+            if owner.api_key is None:
+                return False
+            sent = self.headers.get("Authorization") or ""
+            if sent == f"Bearer {owner.api_key}":
+                return False
+            message = f"Incorrect API key provided: {sent.removeprefix('Bearer ')}"
+            self._send(401, json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode())
+            return True
+
         def do_GET(self) -> None:  # noqa: N802 - http.server naming
+            if self._unauthorised():
+                return
             if self.path.rstrip("/").endswith("/models"):
                 payload = {"object": "list", "data": [{"id": owner.model, "object": "model", "owned_by": "bcas"}]}
                 self._send(200, json.dumps(payload).encode())
@@ -293,6 +313,14 @@ def _make_handler(owner: FaultServer) -> type[BaseHTTPRequestHandler]:
                 body = None
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}).encode())
+                return
+            if self._unauthorised():
+                owner._record(RecordedRequest(self.path, body, dict(self.headers.items()), "unauthorised", time.time()))
+                return
+            if owner.strict_models and isinstance(body, dict) and body.get("model") != owner.model:
+                owner._record(RecordedRequest(self.path, body, dict(self.headers.items()), "unknown-model", time.time()))
+                message = f"The model `{body.get('model')}` does not exist."
+                self._send(404, json.dumps({"error": {"message": message, "type": "NotFoundError", "code": 404}}).encode())
                 return
             fault = owner._next_fault()
             owner._record(RecordedRequest(self.path, body, dict(self.headers.items()), fault.kind, time.time()))

@@ -80,7 +80,7 @@ def _summary_table(rows: list[SummaryRow]) -> str:
         [escape(r.grid), escape(r.model), escape(r.dataset), escape(r.label) + (" (ref)" if r.reference else ""),
          str(r.n), _pct(r.accuracy), f"{_pct(r.ci_lo)}–{_pct(r.ci_hi)}", _pct(r.judge_accuracy), str(r.judge_n),
          f"{r.mean_f1:.3f}", f"{r.mean_searches:.2f}", f"{r.mean_tokens_in:.0f}", f"{r.mean_tokens_out:.0f}",
-         f"{r.mean_llm_calls:.1f}", f"{r.cost_usd:.4f}", str(r.errors)]
+         f"{r.mean_llm_calls:.1f}", "—" if r.cost_usd is None else f"{r.cost_usd:.4f}", str(r.errors)]
         for r in rows
     ]
     return _table(headers, body, table_id="summary")
@@ -208,6 +208,54 @@ def _drilldown(records: list[dict[str, Any]], limit: int = 2000) -> str:
     return "".join(parts)
 
 
+def _notes(records: list[dict[str, Any]]) -> str:
+    """Run-level notes: models a price sheet could not price (their cost is unknown, not 0)."""
+    from bcas.results import missing_price_note
+
+    missing = sorted(
+        {(str(m.get("model")), str(m.get("sheet"))) for r in records
+         if isinstance(m := (r.get("extra") or {}).get("price_missing"), dict)}
+    )
+    if not missing:
+        return ""
+    items = "".join(f"<li>{escape(missing_price_note(model, sheet))}</li>" for model, sheet in missing)
+    return f'<div class="notes"><h2>Notes</h2><ul id="notes">{items}</ul></div>'
+
+
+def _gate_section(gate: Any) -> str:
+    """The regression gate: per gated case the paired numbers and verdict, then the overall verdict."""
+    if gate is None:
+        return ""
+    headers = ["case", "grid", "Holm family", "verdict", "n paired", "baseline %", "current %", "baseline only",
+               "current only", "p", "Holm threshold", "Holm p", "min detectable drop (pts)"]
+
+    def num(v: Any, fmt: str) -> str:
+        return "" if v is None else escape(format(v, fmt))
+
+    body = [
+        [escape(r.case_id), escape(r.grid), escape(f"{r.family} ({r.family_size})"), escape(r.verdict),
+         str(r.n_paired), _pct(r.baseline_acc), _pct(r.current_acc), num(r.worse_only, "d"), num(r.better_only, "d"),
+         num(r.p_value, ".4g"), num(r.holm_threshold, ".4g"), num(r.p_holm, ".4g"),
+         "" if r.min_drop is None else f"{r.min_drop * 100:.1f}"]
+        for r in gate.rows
+    ]
+    classes = ["sig" if r.verdict == "FAIL" else "" for r in gate.rows]
+    overall = str(gate.overall)
+    cls = "bad" if gate.failed or not overall.startswith("PASS") else "ok"
+    not_gated = "".join(f"<li>{escape(case_id)}: {escape(reason)}</li>" for case_id, reason in gate.not_gated)
+    return (
+        '<h2 id="regression-gate">Regression gate</h2>'
+        f'<p class="{cls}" id="gate-overall"><b>{escape(overall)}</b></p>'
+        f"<p>Baseline <code>{escape(str(gate.baseline))}</code>; {escape(gate.test)} on "
+        f"{escape(', '.join(gate.metrics))} over the items both runs recorded; alpha {escape(f'{gate.alpha:g}')}, "
+        f"Holm over each {escape(gate.family)} family (a planned case without a result counts as p = 1). "
+        "Min detectable drop: the smallest accuracy drop the case could call significant (every discordant item "
+        "lost); a case with none cannot fail.</p>"
+        + _table(headers, body, row_classes=classes, table_id="gate")
+        + (f"<p>Not gated:</p><ul>{not_gated}</ul>" if not_gated else "")
+    )
+
+
 def render_report(
     run_dir: Path,
     records: list[dict[str, Any]],
@@ -216,8 +264,9 @@ def render_report(
     grid_order: dict[str, list[str]] | None = None,
     title: str = "bcas report",
     profiles: list[dict[str, Any]] | None = None,
+    gate: Any = None,
 ) -> Path:
-    """Write ``index.html`` into ``run_dir`` and return its path."""
+    """Write ``index.html`` into ``run_dir`` and return its path (``gate``: a ``GateReport``)."""
     grid_order = grid_order or {}
     html = (
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -225,7 +274,9 @@ def render_report(
         f"script-src '{SCRIPT_HASH}'; img-src data:\">"
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
         f"<h1>{escape(title)}</h1><p>{len(records)} records · run <code>{escape(run_dir.name)}</code></p>"
-        "<h2>Summary</h2>" + _summary_table(rows)
+        + _notes(records)
+        + _gate_section(gate)
+        + "<h2>Summary</h2>" + _summary_table(rows)
         + "<h2>Paired comparisons against each grid's reference</h2>"
         + "<p>Difference = configuration − reference on the same items; Newcombe (1998) paired 95% interval; "
         "exact McNemar p, Holm-adjusted within each grid (shaded: significant at 0.05).</p>"

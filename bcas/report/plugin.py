@@ -21,8 +21,10 @@ import pytest
 
 OPTIONS: list[tuple[str, str, Any, str]] = [
     # (name, kind, default, help)
-    ("model", "append", None, "model to evaluate (repeatable); a GGUF path, a served model name or a HF id; "
-                              "default: the backend's default (embedded: SmolLM2-135M-Instruct)"),
+    ("model", "append", None, "model to evaluate (repeatable): BACKEND:MODEL (embedded:path.gguf, openai:qwen3-8b, "
+                              "vllm:Qwen/Qwen3-8B, mock:gold|verbose|random), a bare backend name for its default "
+                              "model, or a plain GGUF path / served name / HF id of --bcas-backend; default: the "
+                              "backend's default (embedded: SmolLM2-135M-Instruct)"),
     ("backend", "str", "embedded", "model backend: embedded | openai | vllm"),
     ("base-url", "str", None, "base URL of an OpenAI-compatible server (openai backend)"),
     ("api-key-env", "str", None, "name of the environment variable holding the server's API key"),
@@ -34,6 +36,8 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
     ("grid", "str", "smoke", "comma-separated grids: smoke, search_scaling, context_scaling, ablation, madara, rsc"),
     ("limit", "int", None, "items per dataset (seeded subset; default: the grid's limit, else 20)"),
     ("seed", "int", 0, "seed of the item subset and of sampling"),
+    ("epochs", "int", 1, "run each item this many times with distinct recorded sampling seeds (for sampled "
+                         "decoding); accuracy is the mean of per-item means, intervals clustered by item"),
     ("concurrency", "int", None, "items of one case in flight at once (default: 1 for the embedded backend, whose "
                                  "single in-process model then reuses each conversation's cached prefix; 8 otherwise)"),
     ("judge", "str", "none", "LLM judge: none | same | BACKEND[:MODEL] (e.g. openai:gpt-4o-mini)"),
@@ -42,9 +46,20 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
     ("prices", "str", None, "price sheet TOML (default: the sheet installed with bcas, bcas/resources/prices.toml)"),
     ("baseline", "str", None, "baseline for the regression gate: a run directory, records.jsonl or baseline JSON"),
     ("min-accuracy", "float", None, "fail a case whose EM accuracy is below this floor"),
+    ("alpha", "float", 0.05, "significance level of the regression gate"),
+    ("gate-family", "str", "session", "cases one Holm correction of the gate covers: session (default: a CI run is "
+                                      "one decision, its false-alarm rate stays at alpha however many cases run) | "
+                                      "grid | case"),
+    ("max-drop", "float", 0.0, "regression gate tolerance in accuracy points: fail a case only when its drop is "
+                               "significantly larger (Tango score test)"),
+    ("gate-strict", "bool", False, "usage error before anything runs when a gated case cannot fail at --bcas-alpha "
+                                   "(too few paired items for its Holm threshold)"),
     ("report", "str", None, "run directory for records and reports (default reports/<grids>)"),
     ("allow-errors", "bool", False, "do not fail a case whose items end with stop_reason=error"),
     ("no-cache", "bool", False, "disable the generation cache"),
+    ("no-preflight", "bool", False, "skip the session-start check of every server endpoint (models and judge)"),
+    ("require-prices", "bool", False, "stop at session start when the price sheet has no price for a model "
+                                      "(default: such a model's records get cost_usd null and a warning)"),
 ]
 
 DEFAULT_LIMIT = 20
@@ -104,18 +119,70 @@ def _get(config: pytest.Config, name: str) -> Any:
 
 @dataclass(frozen=True)
 class ModelSpec:
+    """One evaluated model: its backend, its name for that backend and where it is served.
+
+    ``name`` overrides the derived label (set when two models of a run would share one).
+    """
+
     backend: str
     model: str | None
     base_url: str | None = None
     api_key_env: str | None = None
+    name: str | None = None
 
     @property
     def label(self) -> str:
+        if self.name:
+            return self.name
         if self.model is None:
             return {"embedded": "smollm2-135m"}.get(self.backend, self.backend)
         stem = Path(self.model).name if os.sep in self.model or self.model.endswith(".gguf") else self.model
         stem = re.sub(r"\.gguf$", "", stem.split("/")[-1])
-        return re.sub(r"[^A-Za-z0-9_.+-]+", "-", stem).lower()
+        stem = re.sub(r"[^A-Za-z0-9_.+-]+", "-", stem).lower()
+        return f"mock-{stem}" if self.backend == "mock" else stem
+
+
+def parse_model_spec(value: str | None, default_backend: str, backends: Any) -> tuple[str, str | None]:
+    """``BACKEND:MODEL``, a bare backend name (its default model) or a plain model of ``default_backend``.
+
+    ``embedded:path.gguf``, ``openai:qwen3-8b``, ``mock:gold``, ``embedded`` -> (backend, model);
+    ``path.gguf`` or ``Qwen/Qwen3-8B`` -> (default_backend, value).
+    """
+    if value is None:
+        return default_backend, None
+    text = value.strip()
+    if text in backends:
+        return text, None
+    head, sep, rest = text.partition(":")
+    if sep and head in backends:
+        return head, (rest or None)
+    return default_backend, text
+
+
+def _model_specs(config: pytest.Config, backend: str, base_url: str | None) -> list[ModelSpec]:
+    from bcas.llm import BACKENDS
+
+    key_env = _get(config, "api-key-env")
+    specs: list[ModelSpec] = []
+    for raw in _get(config, "model") or [None]:
+        chosen, model = parse_model_spec(raw, backend, BACKENDS)
+        if chosen == "openai" and not base_url:
+            raise pytest.UsageError(
+                f"--bcas-model {raw}: the openai backend needs --bcas-base-url (e.g. http://127.0.0.1:8000/v1)"
+            )
+        if chosen == "openai" and not model:
+            raise pytest.UsageError(f"--bcas-model {raw}: the openai backend needs a model name (openai:NAME)")
+        served = chosen == "openai"
+        specs.append(ModelSpec(chosen, model, base_url if served else None, key_env if served else None))
+    if len(set(specs)) != len(specs):
+        raise pytest.UsageError(f"--bcas-model: a model is given twice: {[s.model for s in specs]}")
+    labels = [s.label for s in specs]
+    if len(set(labels)) != len(labels):  # e.g. one GGUF embedded and behind a server: say which is which
+        specs = [ModelSpec(s.backend, s.model, s.base_url, s.api_key_env, f"{s.label}@{s.backend}") for s in specs]
+        labels = [s.label for s in specs]
+        if len(set(labels)) != len(labels):
+            raise pytest.UsageError(f"--bcas-model: two models would share the label(s) {sorted(labels)}")
+    return specs
 
 
 @dataclass(frozen=True)
@@ -153,8 +220,17 @@ class Settings:
     run_dir: Path
     allow_errors: bool
     cache: bool
+    preflight: bool = True
+    require_prices: bool = False
+    epochs: int = 1
     corpus: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _positive(value: int, name: str) -> int:
+    if value < 1:
+        raise pytest.UsageError(f"--bcas-{name}: expected an integer >= 1, got {value}")
+    return value
 
 
 def read_settings(config: pytest.Config) -> Settings:
@@ -166,7 +242,7 @@ def read_settings(config: pytest.Config) -> Settings:
     base_url = _get(config, "base-url")
     if backend == "openai" and not base_url:
         raise pytest.UsageError("--bcas-backend openai needs --bcas-base-url (e.g. http://127.0.0.1:8000/v1)")
-    models = [ModelSpec(backend, m, base_url, _get(config, "api-key-env")) for m in (_get(config, "model") or [None])]
+    models = _model_specs(config, backend, base_url)
     grids = [g.strip() for g in str(_get(config, "grid")).split(",") if g.strip()]
     from bcas.report.grids import GRIDS
 
@@ -195,7 +271,8 @@ def read_settings(config: pytest.Config) -> Settings:
         datasets=datasets,
         limit=_get(config, "limit"),
         seed=_get(config, "seed"),
-        concurrency=max(1, _get(config, "concurrency") or (1 if backend == "embedded" else 8)),
+        epochs=_positive(_get(config, "epochs"), "epochs"),
+        concurrency=max(1, _get(config, "concurrency") or (1 if any(m.backend == "embedded" for m in models) else 8)),
         judge=_get(config, "judge"),
         judge_base_url=_get(config, "judge-base-url"),
         judge_repeats=max(1, _get(config, "judge-repeats")),
@@ -205,6 +282,8 @@ def read_settings(config: pytest.Config) -> Settings:
         run_dir=run_dir,
         allow_errors=bool(_get(config, "allow-errors")),
         cache=not bool(_get(config, "no-cache")),
+        preflight=not bool(_get(config, "no-preflight")),
+        require_prices=bool(_get(config, "require-prices")),
         corpus=corpus,
     )
 
@@ -257,7 +336,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
         config._bcas_token = uuid.uuid4().hex[:10]  # type: ignore[attr-defined]
     config._bcas_settings = read_settings(config)  # type: ignore[attr-defined]  # bad options fail here, early
-    if _get(config, "backend") == "vllm" and _xdist_workers(config) > 1:
+    _gate_options(config)
+    if any(m.backend == "vllm" for m in config._bcas_settings.models) and _xdist_workers(config) > 1:
         raise pytest.UsageError(
             "--bcas-backend vllm runs one in-process engine per xdist worker on the same GPU; with "
             f"-n {_xdist_workers(config)} they would compete for its memory. Run without -n, or start one "
@@ -314,6 +394,51 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     config._bcas_n_cases = gated  # type: ignore[attr-defined]
 
 
+def _gate_options(config: pytest.Config) -> None:
+    from bcas.report.gate_power import GATE_OPTIONS, GateOptions
+
+    try:
+        config.stash[GATE_OPTIONS] = GateOptions.parse(
+            _get(config, "alpha"), _get(config, "gate-family"), _get(config, "max-drop"), _get(config, "gate-strict")
+        )
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The regression gate's power, once the cases and their Holm families are known (before any runs)."""
+    config = session.config
+    settings = getattr(config, "_bcas_settings", None)
+    if settings is None or not settings.baseline:
+        return
+    cases = [item.callspec.params["bcas_case"] for item in session.items
+             if "bcas_case" in getattr(getattr(item, "callspec", None), "params", {})]
+    if not cases:
+        return
+    from bcas.report.gate_power import collected_plan
+    from bcas.report.grids import get_grid
+
+    limits = {c.id: settings.limit if settings.limit is not None else get_grid(c.grid).limit or DEFAULT_LIMIT
+              for c in cases}
+    collected_plan(config, cases, limits, settings.baseline, settings.seed, settings.run_dir, config._bcas_token)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    """Per-case gate numbers as JUnit XML properties (``--junitxml``)."""
+    callspec = getattr(item, "callspec", None)
+    sess = getattr(item.config, "_bcas_session", None)
+    if call.when == "call" and sess is not None and callspec is not None and "bcas_case" in callspec.params:
+        from bcas.report.gate_power import GATE_PLAN
+        from bcas.report.gate_report import junit_properties
+
+        case = callspec.params["bcas_case"]
+        plan = item.config.stash.get(GATE_PLAN, None)
+        result = next((r for r in reversed(sess.gate_results) if r.case_id == case.id), None)
+        item.user_properties.extend(junit_properties(result, plan.cases.get(case.id) if plan else None))
+    yield
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     sess = getattr(config, "_bcas_session", None)
@@ -322,7 +447,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         config.workeroutput["bcas_cases"] = sess.cases_run  # type: ignore[attr-defined]
         sess.close()
         return
-    if is_worker:
+    if is_worker or exitstatus == pytest.ExitCode.USAGE_ERROR:
         return
     n_cases = getattr(config, "_bcas_n_cases", 0)
     if sess is None and n_cases == 0 and not _ran_cases_elsewhere(config):
@@ -333,6 +458,82 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config._bcas_final = result  # type: ignore[attr-defined]
     if result is not None and result.holm_failures and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Preflight every server endpoint of the run before any case (bcas.llm.preflight)."""
+    config = session.config
+    if hasattr(config, "workerinput") or config.option.collectonly:
+        return
+    settings = getattr(config, "_bcas_settings", None)
+    if settings is None:
+        return
+    _check_prices(settings)
+    _check_run_dir(settings)
+    if settings.preflight:
+        _preflight(config, settings)
+
+
+def _check_run_dir(settings: Settings) -> None:
+    """A run folder with 0.1.0 records (no fingerprints) is not written into (never mixed)."""
+    if not settings.run_dir.is_dir():
+        return
+    from bcas.results import RecordError, ResultStore
+
+    try:
+        ResultStore(settings.run_dir).check_writable()
+    except RecordError as exc:
+        raise pytest.UsageError(f"--bcas-report: {exc}") from None
+
+
+def _endpoints(settings: Settings) -> list[tuple[str, str, str | None]]:
+    """(base_url, model, api_key_env) of every server the run talks to, models then judge."""
+    seen: list[tuple[str, str, str | None]] = []
+    for spec in settings.models:
+        if spec.base_url and spec.model:
+            seen.append((spec.base_url, spec.model, spec.api_key_env))
+    judge = settings.judge
+    if judge not in ("none", "same"):
+        backend, _, name = judge.partition(":")
+        base = settings.judge_base_url or next((m.base_url for m in settings.models if m.base_url), None)
+        if backend == "openai" and base and name:
+            key_env = next((m.api_key_env for m in settings.models if m.base_url == base), None)
+            seen.append((base, name, key_env))
+    return list(dict.fromkeys(seen))
+
+
+def _preflight(config: pytest.Config, settings: Settings) -> None:
+    from bcas.llm.preflight import PreflightError, preflight
+
+    results = []
+    tr = config.pluginmanager.getplugin("terminalreporter")
+    for base_url, model, key_env in _endpoints(settings):
+        try:
+            result = preflight(base_url, model, api_key_env=key_env)
+        except PreflightError as exc:
+            raise pytest.UsageError(f"preflight failed: {exc} (--bcas-no-preflight skips this check)") from None
+        for warning in result.warnings:
+            if tr is not None:
+                tr.write_line(f"[bcas] warning: {warning}", yellow=True)
+        results.append(result.to_dict())
+    config._bcas_preflight = results  # type: ignore[attr-defined]
+
+
+def _check_prices(settings: Settings) -> None:
+    """``--bcas-require-prices``: every evaluated model must have a price in the sheet."""
+    if not settings.require_prices:
+        return
+    from bcas.results import PriceError, load_price_sheet
+
+    try:
+        sheet = load_price_sheet(settings.prices)
+    except PriceError as exc:
+        raise pytest.UsageError(f"--bcas-prices: {exc}") from None
+    for spec in settings.models:
+        try:
+            sheet.price_for(spec.label)
+        except PriceError as exc:
+            raise pytest.UsageError(f"--bcas-require-prices: {exc}") from None
 
 
 def _ran_cases_elsewhere(config: pytest.Config) -> bool:
@@ -364,3 +565,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.write_line("GATE FAILURE (Holm across the session): " + failure, red=True)
     tr.write_line(f"records: {result.records_path}")
     tr.write_line(f"report:  {result.report_path}")
+    gate = getattr(result, "gate", None)
+    if gate is not None:
+        tr.section("regression gate")
+        for line in gate.lines():
+            tr.write_line(line, red=line.startswith("overall: FAIL"),
+                          yellow=line.startswith("overall: CANNOT") or line.startswith("overall: NOTHING"))

@@ -7,12 +7,17 @@ import traceback
 from typing import Any
 
 
-async def run_item_record(ctx: Any, item: Any) -> Any:
-    """Run ``item`` under the case in ``ctx`` and return its ``bcas.results.Record``.
+async def run_item_record(ctx: Any, item: Any, epoch: int = 0) -> Any:
+    """Run ``item`` (its ``epoch``-th sample) under the case in ``ctx``; return its ``Record``.
 
     A failure inside the pipeline never loses the item: it becomes a record with
     ``stop_reason="error"`` and the error text, which the case's invariants report.
+    Epoch ``e`` samples with :func:`bcas.identity.epoch_seed` (the run's seed for epoch 0);
+    the record keeps the configuration's own id and says its epoch and seed.
     """
+    from dataclasses import replace
+
+    from bcas.identity import epoch_seed
     from bcas.results import Record, reprice_record
 
     session = ctx.session
@@ -21,12 +26,14 @@ async def run_item_record(ctx: Any, item: Any) -> Any:
     run_id = session.settings.run_dir.name
     extra = dict(ctx.extra_base)
     extra["model_id"] = getattr(ctx.model, "model_id", "")
+    seed = epoch_seed(ctx.config.seed, epoch)
+    sampling = ctx.config if seed == ctx.config.seed else replace(ctx.config, seed=seed)
     started = time.perf_counter()
     try:
         if kind == "bcas":
-            record = await _bcas_record(ctx, item, run_id, extra)
+            record = await _bcas_record(ctx, item, run_id, extra, sampling)
         elif kind == "madara":
-            record = await _madara_record(ctx, item, run_id)
+            record = await _madara_record(ctx, item, run_id, sampling)
         else:
             raise ValueError(f"kind {kind!r} has no per-item records")
     except Exception as exc:  # noqa: BLE001 - any failure becomes an error record, never a lost item
@@ -52,22 +59,25 @@ async def run_item_record(ctx: Any, item: Any) -> Any:
             created_at=time.time(),
         )
     merged = {**(record.extra or {}), **extra}
-    record = record.replace(model=case.model.label, label=case.entry.label, run_id=run_id, extra=merged)
+    record = record.replace(
+        model=case.model.label, label=case.entry.label, run_id=run_id, extra=merged,
+        config_id=ctx.config.config_id, config=ctx.config.to_dict(), epoch=epoch, seed=seed, **ctx.identity,
+    )
     judge = session.judge()
     if judge is not None and record.error is None and record.prediction:
-        verdict = await judge.judge(item.question, list(item.answers), record.prediction)
-        vd = verdict.to_dict() if hasattr(verdict, "to_dict") else dict(verdict)
-        record = record.replace(judge_verdict=vd.get("verdict"), judge=vd)
+        from bcas.grading import grade_record
+
+        record = await grade_record(record, judge, session.grade_id())
     if session.prices is not None:
         record = reprice_record(record, session.prices)
     return record
 
 
-async def _bcas_record(ctx: Any, item: Any, run_id: str, extra: dict[str, Any]) -> Any:
+async def _bcas_record(ctx: Any, item: Any, run_id: str, extra: dict[str, Any], config: Any) -> Any:
     from bcas.agent import run_bcas
     from bcas.results import record_from_trajectory
 
-    trajectory = await run_bcas(item, ctx.model, ctx.retriever, ctx.config)
+    trajectory = await run_bcas(item, ctx.model, ctx.retriever, config)
     extra = {**extra, "agent_tokens_out": trajectory.tokens_out}
     record = record_from_trajectory(trajectory, run_id=run_id, dataset=ctx.dataset, extra=extra)
     titles = ctx.session.titles(ctx.case.dataset)
@@ -78,10 +88,8 @@ async def _bcas_record(ctx: Any, item: Any, run_id: str, extra: dict[str, Any]) 
     return record.replace(steps=steps)
 
 
-async def _madara_record(ctx: Any, item: Any, run_id: str) -> Any:
+async def _madara_record(ctx: Any, item: Any, run_id: str, config: Any) -> Any:
     from bcas.assess import run_madara
 
     profile = getattr(ctx, "profile", None)
-    return await run_madara(
-        item, ctx.model, ctx.retriever, ctx.config, dataset=ctx.dataset, profile=profile, run_id=run_id
-    )
+    return await run_madara(item, ctx.model, ctx.retriever, config, dataset=ctx.dataset, profile=profile, run_id=run_id)

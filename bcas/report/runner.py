@@ -72,9 +72,11 @@ class BcasSession:
         self._titles: dict[tuple[str, str], dict[str, str]] = {}
         self._corpus: Any = None
         self._gold: dict[str, Any] = {}
+        self._fingerprints: dict[Any, str] = {}
+        self._grade_id: str | None = None
         self.cases_run = 0
+        self.unpriced: set[tuple[str, str]] = set()
         self.gate_results: list[Any] = []
-        self._baseline = None
         self.progress = _progress_writer(config)
 
     # -- shared resources ---------------------------------------------------------
@@ -168,14 +170,71 @@ class BcasSession:
             self._judge = LLMJudge(judge_model, repeats=self.settings.judge_repeats)
         return self._judge
 
-    def baseline(self) -> dict[str, dict[str, bool]] | None:
-        if self.settings.baseline and self._baseline is None:
-            from bcas.report.gate import load_baseline
-
-            self._baseline = load_baseline(self.settings.baseline)
-        return self._baseline
-
     # -- running a case ------------------------------------------------------------
+    def fingerprint(self, spec: Any) -> str:
+        """The model's identity (bcas.llm.fingerprint), computed once per session."""
+        if spec not in self._fingerprints:
+            from bcas.llm.fingerprint import model_fingerprint
+
+            loaded = self._models.get(spec)
+            self._fingerprints[spec] = model_fingerprint(
+                spec.backend, spec.model, base_url=spec.base_url, api_key_env=spec.api_key_env,
+                verify=getattr(self.settings, "preflight", True), loaded=loaded,
+            )
+        return self._fingerprints[spec]
+
+    def judge_fingerprint(self) -> str | None:
+        """Identity of the session's judge model (None without a judge)."""
+        spec = self.settings.judge
+        if spec == "none":
+            return None
+        if spec == "same":
+            return self.fingerprint(self.settings.models[0])
+        from bcas.llm.fingerprint import model_fingerprint
+
+        backend, _, name = spec.partition(":")
+        base = self.settings.judge_base_url or next((m.base_url for m in self.settings.models if m.base_url), None)
+        return model_fingerprint(backend, name or None, base_url=base, verify=getattr(self.settings, "preflight", True))
+
+    def grade_id(self) -> str | None:
+        """Identity of the session's grades: judge fingerprint + judge prompt hash + repeats."""
+        if self._grade_id is None and self.settings.judge != "none":
+            from bcas.identity import grade_id
+
+            self._grade_id = grade_id(self.judge_fingerprint() or "", self.settings.judge_repeats)
+        return self._grade_id
+
+    async def _grade_missing(self, case: Any, ds: Any, config_id: str, fingerprint: str, phash: str) -> None:
+        """Grade recorded answers of this case that the session's judge has not graded yet."""
+        gid = self.grade_id()
+        judge = self.judge()
+        if gid is None or judge is None:
+            return
+        from bcas.grading import grade_record
+
+        by_id = {it.id: it for it in ds.items}
+        stale = [
+            r for r in self.store.records()
+            if r.config_id == config_id and r.dataset_hash == ds.hash and r.model_fingerprint == fingerprint
+            and r.prompt_hash == phash and r.item_id in by_id and gid not in (r.grades or {})
+        ]
+        for rec in stale:
+            graded = await grade_record(rec, judge, gid)
+            await asyncio.to_thread(self.store.append, graded)
+
+    def _note_price(self, record: Any) -> None:
+        """One warning per model per session when the price sheet cannot price it."""
+        missing = (record.extra or {}).get("price_missing")
+        if not isinstance(missing, dict):
+            return
+        key = (str(missing.get("model")), str(missing.get("sheet")))
+        if key in self.unpriced:
+            return
+        self.unpriced.add(key)
+        from bcas.results import missing_price_note
+
+        self.progress(f"[bcas] warning: {missing_price_note(*key)}; its records get cost_usd null")
+
     def limit_for(self, case: Any) -> int | None:
         if self.settings.limit is not None:
             return self.settings.limit
@@ -194,21 +253,30 @@ class BcasSession:
         config: RunConfig = replace(case.entry.config, seed=self.settings.seed)
         if case.entry.kind == "rsc":
             return await self._run_rsc(case, ds, config, t0)
+        from bcas.identity import prompt_hash
+
         done = self.store.done_keys(include_errors=False)
         config_id = config.config_id  # computed from the whole config: once, not per item
-        todo = [it for it in ds.items if (config_id, ds.hash, it.id) not in done]
-        skipped = len(ds.items) - len(todo)
+        fingerprint = self.fingerprint(case.model)
+        phash = prompt_hash(case.entry.kind)
+        epochs = self.settings.epochs
+        wanted = [(it, e) for it in ds.items for e in range(epochs)]
+        todo = [(it, e) for it, e in wanted if (fingerprint, config_id, ds.hash, it.id, phash, e) not in done]
+        skipped = len(wanted) - len(todo)
         model = self.model(case.model)
         context = CaseContext(self, case, ds, config, model)
-        await context.prepare(todo)
+        context.identity = {"model_fingerprint": fingerprint, "prompt_hash": phash}
+        await context.prepare([it for it, _ in todo])
         sem = asyncio.Semaphore(self.settings.concurrency)
         finished = 0
         last_report = time.perf_counter()
 
-        async def one(item: Any) -> None:
+        async def one(job: tuple[Any, int]) -> None:
             nonlocal finished, last_report
+            item, epoch = job
             async with sem:
-                record = await context.run_item(item)
+                record = await context.run_item(item, epoch)
+            self._note_price(record)
             # The append fsyncs; off the event loop, so items in flight keep moving.
             await asyncio.to_thread(self.store.append, record)
             finished += 1
@@ -217,19 +285,22 @@ class BcasSession:
                 last_report = now
                 rate = finished / max(now - t0, 1e-9)
                 self.progress(
-                    f"[bcas] {case.id}: {finished + skipped}/{len(ds.items)} items ({rate:.2f} items/s)"
+                    f"[bcas] {case.id}: {finished + skipped}/{len(wanted)} items ({rate:.2f} items/s)"
                 )
 
         if skipped:
-            self.progress(f"[bcas] {case.id}: resuming, {skipped} of {len(ds.items)} items already recorded")
-        await asyncio.gather(*(one(item) for item in todo))
+            self.progress(f"[bcas] {case.id}: resuming, {skipped} of {len(wanted)} items already recorded")
+        await asyncio.gather(*(one(job) for job in todo))
+        await self._grade_missing(case, ds, config_id, fingerprint, phash)
         self.cases_run += 1
+        item_ids = {it.id for it in ds.items}
         records = [
             r.to_dict() for r in self.store.records()
-            if r.config_id == config_id and r.dataset_hash == ds.hash and r.model == case.model.label
+            if r.config_id == config_id and r.dataset_hash == ds.hash and r.model_fingerprint == fingerprint
+            and r.prompt_hash == phash and r.item_id in item_ids and r.epoch < epochs
         ]
         outcome = CaseOutcome(case.id, records, len(todo), skipped, time.perf_counter() - t0)
-        outcome.violations = check_invariants(case, ds, config, records, self.settings.allow_errors)
+        outcome.violations = check_invariants(case, ds, config, records, self.settings.allow_errors, epochs)
         return outcome
 
     def gate(self, case: Any, outcome: CaseOutcome, floor: float | None) -> list[str]:
@@ -240,12 +311,10 @@ class BcasSession:
         floor = floor if floor is not None else self.settings.min_accuracy
         if floor is not None and acc < floor:
             failures.append(f"regression gate: {case.id}: EM accuracy {acc:.3f} over {n} items is below the floor {floor:.3f}")
-        baseline = self.baseline()
-        if baseline is not None:
-            from bcas.report.gate import check_case
+        if self.settings.baseline:
+            from bcas.report.gate_power import gate_in_session
 
-            n_gated = int(getattr(self.config, "_bcas_n_cases", 1) or 1) if self.config is not None else 1
-            res = check_case(case.id, outcome.records, baseline, n_gated)
+            res = gate_in_session(self, case, outcome.records)
             if res is not None:
                 self.gate_results.append(res)
                 if res.failed_now:
@@ -313,6 +382,7 @@ class CaseContext:
         self.config = config
         self.model = model
         self.retriever = None
+        self.identity: dict[str, str] = {}
         self.extra_base = {
             "grid": case.grid,
             "kind": case.entry.kind,
@@ -340,24 +410,31 @@ class CaseContext:
             self.session._rsc_profiles[key] = cached
         return cached
 
-    async def run_item(self, item: Any) -> dict[str, Any]:
+    async def run_item(self, item: Any, epoch: int = 0) -> Any:
         from bcas.report.records import run_item_record
 
-        record = await run_item_record(self, item)
+        record = await run_item_record(self, item, epoch)
         if self.case.entry.kind == "bcas":
             record = self.session.with_evidence_recall(self.case.dataset, item, record)
         return record
 
 
-def check_invariants(case: Any, ds: Any, config: RunConfig, records: list[dict[str, Any]], allow_errors: bool) -> list[str]:
+def check_invariants(
+    case: Any, ds: Any, config: RunConfig, records: list[dict[str, Any]], allow_errors: bool, epochs: int | None = None
+) -> list[str]:
     """Every item recorded once; budgets respected; no errored items unless allowed."""
     problems = []
-    ids = [r.get("item_id") for r in records]
-    expected = {it.id for it in ds.items}
-    missing = expected - set(ids)
+    keys = [(str(r.get("item_id")), int(r.get("epoch") or 0)) for r in records]
+    epochs = max([e for _, e in keys] + [0]) + 1 if epochs is None else epochs
+    expected = {(it.id, e) for it in ds.items for e in range(epochs)}
+    missing = expected - set(keys)
     if missing:
-        problems.append(f"{len(missing)} items not recorded: {sorted(missing)[:5]}")
-    dupes = {i for i in ids if ids.count(i) > 1}
+        shown = sorted(i if e == 0 else f"{i}@epoch{e}" for i, e in missing)[:5]
+        problems.append(f"{len(missing)} items not recorded: {shown}")
+    counts: dict[tuple[str, int], int] = {}
+    for key in keys:
+        counts[key] = counts.get(key, 0) + 1
+    dupes = {i for (i, _), n in counts.items() if n > 1}
     if dupes:
         problems.append(f"items recorded more than once: {sorted(dupes)[:5]}")
     if case.entry.kind == "bcas":
@@ -374,8 +451,15 @@ def check_invariants(case: Any, ds: Any, config: RunConfig, records: list[dict[s
     if not allow_errors:
         errs = [r for r in records if r.get("stop_reason") == "error"]
         if errs:
+            distinct: dict[str, list[str]] = {}
+            for r in errs:
+                distinct.setdefault(str(r.get("error")), []).append(str(r.get("item_id")))
+            shown = "; ".join(
+                f"{len(ids)}x {message} (e.g. {ids[0]})" for message, ids in list(distinct.items())[:5]
+            )
+            more = f"; and {len(distinct) - 5} more distinct errors" if len(distinct) > 5 else ""
             problems.append(
-                f"{len(errs)} items ended in error (first: {errs[0].get('item_id')}: {errs[0].get('error')}); "
+                f"{len(errs)} items ended in error, {len(distinct)} distinct: {shown}{more}; "
                 "pass --bcas-allow-errors to accept"
             )
     return problems
@@ -387,6 +471,7 @@ class FinalResult:
     report_path: Path | None
     table_lines: list[str]
     holm_failures: list[str]
+    gate: Any = None  # bcas.report.gate_report.GateReport when a baseline gate ran
 
 
 def finalize_run(settings: Any, session: BcasSession | None, token: str = "run") -> FinalResult | None:
@@ -406,8 +491,12 @@ def finalize_run(settings: Any, session: BcasSession | None, token: str = "run")
         return None
     rows, comps = write_summaries(settings.run_dir, records)
     order = {name: [e.label for e in grid.entries] for name, grid in GRIDS.items()}
+    from bcas.report.gate_report import session_gate_report
+
+    gate = session_gate_report(settings.run_dir, token)  # full Holm step-down per family
     report = render_report(
-        settings.run_dir, records, rows, comps, order, title=f"bcas — {settings.run_dir.name}", profiles=profiles
+        settings.run_dir, records, rows, comps, order, title=f"bcas — {settings.run_dir.name}", profiles=profiles,
+        gate=gate,
     )
     lines = [f"{'model':<16}{'dataset':<18}{'config':<28}{'n':>4}{'EM%':>7}{'95% CI':>14}{'srch':>6}{'tok out':>9}"]
     for r in rows:
@@ -415,21 +504,14 @@ def finalize_run(settings: Any, session: BcasSession | None, token: str = "run")
             f"{r.model[:15]:<16}{r.dataset[:17]:<18}{r.label[:27]:<28}{r.n:>4}{r.accuracy * 100:>7.1f}"
             f"{f'{r.ci_lo * 100:.0f}-{r.ci_hi * 100:.0f}':>14}{r.mean_searches:>6.2f}{r.mean_tokens_out:>9.0f}"
         )
-    holm_failures: list[str] = []
-    all_results = read_gate_files(settings.run_dir, token)
-    if all_results:
-        from bcas.report.gate import holm_session
-
-        for res in holm_session(all_results):
-            if not res.failed_now:
-                holm_failures.append(res.message())
+    holm_failures: list[str] = gate.holm_failures if gate is not None else []
     for prof in profiles:
         dec = prof.get("decision") or {}
         lines.append(
             f"RSC {prof.get('model_label')} / {prof.get('dataset')}: rho_hat={prof.get('rho_hat')} "
             f"rho*={prof.get('rho_star')} class={prof.get('classification')} -> {dec.get('treatment')}"
         )
-    return FinalResult(store.path, report, lines, holm_failures)
+    return FinalResult(store.path, report, lines, holm_failures, gate)
 
 
 def _plain_decision(decision: Any) -> dict[str, Any]:
@@ -446,21 +528,5 @@ def read_profiles(run_dir: Path) -> list[dict[str, Any]]:
         try:
             out.append(json.loads(path.read_text(encoding="utf-8")))
         except json.JSONDecodeError:
-            continue
-    return out
-
-
-def read_gate_files(run_dir: Path, token: str) -> list[Any]:
-    """Gate results of this session (all its workers); older sessions' files are removed."""
-    from bcas.report.gate import GateResult
-
-    for path in run_dir.glob("gate.*.json"):
-        if not path.name.startswith(f"gate.{token}."):
-            path.unlink(missing_ok=True)
-    out = []
-    for path in sorted(run_dir.glob(f"gate.{token}.*.json")):
-        try:
-            out.extend(GateResult(**d) for d in json.loads(path.read_text(encoding="utf-8")))
-        except (json.JSONDecodeError, TypeError):
             continue
     return out

@@ -60,10 +60,18 @@ class SummaryRow:
     mean_tokens_in: float
     mean_tokens_out: float
     mean_llm_calls: float
-    cost_usd: float
+    cost_usd: float | None  # None when any record of the row has no known cost (never shown as 0)
     errors: int
     reference: bool
     treatment: str | None = None
+
+
+def _total_cost(recs: list[dict[str, Any]]) -> float | None:
+    """Sum of the records' costs; ``None`` (unknown) as soon as one record has no cost."""
+    costs = [r.get("cost_usd") for r in recs]
+    if any(c is None for c in costs):
+        return None
+    return sum(float(c) for c in costs)
 
 
 def _mean(values: list[float]) -> float:
@@ -104,7 +112,7 @@ def summarize(records: Iterable[dict[str, Any]]) -> list[SummaryRow]:
                 mean_tokens_in=_mean([float(r.get("tokens_in") or 0) for r in recs]),
                 mean_tokens_out=_mean([float(r.get("tokens_out") or 0) for r in recs]),
                 mean_llm_calls=_mean([float(r.get("llm_calls") or 0) for r in recs]),
-                cost_usd=sum(float(r.get("cost_usd") or 0.0) for r in recs),
+                cost_usd=_total_cost(recs),
                 errors=sum(1 for r in recs if r.get("stop_reason") == "error"),
                 reference=bool((recs[0].get("extra") or {}).get("reference")),
                 treatment=",".join(sorted(treatments)) or None,

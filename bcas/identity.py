@@ -1,0 +1,170 @@
+"""What an answer and a grade are: their identities.
+
+Anything that can change an answer is part of the answer's identity::
+
+    model fingerprint + configuration (config_id, seed included) + dataset hash
+    + item id + prompt-template hash + epoch
+
+and a grade has its own identity (judge fingerprint + judge prompt hash + repeats).
+Grid membership is *not* identity: a configuration shared by two grids is one answer.
+
+Model fingerprints, by how the model is reached:
+
+* a GGUF file (``embedded``): ``gguf:sha256:<hex>`` of the file's bytes (cached on disk
+  by path, size and modification time, so a multi-GB file is hashed once);
+* a local Hugging Face checkpoint (``vllm``): ``hf-local:<folder name>:<hex>``, a hash of
+  ``config.json``, the weights' index and the weight files' names and sizes;
+  a hub id: ``hf:<id>`` (with ``@revision`` when the id carries one);
+* a server (``openai``): ``served:<id the server reports>`` plus
+  ``#<system_fingerprint>`` when the server sends one;
+* the ``mock`` backend: ``mock:<variant>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+PACKAGE_ROOT = Path(__file__).resolve().parent
+
+# Prompt folders whose templates shape the answers of each run kind; the judge's own
+# templates are part of the grade's identity instead.
+PROMPT_DIRS: dict[str, tuple[str, ...]] = {
+    "bcas": ("agent/prompts", "retrieval/prompts"),
+    "madara": ("assess/prompts",),
+    "rsc": ("assess/prompts",),
+}
+JUDGE_PROMPTS = ("prompts/judge.txt", "prompts/judge_format_json.txt", "prompts/judge_format_text.txt",
+                 "prompts/judge_retry.txt")
+_FINGERPRINT_CACHE = "fingerprints.json"
+
+
+def _sha256_files(paths: Iterable[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.name.encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def prompt_hash(kind: str) -> str:
+    """Hash (16 hex) of every prompt template that shapes the answers of ``kind``."""
+    files: list[Path] = []
+    for folder in PROMPT_DIRS.get(kind, ()):
+        files.extend(sorted((PACKAGE_ROOT / folder).glob("*.txt")))
+    return _sha256_files(files)[:16]
+
+
+def judge_prompt_hash() -> str:
+    """Hash (16 hex) of the judge's prompt templates."""
+    return _sha256_files(PACKAGE_ROOT / p for p in JUDGE_PROMPTS)[:16]
+
+
+def grade_id(judge_fingerprint: str, repeats: int) -> str:
+    """Identity of a grade: judge fingerprint + judge prompt hash + repeats."""
+    return f"{judge_fingerprint}|prompt:{judge_prompt_hash()}|x{repeats}"
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    """The sampling seed of ``epoch``: the run's seed for epoch 0, distinct derived seeds after."""
+    if epoch == 0:
+        return seed
+    digest = hashlib.sha256(f"bcas-epoch:{seed}:{epoch}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
+
+
+def _cache_file() -> Path:
+    from bcas.paths import cache_dir
+
+    return cache_dir() / _FINGERPRINT_CACHE
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """sha256 of a file, remembered on disk by (absolute path, size, mtime)."""
+    p = Path(path).resolve()
+    stat = p.stat()
+    key = f"{p}|{stat.st_size}|{stat.st_mtime_ns}"
+    cache_path = _cache_file()
+    try:
+        known = json.loads(cache_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    if isinstance(known, dict) and isinstance(known.get(key), str):
+        return str(known[key])
+    digest = hashlib.sha256()
+    with open(p, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    value = digest.hexdigest()
+    known = known if isinstance(known, dict) else {}
+    known[key] = value
+    tmp = cache_path.with_name(f"{cache_path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(known, indent=0, sort_keys=True), encoding="utf-8")
+        tmp.replace(cache_path)
+    except OSError:
+        pass  # the cache is an optimisation only
+    return value
+
+
+def gguf_fingerprint(path: str | os.PathLike[str]) -> str:
+    return f"gguf:sha256:{file_sha256(path)}"
+
+
+def hf_fingerprint(model: str) -> str:
+    """A local checkpoint folder's content fingerprint, or ``hf:<id>`` for a hub id."""
+    folder = Path(model).expanduser()
+    if not folder.is_dir():
+        return f"hf:{model}"
+    digest = hashlib.sha256()
+    for name in ("config.json", "model.safetensors.index.json", "pytorch_model.bin.index.json",
+                 "generation_config.json"):
+        part = folder / name
+        if part.is_file():
+            digest.update(name.encode() + b"\0" + part.read_bytes() + b"\0")
+    for weight in sorted(list(folder.glob("*.safetensors")) + list(folder.glob("*.bin")) + list(folder.glob("*.gguf"))):
+        digest.update(f"{weight.name}:{weight.stat().st_size}\0".encode())
+    return f"hf-local:{folder.name}:{digest.hexdigest()[:32]}"
+
+
+def server_fingerprint(served_id: str, system_fingerprint: str | None = None) -> str:
+    return f"served:{served_id}" + (f"#{system_fingerprint}" if system_fingerprint else "")
+
+
+def short(fingerprint: str, n: int = 10) -> str:
+    """A short readable form of a fingerprint (for tables)."""
+    head, _, tail = fingerprint.rpartition(":")
+    return f"{head.split(':')[0]}:{tail[:n]}" if head else fingerprint[:n]
+
+
+def answer_key(record: dict[str, Any] | Any) -> tuple[str, str, str, str, str, int]:
+    """The identity of an answer as a tuple (also for a record given as a dict)."""
+    get = record.get if isinstance(record, dict) else (lambda name, default=None: getattr(record, name, default))
+    return (
+        str(get("model_fingerprint", "") or ""),
+        str(get("config_id", "")),
+        str(get("dataset_hash", "")),
+        str(get("item_id", "")),
+        str(get("prompt_hash", "") or ""),
+        int(get("epoch", 0) or 0),
+    )
+
+
+__all__ = [
+    "answer_key",
+    "epoch_seed",
+    "file_sha256",
+    "gguf_fingerprint",
+    "grade_id",
+    "hf_fingerprint",
+    "judge_prompt_hash",
+    "prompt_hash",
+    "server_fingerprint",
+    "short",
+]

@@ -1,0 +1,177 @@
+"""Preflight of an OpenAI-compatible endpoint before any case runs.
+
+A run against a user's own server should fail in seconds, with the cause, when the
+server is not there, refuses the key or does not serve the model -- not after every
+item has retried for a while.  :func:`preflight` makes two requests:
+
+1. ``GET {base_url}/models`` (with the API key, if any): the names the server serves.
+2. ``POST {base_url}/chat/completions`` with ``max_tokens=1`` for the requested model.
+
+Outcomes:
+
+* the chat request succeeds and the name is listed: fine;
+* it succeeds but the name is not listed (llama.cpp's server answers any name with its
+  one model): a warning, returned in :attr:`PreflightResult.warnings`;
+* it is refused with HTTP 404 (vLLM answers an unknown name so): :class:`PreflightError`
+  listing what the server serves;
+* anything else -- connection refused, a timeout, HTTP 401/403, a malformed reply --
+  :class:`PreflightError` naming the URL, the model and the cause.  A 401/403 names the
+  environment variable that holds the key, never the key itself, and every server
+  message is redacted of the key before it is shown.
+
+The result also carries what identifies the served model: the id the server reports
+for it and the ``system_fingerprint`` of the chat answer when the server gives one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+DEFAULT_TIMEOUT_S = 30.0
+CONNECT_TIMEOUT_S = 5.0
+
+
+class PreflightError(RuntimeError):
+    """An endpoint cannot serve the run; the message names URL, model and cause."""
+
+
+@dataclass
+class PreflightResult:
+    base_url: str
+    model: str
+    served: list[str] = field(default_factory=list)
+    served_id: str | None = None
+    system_fingerprint: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "base_url": self.base_url,
+            "model": self.model,
+            "served": list(self.served),
+            "served_id": self.served_id,
+            "system_fingerprint": self.system_fingerprint,
+            "warnings": list(self.warnings),
+        }
+
+
+def _server_text(response: httpx.Response) -> str:
+    try:
+        payload = response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return (response.text or response.reason_phrase or "")[:300]
+    if isinstance(payload, dict):
+        error = payload.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:300]
+        if isinstance(error, str):
+            return error[:300]
+        if payload.get("detail") is not None:
+            return json.dumps(payload["detail"])[:300]
+        if payload.get("message"):
+            return str(payload["message"])[:300]
+    return json.dumps(payload)[:300]
+
+
+def _transport_cause(exc: Exception) -> str:
+    if isinstance(exc, httpx.ConnectError):
+        text = str(exc).lower()
+        if "refused" in text or "errno 111" in text:
+            return "connection refused (is the server running on that port?)"
+        return f"cannot connect ({exc})"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"timed out ({type(exc).__name__})"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def preflight(
+    base_url: str,
+    model: str,
+    *,
+    api_key_env: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    transport: httpx.BaseTransport | None = None,
+) -> PreflightResult:
+    """Check that ``base_url`` serves ``model``; raise :class:`PreflightError` if not."""
+    base = base_url.rstrip("/")
+    key: str | None = None
+    if api_key_env:
+        key = os.environ.get(api_key_env)
+        if not key:
+            raise PreflightError(
+                f"{base}: model {model!r}: the API key variable {api_key_env} is not set or empty"
+            )
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+
+    def redact(text: str) -> str:
+        return text.replace(key, "***") if key else text
+
+    def fail(cause: str) -> PreflightError:
+        return PreflightError(redact(f"{base}: model {model!r}: {cause}"))
+
+    def auth_cause(status: int, message: str) -> str:
+        where = f"the key in ${api_key_env}" if api_key_env else "no API key was given (--bcas-api-key-env)"
+        return f"HTTP {status} (not authorised: {where}): {message}"
+
+    result = PreflightResult(base_url=base, model=model)
+    limits = httpx.Timeout(timeout, connect=min(CONNECT_TIMEOUT_S, timeout))
+    with httpx.Client(timeout=limits, headers=headers, transport=transport) as client:
+        # 1. What the server serves.
+        try:
+            response = client.get(f"{base}/models")
+        except httpx.HTTPError as exc:
+            raise fail(_transport_cause(exc)) from None
+        if response.status_code in (401, 403):
+            raise fail(auth_cause(response.status_code, _server_text(response)))
+        if response.status_code == 200:
+            try:
+                payload = response.json()
+                data = payload["data"] if isinstance(payload, dict) else None
+                if not isinstance(data, list):
+                    raise ValueError("no 'data' list")
+                result.served = [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id") is not None]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise fail(f"malformed reply to GET /models ({exc}): {response.text[:200]!r}") from None
+        elif response.status_code != 404:  # some gateways have no /models route: the chat request decides
+            raise fail(f"GET /models answered HTTP {response.status_code}: {_server_text(response)}")
+
+        # 2. One 1-token request for the model.
+        body = {"model": model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1, "temperature": 0}
+        try:
+            response = client.post(f"{base}/chat/completions", json=body)
+        except httpx.HTTPError as exc:
+            raise fail(_transport_cause(exc)) from None
+        status = response.status_code
+        if status in (401, 403):
+            raise fail(auth_cause(status, _server_text(response)))
+        if status == 404:
+            served = ", ".join(result.served) if result.served else "(it lists none)"
+            raise fail(f"the server does not serve this model (HTTP 404: {_server_text(response)}); it serves: {served}")
+        if status >= 400:
+            raise fail(f"a 1-token request answered HTTP {status}: {_server_text(response)}")
+        try:
+            payload = response.json()
+            choices = payload.get("choices") if isinstance(payload, dict) else None
+            if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+                raise ValueError("no choices")
+        except ValueError as exc:
+            raise fail(f"malformed reply to a 1-token request ({exc}): {response.text[:200]!r}") from None
+        result.served_id = str(payload.get("model") or model)
+        fingerprint = payload.get("system_fingerprint")
+        result.system_fingerprint = str(fingerprint) if fingerprint else None
+    if result.served and model not in result.served:
+        result.warnings.append(
+            f"{base} lists {', '.join(result.served)} but not {model!r}, and answered for it anyway "
+            "(llama.cpp's server does this): the answers come from the model it serves"
+        )
+    return result
+
+
+__all__ = ["PreflightError", "PreflightResult", "preflight"]
