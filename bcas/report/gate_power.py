@@ -165,6 +165,9 @@ class GatePlan:
             out.append(f"  not gated: {c.case_id}: {c.reason}")
         if len(skipped) > 5:
             out.append(f"  not gated: ... and {len(skipped) - 5} more")
+        for c in gated:
+            if c.baseline_model:
+                out.append(f"  {c.case_id}: compared with the baseline's model {c.baseline_model}")
         for c in self.cannot_fail:
             out.append(f"  CANNOT FAIL: {_cannot_fail_text(c)}")
         able = [c for c in gated if c.can_fail]

@@ -86,19 +86,21 @@ class GateReport:
         out = [f"baseline {self.baseline}; {self.test} on {', '.join(self.metrics)}; alpha {self.alpha:g}, "
                f"Holm over each {self.family} family",
                f"{'case':<44}{'n':>5}{'base%':>7}{'cur%':>7}{'b-only':>7}{'c-only':>7}{'p':>10}{'Holm thr':>10}"
-               f"{'min drop':>9}  verdict"]
+               f"{'Holm p':>9}{'min drop':>9}  verdict"]
         for r in self.rows:
             out.append(
                 f"{r.case_id[:43]:<44}{r.n_paired:>5}{_pct(r.baseline_acc):>7}{_pct(r.current_acc):>7}"
                 f"{_int(r.worse_only):>7}{_int(r.better_only):>7}{_num(r.p_value):>10}{_num(r.holm_threshold):>10}"
-                f"{_pct(r.min_drop, '-'):>9}  {r.verdict}"
+                f"{_num(r.p_holm):>9}{_pct(r.min_drop, '-'):>9}  {r.verdict}"
             )
         for case_id, reason in self.not_gated[:10]:
             out.append(f"not gated: {case_id}: {reason}")
         if len(self.not_gated) > 10:
             out.append(f"not gated: ... and {len(self.not_gated) - 10} more")
-        out.append("b-only: items only the baseline got right; c-only: only the current run; min drop: the smallest "
-                   "accuracy drop (points) the case could call significant")
+        out.append("b-only: items only the baseline got right; c-only: only the current run; Holm thr: alpha over "
+                   "the cases left at the case's rank (the step-down stops at the first p above its threshold, so "
+                   "FAIL <=> Holm p <= alpha); min drop: the smallest accuracy drop (points) the case could call "
+                   "significant, '-' when none")
         out.append(f"overall: {self.overall}")
         return out
 
@@ -145,9 +147,11 @@ def build_report(plan: GatePlan | None, results: list[GateResult]) -> GateReport
     for members, reject, adjusted in holm_families(list(latest.values())).values():
         size = max([len(members)] + [r.family_size for r in members])
         ranked = sorted(range(len(members)), key=lambda i: members[i].p_value)
+        first_rank: dict[float, int] = {}
         for rank, i in enumerate(ranked):
             r = members[i]
-            threshold = r.alpha / (size - rank)
+            # Tied p-values stand or fall together, at the strictest threshold of their group.
+            threshold = r.alpha / (size - first_rank.setdefault(r.p_value, rank))
             verdicts[r.case_id] = (reject[i], threshold, adjusted[i])
             if reject[i] and not r.failed_now:
                 holm_failures.append(r.message(threshold, "Holm step-down"))

@@ -1,0 +1,233 @@
+"""The regression gate through the pytest plugin, as a user meets it (pytester).
+
+The model is a test double (tests/support/instant.py answers what ``BCAS_INSTANT_ANSWER``
+says), so a run is right or wrong on purpose; retrieval is the real BM25 index. These
+tests check the gate's control flow and what it tells the user, never a capability.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+# In-process pytester runs restore sys.modules afterwards; numpy and friends cannot be
+# imported twice in one process, so load everything a run touches up front.
+import bcas.agent  # noqa: F401
+import bcas.report.gate_power  # noqa: F401
+import bcas.report.gate_report  # noqa: F401
+import bcas.report.html  # noqa: F401
+import bcas.report.records  # noqa: F401
+import bcas.report.runner  # noqa: F401
+import bcas.results  # noqa: F401
+import bcas.retrieval  # noqa: F401
+from bcas.report.gate import main as gate_main
+
+pytest_plugins = ["pytester"]
+
+TESTS_DIR = Path(__file__).resolve().parent
+GRID_FILE = (TESTS_DIR.parent / "benchmarks" / "test_grids.py").read_text()
+
+CONFTEST = f"""
+import sys
+sys.path.insert(0, {str(TESTS_DIR)!r})
+from bcas.config import Budget, RetrievalConfig, RunConfig
+from bcas.llm import register_backend
+from bcas.report.grids import Grid, GridEntry, register_grid
+
+register_backend("instant", "support.instant:create")
+_cfg = lambda s: RunConfig(budget=Budget(max_searches=s, max_total_tokens=2000),
+                           retrieval=RetrievalConfig(mode="bm25"))
+register_grid(Grid("gate_tiny", (GridEntry("bcas", _cfg(1), reference=True), GridEntry("bcas", _cfg(2))),
+                   datasets=("DATASET",), limit=None))
+"""
+
+INSTANT = ["--bcas-backend", "instant", "--bcas-no-cache", "-p", "no:cacheprovider"]
+# The issue's scenario: the smoke grid's three HotpotQA cases, 5 items each.
+SMOKE_HOTPOTQA = [*INSTANT, "--bcas-grid", "smoke", "-m", "hotpotqa"]
+TINY = [*INSTANT, "--bcas-grid", "gate_tiny", "--bcas-limit", "40"]
+
+
+def _dataset(path: Path, n: int) -> Path:
+    lines = []
+    for i in range(n):
+        lines.append(json.dumps({
+            "id": f"q{i}",
+            "question": f"Which greek letter is the codename of project number {i}?",
+            "answers": ["alpha"],
+            "documents": [
+                {"id": f"q{i}::0", "title": f"Project {i}", "text": f"Project number {i} has the codename alpha."},
+                {"id": f"q{i}::1", "title": "Other", "text": f"An unrelated note about gardening, number {i}."},
+            ],
+            "supporting": [f"q{i}::0"],
+        }))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cache")  # the BM25 indexes, shared by the module's runs
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> pytest.Pytester:
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(cache_dir))
+    monkeypatch.setenv("BCAS_INSTANT_ANSWER", "alpha")
+    data = _dataset(pytester.path / "tiny.jsonl", 40)
+    pytester.makeconftest(CONFTEST.replace("DATASET", str(data)))
+    pytester.makepyfile(test_grids=GRID_FILE)
+    return pytester
+
+
+def _records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines() if line.strip()]
+
+
+def _claim_all_correct(baseline: Path) -> None:
+    """The user's edit: the baseline claims every item correct."""
+    data = json.loads(baseline.read_text())
+    for case in data["cases"].values():
+        case["items"] = {k: True for k in case["items"]}
+        case["metrics"]["correct_em"] = dict(case["items"])
+    baseline.write_text(json.dumps(data))
+
+
+def test_a_gate_that_cannot_fail_says_so_and_strict_stops_the_session(project: pytest.Pytester) -> None:
+    base_dir = project.path / "base"
+    project.runpytest(*SMOKE_HOTPOTQA, "--bcas-report", str(base_dir)).assert_outcomes(passed=3)
+    baseline = project.path / "base.json"
+    assert gate_main(["write", str(base_dir), str(baseline)]) == 0
+    _claim_all_correct(baseline)
+
+    run_dir = project.path / "run"
+    result = project.runpytest(*SMOKE_HOTPOTQA, "--bcas-report", str(run_dir), "--bcas-baseline", str(baseline))
+    result.assert_outcomes(passed=3)
+    out = result.stdout.str()
+    # Before the cases run: each case's Holm threshold is 0.05/3 and 5 items cannot reach it.
+    assert out.count("CANNOT FAIL: instant-hotpotqa-") == 3
+    assert "its Holm threshold is 0.01667" in out and "THE GATE CANNOT FAIL" in out
+    assert out.index("THE GATE CANNOT FAIL") < out.index("5/5 items")
+    # After: the regression gate section with the numbers and an overall verdict that says so.
+    assert re.search(r"=+ regression gate =+", out)
+    assert "overall: CANNOT FAIL: none of the 3 gated cases" in out
+    current = {}
+    for rec in _records(run_dir):
+        current.setdefault(rec["extra"]["case_id"], []).append(rec["correct_em"])
+    report = json.loads((run_dir / "gate-report.json").read_text())
+    assert report["overall"].startswith("CANNOT FAIL") and not report["failed"]
+    assert len(report["rows"]) == 3
+    for row in report["rows"]:
+        assert row["n_paired"] == 5 and row["baseline_acc"] == 1.0
+        assert row["worse_only"] == 5 - sum(current[row["case_id"]]) and row["better_only"] == 0
+        assert row["min_drop"] is None and row["verdict"] == "pass (cannot fail)"
+        assert row["p_value"] >= 2**-5 > 0.05 / 3
+    html = (run_dir / "index.html").read_text()
+    assert 'id="regression-gate"' in html and "CANNOT FAIL: none of the 3 gated cases" in html
+
+    strict_dir = project.path / "strict"
+    strict = project.runpytest(*SMOKE_HOTPOTQA, "--bcas-report", str(strict_dir), "--bcas-baseline", str(baseline),
+                               "--bcas-gate-strict")
+    assert strict.ret == pytest.ExitCode.USAGE_ERROR
+    err = strict.stderr.str()
+    assert "3 of 3 gated cases cannot fail at alpha 0.05" in err and "--bcas-gate-strict" in err
+    assert "--bcas-limit, e.g. 6" in err
+    assert not (strict_dir / "records.jsonl").exists()  # nothing ran
+
+    # Each case its own Holm family: alone at 0.05, losing 5 of 5 (p = 0.031) is a regression.
+    per_case = project.runpytest(*SMOKE_HOTPOTQA, "--bcas-report", str(project.path / "per_case"),
+                                 "--bcas-baseline", str(baseline), "--bcas-gate-family", "case")
+    outcomes = per_case.parseoutcomes()
+    lost_all = sum(1 for v in current.values() if not any(v))
+    assert outcomes.get("failed", 0) == lost_all > 0
+    assert "p = 0.03125 <= Holm first-step threshold 0.05" in per_case.stdout.str()
+
+
+def test_a_regression_fails_with_its_numbers_in_message_summary_report_and_junit(project: pytest.Pytester,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    base_dir = project.path / "gold"
+    project.runpytest(*TINY, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)
+    assert all(r["correct_em"] for r in _records(base_dir))
+
+    monkeypatch.setenv("BCAS_INSTANT_ANSWER", "beta")  # every answer wrong now
+    run_dir = project.path / "worse"
+    junit = project.path / "junit.xml"
+    result = project.runpytest(*TINY, "--bcas-report", str(run_dir), "--bcas-baseline", str(base_dir),
+                               f"--junitxml={junit}")
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    assert "2 gated cases can fail; the smallest drop each can detect: 15.0-15.0 points" in out
+    for piece in ("correct_em accuracy 0.000 vs baseline 1.000 on 40 shared items", "baseline-only correct 40",
+                  "current-only correct 0", "one-sided exact McNemar p = 9.095e-13", "threshold 0.025",
+                  "2 gated cases in family session"):
+        assert piece in out, piece
+    assert "overall: FAIL: 2 of 2 gated cases significantly worse" in out
+
+    report = json.loads((run_dir / "gate-report.json").read_text())
+    assert report["failed"] and [r["verdict"] for r in report["rows"]] == ["FAIL", "FAIL"]
+    html = (run_dir / "index.html").read_text()
+    assert "FAIL: 2 of 2 gated cases" in html and '<tr class="sig">' in html
+
+    cases = ET.parse(junit).getroot().iter("testcase")
+    props = [{p.get("name"): p.get("value") for p in case.iter("property")} for case in cases]
+    assert len(props) == 2
+    for p in props:
+        assert p["bcas_gate"] == "FAIL" and p["bcas_gate_n_paired"] == "40"
+        assert p["bcas_gate_baseline_acc"] == "1.0000" and p["bcas_gate_current_acc"] == "0.0000"
+        assert p["bcas_gate_baseline_only"] == "40" and p["bcas_gate_current_only"] == "0"
+        assert float(p["bcas_gate_p"]) == pytest.approx(2**-40) and p["bcas_gate_holm_threshold"] == "0.025"
+
+    # A tolerance: a 100-point drop is significantly larger than 50 points.
+    tolerant = project.runpytest(*TINY, "--bcas-report", str(project.path / "tolerant"), "--bcas-baseline",
+                                 str(base_dir), "--bcas-max-drop", "50")
+    tolerant.assert_outcomes(failed=2)
+    assert "Tango score test, drop > 50 pts p = " in tolerant.stdout.str()
+    assert "significantly worse by more than 50 points" in tolerant.stdout.str()
+
+
+def test_an_equal_run_passes_and_can_fail(project: pytest.Pytester) -> None:
+    base_dir = project.path / "base"
+    project.runpytest(*TINY, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)
+    result = project.runpytest(*TINY, "--bcas-report", str(project.path / "same"), "--bcas-baseline", str(base_dir),
+                               "--bcas-gate-strict")
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert "CANNOT FAIL" not in out and "overall: PASS" in out
+
+
+def test_xdist_workers_plan_and_the_controller_reports(project: pytest.Pytester, monkeypatch) -> None:
+    base_dir = project.path / "base"
+    project.runpytest(*TINY, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)
+    monkeypatch.setenv("BCAS_INSTANT_ANSWER", "beta")
+    run_dir = project.path / "xd"
+    result = project.runpytest_subprocess(*TINY, "--bcas-report", str(run_dir), "--bcas-baseline", str(base_dir),
+                                          "-n", "2")
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    assert "overall: FAIL: 2 of 2 gated cases" in out and "threshold 0.025" in out
+    assert len(list(run_dir.glob("gate-plan.*.json"))) == 1
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [(["--bcas-alpha", "1.5"], "--bcas-alpha must lie strictly between 0 and 1"),
+     (["--bcas-gate-family", "run"], "--bcas-gate-family must be one of session, grid, case"),
+     (["--bcas-max-drop", "120"], "--bcas-max-drop is in accuracy points")],
+)
+def test_bad_gate_options_are_usage_errors(project: pytest.Pytester, args: list[str], message: str) -> None:
+    result = project.runpytest(*TINY, *args, "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
+
+
+def test_unreadable_baseline_is_a_usage_error_before_anything_runs(project: pytest.Pytester) -> None:
+    bad = project.path / "bad.json"
+    bad.write_text('{"cases": {"k": {"items": {"q1": "yes"}}}}')
+    run_dir = project.path / "bad_run"
+    result = project.runpytest(*TINY, "--bcas-report", str(run_dir), "--bcas-baseline", str(bad))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"{bad}: case 'k': item 'q1'" in result.stderr.str()
+    assert not (run_dir / "records.jsonl").exists()
