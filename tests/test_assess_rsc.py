@@ -100,19 +100,48 @@ sentence = st.text(alphabet=st.characters(whitelist_categories=("Ll", "Lu")), mi
 )
 
 
+def check_shuffle(shuffle, sentences_per_step: list[list[str]], seed: int) -> None:
+    """Level 1 contract against an independent oracle: the sentences the steps were built from.
+
+    The output must be exactly the generated sentences (as a multiset), one per entry,
+    and the same for the same seed.  ``split_sentences`` is not consulted.
+    """
+    steps = [" ".join(ss) for ss in sentences_per_step]
+    shuffled = shuffle(steps, seed, key=("q", 1))
+    assert Counter(shuffled) == Counter(s for ss in sentences_per_step for s in ss)
+    assert shuffled == shuffle(steps, seed, key=("q", 1))  # fixed seed: reproducible
+
+
 @settings(deadline=None)
 @given(st.lists(st.lists(sentence, min_size=1, max_size=4), min_size=1, max_size=5), st.integers(0, 10**6))
 def test_shuffle_preserves_the_multiset_of_sentences(steps_as_sentences, seed):
-    steps = [" ".join(ss) for ss in steps_as_sentences]
-    shuffled = shuffle_sentences(steps, seed, key=("q", 1))
-    assert Counter(shuffled) == Counter(split_sentences(steps))
-    assert shuffled == shuffle_sentences(steps, seed, key=("q", 1))  # fixed seed: reproducible
+    """Catches a shuffle that permutes whole steps (no sentence splitting), drops or
+    duplicates a sentence, or depends on anything but the seed and key."""
+    check_shuffle(shuffle_sentences, steps_as_sentences, seed)
+
+
+FIVE = ["One is here.", "Two is there.", "Three follows.", "Four ends.", "Five."]
+FIVE_STEPS = ["One is here. Two is there.", "Three follows. Four ends.", "Five."]
 
 
 def test_shuffle_changes_order_for_some_seed():
-    steps = ["One is here. Two is there.", "Three follows. Four ends.", "Five."]
-    orders = {tuple(shuffle_sentences(steps, s)) for s in range(10)}
-    assert len(orders) > 1
+    """Every order is a permutation of the five sentences, and some seed moves a sentence
+    across a step boundary (impossible if only whole steps were permuted)."""
+    orders = {tuple(shuffle_sentences(FIVE_STEPS, s)) for s in range(10)}
+    assert all(sorted(order) == sorted(FIVE) for order in orders)
+    assert any(order.index("Two is there.") != order.index("One is here.") + 1 for order in orders)
+
+
+def test_shuffle_checks_fail_without_sentence_splitting(monkeypatch):
+    """Mutation check: with sentence splitting removed (whole steps permuted), both shuffle
+    properties above fail."""
+    import bcas.assess.rsc as rsc
+
+    monkeypatch.setattr(rsc, "split_sentences", lambda steps: [s.strip() for s in steps if s.strip()])
+    with pytest.raises(AssertionError):
+        check_shuffle(rsc.shuffle_sentences, [["One is here.", "Two is there."], ["Three."]], 3)
+    with pytest.raises(AssertionError):
+        test_shuffle_changes_order_for_some_seed()
 
 
 filler = st.sampled_from(["the", "document", "is", "about", "Paris", "and", "mentions", "dates", "it"])

@@ -9,7 +9,6 @@ import pytest
 
 from bcas.agent.testing import FakeRetriever, ScriptedModel
 from bcas.grading import JUDGE_SCHEMA, JudgeResult, LLMJudge, judge_agreement, parse_verdict
-from bcas.llm.base import ChatRequest
 
 
 @pytest.mark.parametrize(
@@ -197,17 +196,35 @@ def test_real_judge_free_text_and_repeat_agreement(judge_llm) -> None:  # noqa: 
     assert (free.verdict is None) == (free.reason is not None)
     assert free.llm_calls in (1, 2)
     assert len(repeated.verdicts) == 3 and all(v is not None for v in repeated.verdicts)
-    assert repeated.agreement is not None and 0.5 <= repeated.agreement <= 1.0
+    # agreement = the majority's share of the readable verdicts, recomputed here; catches
+    # a share of "correct" verdicts (yes / n) or a count over unreadable ones.
+    yes = repeated.verdicts.count(True)
+    assert repeated.agreement == pytest.approx(max(yes, 3 - yes) / 3)
+    assert repeated.verdict is (yes >= 2)
     print(
         f"\nfree-text judge: verdict={free.verdict} outputs={free.outputs!r}; repeats={repeated.verdicts} agreement={repeated.agreement:.2f}"
     )
 
 
-def test_judge_request_is_cacheable() -> None:
-    # identical judge calls produce identical requests, so the generation cache can serve them
-    a = LLMJudge(ScriptedModel(["correct"])).messages("q", ["a"], "b")
-    b = LLMJudge(ScriptedModel(["correct"])).messages("q", ["a"], "b")
-    assert ChatRequest(messages=a).cache_key("m") == ChatRequest(messages=b).cache_key("m")
+def test_judge_request_is_served_by_the_generation_cache(tmp_path) -> None:  # noqa: ANN001
+    """A repeated judge call is answered by the cache, a different answer is not.
+
+    Catches a judge request that varies between identical calls (a per-call seed,
+    a timestamp or random text in the prompt: never a cache hit) and a key that leaves
+    out the judged answer (a second answer would get the first one's verdict).
+    """
+    from bcas.llm.cache import CachedModel, GenerationCache
+
+    inner = ScriptedModel(['{"verdict": "correct"}', '{"verdict": "incorrect"}'])
+    cached = CachedModel(inner, GenerationCache(tmp_path / "generations.sqlite", enabled=True))
+    refs = ["William Shakespeare"]
+    first = asyncio.run(LLMJudge(cached).judge("Who wrote Hamlet?", refs, "Shakespeare"))
+    again = asyncio.run(LLMJudge(cached).judge("Who wrote Hamlet?", refs, "Shakespeare"))
+    other = asyncio.run(LLMJudge(cached).judge("Who wrote Hamlet?", refs, "Marlowe"))
+    assert len(inner.requests) == 2  # the repeat never reached the model
+    assert (first.cached_calls, again.cached_calls, other.cached_calls) == (0, 1, 0)
+    assert first.verdict is True and again.verdict is True and other.verdict is False
+    cached.cache.close()
 
 
 def test_failing_judge_model_gives_none_with_reason() -> None:

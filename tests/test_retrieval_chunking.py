@@ -33,17 +33,60 @@ def test_blank_lines_separate_paragraphs():
     assert [c.id for c in chunk_document(doc)] == ["d#0", "d#1"]
 
 
+def check_windows(tokens: list[str], windows: list[str], size: int, overlap: int) -> None:
+    """The windowing contract, stated on the tokens alone (independent of ``split_paragraph``).
+
+    Window ``i`` is the run ``tokens[i*step : i*step + size]`` (``step = size - overlap``),
+    cut short only at the paragraph's end, and the last window is the first to reach it.
+    Hence: read in order, with each later window's first ``overlap`` tokens dropped, the
+    windows spell the paragraph exactly once.
+    """
+    split = [w.split() for w in windows]
+    if len(tokens) <= size:
+        assert split == [tokens]
+        return
+    step = size - overlap
+    for i, window in enumerate(split):
+        assert window == tokens[i * step : i * step + size], f"window {i} is not the run starting at {i * step}"
+    assert split[-1][-1] == tokens[-1] and (len(split) == 1 or split[-2][-1] != tokens[-1])
+    rebuilt = split[0] + [tok for w in split[1:] for tok in w[overlap:]]
+    assert rebuilt == tokens
+
+
 @settings(max_examples=100, deadline=None)
 @given(n=st.integers(1, 200), size=st.integers(2, 40), data=st.data())
 def test_windows_cover_every_token_in_order(n, size, data):
+    """Every token once in reading order, runs of ``size`` at ``size - overlap`` steps.
+
+    Catches reversed windows, a window emitted twice, a skipped or shifted window,
+    an off-by-one step and a trailing window that only repeats the overlap
+    (the set-of-tokens check this replaces passed all of them).
+    """
     overlap = data.draw(st.integers(0, size - 1))
     tokens = [f"t{i}" for i in range(n)]
     windows = split_paragraph(" ".join(tokens), size, overlap)
-    seen = [tok for w in windows for tok in w.split()]
-    assert set(seen) == set(tokens)
+    check_windows(tokens, windows, size, overlap)
     assert all(len(w.split()) <= size for w in windows)
-    if n <= size:
-        assert len(windows) == 1
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda ws: ws[::-1],  # reversed
+        lambda ws: ws + ws[-1:],  # last window twice
+        lambda ws: ws[:1] + ws,  # first window twice
+        lambda ws: ws[:-1],  # last window dropped
+        lambda ws: [ws[0], *ws[2:]],  # a middle window dropped
+    ],
+    ids=["reversed", "last-twice", "first-twice", "tail-dropped", "middle-dropped"],
+)
+def test_window_property_rejects_broken_windowing(mutate):
+    """Mutation check: the property above fails for each broken variant of ``split_paragraph``."""
+    tokens = [f"t{i}" for i in range(25)]
+    windows = split_paragraph(" ".join(tokens), 10, 3)
+    check_windows(tokens, windows, 10, 3)  # the real output passes
+    with pytest.raises(AssertionError):
+        check_windows(tokens, mutate(windows), 10, 3)
 
 
 def test_duplicate_document_ids_are_rejected():

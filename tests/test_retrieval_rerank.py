@@ -107,5 +107,9 @@ def test_hybrid_rerank_pipeline_with_the_real_llm_reranker(tmp_path, embedded_mo
     assert [h.doc_id for h in hits][0] == "apollo"
     assert hits[0].score > hits[1].score
     retriever.close()
-    # the caller's model stays open: the retriever did not create it
-    assert asyncio.run(LLMReranker(embedded_model).score(QUESTION, [RELEVANT]))
+    # The caller's model stays open (the retriever did not create it): it still scores,
+    # and still ranks the relevant passage first.  A close() that shut the caller's model
+    # makes this raise RerankerError ("the embedded model was closed").
+    after = asyncio.run(LLMReranker(embedded_model).score(QUESTION, [RELEVANT, IRRELEVANT[0]]))
+    assert len(after) == 2 and all(math.isfinite(s) for s in after)
+    assert after[0] > after[1], after
