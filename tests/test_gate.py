@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from pathlib import Path
 
@@ -271,3 +273,17 @@ def test_html_gate_section_is_escaped(tmp_path: Path) -> None:
     assert 'id="regression-gate"' in html and 'id="gate-overall"' in html
     assert evil not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "FAIL: 1 of 1" in html
+
+
+def test_readme_power_table_is_what_the_code_computes() -> None:
+    from bcas.report.gate_power import main as power_main
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    start = readme.index("<!-- gate-power-table -->") + len("<!-- gate-power-table -->")
+    end = readme.index("<!-- /gate-power-table -->")
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert power_main([]) == 0
+    assert readme[start:end].strip() == buf.getvalue().strip()
+    # The 1/7/30-case columns at alpha 0.05 include the case: 5 items, 7 cases: cannot fail.
+    assert "| 5 | 100.0 | cannot fail | cannot fail |" in readme

@@ -188,6 +188,28 @@ def test_a_regression_fails_with_its_numbers_in_message_summary_report_and_junit
     assert "significantly worse by more than 50 points" in tolerant.stdout.str()
 
 
+def test_mock_gold_baseline_against_mock_random_run_fails_with_the_numbers(project: pytest.Pytester) -> None:
+    mock = ["--bcas-grid", "gate_tiny", "--bcas-limit", "40", "-p", "no:cacheprovider"]
+    gold_dir = project.path / "gold"
+    project.runpytest("--bcas-model", "mock:gold", *mock, "--bcas-report", str(gold_dir)).assert_outcomes(passed=2)
+    run_dir = project.path / "random"
+    result = project.runpytest("--bcas-model", "mock:random", *mock, "--bcas-report", str(run_dir),
+                               "--bcas-baseline", str(gold_dir))
+    out = result.stdout.str()
+    assert "compared with the baseline's model mock-gold (mock:gold)" in out
+    correct: dict[str, int] = {}
+    for rec in _records(run_dir):
+        correct[rec["extra"]["case_id"]] = correct.get(rec["extra"]["case_id"], 0) + bool(rec["correct_em"])
+    assert len(correct) == 2
+    for case_id, k in correct.items():
+        lost = 40 - k
+        assert lost >= 6  # a random span is rarely the answer; 6 lost items reach 0.05/2
+        assert (f"{case_id}: correct_em accuracy {k / 40:.3f} vs baseline 1.000 (mock-gold (mock:gold)) on 40 shared "
+                f"items; baseline-only correct {lost}, current-only correct 0; one-sided exact McNemar "
+                f"p = {2.0**-lost:.4g} <= Holm first-step threshold 0.025") in out
+    result.assert_outcomes(failed=2)
+
+
 def test_an_equal_run_passes_and_can_fail(project: pytest.Pytester) -> None:
     base_dir = project.path / "base"
     project.runpytest(*TINY, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)

@@ -249,7 +249,8 @@ def plan_gate(cases: list[Any], limits: dict[str, int | None], baseline: str, se
         else:
             items[case.id] = paired
             plan.n_paired = len(paired)
-            plan.baseline_model = f"{found.model} {found.fingerprint}".strip() if note else ""
+            fingerprint = f" ({found.fingerprint})" if found.fingerprint else ""
+            plan.baseline_model = f"{found.model}{fingerprint}" if note else ""
         plans[case.id] = plan
     sizes: dict[str, int] = {}
     by_id = {c.id: c for c in cases}
