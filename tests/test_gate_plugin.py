@@ -146,8 +146,9 @@ def test_a_gate_that_cannot_fail_says_so_and_strict_stops_the_session(project: p
     assert "p = 0.03125 <= Holm first-step threshold 0.05" in per_case.stdout.str()
 
 
-def test_a_regression_fails_with_its_numbers_in_message_summary_report_and_junit(project: pytest.Pytester,
-                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_regression_fails_with_its_numbers_in_message_summary_report_and_junit(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     base_dir = project.path / "gold"
     project.runpytest(*TINY, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)
     assert all(r["correct_em"] for r in _records(base_dir))

@@ -244,7 +244,8 @@ def paired_test(worse_only: int, better_only: int, n: int, max_drop: float = 0.0
     if max_drop <= 0.0:
         # first = the current run: small p when it wins few of the discordant items.
         return mcnemar_exact_one_sided(first_only=better_only, second_only=worse_only), "one-sided exact McNemar"
-    return tango_noninferiority(worse_only, better_only, n, max_drop), f"Tango score test, drop > {max_drop * 100:g} pts"
+    p = tango_noninferiority(worse_only, better_only, n, max_drop)
+    return p, f"Tango score test, drop > {max_drop * 100:g} pts"
 
 
 def min_detectable(n: int, threshold: float, max_drop: float = 0.0) -> tuple[int | None, float | None]:
@@ -295,9 +296,10 @@ class GateResult:
         """
         threshold = self.threshold if threshold is None else threshold
         tolerance = f" by more than {self.max_drop * 100:g} points" if self.max_drop > 0 else ""
+        whose = f" ({self.baseline})" if self.baseline else ""
         return (
             f"regression gate: {self.case_id}: {self.metric} accuracy {self.current_acc:.3f} vs baseline "
-            f"{self.baseline_acc:.3f}{f' ({self.baseline})' if self.baseline else ''} on {self.n_paired} shared items; baseline-only correct {self.worse_only}, "
+            f"{self.baseline_acc:.3f}{whose} on {self.n_paired} shared items; baseline-only correct {self.worse_only}, "
             f"current-only correct {self.better_only}; {self.test} p = {self.p_value:.4g} <= {step} "
             f"threshold {threshold:.4g} (alpha {self.alpha:g}, {self.family_size} gated cases in family "
             f"{self.family}): significantly worse{tolerance}"

@@ -38,7 +38,7 @@ from bcas.report.gate import (
     min_detectable,
     paired_result,
 )
-from bcas.stats import tango_pvalues, mcnemar_drop_for_power, mcnemar_min_detectable_drop
+from bcas.stats import mcnemar_drop_for_power, mcnemar_min_detectable_drop, tango_pvalues
 
 FAMILIES = ("session", "grid", "case")
 # A CI run is one red/green decision: Holm over the whole session bounds the chance of a
