@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bcas.report.gate import GateResult, holm_families
-from bcas.report.gate_power import CasePlan, GatePlan, load_plan
+from bcas.report.gate_power import GATE_PLAN, CasePlan, GatePlan, load_plan
 
 VERDICT_FAIL = "FAIL"
 VERDICT_PASS = "pass"
@@ -219,3 +219,14 @@ def junit_properties(result: GateResult | None, plan: CasePlan | None) -> list[t
         ("bcas_gate_can_fail", str(result.can_fail).lower()),
         ("bcas_gate_min_drop_pts", "" if result.min_drop is None else f"{result.min_drop * 100:.2f}"),
     ]
+
+
+def add_junit_properties(item: Any, results: list[GateResult]) -> None:
+    """Append the gate's properties of the case ``item`` runs to ``item.user_properties``."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or "bcas_case" not in callspec.params:
+        return
+    case = callspec.params["bcas_case"]
+    plan = item.config.stash.get(GATE_PLAN, None)
+    result = next((r for r in reversed(results) if r.case_id == case.id), None)
+    item.user_properties.extend(junit_properties(result, plan.cases.get(case.id) if plan else None))

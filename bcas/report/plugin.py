@@ -423,20 +423,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     collected_plan(config, cases, limits, settings.baseline, settings.seed, settings.run_dir, config._bcas_token)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
-    """Per-case gate numbers as JUnit XML properties (``--junitxml``)."""
-    callspec = getattr(item, "callspec", None)
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> None:
+    """Per-case gate numbers as JUnit XML properties (``--junitxml``), before the report is made."""
     sess = getattr(item.config, "_bcas_session", None)
-    if call.when == "call" and sess is not None and callspec is not None and "bcas_case" in callspec.params:
-        from bcas.report.gate_power import GATE_PLAN
-        from bcas.report.gate_report import junit_properties
+    if call.when == "call" and sess is not None:
+        from bcas.report.gate_report import add_junit_properties
 
-        case = callspec.params["bcas_case"]
-        plan = item.config.stash.get(GATE_PLAN, None)
-        result = next((r for r in reversed(sess.gate_results) if r.case_id == case.id), None)
-        item.user_properties.extend(junit_properties(result, plan.cases.get(case.id) if plan else None))
-    yield
+        add_junit_properties(item, sess.gate_results)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
