@@ -677,11 +677,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     rp.add_argument("--sheet", default=None, help="sheet name inside the price file")
     rp.add_argument("--out", default=None, help="write the repriced records here (JSONL); never the input file")
+    rj = sub.add_parser("rejudge", help="grade recorded answers with another judge (answers are not regenerated)")
+    rj.add_argument("run_dir", help="a run folder")
+    rj.add_argument("--judge", required=True, help="BACKEND:MODEL, e.g. openai:gpt-4o-mini, embedded, mock:gold")
+    rj.add_argument("--judge-base-url", default=None, help="the judge server's /v1 URL (openai backend)")
+    rj.add_argument("--api-key-env", default=None, help="NAME of the environment variable holding the judge's key")
+    rj.add_argument("--repeats", type=int, default=1, help="ask the judge this many times per answer")
+    rj.add_argument("--no-cache", action="store_true", help="disable the generation cache")
     mg = sub.add_parser("merge", help="merge per-worker records.<worker>.jsonl files into records.jsonl")
     mg.add_argument("run_dir")
     mg.add_argument("--keep", action="store_true", help="keep the worker files")
     args = parser.parse_args(argv)
     try:
+        if args.command == "rejudge":
+            from bcas.rejudge import rejudge
+
+            if args.repeats < 1:
+                raise RecordError(f"--repeats must be >= 1, got {args.repeats}")
+            summary = rejudge(args.run_dir, args.judge, base_url=args.judge_base_url, api_key_env=args.api_key_env,
+                              repeats=args.repeats, cache=not args.no_cache)
+            print("\n".join(summary.lines()))
+            return 0
         if args.command == "merge":
             print(ResultStore(args.run_dir).merge(remove_worker_files=not args.keep))
             return 0
@@ -696,7 +712,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             out.write_text("".join(r.to_json() + "\n" for r in after), encoding="utf-8")
         print(_summarise(before, after, sheet))
         return 0
-    except (PriceError, RecordError) as exc:
+    except (PriceError, RecordError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -18,6 +18,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from bcas.report.html_models import model_sections
+from bcas.report.manifest import manifest_section
 from bcas.report.plots import line_chart, shift_bars
 from bcas.report.summary import Comparison, SummaryRow, group_key
 
@@ -265,6 +267,9 @@ def render_report(
     title: str = "bcas report",
     profiles: list[dict[str, Any]] | None = None,
     gate: Any = None,
+    model_comparisons: list[Comparison] | None = None,
+    matrix: dict[str, Any] | None = None,
+    manifest: dict[str, Any] | None = None,
 ) -> Path:
     """Write ``index.html`` into ``run_dir`` and return its path (``gate``: a ``GateReport``)."""
     grid_order = grid_order or {}
@@ -281,9 +286,11 @@ def render_report(
         + "<p>Difference = configuration − reference on the same items; Newcombe (1998) paired 95% interval; "
         "exact McNemar p, Holm-adjusted within each grid (shaded: significant at 0.05).</p>"
         + _comparison_table(comparisons)
+        + model_sections(model_comparisons or [], matrix)
         + "<h2>Figures</h2>" + _figures(rows, comparisons, grid_order)
         + _madara_table(records)
         + _profiles_table(profiles or [])
+        + manifest_section(manifest)
         + _drilldown(records)
         + f"<script>{SCRIPT}</script></body></html>"
     )

@@ -343,6 +343,10 @@ def pytest_configure(config: pytest.Config) -> None:
             f"-n {_xdist_workers(config)} they would compete for its memory. Run without -n, or start one "
             "`vllm serve` and use --bcas-backend openai --bcas-base-url http://127.0.0.1:8000/v1 with -n."
         )
+    if not hasattr(config, "workerinput"):  # the run manifest run.json: the controller writes it
+        from bcas.report.manifest import ManifestPlugin
+
+        config.pluginmanager.register(ManifestPlugin(config, OPTIONS, _get, _opt_name, expand_cases), "bcas-manifest")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

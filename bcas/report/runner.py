@@ -88,6 +88,8 @@ class BcasSession:
             ds = load_dataset(name, limit=limit, seed=self.settings.seed)
             corpus = self.corpus()
             self._datasets[key] = ds.with_corpus(corpus.hash) if corpus is not None else ds
+            for model in self._models.values():
+                _teach(model, self._datasets[key])
         return self._datasets[key]
 
     def corpus(self) -> Any:
@@ -135,6 +137,8 @@ class BcasSession:
                 if spec.api_key_env:
                     options["api_key_env"] = spec.api_key_env
             self._models[spec] = load_model(spec.backend, spec.model, cache=self.settings.cache, **options)
+            for ds in self._datasets.values():
+                _teach(self._models[spec], ds)
         return self._models[spec]
 
     def retriever(self, dataset_name: str, rconfig: Any, model: Any) -> Any:
@@ -372,6 +376,13 @@ class BcasSession:
 
 
 
+def _teach(model: Any, dataset: Any) -> None:
+    """Give a model that asks for them (the ``mock`` backend's ``gold``) the gold answers."""
+    register = getattr(model, "register_items", None)
+    if callable(register):
+        register(dataset.items)
+
+
 class CaseContext:
     """Per-case state shared by its items (retriever, RSC profile)."""
 
@@ -489,21 +500,35 @@ def finalize_run(settings: Any, session: BcasSession | None, token: str = "run")
     profiles = read_profiles(settings.run_dir)
     if not records and not profiles:
         return None
-    rows, comps = write_summaries(settings.run_dir, records)
+    summaries = write_summaries(settings.run_dir, records, GRIDS, settings.grids)
+    rows, comps = summaries.rows, summaries.comparisons
     order = {name: [e.label for e in grid.entries] for name, grid in GRIDS.items()}
     from bcas.report.gate_report import session_gate_report
 
     gate = session_gate_report(settings.run_dir, token)  # full Holm step-down per family
+    from bcas.report.manifest import complete_session
+
+    manifest = complete_session(settings.run_dir, token, records, session)  # run.json, shown in the report
     report = render_report(
         settings.run_dir, records, rows, comps, order, title=f"bcas — {settings.run_dir.name}", profiles=profiles,
-        gate=gate,
+        gate=gate, model_comparisons=summaries.model_comparisons, matrix=summaries.matrix, manifest=manifest,
     )
-    lines = [f"{'model':<16}{'dataset':<18}{'config':<28}{'n':>4}{'EM%':>7}{'95% CI':>14}{'srch':>6}{'tok out':>9}"]
+    lines = [f"{'grid':<16}{'model':<16}{'dataset':<18}{'config':<28}{'n':>4}{'EM%':>7}{'95% CI':>14}{'srch':>6}"
+             f"{'tok out':>9}"]
     for r in rows:
         lines.append(
-            f"{r.model[:15]:<16}{r.dataset[:17]:<18}{r.label[:27]:<28}{r.n:>4}{r.accuracy * 100:>7.1f}"
+            f"{r.grid[:15]:<16}{r.model[:15]:<16}{r.dataset[:17]:<18}{r.label[:27]:<28}{r.n:>4}{r.accuracy * 100:>7.1f}"
             f"{f'{r.ci_lo * 100:.0f}-{r.ci_hi * 100:.0f}':>14}{r.mean_searches:>6.2f}{r.mean_tokens_out:>9.0f}"
         )
+    if summaries.model_comparisons:
+        lines.append("models compared on the same items (exact McNemar or paired t on per-item means; Holm per grid x dataset):")
+        for c in summaries.model_comparisons:
+            mark = " *" if c.significant else ""
+            lines.append(
+                f"  {c.grid}/{c.dataset}/{c.label}: {c.model} - {c.reference} = {c.diff * 100:+.1f} pts "
+                f"[{c.ci_lo * 100:+.1f}, {c.ci_hi * 100:+.1f}] on {c.n_paired} items, p={c.p_value:.3g}, "
+                f"Holm p={c.p_holm:.3g}{mark}"
+            )
     holm_failures: list[str] = gate.holm_failures if gate is not None else []
     for prof in profiles:
         dec = prof.get("decision") or {}

@@ -156,7 +156,8 @@ def render(
     title: str = "bcas report",
 ) -> tuple[Path, list[SummaryRow], list[Comparison]]:
     """``write_summaries`` then ``render_report``, as a finished run does."""
-    rows, comparisons = write_summaries(run_dir, records)
+    summaries = write_summaries(run_dir, records)
+    rows, comparisons = summaries.rows, summaries.comparisons
     order = {name: [e.label for e in grid.entries] for name, grid in GRIDS.items()}
     path = render_report(run_dir, records, rows, comparisons, order, title=title)
     return path, rows, comparisons

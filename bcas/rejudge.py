@@ -1,0 +1,94 @@
+"""Re-grade recorded answers with another judge, without regenerating them.
+
+``python -m bcas.results rejudge RUN --judge BACKEND:MODEL`` is to grades what
+``reprice`` is to cost: every answer of the run that this judge (its grade identity:
+judge fingerprint + judge prompt hash + repeats, :func:`bcas.identity.grade_id`) has not
+graded yet is sent to it once, and the record is appended again with the new grade added
+to ``grades`` and shown as ``judge``/``judge_verdict``.  Nothing else of the record
+changes; the newest version of an answer wins when a run is read (``dedupe``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from bcas.results import Record, ResultStore
+
+
+@dataclass
+class RejudgeSummary:
+    grade_id: str
+    graded: int
+    already: int
+    correct: int
+    incorrect: int
+    unknown: int
+
+    def lines(self) -> list[str]:
+        return [
+            f"grade: {self.grade_id}",
+            f"graded now: {self.graded} (correct {self.correct}, incorrect {self.incorrect}, "
+            f"no verdict {self.unknown}); already graded by this judge: {self.already}",
+        ]
+
+
+def _judge_model(spec: str, base_url: str | None, api_key_env: str | None, cache: bool) -> tuple[Any, str]:
+    from bcas.llm import load_model
+    from bcas.llm.fingerprint import model_fingerprint
+
+    backend, _, name = spec.partition(":")
+    options: dict[str, Any] = {}
+    if backend == "openai":
+        if not base_url:
+            raise ValueError("--judge openai:MODEL needs --judge-base-url")
+        options["base_url"] = base_url
+        if api_key_env:
+            options["api_key_env"] = api_key_env
+    fingerprint = model_fingerprint(backend, name or None, base_url=base_url, api_key_env=api_key_env)
+    return load_model(backend, name or None, cache=cache, **options), fingerprint
+
+
+async def _grade_all(records: list[Record], judge: Any, gid: str, store: ResultStore, concurrency: int) -> list[Record]:
+    from bcas.grading import grade_record
+
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(rec: Record) -> Record:
+        async with gate:
+            graded = await grade_record(rec, judge, gid)
+        await asyncio.to_thread(store.append, graded)
+        return graded
+
+    try:
+        return list(await asyncio.gather(*(one(r) for r in records)))
+    finally:
+        await judge.model.aclose()
+
+
+def rejudge(
+    run_dir: str | os.PathLike[str],
+    judge_spec: str,
+    *,
+    base_url: str | None = None,
+    api_key_env: str | None = None,
+    repeats: int = 1,
+    concurrency: int = 4,
+    cache: bool = True,
+) -> RejudgeSummary:
+    """Grade every answer of ``run_dir`` that ``judge_spec`` has not graded (module docstring)."""
+    from bcas.grading import LLMJudge
+    from bcas.identity import grade_id
+
+    store = ResultStore(run_dir)
+    store.merge()
+    model, fingerprint = _judge_model(judge_spec, base_url, api_key_env, cache)
+    gid = grade_id(fingerprint, repeats)
+    records = store.records()
+    todo = [r for r in records if gid not in (r.grades or {})]
+    graded = asyncio.run(_grade_all(todo, LLMJudge(model, repeats=repeats), gid, store, concurrency)) if todo else []
+    verdicts = [r.judge_verdict for r in graded]
+    return RejudgeSummary(gid, len(graded), len(records) - len(todo), sum(v is True for v in verdicts),
+                          sum(v is False for v in verdicts), sum(v is None for v in verdicts))
