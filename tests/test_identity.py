@@ -307,3 +307,29 @@ def test_v1_records_are_upgraded_on_read_and_never_mixed(tmp_path: Path, project
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "written by bcas 0.1.0" in result.stderr.str()
     assert (old / "records.jsonl").read_text() == _v1_line()  # untouched
+
+
+def test_the_run_seed_reaches_every_madara_call() -> None:
+    """A MADARA item under seed 7 sends seed 7 on every assessment and generation call."""
+    import asyncio
+
+    from bcas.assess import run_madara
+    from bcas.config import AssessConfig, RunConfig
+    from bcas.data import load_dataset
+    from bcas.llm.mock import MockModel
+
+    class Recording(MockModel):
+        def __init__(self) -> None:
+            super().__init__("random")
+            self.seeds: list[int] = []
+
+        async def chat(self, request):  # type: ignore[no-untyped-def]
+            self.seeds.append(request.seed)
+            return await super().chat(request)
+
+    item = load_dataset("conflictqa", limit=1).items[0]
+    for method in ("sda", "pde", "cot"):
+        model = Recording()
+        config = RunConfig(assess=AssessConfig(method=method, doc_source="item"), seed=7)
+        asyncio.run(run_madara(item, model, None, config))
+        assert model.seeds and set(model.seeds) == {7}, method

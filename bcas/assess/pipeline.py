@@ -306,7 +306,7 @@ async def run_madara(
         method = MODE_TO_METHOD[routing.mode]
     fn = TREATMENTS[method]
 
-    ledger = Ledger()
+    ledger = Ledger(seed=run_config.seed)
     docs = await gather_documents(item, retriever, cfg)
     ctx = TreatmentContext(model, item.question, docs, task, cfg, f"{run_config.seed}:{item.id}", ledger)
     stop_reason, error = "answered", None

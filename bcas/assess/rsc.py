@@ -486,7 +486,7 @@ async def probe(model: ChatModel, items: Sequence[Any], retriever: Any, config: 
     items = list(items)[: cfg.calibration_n]
     if not items:
         raise ValueError("the RSC probe needs at least one calibration item")
-    ledger = Ledger()
+    ledger = Ledger(seed=run_config.seed)
     seed = run_config.seed
 
     per_item_docs = await asyncio.gather(*(gather_documents(item, retriever, cfg) for item in items))

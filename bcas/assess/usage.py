@@ -14,6 +14,8 @@ the provider-reported usage stored with it); ``cached_calls`` says how many were
 
 from __future__ import annotations
 
+import dataclasses
+
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,14 +60,22 @@ class CallEntry:
 
 @dataclass
 class Ledger:
-    """Records every call made through ``chat``; ``usage()`` sums them."""
+    """Records every call made through ``chat``; ``usage()`` sums them.
+
+    ``seed``: the run's sampling seed, stamped on every request that goes through the
+    ledger (MADARA samples at T = 0.6, §5.1), so ``--bcas-seed`` and each epoch's seed
+    reach every assessment, re-scoring and generation call.
+    """
 
     entries: list[CallEntry] = field(default_factory=list)
+    seed: int | None = None
 
     async def chat(self, model: ChatModel, request: ChatRequest, kind: str, tag: str = "") -> ChatResult:
         """Call ``model.chat`` and ledger it; a failed call is ledgered, then re-raised."""
         if kind not in CALL_KINDS:
             raise ValueError(f"call kind must be one of {CALL_KINDS}, got {kind!r}")
+        if self.seed is not None and request.seed != self.seed:
+            request = dataclasses.replace(request, seed=self.seed)
         start = time.perf_counter()
         try:
             result = await model.chat(request)
