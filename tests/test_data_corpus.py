@@ -285,3 +285,56 @@ def test_ambiguous_dataset_is_a_usage_error_listing_formats(suite: pytest.Pytest
     result = suite.runpytest(*BASE, "--bcas-datasets", str(path), "--bcas-report", str(suite.path / "c"))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "ambiguous" in result.stderr.str() and "2wikimultihopqa, hotpotqa" in result.stderr.str()
+
+
+def test_every_official_layout_runs_through_a_grid(suite: pytest.Pytester) -> None:
+    root = suite.path / "official"
+    own = [
+        f"hotpotqa:{official.hotpotqa(root / 'hotpot_dev_distractor_v1.json', n=2)}",
+        str(official.twowiki(root / "2wiki" / "dev.json", n=2)),
+        str(official.musique(root / "musique_ans_v1.0_dev.jsonl", n=2)),
+        str(official.triviaqa(root / "triviaqa-rc", n=2)),
+        str(official.conflictqa(root / "conflictQA-strategyQA-chatgpt.json", n=2)),
+    ]
+    result = suite.runpytest(*BASE, "--bcas-datasets", ",".join(own), "--bcas-report", str(suite.path / "own"))
+    result.assert_outcomes(passed=len(own))
+    claims, wiki = official.fever(root / "fever" / "paper_dev.jsonl", root / "fever" / "wiki-pages", n=2)
+    questions = [str(claims), str(official.nq_open(root / "NQ-open.dev.jsonl", n=2))]
+    result = suite.runpytest(*BASE, "--bcas-datasets", ",".join(questions), "--bcas-corpus", str(wiki),
+                             "--bcas-report", str(suite.path / "wiki"))
+    result.assert_outcomes(passed=len(questions))
+    records = [json.loads(ln) for ln in (suite.path / "wiki" / "records.jsonl").read_text().splitlines() if ln]
+    assert {r["dataset"] for r in records} == {"paper_dev", "NQ-open.dev"} and len(records) == 4
+    fever_records = [r for r in records if r["dataset"] == "paper_dev"]
+    assert all(r["extra"]["gold_documents"] >= 1 for r in fever_records)  # claims' pages found by id
+
+
+@pytest.mark.slow
+def test_a_non_editable_install_collects_the_smoke_grid(tmp_path: Path) -> None:
+    """Build a wheel of this tree, install it (no deps) into a fresh venv and use it from elsewhere."""
+    import shutil
+    import subprocess
+
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "bcas", src / "bcas", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    wheels = tmp_path / "wheels"
+    run = {"check": True, "capture_output": True, "text": True}
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "-w", str(wheels), str(src)], **run)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], **run)
+    python = str(venv / "bin" / "python")
+    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", *map(str, wheels.glob("*.whl"))], **run)
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "test_grids.py").write_text((ROOT / "benchmarks" / "test_grids.py").read_text())
+    probe = ("import bcas, bcas.data as d, bcas.resources as r, bcas.results as res; "
+             "print(bcas.__file__); [d.load_dataset(n) for n in d.DATASETS]; "
+             "print(len(res.load_price_sheet(r.resource_path('prices.toml')).models))")
+    out = subprocess.run([python, "-c", probe], cwd=user, **run).stdout.split()
+    assert out[0].startswith(str(venv)) and int(out[1]) > 0
+    collected = subprocess.run([python, "-m", "pytest", "test_grids.py", "--collect-only", "-q", "-p",
+                                "no:cacheprovider", "--bcas-grid", "smoke"], cwd=user, **run).stdout
+    assert "smollm2-135m-hotpotqa-bm25/s1" in collected and "conflictqa-madara/nf" in collected
