@@ -282,3 +282,43 @@ def test_empty_file(tmp_path: Path) -> None:
     path.write_text("\n")
     with pytest.raises(DatasetError, match=rf"^{path}: holds no items"):
         load_dataset(path)
+
+
+# --- gold references, names, the command line -------------------------------------------
+
+
+def test_gold_references_are_validated_and_hashed_only_when_present(tmp_path: Path) -> None:
+    plain = load_dataset(_write(tmp_path / "plain.jsonl", [_item(0)]))
+    assert plain.items[0].gold == () and "gold" not in plain.items[0].canonical()
+    with_gold = load_dataset(_write(tmp_path / "gold.jsonl", [_item(0, gold=["Page A", "12"])]))
+    assert with_gold.items[0].gold == ("Page A", "12") and with_gold.hash != plain.hash
+    assert with_gold.items[0].gold_refs() == {"Page A", "12", "Title 0"}  # plus the supporting title
+    with pytest.raises(DatasetError) as info:
+        load_dataset(_write(tmp_path / "bad.jsonl", [_item(0), _item(1, gold=["ok", 3])]))
+    assert (info.value.line, info.value.field) == (2, "gold")
+
+
+def test_dataset_names_and_labels(tmp_path: Path) -> None:
+    from bcas.data import dataset_label, dataset_name
+
+    assert dataset_name(Path("/d/nq/dev.jsonl")) == "nq-dev"
+    assert dataset_name(Path("/d/hotpot_dev_distractor_v1.json")) == "hotpot_dev_distractor_v1"
+    assert dataset_name(Path("/d/my data (v2).jsonl")) == "my-data-v2-"
+    assert dataset_label("hotpotqa") == "hotpotqa"
+    assert dataset_label("flashrag:/x/triviaqa/test.jsonl") == "triviaqa-test"
+    assert dataset_label("/x/mine.jsonl") == "mine"
+
+
+def test_command_line_lists_formats_and_loads_a_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bcas.data import main
+    from bcas.formats import FORMATS
+
+    assert main(["--formats"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == list(FORMATS)
+    path = _write(tmp_path / "mine.jsonl", [_item(i) for i in range(2)])
+    assert main([f"bcas:{path}"]) == 0
+    out = capsys.readouterr().out
+    assert load_dataset(path).hash in out
+    assert main([f"hotpotqa:{path}"]) == 2  # read as the wrong layout: a field error, exit 2
+    assert "field '_id' is missing" in capsys.readouterr().err
