@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bcas.report.html_models import model_sections
-from bcas.report.manifest import manifest_section
+from bcas.report.html_run import manifest_section
 from bcas.report.plots import line_chart, shift_bars
 from bcas.report.summary import Comparison, SummaryRow, group_key
 

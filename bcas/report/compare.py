@@ -1,0 +1,381 @@
+"""Paired comparison of two runs: ``python -m bcas.report.compare RUN_A RUN_B [--html OUT] [--allow-mismatch]``.
+
+Both runs' records (:func:`bcas.results.load_records`: a run folder or a records file)
+are grouped by model label x dataset x configuration label, and each group of run A is
+paired with the same group of run B (when each run holds one model only, those two
+models are paired whatever their labels).  On the items both groups hold:
+
+* accuracy of A and of B, the discordant counts both ways (A right and B wrong, A wrong
+  and B right) and the difference B - A with Newcombe's (1998) paired 95% interval and
+  the exact McNemar p-value (BCAS Figure 3, MADARA §6; :mod:`bcas.stats`);
+* with several epochs per item, the per-item means and a paired t-test on them
+  (:mod:`bcas.report.paired` says why);
+* the flipped items, listed both ways, and in the HTML (``--html OUT``, one
+  self-contained file without scripts) each flipped item's two trajectories side by side.
+
+Answers are only comparable when they claim the same model, items and prompts: a pair of
+groups whose model fingerprints, dataset hashes or prompt hashes differ is refused (exit
+status 2, naming each difference) unless ``--allow-mismatch``, which prints every
+difference and writes it into the HTML.  Configuration ids that differ under one label
+(another seed, say) are reported, not refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from bcas.report.manifest import read_manifest
+from bcas.report.paired import paired
+from bcas.results import Record, RecordError, load_records
+from bcas.stats import mcnemar_exact, newcombe_paired_diff
+
+GroupKey = tuple[str, str, str]  # (model label, dataset, configuration label)
+TEXT_CAP = 4000  # characters of one step's text shown in the HTML
+
+
+@dataclass
+class Run:
+    path: Path
+    records: list[Record]
+    manifest: dict[str, Any] | None
+
+    @property
+    def name(self) -> str:
+        return self.path.name if self.path.is_dir() else f"{self.path.parent.name}/{self.path.name}"
+
+    def groups(self) -> dict[GroupKey, list[Record]]:
+        out: dict[GroupKey, list[Record]] = defaultdict(list)
+        for rec in self.records:
+            out[(rec.model, rec.dataset, rec.label or rec.config_id)].append(rec)
+        return dict(out)
+
+
+@dataclass
+class GroupComparison:
+    """One group of run A against its partner in run B on the items both hold."""
+
+    model_a: str
+    model_b: str
+    dataset: str
+    label: str
+    n: int
+    acc_a: float
+    acc_b: float
+    a_only: list[str]  # items A got right and B wrong (per-item mean higher in A, with epochs)
+    b_only: list[str]
+    diff: float  # B - A
+    ci_lo: float
+    ci_hi: float
+    p_value: float
+    test: str
+    epochs: int
+    mismatches: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    records_a: dict[str, Record] = field(default_factory=dict)  # item id -> shown record (flipped items)
+    records_b: dict[str, Record] = field(default_factory=dict)
+
+    @property
+    def model(self) -> str:
+        return self.model_a if self.model_a == self.model_b else f"{self.model_a} vs {self.model_b}"
+
+    @property
+    def title(self) -> str:
+        return f"{self.model} / {self.dataset} / {self.label}"
+
+
+def load_run(path: str | Path) -> Run:
+    p = Path(path)
+    records = load_records(p)
+    manifest = read_manifest(p if p.is_dir() else p.parent)
+    return Run(p, records, manifest)
+
+
+def _values(records: list[Record], name: str) -> list[str]:
+    return sorted({str(getattr(r, name)) for r in records})
+
+
+def identity_differences(recs_a: list[Record], recs_b: list[Record]) -> list[str]:
+    """What makes two groups' answers incomparable: model fingerprint, dataset hash, prompt hash."""
+    out = []
+    for name, what in (("model_fingerprint", "model fingerprint"), ("dataset_hash", "dataset hash"),
+                       ("prompt_hash", "prompt hash")):
+        a, b = _values(recs_a, name), _values(recs_b, name)
+        if a != b:
+            out.append(f"{what} differs: A {', '.join(a)} vs B {', '.join(b)}")
+        for tag, values in (("A", a), ("B", b)):
+            if len(values) > 1:
+                out.append(f"{tag} mixes {len(values)} values of the {what} under one label")
+    return out
+
+
+def _outcome(rec: Record, metric: str) -> bool | None:
+    if metric == "judge":
+        return rec.judge_verdict
+    return bool(rec.correct_em)
+
+
+def compare_groups(model_a: str, model_b: str, dataset: str, label: str, recs_a: list[Record],
+                   recs_b: list[Record], metric: str = "em") -> GroupComparison:
+    """Paired comparison of two groups on the items both hold (module docstring)."""
+    by_item_a: dict[str, list[Record]] = defaultdict(list)
+    by_item_b: dict[str, list[Record]] = defaultdict(list)
+    for recs, by_item in ((recs_a, by_item_a), (recs_b, by_item_b)):
+        for rec in sorted(recs, key=lambda r: r.epoch):
+            if _outcome(rec, metric) is not None:
+                by_item[rec.item_id].append(rec)
+    shared = sorted(set(by_item_a) & set(by_item_b))
+    means_a = {i: sum(bool(_outcome(r, metric)) for r in by_item_a[i]) / len(by_item_a[i]) for i in shared}
+    means_b = {i: sum(bool(_outcome(r, metric)) for r in by_item_b[i]) / len(by_item_b[i]) for i in shared}
+    epochs = max([len(by_item_a[i]) for i in shared] + [len(by_item_b[i]) for i in shared] + [1])
+    a_only = [i for i in shared if means_a[i] > means_b[i]]
+    b_only = [i for i in shared if means_b[i] > means_a[i]]
+    n = len(shared)
+    if epochs == 1:
+        both = sum(1 for i in shared if means_a[i] and means_b[i])
+        neither = n - both - len(a_only) - len(b_only)
+        # first = B: the difference is B - A
+        diff, lo, hi = newcombe_paired_diff(both, len(b_only), len(a_only), neither) if n else (0.0, 0.0, 0.0)
+        p_value, test = mcnemar_exact(len(b_only), len(a_only)), "exact McNemar"
+    else:
+        result = paired(means_b, means_a, binary=False)
+        diff, lo, hi, p_value, test = result.diff, result.ci_lo, result.ci_hi, result.p_value, "paired t on per-item means"
+    out = GroupComparison(
+        model_a, model_b, dataset, label, n,
+        sum(means_a.values()) / n if n else 0.0, sum(means_b.values()) / n if n else 0.0,
+        a_only, b_only, diff, lo, hi, p_value, test, epochs,
+    )
+    for item in a_only + b_only:
+        out.records_a[item] = by_item_a[item][0]
+        out.records_b[item] = by_item_b[item][0]
+    ids_a, ids_b = _values(recs_a, "config_id"), _values(recs_b, "config_id")
+    if ids_a != ids_b:
+        out.notes.append(f"configuration ids differ under one label: A {', '.join(ids_a)} vs B {', '.join(ids_b)}")
+    only_a, only_b = len(set(by_item_a) - set(by_item_b)), len(set(by_item_b) - set(by_item_a))
+    if only_a or only_b:
+        out.notes.append(f"items in one run only, left out: {only_a} in A, {only_b} in B")
+    return out
+
+
+def compare_runs(run_a: Run, run_b: Run, metric: str = "em") -> tuple[list[GroupComparison], list[str]]:
+    """Every paired group (with its identity differences) and the groups found in one run only."""
+    groups_a, groups_b = run_a.groups(), run_b.groups()
+    models_a, models_b = {k[0] for k in groups_a}, {k[0] for k in groups_b}
+    rename = {}
+    if len(models_a) == 1 and len(models_b) == 1 and models_a != models_b:
+        rename = {next(iter(models_a)): next(iter(models_b))}  # one model each: those two are compared
+    out: list[GroupComparison] = []
+    unmatched: list[str] = []
+    for key, recs_a in sorted(groups_a.items()):
+        model_a, dataset, label = key
+        model_b = rename.get(model_a, model_a)
+        recs_b = groups_b.get((model_b, dataset, label))
+        if recs_b is None:
+            unmatched.append(f"only in A: {model_a} / {dataset} / {label}")
+            continue
+        comp = compare_groups(model_a, model_b, dataset, label, recs_a, recs_b, metric)
+        comp.mismatches = identity_differences(recs_a, recs_b)
+        out.append(comp)
+    paired_b = {(rename.get(m, m), d, lab) for m, d, lab in groups_a}
+    unmatched += [f"only in B: {m} / {d} / {lab}" for m, d, lab in sorted(groups_b) if (m, d, lab) not in paired_b]
+    return out, unmatched
+
+
+# -- text ------------------------------------------------------------------------------------
+
+
+def _session(run: Run) -> dict[str, Any]:
+    sessions = (run.manifest or {}).get("sessions") or []
+    return sessions[-1] if sessions and isinstance(sessions[-1], dict) else {}
+
+
+def run_lines(run_a: Run, run_b: Run) -> list[str]:
+    """Where each run came from (its manifest's latest session) and which package versions differ."""
+    lines = []
+    for tag, run in (("A", run_a), ("B", run_b)):
+        bcas = _session(run).get("bcas") or {}
+        origin = f"bcas {bcas.get('version')} @ {bcas.get('git_commit')}" if bcas else "no run.json"
+        lines.append(f"{tag}: {run.path} ({len(run.records)} records; {origin})")
+    pa, pb = _session(run_a).get("packages") or {}, _session(run_b).get("packages") or {}
+    for name in sorted(set(pa) | set(pb)):
+        if pa.get(name) != pb.get(name) and pa and pb:
+            lines.append(f"  package {name}: A {pa.get(name)} vs B {pb.get(name)}")
+    return lines
+
+
+def table_lines(comps: list[GroupComparison]) -> list[str]:
+    lines = [f"{'model':<24}{'dataset':<16}{'config':<24}{'n':>5}{'A %':>7}{'B %':>7}{'B-A pts':>9}"
+             f"{'95% CI':>16}{'A only':>8}{'B only':>8}{'p':>9}"]
+    for c in comps:
+        lines.append(
+            f"{c.model[:23]:<24}{c.dataset[:15]:<16}{c.label[:23]:<24}{c.n:>5}{c.acc_a * 100:>7.1f}"
+            f"{c.acc_b * 100:>7.1f}{c.diff * 100:>+9.1f}{f'{c.ci_lo * 100:+.1f} {c.ci_hi * 100:+.1f}':>16}"
+            f"{len(c.a_only):>8}{len(c.b_only):>8}{c.p_value:>9.4f}"
+        )
+    return lines
+
+
+def flipped_lines(comps: list[GroupComparison]) -> list[str]:
+    lines = []
+    for c in comps:
+        if not (c.a_only or c.b_only):
+            continue
+        lines.append(f"{c.title} ({c.test}{f', {c.epochs} epochs' if c.epochs > 1 else ''}):")
+        lines.append(f"  A right, B wrong ({len(c.a_only)}): {', '.join(c.a_only) or '-'}")
+        lines.append(f"  A wrong, B right ({len(c.b_only)}): {', '.join(c.b_only) or '-'}")
+    return lines
+
+
+# -- HTML ------------------------------------------------------------------------------------
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
+table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:13px}
+th,td{border:1px solid #ccc;padding:3px 6px;text-align:right} th{background:#f3f3f3} td.t{text-align:left}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#fafafa;border:1px solid #eee;padding:4px;margin:2px 0}
+.pair{display:grid;grid-template-columns:1fr 1fr;gap:1em} .side{min-width:0}
+.ok{color:#137333}.bad{color:#b3261e} .warn{background:#fff3f3;border:1px solid #b3261e;padding:4px 8px}
+details{margin:4px 0} summary{cursor:pointer;overflow-wrap:anywhere}
+"""
+
+
+def _cap(text: str) -> str:
+    return text if len(text) <= TEXT_CAP else f"{text[:TEXT_CAP]}… ({len(text) - TEXT_CAP} more characters)"
+
+
+def _trajectory(tag: str, run: Run, rec: Record, metric: str) -> str:
+    ok = bool(_outcome(rec, metric))
+    steps = []
+    for step in rec.steps:
+        parts = [f"<b>{escape(str(step.get('kind', '')))}</b>"]
+        for name in ("query", "output"):
+            if step.get(name):
+                parts.append(f"{name}<pre>{escape(_cap(str(step[name])))}</pre>")
+        docs = step.get("titles") or step.get("docs") or []
+        if docs:
+            parts.append(f"<div>docs: {escape(', '.join(map(str, docs)))}</div>")
+        steps.append(f"<li>{' '.join(parts)}</li>")
+    return (
+        f'<div class="side"><h4>{escape(tag)}: {escape(run.name)} · {escape(rec.model)}'
+        f"{escape(f' · epoch {rec.epoch}' if rec.epoch else '')}</h4>"
+        f'<div>prediction: <b>{escape(rec.prediction)}</b> <span class="{"ok" if ok else "bad"}">'
+        f'{"right" if ok else "wrong"}</span></div>'
+        f"<div>stop {escape(str(rec.stop_reason))} · searches {rec.searches_used} · tokens "
+        f"{rec.tokens_in} in / {rec.tokens_out} out</div>"
+        + (f"<div>error: {escape(str(rec.error))}</div>" if rec.error else "")
+        + f"<ol>{''.join(steps)}</ol></div>"
+    )
+
+
+def _row(cells: list[str]) -> str:
+    return "<tr>" + "".join(f'<td class="t">{c}</td>' if i < 3 else f"<td>{c}</td>" for i, c in enumerate(cells)) + "</tr>"
+
+
+def render_html(run_a: Run, run_b: Run, comps: list[GroupComparison], unmatched: list[str],
+                overridden: list[str], metric: str = "em") -> str:
+    """The comparison as one self-contained page (every text escaped; no script)."""
+    head = ["model", "dataset", "config", "n paired", "A %", "B %", "B − A pts", "95% CI", "A right, B wrong",
+            "A wrong, B right", "p", "test"]
+    rows = "".join(
+        _row([escape(c.model), escape(c.dataset), escape(c.label), str(c.n), f"{c.acc_a * 100:.1f}",
+              f"{c.acc_b * 100:.1f}", f"{c.diff * 100:+.1f}", f"{c.ci_lo * 100:+.1f} – {c.ci_hi * 100:+.1f}",
+              str(len(c.a_only)), str(len(c.b_only)), f"{c.p_value:.4f}", escape(c.test)])
+        for c in comps
+    )
+    table = (f'<table id="groups"><thead><tr>{"".join(f"<th>{escape(h)}</th>" for h in head)}</tr></thead>'
+             f"<tbody>{rows}</tbody></table>")
+    override = ""
+    if overridden:
+        items = "".join(f"<li>{escape(m)}</li>" for m in overridden)
+        override = (f'<div class="warn" id="override"><b>Compared despite differences (--allow-mismatch)</b>'
+                    f"<ul>{items}</ul></div>")
+    notes = [f"{c.title}: {n}" for c in comps for n in c.notes] + unmatched
+    notes_html = f"<h2>Notes</h2><ul>{''.join(f'<li>{escape(n)}</li>' for n in notes)}</ul>" if notes else ""
+    flips = []
+    for c in comps:
+        for tag, items in (("A right, B wrong", c.a_only), ("A wrong, B right", c.b_only)):
+            if not items:
+                continue
+            flips.append(f"<h3>{escape(c.title)} — {escape(tag)} ({len(items)})</h3>")
+            for item in items:
+                ra, rb = c.records_a[item], c.records_b[item]
+                flips.append(
+                    f'<details class="flip" data-item="{escape(item)}"><summary>{escape(item)} — '
+                    f"{escape(ra.question[:200])}</summary>"
+                    f"<div>gold: {escape(' | '.join(ra.answers))}</div>"
+                    f'<div class="pair">{_trajectory("A", run_a, ra, metric)}{_trajectory("B", run_b, rb, metric)}'
+                    "</div></details>"
+                )
+    runs = "".join(f"<li>{escape(line)}</li>" for line in run_lines(run_a, run_b))
+    title = f"bcas compare — {run_a.name} vs {run_b.name}"
+    return (
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+        "img-src data:\">"
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body><h1>{escape(title)}</h1>"
+        f"<ul>{runs}</ul>{override}"
+        f"<h2>Paired comparison ({escape('EM' if metric == 'em' else 'judge verdict')})</h2>"
+        "<p>On the items both runs hold: difference B − A with Newcombe's (1998) paired 95% interval and the "
+        "exact McNemar p-value (with several epochs: per-item means, paired t-test).</p>"
+        + table + notes_html + "<h2>Flipped items</h2>" + ("".join(flips) or "<p>None.</p>")
+        + "</body></html>"
+    )
+
+
+# -- command line ------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bcas.report.compare", description=__doc__.splitlines()[0])
+    parser.add_argument("run_a", help="run folder (or records file) A")
+    parser.add_argument("run_b", help="run folder (or records file) B")
+    parser.add_argument("--html", default=None, help="write the comparison page here")
+    parser.add_argument("--allow-mismatch", action="store_true",
+                        help="compare even when model fingerprints, dataset hashes or prompt hashes differ")
+    parser.add_argument("--metric", choices=("em", "judge"), default="em",
+                        help="outcome compared: exact match (default) or the recorded judge verdict")
+    args = parser.parse_args(argv)
+    try:
+        run_a, run_b = load_run(args.run_a), load_run(args.run_b)
+    except (OSError, RecordError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    comps, unmatched = compare_runs(run_a, run_b, args.metric)
+    if not comps:
+        print("error: no model / dataset / configuration is in both runs; " + "; ".join(unmatched), file=sys.stderr)
+        return 2
+    differences = [f"{c.title}: {m}" for c in comps for m in c.mismatches]
+    if differences and not args.allow_mismatch:
+        print("refusing to compare answers that are not comparable:", file=sys.stderr)
+        for line in differences:
+            print(f"  {line}", file=sys.stderr)
+        print("(--allow-mismatch compares them anyway and says so in the output)", file=sys.stderr)
+        return 2
+    for line in run_lines(run_a, run_b):
+        print(line)
+    for line in differences:
+        print(f"MISMATCH ALLOWED (--allow-mismatch): {line}")
+    print()
+    for line in table_lines(comps):
+        print(line)
+    for line in [f"note: {c.title}: {n}" for c in comps for n in c.notes] + [f"note: {u}" for u in unmatched]:
+        print(line)
+    flips = flipped_lines(comps)
+    print()
+    print("\n".join(flips) if flips else "no flipped items")
+    if args.html:
+        out = Path(args.html)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(render_html(run_a, run_b, comps, unmatched, differences, args.metric), encoding="utf-8")
+        print(f"html: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

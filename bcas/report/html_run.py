@@ -1,0 +1,69 @@
+"""The report's "Run" section: the run manifest (:mod:`bcas.report.manifest`) as HTML, every text escaped."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from bcas.report.manifest import MANIFEST_FILE
+
+
+def _kv(rows: list[tuple[str, Any]]) -> str:
+    cells = "".join(
+        f'<tr><td class="t">{escape(str(k))}</td><td class="t">{escape("" if v is None else str(v))}</td></tr>'
+        for k, v in rows
+    )
+    return f"<table><tbody>{cells}</tbody></table>"
+
+
+def manifest_section(manifest: dict[str, Any] | None) -> str:
+    """HTML of the run manifest: the latest session in full, the earlier ones in one line each."""
+    if not manifest or not manifest.get("sessions"):
+        return ""
+    sessions = [s for s in manifest["sessions"] if isinstance(s, dict)]
+    if not sessions:
+        return ""
+    last = sessions[-1]
+    bcas = last.get("bcas") or {}
+    host = last.get("host") or {}
+    price = last.get("price_sheet") or {}
+    commit = bcas.get("git_commit")
+    rows: list[tuple[str, Any]] = [
+        ("session", f"{last.get('session')} · {last.get('started_at')} → {last.get('ended_at') or 'running'}"),
+        ("bcas", f"{bcas.get('version')}" + (f" @ {commit}" + (" (modified)" if bcas.get("git_dirty") else "")
+                                             if commit else "")),
+        ("python", last.get("python")),
+        ("packages", ", ".join(f"{k} {v}" for k, v in (last.get("packages") or {}).items() if v)),
+        ("host", f"{host.get('cpu')} · GPUs: {', '.join(host.get('gpus') or []) or 'none'}"),
+        ("seed / epochs", f"{last.get('seed')} / {last.get('epochs')}"),
+        ("price sheet", f"{price.get('path')} sha256 {str(price.get('sha256'))[:16]}" if price else "pricing off"),
+    ]
+    for label, model in (last.get("models") or {}).items():
+        recorded = model.get("recorded_fingerprints")
+        extra = f" (recorded: {', '.join(recorded)})" if recorded and recorded != [model.get("fingerprint")] else ""
+        rows.append((f"model {label}", f"{model.get('backend')}:{model.get('model') or 'default'} · "
+                                       f"{model.get('fingerprint')}{extra}"))
+    judge = last.get("judge")
+    rows.append(("judge", f"{judge.get('spec')} · {judge.get('grade_id')}" if judge else "none"))
+    for name, hashes in (last.get("datasets") or {}).items():
+        rows.append((f"dataset {name}", ", ".join(hashes)))
+    options = [(f"--bcas-{name}", f"{o.get('value')}  [{o.get('source')}]")
+               for name, o in (last.get("options") or {}).items() if isinstance(o, dict)]
+    earlier = ""
+    if len(sessions) > 1:
+        lines = "".join(
+            f"<li>{escape(str(s.get('session')))}: {escape(str(s.get('started_at')))} → "
+            f"{escape(str(s.get('ended_at')))}, exit {escape(str(s.get('exit_status')))}, "
+            f"models {escape(', '.join(s.get('models') or {}))}, bcas "
+            f"{escape(str((s.get('bcas') or {}).get('version')))} @ {escape(str((s.get('bcas') or {}).get('git_commit')))}"
+            "</li>"
+            for s in sessions[:-1]
+        )
+        earlier = f"<p>Earlier sessions into this folder ({len(sessions) - 1}):</p><ul>{lines}</ul>"
+    return (
+        '<h2 id="run">Run</h2><div id="manifest">'
+        f"<p>From <code>{escape(MANIFEST_FILE)}</code> (latest of {len(sessions)} session(s)).</p>"
+        + _kv(rows)
+        + f"<details><summary>options as resolved</summary>{_kv(options)}</details>"
+        + earlier + "</div>"
+    )
