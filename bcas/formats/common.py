@@ -91,7 +91,9 @@ class Record:
             raise self.error("is missing", key)
         if isinstance(value, str):
             value = [value]
-        if not isinstance(value, list) or not value:
+        if not isinstance(value, list):
+            raise self.error(f"must be an answer string or a list of them, got {type(value).__name__}", key)
+        if not value:
             raise self.error("must be a non-empty list of answers", key)
         out: list[str] = []
         for j, a in enumerate(value):
