@@ -46,11 +46,13 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from bcas.agent.loop import Trajectory
     from bcas.data import Dataset
 
+from bcas.resources import resource_path  # noqa: E402
+
 log = logging.getLogger(__name__)
 
 RECORDS_FILE = "records.jsonl"
 LOCK_FILE = ".records.lock"
-DEFAULT_PRICES = Path(__file__).resolve().parent.parent / "fixtures" / "prices.toml"
+DEFAULT_PRICES = resource_path("prices.toml")  # package data: a non-editable install has it too
 RECORD_SCHEMA_VERSION = 2
 _WORKER_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 LEGACY_PREFIX = "legacy:"

@@ -193,11 +193,22 @@ def test_mock_gold_baseline_against_mock_random_run_fails_with_the_numbers(proje
     mock = ["--bcas-grid", "gate_tiny", "--bcas-limit", "40", "-p", "no:cacheprovider"]
     gold_dir = project.path / "gold"
     project.runpytest("--bcas-model", "mock:gold", *mock, "--bcas-report", str(gold_dir)).assert_outcomes(passed=2)
+    # A baseline written for one model refuses to gate another ...
+    refused = project.runpytest("--bcas-model", "mock:random", *mock, "--bcas-report", str(project.path / "no"),
+                                "--bcas-baseline", str(gold_dir))
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    err = refused.stderr.str()
+    assert "refuses to compare answers of different identity" in err
+    assert "model fingerprint mock:gold (mock-gold, baseline) vs mock:random (this run)" in err
+    assert not (project.path / "no" / "records.jsonl").exists()
+    # ... unless told to, and then the override is written into the report.
     run_dir = project.path / "random"
     result = project.runpytest("--bcas-model", "mock:random", *mock, "--bcas-report", str(run_dir),
-                               "--bcas-baseline", str(gold_dir))
+                               "--bcas-baseline", str(gold_dir), "--bcas-allow-mismatch")
     out = result.stdout.str()
     assert "compared with the baseline's model mock-gold (mock:gold)" in out
+    assert "compared despite --bcas-allow-mismatch: model fingerprint mock:gold" in out
+    assert "compared despite --bcas-allow-mismatch" in (run_dir / "index.html").read_text()
     correct: dict[str, int] = {}
     for rec in _records(run_dir):
         correct[rec["extra"]["case_id"]] = correct.get(rec["extra"]["case_id"], 0) + bool(rec["correct_em"])
@@ -205,7 +216,9 @@ def test_mock_gold_baseline_against_mock_random_run_fails_with_the_numbers(proje
     for case_id, k in correct.items():
         lost = 40 - k
         assert lost >= 6  # a random span is rarely the answer; 6 lost items reach 0.05/2
-        assert (f"{case_id}: correct_em accuracy {k / 40:.3f} vs baseline 1.000 (mock-gold (mock:gold)) on 40 shared "
+        assert (f"{case_id}: correct_em accuracy {k / 40:.3f} vs baseline 1.000 (mock-gold (mock:gold) [compared "
+                f"despite --bcas-allow-mismatch: model fingerprint mock:gold (mock-gold, baseline) vs mock:random "
+                f"(this run)]) on 40 shared "
                 f"items; baseline-only correct {lost}, current-only correct 0; one-sided exact McNemar "
                 f"p = {2.0**-lost:.4g} <= Holm first-step threshold 0.025") in out
     result.assert_outcomes(failed=2)

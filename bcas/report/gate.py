@@ -113,6 +113,7 @@ def build_baseline(records: list[dict[str, Any]]) -> dict[str, Any]:
         n = len(items)
         cases[key] = {
             "model": first.get("model"), "model_fingerprint": first.get("model_fingerprint"),
+            "prompt_hash": first.get("prompt_hash"),
             "dataset": first.get("dataset"), "label": first.get("label"), "config_id": first.get("config_id"),
             "dataset_hash": first.get("dataset_hash"), "items": items,
             "metrics": {k: v for k, v in metrics.items() if v},
@@ -136,6 +137,7 @@ class BaselineCase:
     label: str
     items: dict[str, bool]
     digests: dict[str, str]
+    prompt_hash: str = ""
 
 
 def _case_items(path: Path, key: str, case: Any, metric: str) -> dict[str, bool] | None:
@@ -192,6 +194,7 @@ def load_baseline_cases(path: str | Path, metric: str = DEFAULT_METRIC) -> list[
             str(key), str(case.get("model") or ""), str(case.get("model_fingerprint") or ""),
             str(case.get("dataset") or ""), str(case.get("config_id") or ""), str(case.get("dataset_hash") or ""),
             str(case.get("label") or ""), items, {str(k): str(v) for k, v in digests.items()},
+            str(case.get("prompt_hash") or ""),
         ))
     return out
 
@@ -237,6 +240,21 @@ def match_baseline(
         return None, {}, ("no item of this case's subset is in the baseline with the same content "
                           "(a baseline written before item digests pairs only the same item subset)")
     return best[0], best[1], note
+
+
+def identity_differences(found: BaselineCase, fingerprint: str, prompt: str) -> list[str]:
+    """How the answers a baseline claims differ in identity from this run's (bcas.identity).
+
+    A baseline without a fingerprint or prompt hash (written before they were recorded)
+    claims nothing about them.  Dataset content is checked item by item when pairing
+    (same dataset hash, or the same item digests), so it never appears here.
+    """
+    out = []
+    if found.fingerprint and fingerprint and found.fingerprint != fingerprint:
+        out.append(f"model fingerprint {found.fingerprint} ({found.model}, baseline) vs {fingerprint} (this run)")
+    if found.prompt_hash and prompt and found.prompt_hash != prompt:
+        out.append(f"prompt hash {found.prompt_hash} (baseline) vs {prompt} (this run)")
+    return out
 
 
 def paired_test(worse_only: int, better_only: int, n: int, max_drop: float = 0.0) -> tuple[float, str]:

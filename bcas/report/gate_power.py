@@ -96,6 +96,8 @@ class CasePlan:
     min_drop: float | None = None
     reason: str = ""  # why the case is not gated
     baseline_model: str = ""  # the baseline's model (label and fingerprint) when it is another model
+    mismatch: str = ""  # identity differences compared anyway under --bcas-allow-mismatch
+    refused: bool = False  # identity differs and no --bcas-allow-mismatch: a usage error
 
     @property
     def gated(self) -> bool:
@@ -216,7 +218,7 @@ def family_of(options: GateOptions, case: Any) -> str:
 
 
 def plan_gate(cases: list[Any], limits: dict[str, int | None], baseline: str, seed: int,
-              options: GateOptions) -> GatePlan:
+              options: GateOptions, identity: Any = None, allow_mismatch: bool = False) -> GatePlan:
     """Pair every collected case with the baseline and compute what each can detect.
 
     ``cases`` are the plugin's ``Case`` objects (id, grid, dataset, entry, model);
@@ -251,6 +253,17 @@ def plan_gate(cases: list[Any], limits: dict[str, int | None], baseline: str, se
             plan.n_paired = len(paired)
             fingerprint = f" ({found.fingerprint})" if found.fingerprint else ""
             plan.baseline_model = f"{found.model}{fingerprint}" if note else ""
+            if identity is not None:
+                from bcas.report.gate import identity_differences
+
+                differences = identity_differences(found, *identity(case))
+                if differences and allow_mismatch:
+                    plan.mismatch = "; ".join(differences)
+                    plan.baseline_model = (plan.baseline_model or found.model) + (
+                        f" [compared despite --bcas-allow-mismatch: {plan.mismatch}]")
+                elif differences:
+                    plan.reason = "refused: the answers differ in identity: " + "; ".join(differences)
+                    plan.refused = True
         plans[case.id] = plan
     sizes: dict[str, int] = {}
     by_id = {c.id: c for c in cases}
@@ -283,7 +296,8 @@ def load_plan(run_dir: Path, token: str) -> GatePlan | None:
 
 
 def collected_plan(config: pytest.Config, cases: list[Any], limits: dict[str, int | None], baseline: str,
-                   seed: int, run_dir: Path, token: str) -> GatePlan:
+                   seed: int, run_dir: Path, token: str, identity: Any = None,
+                   allow_mismatch: bool = False) -> GatePlan:
     """Plan the gate for the collected cases, keep it in ``config.stash``, write it, and report it.
 
     Raises ``pytest.UsageError`` for an unreadable baseline, and under ``--bcas-gate-strict``
@@ -291,9 +305,17 @@ def collected_plan(config: pytest.Config, cases: list[Any], limits: dict[str, in
     """
     options = config.stash.get(GATE_OPTIONS, GateOptions())
     try:
-        plan = plan_gate(cases, limits, baseline, seed, options)
+        plan = plan_gate(cases, limits, baseline, seed, options, identity, allow_mismatch)
     except BaselineError as exc:
         raise pytest.UsageError(f"--bcas-baseline: {exc}") from None
+    refused = [c for c in plan.cases.values() if c.refused]
+    if refused:
+        raise pytest.UsageError(
+            f"--bcas-baseline: the gate refuses to compare answers of different identity: {refused[0].case_id}: "
+            f"{refused[0].reason.removeprefix('refused: ')}" + (f" (and {len(refused) - 1} more cases)"
+                                                                 if len(refused) > 1 else "")
+            + ". Pass --bcas-allow-mismatch to compare them anyway (the override is written into the report)."
+        )
     config.stash[GATE_PLAN] = plan
     worker = getattr(config, "workerinput", {}).get("workerid")
     plan.save(run_dir, token, worker)

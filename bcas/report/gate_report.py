@@ -40,6 +40,7 @@ class GateRow:
     p_holm: float | None
     min_drop: float | None
     verdict: str
+    compared_with: str = ""  # the baseline's model when another, and any --bcas-allow-mismatch override
 
 
 @dataclass
@@ -168,7 +169,8 @@ def build_report(plan: GatePlan | None, results: list[GateResult]) -> GateReport
         rejected, threshold, adjusted = verdicts[case_id]
         verdict = VERDICT_FAIL if rejected or r.failed_now else (VERDICT_PASS if r.can_fail else VERDICT_CANNOT_FAIL)
         rows.append(GateRow(case_id, r.grid, r.family, r.family_size, r.n_paired, r.baseline_acc, r.current_acc,
-                            r.worse_only, r.better_only, r.p_value, threshold, adjusted, r.min_drop, verdict))
+                            r.worse_only, r.better_only, r.p_value, threshold, adjusted, r.min_drop, verdict,
+                            r.baseline))
     if plan is not None:
         alpha, family, test, baseline = plan.options.alpha, plan.options.family, plan.options.test, plan.baseline
         not_gated = [(c.case_id, c.reason) for c in planned.values() if not c.gated]

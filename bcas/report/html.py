@@ -245,6 +245,8 @@ def _gate_section(gate: Any) -> str:
     overall = str(gate.overall)
     cls = "bad" if gate.failed or not overall.startswith("PASS") else "ok"
     not_gated = "".join(f"<li>{escape(case_id)}: {escape(reason)}</li>" for case_id, reason in gate.not_gated)
+    others = "".join(f"<li>{escape(r.case_id)}: compared with {escape(r.compared_with)}</li>"
+                     for r in gate.rows if getattr(r, "compared_with", ""))
     return (
         '<h2 id="regression-gate">Regression gate</h2>'
         f'<p class="{cls}" id="gate-overall"><b>{escape(overall)}</b></p>'
@@ -254,6 +256,7 @@ def _gate_section(gate: Any) -> str:
         "Min detectable drop: the smallest accuracy drop the case could call significant (every discordant item "
         "lost); a case with none cannot fail.</p>"
         + _table(headers, body, row_classes=classes, table_id="gate")
+        + (f'<p>Baseline answers of another identity:</p><ul id="gate-overrides">{others}</ul>' if others else "")
         + (f"<p>Not gated:</p><ul>{not_gated}</ul>" if not_gated else "")
     )
 

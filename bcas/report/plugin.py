@@ -57,6 +57,8 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
     ("report", "str", None, "run directory for records and reports (default reports/<grids>)"),
     ("allow-errors", "bool", False, "do not fail a case whose items end with stop_reason=error"),
     ("no-cache", "bool", False, "disable the generation cache"),
+    ("allow-mismatch", "bool", False, "let the regression gate compare answers whose model fingerprint or prompt "
+                                      "hash differ from the baseline's (the override is written into the report)"),
     ("no-preflight", "bool", False, "skip the session-start check of every server endpoint (models and judge)"),
     ("require-prices", "bool", False, "stop at session start when the price sheet has no price for a model "
                                       "(default: such a model's records get cost_usd null and a warning)"),
@@ -424,7 +426,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
     limits = {c.id: settings.limit if settings.limit is not None else get_grid(c.grid).limit or DEFAULT_LIMIT
               for c in cases}
-    collected_plan(config, cases, limits, settings.baseline, settings.seed, settings.run_dir, config._bcas_token)
+    from bcas.identity import prompt_hash
+    from bcas.llm.fingerprint import model_fingerprint
+
+    prints: dict[Any, str] = {}
+
+    def identity(case: Case) -> tuple[str, str]:
+        spec = case.model
+        if spec not in prints:
+            prints[spec] = model_fingerprint(spec.backend, spec.model, base_url=spec.base_url,
+                                             api_key_env=spec.api_key_env, verify=settings.preflight)
+        return prints[spec], prompt_hash(case.entry.kind)
+
+    collected_plan(config, cases, limits, settings.baseline, settings.seed, settings.run_dir, config._bcas_token,
+                   identity, bool(_get(config, "allow-mismatch")))
 
 
 @pytest.hookimpl(tryfirst=True)
