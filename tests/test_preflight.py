@@ -107,10 +107,22 @@ def test_malformed_reply_and_timeout_are_named() -> None:
             preflight(server.base_url, "m", timeout=0.5)
 
 
-def test_server_error_is_named_not_retried() -> None:
+def test_a_transient_server_error_is_asked_again_twice_then_named() -> None:
     with FaultServer(model="m") as server:
-        server.script(Fault.error(500, "CUDA out of memory"))
+        server.script(Fault.error(503, "loading"))
+        assert preflight(server.base_url, "m").served == ["m"]  # the second attempt answered
+        assert server.requests == 2
+        server.reset()
+        server.script(*[Fault.error(500, "CUDA out of memory")] * 3)
         with pytest.raises(PreflightError, match="HTTP 500: CUDA out of memory"):
+            preflight(server.base_url, "m")
+        assert server.requests == 3
+
+
+def test_a_client_error_is_not_asked_again() -> None:
+    with FaultServer(model="m") as server:
+        server.script(Fault.error(400, "max_tokens too large"))
+        with pytest.raises(PreflightError, match="HTTP 400: max_tokens too large"):
             preflight(server.base_url, "m")
         assert server.requests == 1
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,8 @@ import httpx
 
 DEFAULT_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 5.0
+TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+TRANSIENT_ATTEMPTS = 3
 
 
 class PreflightError(RuntimeError):
@@ -142,12 +145,17 @@ def preflight(
         elif response.status_code != 404:  # some gateways have no /models route: the chat request decides
             raise fail(f"GET /models answered HTTP {response.status_code}: {_server_text(response)}")
 
-        # 2. One 1-token request for the model.
+        # 2. One 1-token request for the model; a transient 5xx/429 is asked again (twice at
+        #    most, after 0.5 s and 1 s), a refused connection or a timeout is not.
         body = {"model": model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1, "temperature": 0}
-        try:
-            response = client.post(f"{base}/chat/completions", json=body)
-        except httpx.HTTPError as exc:
-            raise fail(_transport_cause(exc)) from None
+        for attempt in range(TRANSIENT_ATTEMPTS):
+            try:
+                response = client.post(f"{base}/chat/completions", json=body)
+            except httpx.HTTPError as exc:
+                raise fail(_transport_cause(exc)) from None
+            if response.status_code not in TRANSIENT_STATUS or attempt == TRANSIENT_ATTEMPTS - 1:
+                break
+            time.sleep(0.5 * 2**attempt)
         status = response.status_code
         if status in (401, 403):
             raise fail(auth_cause(status, _server_text(response)))
