@@ -343,6 +343,25 @@ def parse_price_sheets(data: dict[str, Any], source: str = "<toml>") -> dict[str
     return sheets
 
 
+def price_source(spec: str | os.PathLike[str] | None = None, sheet: str | None = None) -> tuple[Path, str | None]:
+    """(price file, sheet name or None) a ``load_price_sheet`` spec names, without reading the file.
+
+    A path that does not exist (it ends in ``.toml`` or holds a folder) is a ``PriceError``;
+    any other word is a sheet name in the packaged file.
+    """
+    if spec is None:
+        return DEFAULT_PRICES, sheet
+    text = str(spec)
+    if Path(text).is_file():
+        return Path(text), sheet
+    if ":" in text and Path(text.rsplit(":", 1)[0]).is_file():
+        file_part, sheet_part = text.rsplit(":", 1)
+        return Path(file_part), sheet or sheet_part
+    if text.endswith(".toml") or os.sep in text:
+        raise PriceError(f"price file {text} does not exist")
+    return DEFAULT_PRICES, sheet or text
+
+
 def load_price_sheet(spec: str | os.PathLike[str] | None = None, sheet: str | None = None) -> PriceSheet:
     """Load one price sheet.
 
@@ -350,18 +369,7 @@ def load_price_sheet(spec: str | os.PathLike[str] | None = None, sheet: str | No
     (``None``: that file).  ``sheet``: the sheet name inside the file (default: the
     file's top-level ``default`` key, or its only sheet).
     """
-    path = DEFAULT_PRICES
-    if spec is not None:
-        text = str(spec)
-        if Path(text).is_file():
-            path = Path(text)
-        elif ":" in text and Path(text.rsplit(":", 1)[0]).is_file():
-            file_part, sheet_part = text.rsplit(":", 1)
-            path, sheet = Path(file_part), sheet or sheet_part
-        elif text.endswith(".toml") or os.sep in text:
-            raise PriceError(f"price file {text} does not exist")
-        else:
-            sheet = sheet or text
+    path, sheet = price_source(spec, sheet)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -686,9 +694,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     rj.add_argument("--api-key-env", default=None, help="NAME of the environment variable holding the judge's key")
     rj.add_argument("--repeats", type=int, default=1, help="ask the judge this many times per answer")
     rj.add_argument("--no-cache", action="store_true", help="disable the generation cache")
-    mg = sub.add_parser("merge", help="merge per-worker records.<worker>.jsonl files into records.jsonl")
-    mg.add_argument("run_dir")
-    mg.add_argument("--keep", action="store_true", help="keep the worker files")
+    mg = sub.add_parser("merge", help="merge per-worker records.<worker>.jsonl files into records.jsonl; with several "
+                                      "run folders (the shards of a --bcas-shard run) and --out, join them into one run")
+    mg.add_argument("run_dir", nargs="+", help="a run folder, or several with --out")
+    mg.add_argument("--out", default=None, help="the new run folder that joins the given ones (records, run.json, "
+                                                "summaries and report)")
+    mg.add_argument("--partial", action="store_true", help="join the shards given even when some are missing")
+    mg.add_argument("--keep", action="store_true", help="keep the worker files (one run folder, no --out)")
     args = parser.parse_args(argv)
     try:
         if args.command == "rejudge":
@@ -701,7 +713,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n".join(summary.lines()))
             return 0
         if args.command == "merge":
-            print(ResultStore(args.run_dir).merge(remove_worker_files=not args.keep))
+            if args.out is None and len(args.run_dir) > 1:
+                raise RecordError("merging several run folders writes a new one: give --out DIR")
+            if args.out is None:
+                print(ResultStore(args.run_dir[0]).merge(remove_worker_files=not args.keep))
+                return 0
+            from bcas.report.merge import merge_runs  # the CLI sits above both layers, as rejudge does
+
+            print("\n".join(merge_runs(args.run_dir, args.out, partial=args.partial).lines()))
             return 0
         sheet = load_price_sheet(args.prices, args.sheet)
         before = load_records(args.records)

@@ -20,6 +20,7 @@ An entry holds:
   (command line, ini, default), and ``settings`` as the session used them.  An API key
   is never written: only the name of the variable that holds it; URLs lose any
   user:password and query string;
+* ``shard``: ``"K/N"`` when the session ran one shard of the items (``--bcas-shard``), else ``None``;
 * ``seed``, ``epochs``, ``started_at``, ``ended_at`` and ``exit_status`` (pytest's).
 
 The HTML report shows the manifest in its "Run" section (:mod:`bcas.report.html_run`).
@@ -272,6 +273,7 @@ def session_entry(token: str, settings: Any, options: dict[str, Any], preflight:
         "price_sheet": price_entry(settings),
         "seed": settings.seed,
         "epochs": getattr(settings, "epochs", 1),
+        "shard": getattr(getattr(settings, "shard", None), "label", None),  # "K/N" of a sharded run (bcas.shard)
         "options": options,
         "settings": plain(settings),
     }

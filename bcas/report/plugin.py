@@ -33,6 +33,8 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
                               "--formats lists them; default: each grid's datasets)"),
     ("corpus", "str", None, "passage corpus searched by every item instead of its own documents: a FlashRAG corpus "
                             "JSONL, BEIR corpus.jsonl, our documents JSONL or FEVER wiki-pages/ (PATH or FORMAT:PATH)"),
+    ("shard", "str", None, "run only shard K of N (K/N, e.g. 1/4): the items whose id hashes to K, so N machines or "
+                           "CI jobs each run a share; join the shard folders with python -m bcas.results merge"),
     ("grid", "str", "smoke", "comma-separated grids: smoke, search_scaling, context_scaling, ablation, madara, rsc"),
     ("limit", "int", None, "items per dataset (seeded subset; default: the grid's limit, else 20)"),
     ("seed", "int", 0, "seed of the item subset and of sampling"),
@@ -226,6 +228,7 @@ class Settings:
     require_prices: bool = False
     epochs: int = 1
     corpus: str | None = None
+    shard: Any = None  # bcas.shard.Shard: this process runs only the items of one shard
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -287,7 +290,17 @@ def read_settings(config: pytest.Config) -> Settings:
         preflight=not bool(_get(config, "no-preflight")),
         require_prices=bool(_get(config, "require-prices")),
         corpus=corpus,
+        shard=_shard(config),
     )
+
+
+def _shard(config: pytest.Config) -> Any:
+    from bcas.shard import ShardError, parse_shard
+
+    try:
+        return parse_shard(_get(config, "shard"))
+    except ShardError as exc:
+        raise pytest.UsageError(f"--bcas-shard: {exc}") from None
 
 
 def _packaged_prices() -> Path:

@@ -255,8 +255,15 @@ class BcasSession:
         ds = self.dataset(case.dataset, self.limit_for(case))
         # The session seed picks the item subset and seeds sampling, so it is part of the config id.
         config: RunConfig = replace(case.entry.config, seed=self.settings.seed)
+        shard = getattr(self.settings, "shard", None)
         if case.entry.kind == "rsc":
+            if shard is not None and not shard.owns(case.id):  # a whole probe runs on one shard (bcas.shard)
+                self.progress(f"[bcas] {case.id}: RSC probe runs on another shard than {shard.label}")
+                return CaseOutcome(case.id, [], 0, 0, time.perf_counter() - t0)
             return await self._run_rsc(case, ds, config, t0)
+        if shard is not None:
+            # Only this shard's items, drawn from the same subset: the dataset hash stays the unsharded run's.
+            ds = replace(ds, items=tuple(it for it in ds.items if shard.owns(it.id)))
         from bcas.identity import prompt_hash
 
         done = self.store.done_keys(include_errors=False)
