@@ -184,7 +184,7 @@ def _bad(i: int, **overrides: Any) -> dict[str, Any]:
 
 
 BAD_ITEM_CASES = {
-    "missing question": ({k: v for k, v in _item(1).items() if k != "question"}, "question", "is missing"),
+    "missing question": ({k: v for k, v in _item(1).items() if k != "question"}, "question", "missing field"),
     "empty question": (_bad(1, question="   "), "question", "must not be empty"),
     "question not a string": (_bad(1, question=7), "question", "must be a string"),
     "answers empty list": (_bad(1, answers=[]), "answers", "non-empty list"),
@@ -192,7 +192,7 @@ BAD_ITEM_CASES = {
     "answers hold a number": (_bad(1, answers=["Paris", 3]), "answers", "non-empty list"),
     "answers hold an empty string": (_bad(1, answers=["Paris", " "]), "answers", "non-empty list"),
     "no documents": (_bad(1, documents=[]), "documents", "non-empty list"),
-    "documents missing": ({k: v for k, v in _item(1).items() if k != "documents"}, "documents", "non-empty list"),
+    "documents missing": ({k: v for k, v in _item(1).items() if k != "documents"}, "documents", "missing field"),
     "empty document text": (
         _bad(1, documents=[{"id": "q1::0", "title": "T", "text": ""}], supporting=[]),
         "documents[0].text",
@@ -201,7 +201,7 @@ BAD_ITEM_CASES = {
     "document text missing": (
         _bad(1, documents=[{"id": "q1::0", "title": "T"}], supporting=[]),
         "documents[0].text",
-        "is missing",
+        "missing field 'documents[0].text'",
     ),
     "duplicate document id within an item": (
         _bad(
@@ -228,7 +228,8 @@ def test_bad_item_names_file_line_and_field(tmp_path: Path, case: str) -> None:
     err = info.value
     assert (err.path, err.line, err.field) == (str(path), 2, field)
     text = str(err)
-    assert text.startswith(f"{path}:2: field '{field}' ")
+    named = f"missing field '{field}'" if message.startswith("missing field") else f"field '{field}' "
+    assert text.startswith(f"{path}:2: {named}")
     assert message in text
 
 
@@ -242,7 +243,7 @@ def test_invalid_json_names_file_and_line(tmp_path: Path) -> None:
 
 def test_line_that_is_not_an_object(tmp_path: Path) -> None:
     path = _write(tmp_path / "list.jsonl", [_item(0), [1, 2]])
-    with pytest.raises(DatasetError, match=rf"^{path}:2: a line must hold a JSON object, got list"):
+    with pytest.raises(DatasetError, match=rf"^{path}:2: expected JSONL: one JSON object per line, got a JSON array"):
         load_dataset(path)
 
 
@@ -257,14 +258,23 @@ def test_duplicate_item_id_names_both_lines(tmp_path: Path) -> None:
     assert str(info.value) == f"{path}:3: field 'id' duplicate item id 'q0' (first on line 1)"
 
 
-def test_duplicate_document_id_across_items(tmp_path: Path) -> None:
+def test_one_document_id_with_different_text_across_items(tmp_path: Path) -> None:
     second = _item(1)
     second["documents"][1]["id"] = "q0::1"
     path = _write(tmp_path / "dupdoc.jsonl", [_item(0), second])
     with pytest.raises(DatasetError) as info:
         load_dataset(path)
     assert (info.value.line, info.value.field) == (2, "documents.id")
-    assert "duplicate document id 'q0::1' (first on line 1)" in str(info.value)
+    assert "document id 'q0::1' has a different text than on line 1" in str(info.value)
+
+
+def test_identical_document_shared_by_several_items_is_one_document(tmp_path: Path) -> None:
+    first, second = _item(0), _item(1)
+    second["documents"][1] = dict(first["documents"][1])  # the same paragraph, same id, in both items
+    ds = load_dataset(_write(tmp_path / "shared.jsonl", [first, second]))
+    assert [d.id for d in ds.items[1].documents].count(first["documents"][1]["id"]) == 1
+    ids = [d.id for d in ds.documents]
+    assert len(ids) == len(set(ids)) == 3  # the collection keeps one copy
 
 
 def test_non_utf8_bytes_name_file_and_line(tmp_path: Path) -> None:
@@ -321,4 +331,4 @@ def test_command_line_lists_formats_and_loads_a_path(tmp_path: Path, capsys: pyt
     out = capsys.readouterr().out
     assert load_dataset(path).hash in out
     assert main([f"hotpotqa:{path}"]) == 2  # read as the wrong layout: a field error, exit 2
-    assert "field '_id' is missing" in capsys.readouterr().err
+    assert "missing field '_id'" in capsys.readouterr().err

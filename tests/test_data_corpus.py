@@ -275,7 +275,7 @@ def test_questions_only_without_corpus_and_bad_corpus_are_usage_errors(suite: py
     result = suite.runpytest(*BASE, "--bcas-datasets", str(dataset), "--bcas-corpus", str(corpus),
                              "--bcas-report", str(suite.path / "b"))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert f"--bcas-corpus: {corpus}:3: field 'contents' is missing" in result.stderr.str()
+    assert f"--bcas-corpus: {corpus}:3: missing field 'contents'" in result.stderr.str()
     assert not (suite.path / "b" / "records.jsonl").exists()
 
 

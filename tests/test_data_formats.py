@@ -195,7 +195,7 @@ def test_a_record_that_fits_two_layouts_is_an_error_listing_them(tmp_path: Path)
         load_dataset(path)
     assert "ambiguous" in str(err.value) and "2wikimultihopqa, hotpotqa" in str(err.value)
     assert f"{path}:1" in str(err.value)
-    with pytest.raises(DatasetError, match="field 'answer' is missing"):
+    with pytest.raises(DatasetError, match="missing field 'answer'"):
         load_dataset(f"hotpotqa:{path}")  # naming the layout settles it (the test split has no answers)
 
 
@@ -372,7 +372,7 @@ def test_structural_faults_name_their_line(tmp_path: Path, text: str, line: int,
 def test_missing_member_and_jsonl_by_suffix(tmp_path: Path) -> None:
     path = tmp_path / "x.json"
     path.write_text('{\n "Version": 1\n}')
-    with pytest.raises(DatasetError, match="field 'Data' is missing"):
+    with pytest.raises(DatasetError, match="missing field 'Data'"):
         list(iter_json_array(path, member="Data"))
     lines = tmp_path / "x.jsonl"
     lines.write_text('[1]\n[2]\n')  # a .jsonl file is JSON Lines even when a line is an array

@@ -3,24 +3,48 @@
 One JSON object per line with ``id``, ``question``, ``answers``, ``documents``
 (``id``, ``title``, ``text``), ``supporting`` and optional ``meta`` and ``gold``
 (ids or titles of gold documents in a separate corpus).  ``collect_items`` is the
-file-level check every format shares: unique item ids and document ids.
+file-level check every format shares: unique item ids, and one document per document id.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from bcas.formats.stream import JSONL_HINT, jsonl_hint
 from bcas.items import DatasetError, Document, Item
+
+FIELDS = ("id", "question", "answers", "documents", "supporting", "meta", "gold")
+DOCUMENT_FIELDS = ("id", "title", "text")
+_JSON_TYPES = {"list": "a JSON array", "str": "a JSON string", "int": "a number", "float": "a number",
+               "bool": "true/false", "NoneType": "null"}
+
+
+def not_an_object(value: object) -> str:
+    """The error for a JSONL line that holds a JSON value other than an object."""
+    kind = type(value).__name__
+    return f"{JSONL_HINT}, got {_JSON_TYPES.get(kind, kind)}"
+
+
+def _missing(path: Path, line: int, obj: dict, key: str, where: str = "", fields: tuple[str, ...] = FIELDS,
+             note: str = "") -> DatasetError:
+    """``missing field 'key'``, naming a misspelt key of the line when one is close (``answer``)."""
+    unknown = [k for k in obj if isinstance(k, str) and k not in fields]
+    near = difflib.get_close_matches(key, unknown, n=1, cutoff=0.75)
+    parts = [note] if note else []
+    if near:
+        parts.append(f"the line has {near[0]!r}: did you mean {key!r}?")
+    return DatasetError(path, line, "is missing" + (f" ({'; '.join(parts)})" if parts else ""), f"{where}{key}")
 
 
 def _require_str(path: Path, line: int, obj: dict, key: str, where: str = "") -> str:
     value = obj.get(key)
     name = f"{where}{key}"
     if key not in obj:
-        raise DatasetError(path, line, "is missing", name)
+        raise _missing(path, line, obj, key, where, DOCUMENT_FIELDS if where else FIELDS)
     if not isinstance(value, str):
         raise DatasetError(path, line, f"must be a string, got {type(value).__name__}", name)
     return value
@@ -30,13 +54,17 @@ def parse_item(path: Path, line: int, obj: Any, allow_no_documents: bool = False
     """One line of our JSONL schema as an ``Item`` (``allow_no_documents``: a question-only
     line, whose documents come from a corpus)."""
     if not isinstance(obj, dict):
-        raise DatasetError(path, line, f"a line must hold a JSON object, got {type(obj).__name__}")
+        raise DatasetError(path, line, not_an_object(obj))
+    if "id" not in obj:
+        raise _missing(path, line, obj, "id")
     item_id = obj.get("id")
     if not isinstance(item_id, (str, int)) or str(item_id) == "":
         raise DatasetError(path, line, "must be a non-empty string", "id")
     question = _require_str(path, line, obj, "question")
     if not question.strip():
         raise DatasetError(path, line, "must not be empty", "question")
+    if "answers" not in obj:
+        raise _missing(path, line, obj, "answers", note="a list of gold answers; for a label task, the label")
     answers = obj.get("answers")
     if (
         not isinstance(answers, list)
@@ -44,7 +72,9 @@ def parse_item(path: Path, line: int, obj: Any, allow_no_documents: bool = False
         or not all(isinstance(a, str) and a.strip() for a in answers)
     ):
         raise DatasetError(path, line, "must be a non-empty list of non-empty strings", "answers")
-    raw_docs = obj.get("documents")
+    if "documents" not in obj and not allow_no_documents:
+        raise _missing(path, line, obj, "documents", note="a list of {id, title, text}")
+    raw_docs = obj.get("documents", [])
     if not isinstance(raw_docs, list) or (not raw_docs and not allow_no_documents):
         raise DatasetError(path, line, "must be a non-empty list of documents", "documents")
     docs: list[Document] = []
@@ -96,15 +126,20 @@ def iter_native(path: Path, data: bytes, allow_no_documents: bool = False) -> It
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise DatasetError(path, line_no, f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+            raise DatasetError(path, line_no, f"invalid JSON: {exc.msg} at column {exc.colno} {jsonl_hint(raw)}") from None
         yield line_no, parse_item(path, line_no, obj, allow_no_documents)
 
 
 def collect_items(path: str | Path, records: Iterable[tuple[int, Item]]) -> tuple[Item, ...]:
-    """The items of ``records`` (``(line, item)``), with item and document ids unique across the file."""
+    """The items of ``records`` (``(line, item)``), item ids unique across the file.
+
+    A document id may recur in several items when it names the same document (same
+    title and text: real datasets share paragraphs, and the collection keeps one copy);
+    one id with different content is an error naming both lines.
+    """
     items: list[Item] = []
     item_lines: dict[str, int] = {}
-    doc_lines: dict[str, int] = {}
+    doc_lines: dict[str, tuple[int, Document]] = {}
     for line_no, item in records:
         if item.id in item_lines:
             raise DatasetError(
@@ -112,14 +147,16 @@ def collect_items(path: str | Path, records: Iterable[tuple[int, Item]]) -> tupl
             )
         item_lines[item.id] = line_no
         for doc in item.documents:
-            if doc.id in doc_lines:
+            first = doc_lines.setdefault(doc.id, (line_no, doc))
+            if first[1] != doc:
+                what = "title" if first[1].text == doc.text else "text"
                 raise DatasetError(
                     path,
                     line_no,
-                    f"duplicate document id {doc.id!r} (first on line {doc_lines[doc.id]})",
+                    f"document id {doc.id!r} has a different {what} than on line {first[0]} (an id several "
+                    "items share must name the same document)",
                     "documents.id",
                 )
-            doc_lines[doc.id] = line_no
         items.append(item)
     if not items:
         raise DatasetError(path, None, "holds no items")

@@ -31,6 +31,20 @@ _SCALAR = re.compile(r'[^\s,\]\}:]*')
 _SPACE = re.compile(r"[ \t\r\n]*")
 
 
+JSONL_HINT = "expected JSONL: one JSON object per line"
+
+
+def jsonl_hint(raw: bytes | str) -> str:
+    """``(expected JSONL ...)`` for a line that is not JSON, with what the file seems to hold instead."""
+    line = (raw.encode("utf-8", "replace") if isinstance(raw, str) else raw).strip()
+    if line.startswith(b"["):
+        return f"({JSONL_HINT}; this file holds a JSON array: write one object per line, or name its layout " \
+               "as FORMAT:PATH)"
+    if b"," in line and not line.startswith(b"{"):
+        return f"({JSONL_HINT}; this looks like CSV, which is not read: convert each row to a JSON object)"
+    return f"({JSONL_HINT})"
+
+
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
     """``(line number, parsed value)`` of every non-blank line of a JSON Lines file."""
     path = Path(path)
@@ -45,7 +59,9 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
             try:
                 yield line_no, json.loads(text)
             except json.JSONDecodeError as exc:
-                raise DatasetError(path, line_no, f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+                raise DatasetError(
+                    path, line_no, f"invalid JSON: {exc.msg} at column {exc.colno} {jsonl_hint(raw)}"
+                ) from None
 
 
 class _Reader:
