@@ -15,7 +15,7 @@ from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ModelError
 # name -> "module:factory"; the module is imported only when the backend is chosen.
 BACKENDS: dict[str, str] = {
     "embedded": "bcas.llm.embedded:create",
-    "openai": "bcas.llm.openai_compat:create",
+    "openai": "bcas.llm.multi_endpoint:create",  # one server, or several for one model
     "vllm": "bcas.llm.vllm_engine:create",
     "mock": "bcas.llm.mock:create",
 }

@@ -50,9 +50,11 @@ def model_fingerprint(
             raise ValueError("a served model needs a name")
         if not verify or not base_url:
             return server_fingerprint(model) + "?unverified"
+        from bcas.llm.multi_endpoint import split_base_urls
         from bcas.llm.preflight import preflight
 
-        result = preflight(base_url, model, api_key_env=api_key_env)
+        # Several servers of one model (a comma list): the preflight checked that they agree; ask the first.
+        result = preflight(split_base_urls(base_url)[0], model, api_key_env=api_key_env)
         return server_fingerprint(result.served_id or model, result.system_fingerprint)
     method = getattr(loaded, "fingerprint", None)
     if callable(method):

@@ -82,6 +82,14 @@ class _Retryable(Exception):
         self.malformed = malformed
 
 
+class EndpointUnavailable(ModelError):
+    """The server failed after its retries (connection errors, timeouts, 429/5xx, malformed bodies).
+
+    The request itself was not refused: another server of the same model may answer it
+    (:mod:`bcas.llm.multi_endpoint` fails over on this error, never on a 4xx).
+    """
+
+
 class _SchemaRejected(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -175,6 +183,9 @@ class OpenAICompatModel(ChatModel):
     def _error(self, message: str) -> ModelError:
         return ModelError(self._redact(message))
 
+    def _unavailable(self, message: str) -> EndpointUnavailable:
+        return EndpointUnavailable(self._redact(message))
+
     def _backoff(self, attempt: int) -> float:
         ceiling = min(self.backoff_max, self.backoff_base * (2**attempt))
         return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
@@ -264,12 +275,12 @@ class OpenAICompatModel(ChatModel):
                 if failure.malformed:
                     malformed += 1
                     if malformed > self.max_malformed_retries:
-                        raise self._error(
+                        raise self._unavailable(
                             f"{self.url} returned {malformed} malformed bodies for model {self.model!r}; "
                             f"last: {failure.reason}"
                         ) from None
                 if retries >= self.max_retries:
-                    raise self._error(
+                    raise self._unavailable(
                         f"{self.url}: gave up on model {self.model!r} after {retries + 1} attempts "
                         f"({retries} retries); last error: {failure.reason}"
                     ) from None

@@ -10,7 +10,8 @@ An entry holds:
 * ``python`` and ``packages``: versions of the packages that shape answers, read from
   their installed metadata (nothing is imported to ask; ``None`` when absent);
 * ``host``: the CPU's model name (``/proc/cpuinfo``) and the GPUs ``nvidia-smi`` lists;
-* ``models`` (label -> backend, model, fingerprint) and ``judge`` (fingerprint, grade
+* ``models`` (label -> backend, model, fingerprint, ``endpoints``: every server of a
+  served model, :mod:`bcas.llm.multi_endpoint`) and ``judge`` (fingerprint, grade
   id), see :mod:`bcas.identity`; servers are identified from the session's preflight,
   never asked again here;
 * ``datasets`` (name -> hashes) and ``records_written``, filled at the end from the
@@ -143,7 +144,9 @@ def file_sha256(path: Path) -> str:
 
 
 def safe_url(url: str) -> str:
-    """``url`` without user:password and query string (where keys hide)."""
+    """``url`` without user:password and query string (where keys hide); each URL of a comma list."""
+    if "," in url and url.count("://") > 1:  # several servers of one model
+        return ",".join(safe_url(part.strip()) for part in url.split(","))
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -198,8 +201,9 @@ def resolved_options(config: Any, options: list[tuple[str, str, Any, str]], get:
 def _served(preflight: list[dict[str, Any]], base_url: str | None, model: str | None) -> str | None:
     from bcas.identity import server_fingerprint
 
+    first = (_split_urls(base_url) or [None])[0]  # several servers of one model: the fingerprint is the first's
     for result in preflight:
-        if result.get("base_url") == base_url and result.get("model") == model:
+        if result.get("base_url") == first and result.get("model") == model:
             return server_fingerprint(str(result.get("served_id") or model), result.get("system_fingerprint"))
     return None
 
@@ -215,6 +219,12 @@ def _fingerprint(backend: str, model: str | None, base_url: str | None, prefligh
     return model_fingerprint(backend, model, base_url=base_url, verify=False)
 
 
+def _split_urls(value: str | None) -> list[str]:
+    from bcas.llm.multi_endpoint import split_base_urls
+
+    return split_base_urls(value)
+
+
 def _try(fn: Callable[[], str]) -> str:
     try:
         return fn()
@@ -228,6 +238,7 @@ def model_entries(settings: Any, preflight: list[dict[str, Any]]) -> tuple[dict[
     for spec in settings.models:
         models[spec.label] = {
             "backend": spec.backend, "model": spec.model, "base_url": plain(spec.base_url, "base_url"),
+            "endpoints": [safe_url(u) for u in _split_urls(spec.base_url)],
             "fingerprint": _try(lambda s=spec: _fingerprint(s.backend, s.model, s.base_url, preflight)),
         }
     judge_spec = str(settings.judge)
@@ -251,7 +262,7 @@ def price_entry(settings: Any) -> dict[str, Any] | None:
     path = Path(settings.prices) if getattr(settings, "prices", None) else None
     if path is None or not path.is_file():
         return None  # the session prices nothing (bcas.report.runner.BcasSession.prices)
-    return {"path": str(path), "sha256": file_sha256(path)}
+    return {"path": str(path), "sheet": getattr(settings, "price_sheet", None), "sha256": file_sha256(path)}
 
 
 def session_entry(token: str, settings: Any, options: dict[str, Any], preflight: list[dict[str, Any]],

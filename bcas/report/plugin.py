@@ -26,7 +26,9 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
                               "model, or a plain GGUF path / served name / HF id of --bcas-backend; default: the "
                               "backend's default (embedded: SmolLM2-135M-Instruct)"),
     ("backend", "str", "embedded", "model backend: embedded | openai | vllm"),
-    ("base-url", "str", None, "base URL of an OpenAI-compatible server (openai backend)"),
+    ("base-url", "append", None, "base URL of an OpenAI-compatible server (openai backend); repeat it or give a "
+                                 "comma list for several servers of one model (requests go to the least busy, a "
+                                 "failing one is left for a while)"),
     ("api-key-env", "str", None, "name of the environment variable holding the server's API key"),
     ("datasets", "str", None, "comma-separated dataset names, file paths (layout detected) or FORMAT:PATH, e.g. "
                               "flashrag:nq/dev.jsonl, hotpotqa:hotpot_dev_distractor_v1.json (python -m bcas.data "
@@ -244,7 +246,7 @@ def read_settings(config: pytest.Config) -> Settings:
 
     if backend not in BACKENDS:
         raise pytest.UsageError(f"--bcas-backend must be one of {', '.join(sorted(BACKENDS))}, got {backend!r}")
-    base_url = _get(config, "base-url")
+    base_url = _base_urls(config)
     if backend == "openai" and not base_url:
         raise pytest.UsageError("--bcas-backend openai needs --bcas-base-url (e.g. http://127.0.0.1:8000/v1)")
     models = _model_specs(config, backend, base_url)
@@ -292,6 +294,21 @@ def read_settings(config: pytest.Config) -> Settings:
         corpus=corpus,
         shard=_shard(config),
     )
+
+
+def _base_urls(config: pytest.Config) -> str | None:
+    """Every ``--bcas-base-url`` (repeated or comma lists) as one comma list: the model's servers."""
+    given = _get(config, "base-url")
+    if not given:
+        return None
+    from bcas.llm.multi_endpoint import split_base_urls
+
+    urls = split_base_urls(given)
+    bad = [url for url in urls if not url.startswith(("http://", "https://"))]
+    if bad:
+        raise pytest.UsageError(f"--bcas-base-url: expected an http:// or https:// URL (e.g. "
+                                f"http://127.0.0.1:8000/v1), got {bad[0]!r}")
+    return ",".join(urls) or None
 
 
 def _shard(config: pytest.Config) -> Any:
@@ -514,17 +531,19 @@ def _check_run_dir(settings: Settings) -> None:
 
 def _endpoints(settings: Settings) -> list[tuple[str, str, str | None]]:
     """(base_url, model, api_key_env) of every server the run talks to, models then judge."""
+    from bcas.llm.multi_endpoint import split_base_urls
+
     seen: list[tuple[str, str, str | None]] = []
     for spec in settings.models:
-        if spec.base_url and spec.model:
-            seen.append((spec.base_url, spec.model, spec.api_key_env))
+        for url in split_base_urls(spec.base_url) if spec.model else []:  # each server of the model
+            seen.append((url, spec.model, spec.api_key_env))
     judge = settings.judge
     if judge not in ("none", "same"):
         backend, _, name = judge.partition(":")
         base = settings.judge_base_url or next((m.base_url for m in settings.models if m.base_url), None)
         if backend == "openai" and base and name:
             key_env = next((m.api_key_env for m in settings.models if m.base_url == base), None)
-            seen.append((base, name, key_env))
+            seen.extend((url, name, key_env) for url in split_base_urls(base))
     return list(dict.fromkeys(seen))
 
 
@@ -542,7 +561,21 @@ def _preflight(config: pytest.Config, settings: Settings) -> None:
             if tr is not None:
                 tr.write_line(f"[bcas] warning: {warning}", yellow=True)
         results.append(result.to_dict())
+    _same_model_everywhere(settings, results)
     config._bcas_preflight = results  # type: ignore[attr-defined]
+
+
+def _same_model_everywhere(settings: Settings, results: list[dict[str, Any]]) -> None:
+    """The servers of one model must serve the same model (one fingerprint for all its answers)."""
+    from bcas.llm.multi_endpoint import split_base_urls
+
+    for spec in settings.models:
+        urls = split_base_urls(spec.base_url)
+        served = {r["base_url"]: r.get("served_id") for r in results if r["model"] == spec.model and r["base_url"] in urls}
+        if len(set(served.values())) > 1:
+            shown = ", ".join(f"{url} serves {sid!r}" for url, sid in served.items())
+            raise pytest.UsageError(f"preflight failed: the servers of --bcas-model {spec.model} serve different "
+                                    f"models ({shown}); give servers of one model (--bcas-no-preflight skips this)")
 
 
 def _check_prices(settings: Settings) -> None:
