@@ -1,0 +1,178 @@
+"""Session-start checks of the ``--bcas-*`` options, called by the plugin's ``read_settings``.
+
+Every bad option is one ``pytest.UsageError`` that names the option, what was given and
+what the option accepts.  The checks run in ``pytest_configure``: before collection,
+before any model loads or any server is asked, and before anything is written.  None
+of them creates a file or a folder, loads a model or opens a connection; a file an
+option names (GGUF, price sheet, baseline) is opened only to read its first bytes or
+parse it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# --bcas-limit all: every item.  Dataset.subset keeps a dataset whole for any limit at
+# least its length, so the whole-dataset case needs no special path through the runner.
+ALL_ITEMS = sys.maxsize
+MAX_SEED = 2**32 - 1  # llama.cpp and vLLM take unsigned 32-bit seeds
+PRICES_OFF = "none"
+
+
+def usage(option: str, message: str) -> pytest.UsageError:
+    return pytest.UsageError(f"--bcas-{option}: {message}")
+
+
+def parse_limit(value: Any) -> int | None:
+    """``--bcas-limit``: None (the grid's limit), a whole number >= 1, or ``all`` (``ALL_ITEMS``)."""
+    if value is None:
+        return None
+    text = str(value).strip().lower()
+    if text == "all":
+        return ALL_ITEMS
+    try:
+        limit = int(text)
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise usage("limit", f"expected a whole number >= 1 or 'all' (every item), got {value!r}")
+    return limit
+
+
+def check_seed(value: int) -> int:
+    if not 0 <= value <= MAX_SEED:
+        raise usage("seed", f"expected a whole number from 0 to {MAX_SEED}, got {value}")
+    return value
+
+
+def check_fraction(option: str, value: float | None) -> float | None:
+    if value is not None and not 0.0 <= value <= 1.0:
+        raise usage(option, f"expected a number from 0 to 1 (an accuracy), got {value}")
+    return value
+
+
+def check_url(option: str, value: str | None) -> str | None:
+    if value is not None and not value.startswith(("http://", "https://")):
+        raise usage(option, f"expected an http:// or https:// URL (e.g. http://127.0.0.1:8000/v1), got {value!r}")
+    return value
+
+
+def check_model(option: str, raw: str | None, backend: str, model: str | None) -> None:
+    """The model a spec names exists, where that can be known without loading it.
+
+    ``embedded``: a GGUF file (its first bytes are ``GGUF``) or the shipped default;
+    ``mock``: a known variant; ``vllm``: a local folder, when the name is a path (a hub
+    id is resolved from the local cache when the engine starts).  Servers are checked by
+    the preflight in ``pytest_sessionstart``.
+    """
+    given = raw or backend
+    if backend == "embedded":
+        from bcas.llm.base import ModelError
+        from bcas.llm.embedded import default_gguf_path
+
+        if model is None:
+            try:
+                default_gguf_path()
+            except ModelError as exc:
+                raise usage(option, f"{given}: {exc}") from None
+            return
+        path = Path(model).expanduser()
+        if not path.is_file():
+            raise usage(option, f"{given}: no GGUF file at {path}; accepted: a local .gguf path for the embedded "
+                        "backend, or BACKEND:MODEL (openai:NAME, vllm:HF_ID_OR_FOLDER, mock:gold|verbose|random)")
+        with path.open("rb") as fh:
+            if fh.read(4) != b"GGUF":
+                raise usage(option, f"{given}: {path} is not a GGUF file (it does not start with 'GGUF')")
+    elif backend == "mock":
+        from bcas.llm.mock import VARIANTS
+
+        if model is not None and model not in VARIANTS:
+            accepted = ", ".join(f"mock:{v}" for v in VARIANTS)
+            raise usage(option, f"{given}: unknown mock variant {model!r}; accepted: {accepted}")
+    elif backend == "vllm" and model is not None:
+        path = Path(model).expanduser()
+        if model.startswith(("/", "./", "../", "~")) and not path.exists():
+            raise usage(option, f"{given}: no model folder at {path}; accepted: a local checkpoint folder or a "
+                        "Hugging Face id present in the local cache")
+
+
+def check_judge(spec: str, model_urls: Sequence[str | None], judge_base_url: str | None) -> None:
+    """``--bcas-judge``: none, same, or BACKEND[:MODEL] of a registered backend."""
+    from bcas.llm import BACKENDS
+
+    if spec in ("none", "same"):
+        return
+    accepted = (f"accepted: none, same (the first evaluated model), or BACKEND[:MODEL] with BACKEND one of "
+                f"{', '.join(sorted(BACKENDS))} (e.g. openai:gpt-4o-mini, embedded, mock:gold)")
+    backend, _, name = spec.partition(":")
+    if backend not in BACKENDS:
+        raise usage("judge", f"unknown backend {backend!r} in {spec!r}; {accepted}")
+    if backend == "openai":
+        if not (judge_base_url or any(model_urls)):
+            raise usage("judge", f"{spec}: an openai judge needs --bcas-judge-base-url (or a model served at "
+                        "--bcas-base-url)")
+        if not name:
+            raise usage("judge", f"{spec}: an openai judge needs a model name (openai:NAME)")
+    check_model("judge", spec, backend, name or None)
+
+
+def resolve_prices(value: str | None) -> tuple[Path | None, str | None]:
+    """``--bcas-prices`` as (price file, sheet name); (None, None) for ``none`` (no pricing).
+
+    The sheet is loaded now, so a typo in a path or a sheet name stops the session.
+    """
+    if value is not None and str(value).strip().lower() == PRICES_OFF:
+        return None, None
+    from bcas.results import DEFAULT_PRICES, PriceError, load_price_sheet, price_source
+
+    try:
+        path, sheet = price_source(value)
+        load_price_sheet(path, sheet)
+    except PriceError as exc:
+        try:
+            import tomllib
+
+            names = sorted(tomllib.loads(DEFAULT_PRICES.read_text(encoding="utf-8")).get("sheets", {}))
+        except (OSError, ValueError):
+            names = []
+        raise usage("prices", f"{exc}; accepted: a price TOML path, PATH:SHEET, a sheet name of the packaged "
+                    f"sheet ({', '.join(names)}), or none (no pricing: every cost_usd is null)") from None
+    return path, sheet
+
+
+def check_baseline(value: str | None) -> None:
+    """``--bcas-baseline`` is a readable run folder, records JSONL or baseline JSON (read, not written)."""
+    if not value:
+        return
+    from bcas.report.gate import BaselineError, load_baseline_cases
+
+    try:
+        load_baseline_cases(value)
+    except BaselineError as exc:
+        raise usage("baseline", f"{exc}; accepted: a run folder, its records.jsonl, or a baseline JSON "
+                    "(python -m bcas.report.gate write RUN_DIR OUT.json)") from None
+
+
+def check_report_dir(path: Path) -> None:
+    """The run folder exists and is writable, or could be created; nothing is created here."""
+    path = Path(path).absolute()
+    accepted = "accepted: a folder that exists or can be created"
+    if path.exists():
+        if not path.is_dir():
+            raise usage("report", f"{path} exists and is not a folder; {accepted}")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise usage("report", f"{path}: no permission to write in it; {accepted}")
+        return
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise usage("report", f"cannot create {path}: {parent} is a file, not a folder; {accepted}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise usage("report", f"cannot create {path}: no permission to write in {parent}; {accepted}")
