@@ -37,6 +37,9 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
                             "JSONL, BEIR corpus.jsonl, our documents JSONL or FEVER wiki-pages/ (PATH or FORMAT:PATH)"),
     ("shard", "str", None, "run only shard K of N (K/N, e.g. 1/4): the items whose id hashes to K, so N machines or "
                            "CI jobs each run a share; join the shard folders with python -m bcas.results merge"),
+    ("retriever", "str", None, "search engine for the BM25 cases: a Milvus server's URL (http://HOST:19530; a "
+                               "cluster, or python -m bcas.retrieval.milvus_lite), shared by every worker; its token, "
+                               "if any, in $BCAS_RETRIEVER_TOKEN"),
     ("grid", "str", "smoke", "comma-separated grids: smoke, search_scaling, context_scaling, ablation, madara, rsc"),
     ("limit", "int", None, "items per dataset (seeded subset; default: the grid's limit, else 20)"),
     ("seed", "int", 0, "seed of the item subset and of sampling"),
@@ -231,6 +234,7 @@ class Settings:
     epochs: int = 1
     corpus: str | None = None
     shard: Any = None  # bcas.shard.Shard: this process runs only the items of one shard
+    retriever: str | None = None  # a search engine's URL (bcas.retrieval.engine) for BM25 cases
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -293,6 +297,7 @@ def read_settings(config: pytest.Config) -> Settings:
         require_prices=bool(_get(config, "require-prices")),
         corpus=corpus,
         shard=_shard(config),
+        retriever=_engine_url(config),
     )
 
 
@@ -309,6 +314,14 @@ def _base_urls(config: pytest.Config) -> str | None:
         raise pytest.UsageError(f"--bcas-base-url: expected an http:// or https:// URL (e.g. "
                                 f"http://127.0.0.1:8000/v1), got {bad[0]!r}")
     return ",".join(urls) or None
+
+
+def _engine_url(config: pytest.Config) -> str | None:
+    url = _get(config, "retriever")
+    if url and not str(url).startswith(("http://", "https://")):
+        raise pytest.UsageError(f"--bcas-retriever: expected the search engine's http:// or https:// URL "
+                                f"(e.g. http://127.0.0.1:19530), got {url!r}")
+    return url or None
 
 
 def _shard(config: pytest.Config) -> Any:

@@ -150,6 +150,15 @@ class BcasSession:
         source = dataset_name if corpus is None else ("corpus", str(corpus.path))
         key = (source, rconfig, id(model) if needs_model else None)
         if key not in self._retrievers:
+            engine = getattr(self.settings, "retriever", None)
+            if engine and rconfig.mode == "bm25":  # --bcas-retriever: a search engine serves BM25
+                from bcas.retrieval.engine import EngineRetriever
+
+                shared = corpus if corpus is not None else self.collection(dataset_name).documents
+                self._retrievers[key] = EngineRetriever.open(engine, shared, rconfig)
+                return self._retrievers[key]
+            if engine:
+                self.progress(f"[bcas] --bcas-retriever serves BM25 cases; mode {rconfig.mode} searches the local index")
             docs = iter(corpus) if corpus is not None else self.collection(dataset_name).documents
             self._retrievers[key] = build_retriever(docs, rconfig, model=model if needs_model else None)
         return self._retrievers[key]
@@ -414,6 +423,9 @@ class CaseContext:
         needs_retriever = kind == "bcas" or (kind in ("madara", "rsc") and self.config.assess.doc_source == "retrieval")
         if needs_retriever and todo:
             self.retriever = self.session.retriever(self.case.dataset, self.config.retrieval, self.model)
+            engine = getattr(self.retriever, "engine_url", None)
+            if engine:  # records say which engine answered their searches
+                self.extra_base["retriever"] = engine
         if kind == "madara" and self.config.assess.method == "madara" and todo:
             self.profile = await self.session_rsc_profile()
 
