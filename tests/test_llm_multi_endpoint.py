@@ -169,6 +169,20 @@ def test_every_endpoint_failing_names_each(two_servers: tuple[FaultServer, Fault
     assert f"{a.base_url}: " in message and "disk full" in message and f"{b.base_url}: " in message
 
 
+def test_servers_of_one_model_must_serve_the_same_model() -> None:
+    from types import SimpleNamespace
+
+    from bcas.report.plugin import ModelSpec, _same_model_everywhere
+
+    settings = SimpleNamespace(models=[ModelSpec("openai", "m", "http://a:1/v1,http://b:2/v1")])
+    agree = [{"base_url": "http://a:1/v1", "model": "m", "served_id": "m-7b"},
+             {"base_url": "http://b:2/v1", "model": "m", "served_id": "m-7b"}]
+    _same_model_everywhere(settings, agree)  # one served model: fine
+    differ = [agree[0], {**agree[1], "served_id": "other-1b"}]
+    with pytest.raises(pytest.UsageError, match="http://b:2/v1 serves 'other-1b'"):
+        _same_model_everywhere(settings, differ)
+
+
 # -- through the plugin: repeated --bcas-base-url, preflight of each, manifest ------------------
 
 pytest_plugins = ["pytester"]

@@ -40,6 +40,7 @@ limits; its speed is its own (README: "A search engine for shared corpora").
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -189,8 +190,7 @@ class EngineRetriever:
         return np.zeros(len(streams)) if boost is None else boost
 
     async def asearch(self, query: str, k: int | None = None, exclude_ids: Iterable[str] = ()) -> list[Hit]:
-        import asyncio
-
+        """``search`` off the event loop (the client blocks on its gRPC call)."""
         return await asyncio.to_thread(self.search, query, k, tuple(exclude_ids))
 
     async def aclose(self) -> None:
