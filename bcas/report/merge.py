@@ -32,6 +32,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from bcas.report.manifest import MANIFEST_FILE, read_manifest
+from bcas.report.runner import finalize_run
 from bcas.results import RECORDS_FILE, RecordError, dedupe, read_records_file, record_files
 
 
@@ -159,8 +160,6 @@ def merge_runs(runs: Sequence[str | Path], out: str | Path, *, partial: bool = F
     }
     (target / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1, ensure_ascii=False, default=str) + "\n",
                                         encoding="utf-8")
-
-    from bcas.report.runner import finalize_run
 
     grids = _grids(manifests) or sorted({str((r.extra or {}).get("grid")) for r in merged if (r.extra or {}).get("grid")})
     final = finalize_run(SimpleNamespace(run_dir=target, grids=grids), None, token="merge")
