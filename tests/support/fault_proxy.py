@@ -15,7 +15,8 @@ A faulted request never reaches the upstream, so the upstream sees exactly the
 requests of a fault-free run, in the same order when the client sends one at a time.
 A chat request whose body the proxy has already forwarded (a client retry after a
 *real* timeout) is not sent again: it waits for, or reuses, the first answer and is
-counted in ``repeats``.  Without that, a server that does not abandon requests when
+counted in ``repeats`` (``repeat_bound`` caps how many the measured upstream times can
+explain).  Without that, a server that does not abandon requests when
 the client hangs up (``llama_cpp.server``) would queue every retry behind the
 request it replaces, and would compute the same prompt again from a different
 cache state, which can change greedy output.
@@ -33,6 +34,7 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import json
+import math
 import random
 import socket
 import threading
@@ -80,6 +82,7 @@ class FaultProxy:
         self._blocks: dict[int, frozenset[int]] = {}
         self.forwarded = 0
         self.repeats = 0
+        self.upstream_s: list[float] = []  # upstream seconds of each chat request forwarded
         self._answers: dict[str, concurrent.futures.Future[tuple[int, bytes]]] = {}
         self.faults: Counter[str] = Counter()
         self.log: list[tuple[int, str]] = []  # (arrival number, "forward" or the fault kind)
@@ -175,8 +178,24 @@ class FaultProxy:
                 self.repeats += 1
         assert future is not None
         if first:
-            future.set_result(self.forward("POST", path, body, headers))
+            started = time.perf_counter()
+            answer = self.forward("POST", path, body, headers)
+            with self._lock:
+                self.upstream_s.append(time.perf_counter() - started)
+            future.set_result(answer)
         return future.result()
+
+    def repeat_bound(self, client_timeout: float, slack: float = 0.25) -> int:
+        """Most repeats real slowness can explain: ``sum(floor((d + slack) / client_timeout))``.
+
+        A client retries a forwarded request only after waiting ``client_timeout`` on
+        it, so an answer the upstream took ``d`` seconds to give can be asked for again
+        at most ``floor(d / client_timeout)`` times before it arrives (attempt ``i``
+        starts after ``i`` full timeouts).  ``slack`` covers the loopback time the
+        client sees and the proxy does not.
+        """
+        with self._lock:
+            return sum(math.floor((d + slack) / client_timeout) for d in self.upstream_s)
 
 
 def _make_handler(owner: FaultProxy) -> type[BaseHTTPRequestHandler]:
