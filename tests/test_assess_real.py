@@ -3,21 +3,27 @@
 The default run covers every treatment on one FEVER item (one document, so a
 handful of real calls; a per-session generation cache lets treatments share
 identical agent calls, while the ledger still counts every call), a two-item
-RSC probe, the retrieval document source and ``assess_hits``.  ``--runslow``
-adds the 5 ConflictQA + 5 FEVER grid and a 10-item RSC probe per dataset, and
-prints their figures (noisy with a 135M model).
+RSC probe, the retrieval document source and ``assess_hits``, and the README's
+MADARA table at default size: the slow grid's code on its first ConflictQA item
+(four documents).  ``--runslow`` adds the 5 ConflictQA + 5 FEVER grid and a
+10-item RSC probe per dataset, and prints their figures (noisy with a 135M model).
+The routed mode is checked against Algorithm 2 read from the paper's text
+(tests/support/algorithm2.py), never against the router itself.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from scipy.stats import spearmanr
+from support.algorithm2 import paper_route
 
 from bcas.assess import assess_hits, probe, run_madara
-from bcas.assess.router import MODES, decide
+from bcas.assess.router import MODES
 from bcas.config import AssessConfig, RetrievalConfig, RunConfig
 from bcas.data import load_dataset
 from bcas.grading import normalize_answer, score_prediction
@@ -35,6 +41,23 @@ FAST = dict(
 )
 
 METHODS = ("nf", "3-agent", "cot", "sda", "rrf", "atf", "pde", "pde-random")
+TREATMENT = {"PDE": "pde", "SDA": "sda", "CoT": "cot", "ATF": "atf"}
+
+
+def check_profile(prof: Any, n_queries: int) -> None:
+    """An RSC profile against independent values: scipy's Spearman for rho*, Algorithm 2's
+    text for the route.  Catches a trend coefficient off the pooled rhos (or with its sign
+    flipped) and a routing decision that disagrees with the paper."""
+    assert prof.n_queries == n_queries
+    assert prof.bootstrap["n_resamples"] == FAST["rsc_bootstrap"]
+    assert all(-1.0 <= r <= 1.0 for r in prof.rho_hat)
+    if len(set(prof.rho_hat)) == 3:  # without ties rho* is Spearman's rho of (1, 2, 3) and rho_hat
+        assert prof.rho_star == pytest.approx(spearmanr([1, 2, 3], list(prof.rho_hat)).statistic)
+    else:  # ties: one of the five trend values (test_assess_rsc pins the tie rule)
+        assert prof.rho_star in (-1.0, -0.5, 0.0, 0.5, 1.0)
+    decision = prof.decision()
+    assert decision.mode == paper_route(prof.em_nf, prof.rho_star, prof.rho_1)
+    assert (decision.em_nf, decision.rho_star, decision.rho_1) == (prof.em_nf, prof.rho_star, prof.rho_1)
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +149,8 @@ def test_real_probe_and_routed_madara(model: Any, fever1: Any) -> None:
     calib = load_dataset("fever", limit=3)
     config = cfg("madara", rsc_agents=("relevance",))
     prof = asyncio.run(probe(model, calib.items[:2], None, config))
-    assert prof.n_queries == 2 and prof.n_triples == 2
+    check_profile(prof, 2)
+    assert prof.n_triples == 2
     assert prof.usage["assessment_calls"] == 2 and prof.usage["generation_calls"] == 2
     # levels 1 and 2 for each parsed chain; level 3 borrows the other query's chain, if parsed
     chains = 2 - prof.missing["normal"]
@@ -138,7 +162,7 @@ def test_real_probe_and_routed_madara(model: Any, fever1: Any) -> None:
     assert decision.mode in MODES and decision.profile_id == prof.id
     item = fever1.items[0]
     rec = asyncio.run(run_madara(item, model, None, config, dataset=fever1, profile=prof))
-    treatment = {"PDE": "pde", "SDA": "sda", "CoT": "cot", "ATF": "atf"}[decision.mode]
+    treatment = TREATMENT[decision.mode]
     check_record(rec, item, fever1, treatment)
     assert rec.extra["routing"]["mode"] == decision.mode and rec.extra["rsc_profile_id"] == prof.id
 
@@ -208,26 +232,27 @@ def grid_profiles(model: Any, grid_datasets: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.slow
 def test_rsc_probe_on_ten_calibration_items(grid_profiles: dict[str, Any]) -> None:
-    for name, prof in grid_profiles.items():
-        assert prof.n_queries == 10, name
-        assert prof.rho_star in (-1.0, -0.5, 0.0, 0.5, 1.0)
-        assert prof.bootstrap["n_resamples"] == 200
+    for prof in grid_profiles.values():
+        check_profile(prof, 10)
         assert prof.decision().mode in MODES
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("dataset", ["conflictqa", "fever"])
-def test_grid_five_items_every_method(
-    model: Any, grid_datasets: dict[str, Any], grid_profiles: dict[str, Any], dataset: str
-) -> None:
-    ds, items, _ = grid_datasets[dataset]
-    prof = grid_profiles[dataset]
+def grid_rows(model: Any, ds: Any, items: Any, prof: Any | None, methods: tuple[str, ...]) -> list[str]:
+    """The README's MADARA table rows: each method on ``items``, every record checked.
+
+    ``madara`` (needs ``prof``) must apply the treatment Algorithm 2's text assigns to
+    the profile's diagnostics.
+    """
     lines = []
-    for method in (*METHODS, "madara"):
+    for method in methods:
         correct = calls = assess = gen = t_in = t_out = 0
         for item in items:
             rec = asyncio.run(run_madara(item, model, None, cfg(method), dataset=ds, profile=prof))
             treatment = rec.extra["treatment"]
+            if method == "madara":
+                assert treatment == TREATMENT[paper_route(prof.em_nf, prof.rho_star, prof.rho_1)]
+            else:
+                assert treatment == method
             check_record(rec, item, ds, treatment)
             correct += rec.correct_em
             calls += rec.llm_calls
@@ -236,8 +261,30 @@ def test_grid_five_items_every_method(
             t_in += rec.tokens_in
             t_out += rec.tokens_out
         lines.append(
-            f"{dataset:<11}{method:<11}EM {correct}/{len(items)}  calls {calls:>3} (assess {assess:>3}, gen {gen:>2})  "
+            f"{ds.name:<11}{method:<11}EM {correct}/{len(items)}  calls {calls:>3} (assess {assess:>3}, gen {gen:>2})  "
             f"tokens in {t_in:>6} out {t_out:>5}"
         )
     print("\n" + "\n".join(lines))
-    assert decide(prof.em_nf, prof.rho_star, prof.rho_1).mode == prof.decision().mode
+    return lines
+
+
+def test_grid_on_one_conflictqa_item(model: Any, grid_datasets: dict[str, Any]) -> None:
+    """The MADARA table's code at default size: the slow grid's first ConflictQA item, cut
+    to its first two documents (m = 2 keeps 3m + 1, 3m + k and k apart, at a third of
+    the calls of its four), every method but CoT (3-Agent's calls with 160-token
+    reasoning: it runs on FEVER above and in the slow grid).  The routed row runs with
+    the probe in test_real_probe_and_routed_madara."""
+    ds, items, _ = grid_datasets["conflictqa"]
+    assert len(items[0].documents) > 2, "the first grid item should have several documents"
+    item = dataclasses.replace(items[0], documents=items[0].documents[:2])
+    methods = tuple(m for m in METHODS if m != "cot")
+    assert len(grid_rows(model, ds, [item], None, methods)) == len(methods)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dataset", ["conflictqa", "fever"])
+def test_grid_five_items_every_method(
+    model: Any, grid_datasets: dict[str, Any], grid_profiles: dict[str, Any], dataset: str
+) -> None:
+    ds, items, _ = grid_datasets[dataset]
+    grid_rows(model, ds, items, grid_profiles[dataset], (*METHODS, "madara"))
