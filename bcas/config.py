@@ -133,7 +133,7 @@ class AgentConfig:
             raise ConfigError(f"max_turns must be > 0 or None (derived from the budgets), got {self.max_turns}")
 
 
-ASSESS_METHODS = ("nf", "3-agent", "cot", "sda", "atf", "pde", "pde-random", "rrf", "madara")
+ASSESS_METHODS = ("nf", "3-agent", "cot", "sda", "sda-cot", "atf", "pde", "pde-unif", "pde-random", "rrf", "madara")
 ASSESS_TASKS = ("factoid", "multi-hop", "fact-verification", "yes-no-conflict")
 ASSESS_AGENTS = ("relevance", "consistency", "conflict")
 

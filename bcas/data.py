@@ -34,7 +34,9 @@ __all__ = [
     "Document",
     "Item",
     "content_hash",
+    "load_calibration",
     "load_dataset",
+    "load_evaluation",
     "parse_items",
     "read_items",
     "register_dataset",
@@ -131,16 +133,42 @@ class Dataset:
             return self
         if limit < 0:
             raise ValueError(f"limit must be >= 0, got {limit}")
-        ranked = sorted(
+        return self._keep(self._ranked(seed)[:limit])
+
+    def _ranked(self, seed: int) -> list[int]:
+        """Item positions in the seeded permutation: ordered by sha256(seed:id)."""
+        return sorted(
             range(len(self.items)),
             key=lambda i: hashlib.sha256(f"{seed}:{self.items[i].id}".encode()).hexdigest(),
         )
-        keep = sorted(ranked[:limit])
-        items = tuple(self.items[i] for i in keep)
+
+    def _keep(self, positions: list[int]) -> Dataset:
+        items = tuple(self.items[i] for i in sorted(positions))
         h = content_hash(items)
         if self.corpus is not None:
             h = _combined_hash(h, self.corpus)
         return replace(self, items=items, hash=h)
+
+    def calibration_split(self, calibration_n: int, seed: int = 0) -> tuple[Dataset, Dataset]:
+        """``(calibration, rest)``: disjoint item sets for MADARA's Algorithm 2.
+
+        Calibration is the first ``calibration_n`` items of the seeded permutation that
+        :meth:`subset` also uses; ``rest`` holds every other item, and
+        ``rest.subset(limit, seed)`` takes the evaluated items from it (the next items
+        of the same permutation), so the probe, EM_NF and the router never see an
+        evaluated item.  ``DatasetError`` when fewer than ``calibration_n`` items exist.
+        """
+        if calibration_n < 1:
+            raise ValueError(f"calibration_n must be >= 1, got {calibration_n}")
+        if len(self.items) < calibration_n:
+            raise DatasetError(
+                self.path, None,
+                f"dataset {self.name!r} has {len(self.items)} items, fewer than the {calibration_n} calibration "
+                "items MADARA's probe and router need (Algorithm 2, AssessConfig.calibration_n): pass a larger "
+                "file (--bcas-datasets FORMAT:PATH) or lower calibration_n",
+            )
+        ranked = self._ranked(seed)
+        return self._keep(ranked[:calibration_n]), self._keep(ranked[calibration_n:])
 
 
 def _combined_hash(items_hash: str, corpus_hash: str) -> str:
@@ -219,6 +247,28 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, seed: int =
         items, task, scoring = _cached_format(str(path), fmt)
     full = Dataset(spec.name, str(path), task, scoring, items, content_hash(items))
     return full.subset(limit, seed)
+
+
+def load_evaluation(name_or_path: str | Path, limit: int | None = None, seed: int = 0, holdout: int = 0) -> Dataset:
+    """The evaluated items of a case: ``load_dataset``'s subset, or with ``holdout`` > 0
+    the subset drawn from the items outside the calibration split
+    (:meth:`Dataset.calibration_split`), for grids whose router calibrates."""
+    if holdout <= 0:
+        return load_dataset(name_or_path, limit, seed)
+    _, rest = load_dataset(name_or_path, None, seed).calibration_split(holdout, seed)
+    if not rest.items:
+        raise DatasetError(
+            rest.path, None,
+            f"dataset {rest.name!r} has only the {holdout} calibration items and none left to evaluate (they must "
+            "be disjoint, MADARA Algorithm 2): pass a larger file (--bcas-datasets FORMAT:PATH)",
+        )
+    return rest.subset(limit, seed)
+
+
+def load_calibration(name_or_path: str | Path, calibration_n: int, seed: int = 0) -> Dataset:
+    """The calibration items (MADARA Algorithm 2's C): never among :func:`load_evaluation`'s items."""
+    calibration, _ = load_dataset(name_or_path, None, seed).calibration_split(calibration_n, seed)
+    return calibration
 
 
 _ITEM_CACHE: dict[tuple[str, str], tuple[Item, ...]] = {}

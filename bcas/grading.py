@@ -75,6 +75,39 @@ def token_f1(pred: str, golds: Golds) -> float:
     return max(_f1_tokens(pred_tokens, normalize_answer(g).split()) for g in _as_golds(golds))
 
 
+# --- strict matching (MADARA §5.4) ------------------------------------------------
+#
+# MADARA reports "Exact Match (EM; strictly matched after whitespace normalization and
+# lowercasing) and Token F1".  Punctuation and articles stay: "The Beatles." does not
+# match "Beatles" there, although SQuAD EM above accepts it.
+
+
+def strict_normalize(s: str) -> str:
+    """MADARA §5.4 normalisation: lower-case and collapse white space; nothing else."""
+    return " ".join(s.lower().split())
+
+
+def strict_exact_match(pred: str, golds: Golds) -> bool:
+    """True when the strictly normalised prediction equals a strictly normalised gold alias.
+
+    An empty prediction never matches (an empty gold is no answer to match).
+    """
+    norm_pred = strict_normalize(pred)
+    return bool(norm_pred) and any(norm_pred == strict_normalize(g) for g in _as_golds(golds))
+
+
+def strict_token_f1(pred: str, golds: Golds) -> float:
+    """Token F1 over the strictly normalised white-space tokens, maximised over gold aliases.
+
+    MADARA §5.4 names token F1 without a normalisation of its own; we tokenise as its EM
+    normalises (lower-case, white space), so a trailing full stop costs a token.
+    """
+    pred_tokens = strict_normalize(pred).split()
+    if not pred_tokens:
+        return 0.0
+    return max(_f1_tokens(pred_tokens, strict_normalize(g).split()) for g in _as_golds(golds))
+
+
 # --- labels -------------------------------------------------------------------
 
 # Canonical label -> surface forms (lower-case, possibly several words).  A label

@@ -101,9 +101,11 @@ EXPECTED_CALLS = {  # (assessment, generation) with m = 4 documents, k = 2
     "3-agent": (12, 1),
     "cot": (12, 1),
     "sda": (12, 1),
+    "sda-cot": (12, 1),
     "rrf": (12, 1),
     "atf": (12, 1),
     "pde": (12, 2),
+    "pde-unif": (12, 2),
     "pde-random": (0, 2),
 }
 
@@ -135,17 +137,18 @@ def test_each_method_produces_a_record_with_its_call_counts(method):
     assert field(rec, "config_id") == RunConfig(assess=AssessConfig(method=method, doc_source="item", k=2)).config_id
 
 
-@pytest.mark.parametrize("method", ["3-agent", "cot", "sda", "rrf", "atf", "pde"])
+@pytest.mark.parametrize("method", ["3-agent", "cot", "sda", "sda-cot", "rrf", "atf", "pde", "pde-unif"])
 def test_assessment_puts_the_gold_document_first_and_fixes_the_confused_generator(method):
     rec = run(make_item(gold_at=2), ScriptedModel(), method)
     assert extra(rec)["selected_docs"][0] == "it0::2"
     assert field(rec, "prediction") == "Paris" and field(rec, "correct_em") is True
 
 
-def test_nf_sends_all_documents_and_is_confused():
+def test_nf_sends_the_retrieval_top_k_and_is_confused():
     model = ScriptedModel()
     rec = run(make_item(gold_at=2), model, "nf")
-    assert extra(rec)["selected_docs"] == [f"it0::{j}" for j in range(4)]
+    assert extra(rec)["selected_docs"] == ["it0::0", "it0::1"]  # k = 2 of the 4 documents, in their order
+    assert extra(rec)["context_doc_ids"] == ["it0::0", "it0::1"]
     assert field(rec, "prediction") == "London" and field(rec, "correct_em") is False
     assert field(rec, "f1") == 0.0
 
@@ -164,6 +167,23 @@ def test_pde_votes_with_document_scores_and_records_candidates():
     assert [c["weight"] for c in ex["candidates"]] == [5.0, 1.0]
     assert field(rec, "prediction") == "Paris"
     assert ex["vote_groups"][0] == {"answer": "Paris", "weight": 5.0, "members": [3]}
+    assert ex["context_doc_ids"] == ["it0::3", "it0::0"]  # the union of the single-document calls
+
+
+def test_pde_unif_selects_like_pde_and_votes_uniformly():
+    rec = run(make_item(gold_at=3), ScriptedModel(), "pde-unif")
+    ex = extra(rec)
+    assert ex["selected_docs"] == ["it0::3", "it0::0"]
+    assert [c["weight"] for c in ex["candidates"]] == [None, None]
+    assert ex["vote_groups"][0]["weight"] == 1.0  # one vote each: the tie goes to the best-ranked document
+    assert field(rec, "prediction") == "Paris"
+
+
+def test_sda_cot_uses_cot_scores_and_sda_selection():
+    rec = run(make_item(gold_at=2), ScriptedModel(), "sda-cot")
+    ex = extra(rec)
+    assert ex["reasoning"] is not None and len(ex["reasoning"]) == 4
+    assert ex["selected_docs"][0] == "it0::2" and ex["context_doc_ids"] == ex["selected_docs"]
 
 
 def test_pde_random_is_seeded_and_uses_no_assessment():

@@ -20,7 +20,7 @@ from tests.support.reports import HOSTILE, LONG_TEXT, NON_LATIN, SCRIPT_TAG, gri
 
 pytestmark = [pytest.mark.browser, skip_if_no_chromium]
 
-EM_COLUMN = 5  # "EM acc %" in the summary table
+EM_COLUMN = 5  # "acc %" (the grid's primary metric) in the summary table
 
 SORT_SUMMARY = f"""
 (() => {{
@@ -68,7 +68,7 @@ def test_real_report_loads_and_shows_its_tables(tmp_path: Path) -> None:
 
     summary = facts["summary"]
     assert summary is not None, "no table with id=summary"
-    assert summary["headers"][:6] == ["grid", "model", "dataset", "config", "n", "EM acc %"]
+    assert summary["headers"][:6] == ["grid", "model", "dataset", "config", "n", "acc %"]
     assert len(summary["rows"]) == len(rows) == 12
     for cells, row in zip(summary["rows"], rows, strict=True):
         label = row.label + (" (ref)" if row.reference else "")

@@ -6,13 +6,15 @@ returns its record.  The method is ``AssessConfig.method``:
 =============  =====================================================  ==========================
 method         what it does (MADARA section)                          LLM calls (m docs, top k)
 =============  =====================================================  ==========================
-``nf``         all documents to the generator (§5.3 (1))              1 generation
+``nf``         the retrieval top-k to the generator (§5.3 (1))        1 generation
 ``3-agent``    base scores, weights (0.4, 0.3, 0.3), top-k (§5.3 (2))  3m assessment + 1
 ``cot``        CoT de-polarised scores, weighted top-k (§4.1)         3m assessment + 1
 ``sda``        base scores, percentile ranks, top-k (§4.2, Alg. 1)    3m assessment + 1
+``sda-cot``    CoT scores, percentile ranks, top-k (Table 14, App. C) 3m assessment + 1
 ``rrf``        base scores, reciprocal rank fusion (Appendix C)       3m assessment + 1
 ``atf``        base scores, keep >= mu - 0.5 sigma (§4.3)             3m assessment + 1
 ``pde``        base scores, answer per top-k doc, weighted vote §4.4  3m assessment + k
+``pde-unif``   as PDE with a uniform vote (Table 1 "Unif.")           3m assessment + k
 ``pde-random`` k random docs, answer each, uniform vote (§6.1)        k generation
 ``madara``     the routed treatment (Algorithm 2): PDE/SDA/CoT/ATF    as the chosen treatment
 =============  =====================================================  ==========================
@@ -20,10 +22,15 @@ method         what it does (MADARA section)                          LLM calls 
 The paper's Appendix K quotes about 19 calls for 3-Agent; the counts here come
 from our own ledger (3 agents x m documents, one call each, plus generation).
 
-Documents (§5.5: rerank top-5 of 10 retrieved): ``AssessConfig.doc_source`` =
-``retrieval`` takes the top ``n_docs`` hits of the retriever for the question;
-``item`` takes the item's own documents (CONFLICTS ships 4, FEVER 1), at most
-``n_docs``.  The choice is recorded (``extra["doc_source"]``).
+Documents (§5.5: "reranking top-k=5 from 10 retrieved documents"):
+``AssessConfig.doc_source`` = ``retrieval`` takes the top ``n_docs`` (10) hits of
+the retriever for the question, from the dataset's whole collection; the treatments
+select ``k`` (5) of them and No-Filter reads the retrieval top ``k``.  ``item``
+takes the item's own documents (CONFLICTS ships 4, FEVER 1), at most ``n_docs``.
+The choice is recorded (``extra["doc_source"]``), and every record says which
+documents reached generation: ``extra["context_doc_ids"]`` (document ids in the
+order the generator saw them; for PDE the union of its single-document calls) and
+``extra["context_chunk_ids"]``.
 
 A new treatment is one ``@treatment("name")`` coroutine taking a
 ``TreatmentContext`` and returning a ``TreatmentOutcome``.
@@ -54,7 +61,7 @@ from bcas.assess.pde import extract_per_document, random_subset, vote
 from bcas.assess.router import RoutingDecision
 from bcas.assess.usage import Ledger, Usage
 from bcas.config import AssessConfig, RunConfig
-from bcas.grading import score_prediction
+from bcas.grading import score_prediction, strict_exact_match
 from bcas.llm.base import ChatModel, ModelError
 
 MODE_TO_METHOD = {"PDE": "pde", "SDA": "sda", "CoT": "cot", "ATF": "atf"}
@@ -133,7 +140,8 @@ async def _assess(ctx: TreatmentContext, cot: bool = False) -> Assessment:
 
 @treatment("nf")
 async def _nf(ctx: TreatmentContext) -> TreatmentOutcome:
-    selected = list(range(len(ctx.documents)))
+    # MADARA §5.3 (1) "standard RAG": the retriever's top k, unassessed (§5.5).
+    selected = list(range(min(ctx.config.k, len(ctx.documents))))
     answer, raw = await _generate_from(ctx, selected, "nf")
     return TreatmentOutcome(answer, raw, selected)
 
@@ -172,6 +180,12 @@ async def _cot(ctx: TreatmentContext) -> TreatmentOutcome:
 @treatment("sda")
 async def _sda(ctx: TreatmentContext) -> TreatmentOutcome:
     return await _scored_topk(ctx, cot=False, select="sda")
+
+
+@treatment("sda-cot")
+async def _sda_cot(ctx: TreatmentContext) -> TreatmentOutcome:
+    """CoT de-polarised scores (§4.1) aligned by SDA (Algorithm 1): MADARA Table 14 / Appendix C "SDA+CoT"."""
+    return await _scored_topk(ctx, cot=True, select="sda")
 
 
 @treatment("rrf")
@@ -215,6 +229,17 @@ async def _pde(ctx: TreatmentContext) -> TreatmentOutcome:
     return TreatmentOutcome(winner, "", selected, assessment, ws, candidates, {"vote_groups": groups})
 
 
+@treatment("pde-unif")
+async def _pde_unif(ctx: TreatmentContext) -> TreatmentOutcome:
+    """MADARA Table 1 "Unif.": PDE's assessment-guided top-k documents, then a uniform vote."""
+    assessment = await _assess(ctx, cot=False)
+    S = assessment.matrix
+    ws = [float(v) for v in weighted_scores(S, ctx.config.weights)] if S else []
+    selected = order_best_first(ws)[: ctx.config.k]
+    winner, candidates, groups = await _extract_and_vote(ctx, selected, None)
+    return TreatmentOutcome(winner, "", selected, assessment, ws, candidates, {"vote_groups": groups})
+
+
 @treatment("pde-random")
 async def _pde_random(ctx: TreatmentContext) -> TreatmentOutcome:
     selected = random_subset(len(ctx.documents), ctx.config.k, ctx.seed)
@@ -223,6 +248,12 @@ async def _pde_random(ctx: TreatmentContext) -> TreatmentOutcome:
 
 
 # --------------------------------------------------------------------------- records
+
+
+def context_doc_ids(docs: Sequence[AssessDocument], outcome: TreatmentOutcome) -> list[str]:
+    """Document ids passed to generation, first occurrence kept (PDE: the union of its calls)."""
+    indices = [c["doc_index"] for c in outcome.candidates] if outcome.candidates else list(outcome.selected)
+    return list(dict.fromkeys(docs[i].doc_id for i in indices))
 
 
 def _resolve_decision(profile: Any, decision: RoutingDecision | None, cfg: AssessConfig) -> RoutingDecision:
@@ -368,6 +399,8 @@ async def run_madara(
         "doc_scores": outcome.doc_scores,
         "selected_docs": [docs[i].doc_id for i in outcome.selected],
         "selected_indices": list(outcome.selected),
+        "context_doc_ids": context_doc_ids(docs, outcome),
+        "context_chunk_ids": [docs[i].chunk_id or docs[i].doc_id for i in outcome.selected],
         "candidates": outcome.candidates,
         "missing_scores": assessment.missing if assessment is not None else [],
         "reasoning": assessment.reasoning if assessment is not None and assessment.cot else None,
@@ -413,14 +446,17 @@ async def run_madara(
 async def run_nf_for_probe(
     model: ChatModel, items: Sequence[Any], per_item_docs: Sequence[list[AssessDocument]], config: AssessConfig
 ) -> tuple[float, Usage]:
-    """EvalNF(M, C) of Algorithm 2, line 6: No-Filter exact match on the calibration items."""
+    """EvalNF(M, C) of Algorithm 2, line 6: No-Filter exact match on the calibration items.
+
+    No-Filter reads the retrieval top ``k`` as the ``nf`` treatment does; EM is MADARA's
+    strict EM (§5.4: lower-case and white space only) of the parsed answer.
+    """
     ledger = Ledger()
 
     async def one(item: Any, docs: list[AssessDocument]) -> bool:
         task = config.task or infer_task(item.answers)
-        answer, _ = await generate_answer(model, item.question, docs, task, config, ledger, tag="nf")
-        correct, _ = score_prediction(answer, list(item.answers), SCORING_FOR_TASK.get(task, "qa"))
-        return bool(correct)
+        answer, _ = await generate_answer(model, item.question, docs[: config.k], task, config, ledger, tag="nf")
+        return strict_exact_match(answer, list(item.answers))
 
     results = await asyncio.gather(*(one(i, d) for i, d in zip(items, per_item_docs, strict=True)))
     return (sum(results) / len(results) if results else 0.0), ledger.usage()

@@ -15,7 +15,6 @@ the provider-reported usage stored with it); ``cached_calls`` says how many were
 from __future__ import annotations
 
 import dataclasses
-
 import time
 from dataclasses import dataclass, field
 from typing import Any

@@ -37,6 +37,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from bcas.report.metrics import METRICS
+from bcas.report.metrics import outcome as metric_outcome
 from bcas.report.summary import paired_table
 from bcas.stats import (
     holm_bonferroni,
@@ -72,11 +74,12 @@ def outcome(value: Any) -> bool | None:
 
 
 def item_outcomes(records: list[dict[str, Any]], metric: str = DEFAULT_METRIC) -> dict[str, bool]:
-    """Item id -> passed.  With several records per item (``--bcas-epochs``) an item passes
+    """Item id -> passed, in ``metric`` as :func:`bcas.report.metrics.outcome` reads it (an empty
+    or errored answer fails).  With several records per item (``--bcas-epochs``) an item passes
     when at least half of its graded epochs pass."""
     votes: dict[str, list[bool]] = defaultdict(list)
     for rec in records:
-        value = outcome(rec.get(metric))
+        value = metric_outcome(rec, metric)
         if value is not None:
             votes[str(rec.get("item_id"))].append(value)
     return {item_id: 2 * sum(v) >= len(v) for item_id, v in votes.items()}
@@ -107,7 +110,7 @@ def build_baseline(records: list[dict[str, Any]]) -> dict[str, Any]:
     cases: dict[str, dict[str, Any]] = {}
     for key, recs in grouped.items():
         first = recs[0]
-        names = sorted({k for r in recs for k, v in r.items() if isinstance(v, bool)} | {DEFAULT_METRIC})
+        names = sorted({k for r in recs for k, v in r.items() if isinstance(v, bool)} | {DEFAULT_METRIC} | set(METRICS))
         metrics = {name: item_outcomes(recs, name) for name in names}
         items = metrics[DEFAULT_METRIC]
         n = len(items)

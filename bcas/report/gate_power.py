@@ -198,15 +198,17 @@ def _items_needed(c: CasePlan, o: GateOptions) -> int:
     return n
 
 
-def primary_metric(grid_name: str) -> str:
-    """The grid's pass/fail metric: its ``primary_metric`` when it declares one, else ``correct_em``."""
+def primary_metric(grid_name: str, judge: bool = False) -> str:
+    """The grid's pass/fail metric: its ``primary_metric`` when it declares one, else ``correct_em``;
+    ``judge`` (BCAS grids) is the judge's verdict when a judge is configured, else ``correct_em``."""
     from bcas.report.grids import get_grid
+    from bcas.report.metrics import resolve
 
     try:
         grid = get_grid(grid_name)
     except KeyError:
         return DEFAULT_METRIC
-    return getattr(grid, "primary_metric", None) or DEFAULT_METRIC
+    return resolve(getattr(grid, "primary_metric", None), judge=judge)
 
 
 def family_of(options: GateOptions, case: Any) -> str:
@@ -218,7 +220,8 @@ def family_of(options: GateOptions, case: Any) -> str:
 
 
 def plan_gate(cases: list[Any], limits: dict[str, int | None], baseline: str, seed: int,
-              options: GateOptions, identity: Any = None, allow_mismatch: bool = False) -> GatePlan:
+              options: GateOptions, identity: Any = None, allow_mismatch: bool = False,
+              judge: bool = False) -> GatePlan:
     """Pair every collected case with the baseline and compute what each can detect.
 
     ``cases`` are the plugin's ``Case`` objects (id, grid, dataset, entry, model);
@@ -228,19 +231,24 @@ def plan_gate(cases: list[Any], limits: dict[str, int | None], baseline: str, se
     its paired items are the subset's items the baseline recorded.
     ``BaselineError`` for an unreadable baseline.
     """
-    from bcas.data import load_dataset
+    from bcas.data import DatasetError, load_evaluation
+    from bcas.report.grids import get_grid
 
     baselines: dict[str, list[BaselineCase]] = {}
     plans: dict[str, CasePlan] = {}
     items: dict[str, dict[str, bool]] = {}
     for case in cases:
-        metric = primary_metric(case.grid)
+        metric = primary_metric(case.grid, judge)
         if metric not in baselines:
             baselines[metric] = load_baseline_cases(baseline, metric)
         if case.entry.kind == "rsc":
             plans[case.id] = CasePlan(case.id, case.grid, metric, "", reason="RSC probe: no per-item records")
             continue
-        ds = load_dataset(case.dataset, limit=limits.get(case.id), seed=seed)
+        try:
+            ds = load_evaluation(case.dataset, limit=limits.get(case.id), seed=seed, holdout=get_grid(case.grid).holdout)
+        except DatasetError as exc:  # the case itself stops with this message when it runs
+            plans[case.id] = CasePlan(case.id, case.grid, metric, "", reason=str(exc))
+            continue
         config_id = replace(case.entry.config, seed=seed).config_id
         digests = {it.id: item_digest(it.question, it.answers) for it in ds.items}
         found, paired, note = match_baseline(baselines[metric], case.model.label, ds.name, config_id, ds.hash,
@@ -305,7 +313,8 @@ def collected_plan(config: pytest.Config, cases: list[Any], limits: dict[str, in
     """
     options = config.stash.get(GATE_OPTIONS, GateOptions())
     try:
-        plan = plan_gate(cases, limits, baseline, seed, options, identity, allow_mismatch)
+        judge = getattr(getattr(config, "_bcas_settings", None), "judge", "none") not in (None, "none")
+        plan = plan_gate(cases, limits, baseline, seed, options, identity, allow_mismatch, judge)
     except BaselineError as exc:
         raise pytest.UsageError(f"--bcas-baseline: {exc}") from None
     refused = [c for c in plan.cases.values() if c.refused]
@@ -340,7 +349,7 @@ def gate_in_session(session: Any, case: Any, records: list[dict[str, Any]]) -> G
     if plan is None or case.id not in plan.cases:
         options = config.stash.get(GATE_OPTIONS, GateOptions()) if config is not None else GateOptions()
         plan = plan_gate([case], {case.id: session.limit_for(case)}, session.settings.baseline,
-                         session.settings.seed, options)
+                         session.settings.seed, options, judge=getattr(session.settings, "judge", "none") != "none")
     cp = plan.cases[case.id]
     if not cp.gated:
         return None

@@ -9,11 +9,31 @@ Adding an experiment means adding a table here, not a new test function.
   unlimited hybrid searches; 16K + planning; + planning and reflection.
 - ``ablation``: BCAS §3.8 — BM25 baseline (unlimited searches, 16K tokens);
   + Plan; + Reflection; + Plan+Reflection; + HS; + HS+R.
-- ``madara``: MADARA §4–§5 — NF, 3-Agent, CoT, SDA, ATF, PDE, PDE-Random and the
-  routed MADARA pipeline.
-- ``rsc``: MADARA §3 / Appendix F — the RSC probe per model × dataset.
+- ``madara``: MADARA §4–§6 — NF, 3-Agent, CoT, SDA, SDA+CoT, ATF, PDE, Unif.,
+  PDE-Random and the routed MADARA pipeline on CONFLICTS and FEVER: BM25 retrieves 10
+  documents per query from the dataset's collection, treatments keep 5, NF reads the
+  top 5 (§5.5); evaluated items never include the router's 100 calibration items.
+- ``madara_heldout``: MADARA §5.2 / Table 1 / Table 4 — the held-out TriviaQA replication
+  of the isolation finding (NF, PDE-Random, Unif., PDE) and of the RSC probe.
+- ``rsc``: MADARA §3 / Appendix F — the RSC probe per model × dataset on its
+  ``calibration_n`` calibration items.
 - ``smoke``: a handful of configurations on a few items, the README's main job on
   the embedded CPU default.
+
+Each grid declares what it measures and how it is tested:
+
+- ``primary_metric``: ``judge`` (BCAS grids, §3.6: the LLM judge's verdict when a judge
+  graded the answers, SQuAD EM otherwise; the summary says which) or ``strict_em``
+  (MADARA grids, §5.4, with strict token F1 beside it); see :mod:`bcas.report.metrics`.
+- the paired comparisons: by default every entry against the grid's reference, one Holm
+  family per grid; an entry's ``compare`` names its own (entry label, family) pairs, and
+  ``holm_scope="model_dataset"`` makes each family per model × dataset (MADARA Table 14:
+  scoring-only methods vs NF in one family; PDE and PDE-Random vs NF and PDE vs 3-Agent
+  in another).
+- ``holdout``: calibration items set aside before the evaluated items are drawn
+  (:func:`bcas.data.load_evaluation`).
+- ``paper_retrieval``: the retrieval models the paper ran with, so the report can say
+  when a run used others (``--bcas-embedder``, ``--bcas-reranker``).
 
 Budgets (BCAS §3.3): the paper grids cap only ``max_searches`` and
 ``max_total_tokens``; every call may use what remains of the token budget
@@ -26,11 +46,16 @@ its derived turn bound (searches + 3 unusable turns) is below the former fixed c
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from bcas.config import AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
+from bcas.report.metrics import JUDGE, resolve
 
 KINDS = ("bcas", "madara", "rsc")
+HOLM_SCOPES = ("grid", "model_dataset")
+DENSE_MODES = ("dense", "hybrid", "hybrid_rerank")
 
 
 @dataclass(frozen=True)
@@ -39,7 +64,9 @@ class GridEntry:
 
     ``kind`` selects the runner (BCAS agent loop, MADARA treatment, RSC probe);
     ``reference`` marks the configuration the grid's paired comparisons use;
-    ``requires`` lists requirement markers (``gpu``, ``slow``, ``judge``, ``vllm``).
+    ``requires`` lists requirement markers (``gpu``, ``slow``, ``judge``, ``vllm``);
+    ``compare``: (label of another entry, Holm family) pairs this entry is tested
+    against; empty means the grid's reference in the grid's one family.
     """
 
     kind: str
@@ -48,6 +75,7 @@ class GridEntry:
     requires: tuple[str, ...] = ()
     name: str = ""
     datasets: tuple[str, ...] = ()
+    compare: tuple[tuple[str, str], ...] = ()
 
     @property
     def label(self) -> str:
@@ -73,6 +101,47 @@ class Grid:
     limit: int | None = None
     description: str = ""
     kind_labels: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    primary_metric: str = JUDGE
+    holm_scope: str = "grid"
+    holdout: int = 0
+    paper_retrieval: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.holm_scope not in HOLM_SCOPES:
+            raise ValueError(f"grid {self.name!r}: holm_scope must be one of {HOLM_SCOPES}, got {self.holm_scope!r}")
+        labels = [e.label for e in self.entries]
+        for entry in self.entries:
+            for other, _family in entry.compare:
+                if other not in labels or other == entry.label:
+                    raise ValueError(f"grid {self.name!r}: entry {entry.label!r} is compared with {other!r}, "
+                                     f"which is not another entry of the grid ({labels})")
+
+    def metric(self, judge: bool | None = None, records: Iterable[dict[str, Any]] = ()) -> str:
+        """The primary metric as used (:func:`bcas.report.metrics.resolve`)."""
+        return resolve(self.primary_metric, records, judge)
+
+    def comparisons(self, label: str) -> list[tuple[str, str]]:
+        """(label compared with, Holm family) of the entry ``label``; [] for the reference or an unknown label."""
+        entry = next((e for e in self.entries if e.label == label), None)
+        if entry is None:
+            ref = self.reference
+            return [] if ref is None or ref.label == label else [(ref.label, "")]
+        if entry.compare:
+            return list(entry.compare)
+        ref = self.reference
+        return [] if ref is None or ref is entry else [(ref.label, "")]
+
+    def retrieval_notes(self, configs: Iterable[dict[str, Any]]) -> list[str]:
+        """Which retrieval models the run used where the paper names one, and where they differ."""
+        notes = []
+        for role, paper in self.paper_retrieval.items():
+            used = sorted({str((c.get("retrieval") or {}).get(role)) for c in configs if _uses(c, role)})
+            if not used:
+                continue
+            differs = [u for u in used if u != paper]
+            tail = f"; differs from the paper's {paper}" if differs else " (the paper's)"
+            notes.append(f"{self.name}: {role} {', '.join(used)}{tail}")
+        return notes
 
     def cases(self, datasets: tuple[str, ...] | None = None) -> list[tuple[str, GridEntry]]:
         """(dataset, entry) pairs of this grid, in table order, dataset-major."""
@@ -91,6 +160,29 @@ class Grid:
             if entry.reference:
                 return entry
         return None
+
+
+def _uses(config: dict[str, Any], role: str) -> bool:
+    """Does a run configuration (as a dict) use its retrieval ``role`` (embedder, reranker)?"""
+    mode = str((config.get("retrieval") or {}).get("mode", ""))
+    return mode in DENSE_MODES if role == "embedder" else mode == "hybrid_rerank"
+
+
+def with_retrieval_models(entry: GridEntry, embedder: str | None = None, reranker: str | None = None) -> GridEntry:
+    """``entry`` with the chosen embedder / reranker where its retrieval mode uses them.
+
+    An entry whose mode uses neither (BM25, the MADARA grids) is returned unchanged, so
+    its configuration id, and the answers recorded under it, stay the same.
+    """
+    r = entry.config.retrieval
+    changes: dict[str, str] = {}
+    if embedder and r.mode in DENSE_MODES and r.embedder != embedder:
+        changes["embedder"] = embedder
+    if reranker and r.mode == "hybrid_rerank" and r.reranker != reranker:
+        changes["reranker"] = reranker
+    if not changes:
+        return entry
+    return replace(entry, config=replace(entry.config, retrieval=replace(r, **changes)))
 
 
 def _bcas(
@@ -116,18 +208,31 @@ def _bcas(
     return GridEntry("bcas", config, reference=reference, requires=requires, datasets=datasets)
 
 
+# MADARA §5.2: "BM25 retrieval" -- plain BM25, without BCAS's phrase boosting.
+MADARA_RETRIEVAL = RetrievalConfig(mode="bm25", phrase_boost=False)
+
+
 def _madara(
     method: str,
     reference: bool = False,
-    doc_source: str = "item",
+    doc_source: str = "retrieval",
     datasets: tuple[str, ...] = (),
+    compare: tuple[tuple[str, str], ...] = (),
+    retrieval: RetrievalConfig = MADARA_RETRIEVAL,
     **kw: object,
 ) -> GridEntry:
     config = RunConfig(
-        retrieval=RetrievalConfig(mode="bm25"),
+        retrieval=retrieval,
         assess=AssessConfig(method=method, doc_source=doc_source, **kw),  # type: ignore[arg-type]
     )
-    return GridEntry("madara", config, reference=reference, datasets=datasets)
+    return GridEntry("madara", config, reference=reference, datasets=datasets, compare=compare)
+
+
+NF = "madara/nf"
+SCORING = "scoring-only vs NF"  # MADARA Table 14, top section
+ISOLATION = "isolation (PDE)"  # MADARA Table 14, bottom section
+ROUTED = "routed vs NF"  # MADARA Table 2
+BCAS_PAPER_RETRIEVAL = {"embedder": "bge-m3", "reranker": "bge-reranker-v2-m3"}  # BCAS §3.5
 
 
 SEARCH_SCALING = Grid(
@@ -142,6 +247,7 @@ SEARCH_SCALING = Grid(
     ),
     datasets=("triviaqa", "hotpotqa", "2wikimultihopqa"),
     description="BCAS §3.9 search scaling: hybrid retrieval, 16K tokens",
+    paper_retrieval=BCAS_PAPER_RETRIEVAL,
 )
 
 CONTEXT_SCALING = Grid(
@@ -157,6 +263,7 @@ CONTEXT_SCALING = Grid(
     ),
     datasets=("triviaqa", "hotpotqa", "2wikimultihopqa"),
     description="BCAS §3.10 context scaling: unlimited hybrid searches",
+    paper_retrieval=BCAS_PAPER_RETRIEVAL,
 )
 
 ABLATION = Grid(
@@ -171,35 +278,62 @@ ABLATION = Grid(
     ),
     datasets=("hotpotqa",),
     description="BCAS §3.8 component ablation on HotpotQA (BM25 baseline, unlimited searches, 16K)",
+    paper_retrieval=BCAS_PAPER_RETRIEVAL,
 )
+
+CALIBRATION_N = AssessConfig().calibration_n  # MADARA §5.5: n = 100 calibration queries
 
 MADARA = Grid(
     "madara",
     (
         _madara("nf", reference=True),
-        _madara("3-agent"),
-        _madara("cot"),
-        _madara("sda"),
-        _madara("atf"),
-        _madara("pde"),
-        _madara("pde-random"),
-        _madara("madara"),
+        _madara("3-agent", compare=((NF, SCORING),)),
+        _madara("cot", compare=((NF, SCORING),)),
+        _madara("sda", compare=((NF, SCORING),)),
+        _madara("sda-cot", compare=((NF, SCORING),)),
+        _madara("atf", compare=((NF, SCORING),)),
+        _madara("pde", compare=((NF, ISOLATION), ("madara/3-agent", ISOLATION))),
+        _madara("pde-unif", compare=((NF, ISOLATION),)),
+        _madara("pde-random", compare=((NF, ISOLATION),)),
+        _madara("madara", compare=((NF, ROUTED),)),
     ),
     datasets=("conflictqa", "fever"),
-    description="MADARA §4-§5 treatments and the routed pipeline",
+    description="MADARA §4-§6 treatments and the routed pipeline (10 BM25 documents per query, 5 kept)",
+    primary_metric="strict_em",
+    holm_scope="model_dataset",
+    holdout=CALIBRATION_N,
+)
+
+MADARA_HELDOUT = Grid(
+    "madara_heldout",
+    (
+        _madara("nf", reference=True),
+        _madara("pde-random", compare=((NF, ISOLATION),)),
+        _madara("pde-unif", compare=((NF, ISOLATION),)),
+        _madara("pde", compare=((NF, ISOLATION),)),
+        GridEntry("rsc", RunConfig(retrieval=MADARA_RETRIEVAL, assess=AssessConfig(doc_source="retrieval"))),
+    ),
+    datasets=("triviaqa",),
+    description="MADARA §5.2 held-out TriviaQA: PDE component ablation (Table 1) and RSC probe (Table 4)",
+    primary_metric="strict_em",
+    holm_scope="model_dataset",
 )
 
 RSC = Grid(
     "rsc",
-    (GridEntry("rsc", RunConfig(assess=AssessConfig(doc_source="item"))),),
+    (GridEntry("rsc", RunConfig(retrieval=MADARA_RETRIEVAL, assess=AssessConfig(doc_source="retrieval"))),),
     datasets=("conflictqa", "fever"),
-    description="MADARA §3 / Appendix F: Reasoning-Score Coupling probe per model x dataset",
+    description="MADARA §3 / Appendix F: Reasoning-Score Coupling probe per model x dataset on calibration_n items",
+    primary_metric="strict_em",
 )
 
 # Small enough for 2 CPU cores in minutes with the embedded 135M model: short turns,
 # a 2K-token trajectory budget, few items.  The hybrid case runs on 2WikiMultihopQA,
 # whose 180-paragraph collection embeds in seconds (HotpotQA's 4K take minutes on CPU).
 _SMOKE_BM25 = ("hotpotqa",)
+# The smoke grid's MADARA cases read each item's own documents (fast on CPU); their
+# configuration is unchanged since the smoke grid was introduced.
+_SMOKE_RETRIEVAL = RetrievalConfig(mode="bm25")
 SMOKE = Grid(
     "smoke",
     (
@@ -207,16 +341,18 @@ SMOKE = Grid(
         _bcas(mode="bm25", searches=3, tokens=2000, per_turn=160, datasets=_SMOKE_BM25),
         _bcas(mode="bm25", searches=3, tokens=2000, per_turn=160, plan=True, datasets=_SMOKE_BM25),
         _bcas(mode="hybrid", searches=2, tokens=2000, per_turn=160, datasets=("2wikimultihopqa",)),
-        _madara("nf", datasets=("conflictqa",), max_tokens=48),
-        _madara("pde", datasets=("conflictqa",), max_tokens=48),
-        _madara("sda", datasets=("conflictqa",), max_tokens=48),
+        _madara("nf", datasets=("conflictqa",), max_tokens=48, doc_source="item", retrieval=_SMOKE_RETRIEVAL),
+        _madara("pde", datasets=("conflictqa",), max_tokens=48, doc_source="item", retrieval=_SMOKE_RETRIEVAL),
+        _madara("sda", datasets=("conflictqa",), max_tokens=48, doc_source="item", retrieval=_SMOKE_RETRIEVAL),
     ),
     datasets=("hotpotqa", "2wikimultihopqa", "conflictqa"),
     limit=5,
     description="smoke test of the whole stack on the embedded CPU default",
 )
 
-GRIDS: dict[str, Grid] = {g.name: g for g in (SEARCH_SCALING, CONTEXT_SCALING, ABLATION, MADARA, RSC, SMOKE)}
+GRIDS: dict[str, Grid] = {
+    g.name: g for g in (SEARCH_SCALING, CONTEXT_SCALING, ABLATION, MADARA, MADARA_HELDOUT, RSC, SMOKE)
+}
 
 
 def register_grid(grid: Grid) -> Grid:

@@ -18,10 +18,12 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from bcas.report.grids import GRIDS
 from bcas.report.html_models import model_sections
 from bcas.report.html_run import manifest_section
+from bcas.report.metrics import outcome
 from bcas.report.plots import line_chart, shift_bars
-from bcas.report.summary import Comparison, SummaryRow, group_key
+from bcas.report.summary import Comparison, SummaryRow, grid_notes, group_key
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
@@ -76,13 +78,14 @@ def _table(headers: list[str], rows: list[list[str]], cls: str = "sortable", row
 
 
 def _summary_table(rows: list[SummaryRow]) -> str:
-    headers = ["grid", "model", "dataset", "config", "n", "EM acc %", "95% CI", "judge %", "judge n",
-               "F1", "searches", "tokens in", "tokens out", "LLM calls", "cost $", "errors"]
+    headers = ["grid", "model", "dataset", "config", "n", "acc %", "95% CI", "judge %", "judge n",
+               "F1", "searches", "tokens in", "tokens out", "LLM calls", "cost $", "errors", "metric", "SQuAD EM %"]
     body = [
         [escape(r.grid), escape(r.model), escape(r.dataset), escape(r.label) + (" (ref)" if r.reference else ""),
          str(r.n), _pct(r.accuracy), f"{_pct(r.ci_lo)}–{_pct(r.ci_hi)}", _pct(r.judge_accuracy), str(r.judge_n),
          f"{r.mean_f1:.3f}", f"{r.mean_searches:.2f}", f"{r.mean_tokens_in:.0f}", f"{r.mean_tokens_out:.0f}",
-         f"{r.mean_llm_calls:.1f}", "—" if r.cost_usd is None else f"{r.cost_usd:.4f}", str(r.errors)]
+         f"{r.mean_llm_calls:.1f}", "—" if r.cost_usd is None else f"{r.cost_usd:.4f}", str(r.errors),
+         escape(getattr(r, "metric", "correct_em")), _pct(getattr(r, "em_squad", None))]
         for r in rows
     ]
     return _table(headers, body, table_id="summary")
@@ -90,11 +93,11 @@ def _summary_table(rows: list[SummaryRow]) -> str:
 
 def _comparison_table(comps: list[Comparison]) -> str:
     headers = ["grid", "model", "dataset", "config vs ref", "n paired", "diff pts", "Newcombe 95% CI",
-               "b (cfg only)", "c (ref only)", "McNemar p", "Holm p"]
+               "b (cfg only)", "c (ref only)", "McNemar p", "Holm p", "Holm family"]
     body = [
         [escape(c.grid), escape(c.model), escape(c.dataset), f"{escape(c.label)} vs {escape(c.reference)}",
          str(c.n_paired), f"{c.diff * 100:+.1f}", f"{c.ci_lo * 100:+.1f} – {c.ci_hi * 100:+.1f}", str(c.b), str(c.c),
-         f"{c.p_value:.4f}", f"{c.p_holm:.4f}"]
+         f"{c.p_value:.4f}", f"{c.p_holm:.4f}", escape(getattr(c, "family", "") or "grid")]
         for c in comps
     ]
     return _table(headers, body, row_classes=["sig" if c.significant else "" for c in comps], table_id="comparisons")
@@ -133,21 +136,22 @@ def _madara_table(records: list[dict[str, Any]]) -> str:
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for rec in records:
         extra = rec.get("extra") or {}
-        if rec.get("method") or extra.get("treatment") or extra.get("kind") == "madara":
+        if rec.get("method") == "madara" or extra.get("kind") == "madara":
             groups[group_key(rec)].append(rec)
     if not groups:
         return ""
-    headers = ["grid", "model", "dataset", "method", "n", "EM %", "LLM calls/item", "assessment calls/item",
+    headers = ["grid", "model", "dataset", "method", "n", "strict EM %", "LLM calls/item", "assessment calls/item",
                "generation calls/item", "tokens in/item", "routing decision"]
     body = []
     for (grid, model, dataset, label), recs in sorted(groups.items()):
         n = len(recs)
         ex = [r.get("extra") or {} for r in recs]
-        routes = sorted({str(e.get("routing", {}).get("treatment", "")) for e in ex if e.get("routing")})
-        reasons = sorted({str(e.get("routing", {}).get("reason", "")) for e in ex if e.get("routing")})
+        # RoutingDecision.to_dict() names the routed treatment ``mode`` (PDE, SDA, CoT, ATF).
+        routes = sorted({str(e["routing"].get("mode", "")) for e in ex if isinstance(e.get("routing"), dict)})
+        reasons = sorted({str(e["routing"].get("reason", "")) for e in ex if isinstance(e.get("routing"), dict)})
         body.append([
             escape(grid), escape(model), escape(dataset), escape(label), str(n),
-            _pct(sum(bool(r.get("correct_em")) for r in recs) / n),
+            _pct(sum(bool(outcome(r, "strict_em")) for r in recs) / n),
             f"{sum(r.get('llm_calls') or 0 for r in recs) / n:.1f}",
             f"{sum(e.get('assessment_calls') or 0 for e in ex) / n:.1f}",
             f"{sum(e.get('generation_calls') or 0 for e in ex) / n:.1f}",
@@ -170,7 +174,7 @@ def _profiles_table(profiles: list[dict[str, Any]]) -> str:
             escape(str(p.get("n_queries", ""))), escape(" ".join(f"{float(r):.2f}" for r in rho)),
             escape(str(p.get("rho_star", ""))), escape(f"{float(p.get('rho_bar') or 0):.3f}"),
             escape(str(p.get("classification", ""))), escape(str(p.get("em_nf", ""))),
-            escape(str(dec.get("treatment", ""))), escape(str(dec.get("reason", ""))),
+            escape(str(dec.get("mode", ""))), escape(str(dec.get("reason", ""))),
         ])
     return "<h2>RSC profiles and routing</h2>" + _table(headers, body, table_id="rsc")
 
@@ -210,17 +214,19 @@ def _drilldown(records: list[dict[str, Any]], limit: int = 2000) -> str:
     return "".join(parts)
 
 
-def _notes(records: list[dict[str, Any]]) -> str:
-    """Run-level notes: models a price sheet could not price (their cost is unknown, not 0)."""
+def _notes(records: list[dict[str, Any]], grid_lines: list[str] | None = None) -> str:
+    """Run-level notes: each grid's metric and retrieval models (vs the paper's), and models a
+    price sheet could not price (their cost is unknown, not 0)."""
     from bcas.results import missing_price_note
 
     missing = sorted(
         {(str(m.get("model")), str(m.get("sheet"))) for r in records
          if isinstance(m := (r.get("extra") or {}).get("price_missing"), dict)}
     )
-    if not missing:
+    lines = list(grid_lines or []) + [missing_price_note(model, sheet) for model, sheet in missing]
+    if not lines:
         return ""
-    items = "".join(f"<li>{escape(missing_price_note(model, sheet))}</li>" for model, sheet in missing)
+    items = "".join(f"<li>{escape(line)}</li>" for line in lines)
     return f'<div class="notes"><h2>Notes</h2><ul id="notes">{items}</ul></div>'
 
 
@@ -282,12 +288,14 @@ def render_report(
         f"script-src '{SCRIPT_HASH}'; img-src data:\">"
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
         f"<h1>{escape(title)}</h1><p>{len(records)} records · run <code>{escape(run_dir.name)}</code></p>"
-        + _notes(records)
+        + _notes(records, grid_notes(rows, records, GRIDS))
         + _gate_section(gate)
         + "<h2>Summary</h2>" + _summary_table(rows)
         + "<h2>Paired comparisons against each grid's reference</h2>"
-        + "<p>Difference = configuration − reference on the same items; Newcombe (1998) paired 95% interval; "
-        "exact McNemar p, Holm-adjusted within each grid (shaded: significant at 0.05).</p>"
+        + "<p>Difference = configuration − reference on the same items, in each grid's metric (see Notes); "
+        "Newcombe (1998) paired 95% interval; exact McNemar p, Holm-adjusted within each Holm family: one per grid, "
+        "or as the grid declares (MADARA: scoring-only methods vs NF, and isolation methods, per model × dataset; "
+        "shaded: significant at 0.05).</p>"
         + _comparison_table(comparisons)
         + model_sections(model_comparisons or [], matrix)
         + "<h2>Figures</h2>" + _figures(rows, comparisons, grid_order)

@@ -29,14 +29,16 @@ from typing import Any
 
 from bcas.stats import mcnemar_exact, newcombe_paired_diff, wilson_interval
 
-Outcome = Callable[[dict[str, Any]], bool]
+Outcome = Callable[[dict[str, Any]], "bool | None"]
 
 
 def per_item_means(records: Iterable[dict[str, Any]], outcome: Outcome) -> dict[str, float]:
-    """Item id -> mean outcome over its epochs."""
+    """Item id -> mean outcome over its epochs; an outcome of ``None`` (not graded) is left out."""
     sums: dict[str, list[float]] = defaultdict(list)
     for rec in records:
-        sums[str(rec.get("item_id"))].append(1.0 if outcome(rec) else 0.0)
+        value = outcome(rec)
+        if value is not None:
+            sums[str(rec.get("item_id"))].append(1.0 if value else 0.0)
     return {item: sum(v) / len(v) for item, v in sums.items()}
 
 

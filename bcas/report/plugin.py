@@ -35,6 +35,11 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
                               "--formats lists them; default: each grid's datasets)"),
     ("corpus", "str", None, "passage corpus searched by every item instead of its own documents: a FlashRAG corpus "
                             "JSONL, BEIR corpus.jsonl, our documents JSONL or FEVER wiki-pages/ (PATH or FORMAT:PATH)"),
+    ("embedder", "str", None, "embedder of the dense and hybrid retrieval cases: minilm (CPU default), bge-m3 "
+                              "(BCAS §3.5; gpu extra), bge-m3:PATH or sentence-transformers:PATH (a local folder)"),
+    ("reranker", "str", None, "reranker of the hybrid + re-ranking cases: llm (the model under test, CPU default), "
+                              "bge-reranker-v2-m3 (BCAS §3.5; gpu extra), bge-reranker-v2-m3:PATH or "
+                              "cross-encoder:PATH (a sentence-transformers CrossEncoder saved in a local folder)"),
     ("shard", "str", None, "run only shard K of N (K/N, e.g. 1/4): the items whose id hashes to K, so N machines or "
                            "CI jobs each run a share; join the shard folders with python -m bcas.results merge"),
     ("retriever", "str", None, "search engine for the BM25 cases: a Milvus server's URL (http://HOST:19530; a "
@@ -234,6 +239,8 @@ class Settings:
     epochs: int = 1
     corpus: str | None = None
     shard: Any = None  # bcas.shard.Shard: this process runs only the items of one shard
+    embedder: str | None = None  # --bcas-embedder: replaces the grids' embedder where a case uses one
+    reranker: str | None = None  # --bcas-reranker: replaces the grids' reranker where a case uses one
     retriever: str | None = None  # a search engine's URL (bcas.retrieval.engine) for BM25 cases
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -297,6 +304,8 @@ def read_settings(config: pytest.Config) -> Settings:
         require_prices=bool(_get(config, "require-prices")),
         corpus=corpus,
         shard=_shard(config),
+        embedder=_retrieval_model(config, "embedder"),
+        reranker=_retrieval_model(config, "reranker"),
         retriever=_engine_url(config),
     )
 
@@ -339,16 +348,31 @@ def _packaged_prices() -> Path:
     return resource_path("prices.toml")
 
 
-def expand_cases(settings: Settings) -> list[Case]:
-    from bcas.report.grids import get_grid
+def _retrieval_model(config: pytest.Config, role: str) -> str | None:
+    """``--bcas-embedder`` / ``--bcas-reranker``, checked (names and local folders) before anything loads."""
+    name = _get(config, role)
+    if not name:
+        return None
+    from bcas.retrieval.retriever import check_model_choice
 
+    try:
+        return check_model_choice(role, str(name).strip())
+    except ValueError as exc:
+        raise pytest.UsageError(f"--bcas-{role}: {exc}") from None
+
+
+def expand_cases(settings: Settings) -> list[Case]:
+    from bcas.report.grids import get_grid, with_retrieval_models
+
+    embedder, reranker = getattr(settings, "embedder", None), getattr(settings, "reranker", None)
     cases = []
     for grid_name in settings.grids:
         grid = get_grid(grid_name)
         chosen = tuple(settings.datasets) if settings.datasets else None
         for model in settings.models:
             for dataset, entry in grid.cases(chosen):
-                cases.append(Case(model, dataset, grid_name, entry))
+                # The chosen retrieval models are part of the configuration (and its id).
+                cases.append(Case(model, dataset, grid_name, with_retrieval_models(entry, embedder, reranker)))
     return cases
 
 

@@ -80,12 +80,26 @@ class BcasSession:
         self.progress = _progress_writer(config)
 
     # -- shared resources ---------------------------------------------------------
-    def dataset(self, name: str, limit: int | None) -> Any:
-        from bcas.data import load_dataset
+    def dataset(self, name: str, limit: int | None, holdout: int = 0) -> Any:
+        """The evaluated items; ``holdout`` > 0 draws them from outside the calibration split."""
+        from bcas.data import load_evaluation
 
-        key = (name, limit, self.settings.seed)
+        key = (name, limit, self.settings.seed, holdout)
         if key not in self._datasets:
-            ds = load_dataset(name, limit=limit, seed=self.settings.seed)
+            ds = load_evaluation(name, limit=limit, seed=self.settings.seed, holdout=holdout)
+            corpus = self.corpus()
+            self._datasets[key] = ds.with_corpus(corpus.hash) if corpus is not None else ds
+            for model in self._models.values():
+                _teach(model, self._datasets[key])
+        return self._datasets[key]
+
+    def calibration(self, name: str, calibration_n: int) -> Any:
+        """MADARA's calibration items (Algorithm 2's C), disjoint from every ``dataset(..., holdout)``."""
+        from bcas.data import load_calibration
+
+        key = ("calibration", name, calibration_n, self.settings.seed)
+        if key not in self._datasets:
+            ds = load_calibration(name, calibration_n, seed=self.settings.seed)
             corpus = self.corpus()
             self._datasets[key] = ds.with_corpus(corpus.hash) if corpus is not None else ds
             for model in self._models.values():
@@ -261,7 +275,9 @@ class BcasSession:
 
     async def _run_case(self, case: Any) -> CaseOutcome:
         t0 = time.perf_counter()
-        ds = self.dataset(case.dataset, self.limit_for(case))
+        from bcas.report.grids import get_grid
+
+        ds = self.dataset(case.dataset, self.limit_for(case), get_grid(case.grid).holdout)
         # The session seed picks the item subset and seeds sampling, so it is part of the config id.
         config: RunConfig = replace(case.entry.config, seed=self.settings.seed)
         shard = getattr(self.settings, "shard", None)
@@ -342,7 +358,8 @@ class BcasSession:
         return failures
 
     async def _run_rsc(self, case: Any, ds: Any, config: RunConfig, t0: float) -> CaseOutcome:
-        """The RSC probe of one model x dataset (MADARA §3): a profile file, not item records."""
+        """The RSC probe of one model x dataset (MADARA §3) on its calibration items: a profile file."""
+        ds = self.calibration(case.dataset, config.assess.calibration_n)
         path = self.settings.run_dir / "rsc" / f"{case.model.label}--{ds.name}--{config.config_id}--{ds.hash[:12]}.json"
         if path.is_file():
             self.progress(f"[bcas] {case.id}: profile already at {path}")
@@ -435,7 +452,7 @@ class CaseContext:
         key = (self.case.model.label, self.case.dataset)
         cached = self.session._rsc_profiles.get(key)
         if cached is None:
-            calib = self.session.dataset(self.case.dataset, self.config.assess.calibration_n)
+            calib = self.session.calibration(self.case.dataset, self.config.assess.calibration_n)
             cached = await rsc_mod.probe(self.model, list(calib.items), self.retriever, self.config)
             self.session._rsc_profiles[key] = cached
         return cached
@@ -553,7 +570,7 @@ def finalize_run(settings: Any, session: BcasSession | None, token: str = "run")
         dec = prof.get("decision") or {}
         lines.append(
             f"RSC {prof.get('model_label')} / {prof.get('dataset')}: rho_hat={prof.get('rho_hat')} "
-            f"rho*={prof.get('rho_star')} class={prof.get('classification')} -> {dec.get('treatment')}"
+            f"rho*={prof.get('rho_star')} class={prof.get('classification')} -> {dec.get('mode')}"
         )
     return FinalResult(store.path, report, lines, holm_failures, gate)
 

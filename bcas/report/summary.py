@@ -3,11 +3,16 @@
 Records are handled as plain dictionaries (the JSON lines of ``records.jsonl``), so
 a summary can be recomputed from any past run without the code that produced it.
 
-- Accuracy with a Wilson 95% interval (BCAS Figure 2), or the item-clustered interval
-  when items have several epochs (:mod:`bcas.report.paired`).
-- Paired comparison of each configuration against its grid's reference on the same
-  items: difference with the Newcombe (1998) paired interval (BCAS Figure 3), exact
-  McNemar p-value, Holm-adjusted across the grid's comparisons (MADARA §6).
+- Accuracy in the grid's primary metric (:mod:`bcas.report.metrics`: the LLM judge's
+  verdict for BCAS grids when a judge graded, else SQuAD EM; MADARA's strict EM for
+  MADARA grids), with a Wilson 95% interval (BCAS Figure 2), or the item-clustered
+  interval when items have several epochs (:mod:`bcas.report.paired`).  Empty and
+  errored answers count as wrong; SQuAD EM and the judge's accuracy stay beside it.
+- Paired comparisons on the same items, in the primary metric: difference with the
+  Newcombe (1998) paired interval (BCAS Figure 3), exact McNemar p-value,
+  Holm-adjusted within each Holm family the grid declares (default: every entry
+  against the reference, one family per grid; MADARA: scoring-only methods vs NF in one
+  family and the isolation methods in another, per model × dataset, Table 14).
 - Paired comparison of every two models on the same configuration and items, Holm
   within each grid × dataset, and a model × configuration accuracy matrix.
 
@@ -25,11 +30,13 @@ import io
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from bcas.report.grids import with_retrieval_models
+from bcas.report.metrics import METRIC_NAMES, outcome, outcome_fn, resolve, token_f1_of
 from bcas.report.paired import accuracy, epochs_of, paired, per_item_means
 from bcas.stats import holm_bonferroni
 
@@ -47,8 +54,27 @@ def group_key(rec: dict[str, Any]) -> GroupKey:
     )
 
 
-def is_correct(rec: dict[str, Any]) -> bool:
-    return bool(rec.get("correct_em"))
+def is_correct(rec: dict[str, Any], metric: str = "correct_em") -> bool:
+    """The record passes ``metric`` (an ungraded record does not)."""
+    return bool(outcome(rec, metric))
+
+
+def grid_metrics(records: Iterable[dict[str, Any]], grids: Mapping[str, Any] | None = None,
+                 only: Iterable[str] | None = None, judge: bool | None = None) -> dict[str, str]:
+    """Grid name -> the metric its summaries use (the grid's ``primary_metric``, resolved).
+
+    ``judge``: whether a judge is configured; ``None`` reads it from the records (a judge
+    graded some answer of the grid).  A grid no table knows uses SQuAD EM.
+    """
+    by_grid: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for grid, _ref, _label, rec in memberships(records, grids, only):
+        by_grid[grid].append(rec)
+    out = {}
+    for grid, recs in by_grid.items():
+        table = (grids or {}).get(grid)
+        declared = getattr(table, "primary_metric", None)
+        out[grid] = resolve(declared, recs, judge) if declared else "correct_em"
+    return out
 
 
 # -- grid membership -------------------------------------------------------------------
@@ -59,6 +85,15 @@ def _seed_of(rec: dict[str, Any]) -> int:
     return int(cfg.get("seed", 0) or 0) if isinstance(cfg, dict) else 0
 
 
+def _models_of(rec: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The record's embedder and reranker (chosen with --bcas-embedder / --bcas-reranker)."""
+    cfg = rec.get("config") or {}
+    retrieval = cfg.get("retrieval") if isinstance(cfg, dict) else None
+    if not isinstance(retrieval, dict):
+        return None, None
+    return retrieval.get("embedder"), retrieval.get("reranker")
+
+
 def memberships(
     records: Iterable[dict[str, Any]], grids: Mapping[str, Any] | None = None, only: Iterable[str] | None = None
 ) -> list[tuple[str, bool, str, dict[str, Any]]]:
@@ -66,20 +101,24 @@ def memberships(
 
     ``grids``: name -> :class:`bcas.report.grids.Grid` (the registered grids); a record
     belongs to each grid with an entry whose configuration, under the record's seed, has
-    the record's ``config_id``.  ``only``: grids to consider (default: the grids the
-    records were run under).  A record no grid entry matches keeps the grid it was run under.
+    the record's ``config_id`` (retrieval models chosen for the run applied as the plugin
+    applies them).  ``only``: grids to consider (default: the grids the records were run
+    under).  A record no grid entry matches keeps the grid it was run under.
     """
     recs = list(records)
     wanted = set(only) if only is not None else set()
     wanted |= {str((r.get("extra") or {}).get("grid", "")) for r in recs}
     index: dict[tuple[int, str], list[tuple[str, bool, str]]] = defaultdict(list)
     if grids:
-        for seed in sorted({_seed_of(r) for r in recs}):
+        for seed, (embedder, reranker) in sorted({(_seed_of(r), _models_of(r)) for r in recs}, key=repr):
             for name, grid in grids.items():
                 if name not in wanted:
                     continue
                 for entry in grid.entries:
-                    cid = replace(entry.config, seed=seed).config_id
+                    if entry.kind == "rsc":  # a probe writes a profile, never item records
+                        continue
+                    chosen = with_retrieval_models(entry, embedder, reranker)
+                    cid = replace(chosen.config, seed=seed).config_id
                     index[(seed, cid)].append((name, bool(entry.reference), entry.label))
     out = []
     for rec in recs:
@@ -157,6 +196,9 @@ class SummaryRow:
     model_fingerprint: str = ""
     epochs: int = 1
     interval: str = "wilson"
+    metric: str = "correct_em"  # what ``accuracy`` measures (bcas.report.metrics)
+    em_squad: float = 0.0  # SQuAD EM accuracy, whatever the primary metric
+    ungraded: int = 0  # records without an outcome in the metric (answers no judge graded)
 
 
 def _total_cost(recs: list[dict[str, Any]]) -> float | None:
@@ -171,15 +213,19 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def _row(key: GroupKey, recs: list[dict[str, Any]], reference_label: str | None) -> SummaryRow:
+def _row(key: GroupKey, recs: list[dict[str, Any]], reference_label: str | None,
+         metric: str = "correct_em") -> SummaryRow:
     grid, model, dataset, label = key
-    acc, lo, hi, method = accuracy(recs, is_correct)
-    items = per_item_means(recs, is_correct)
-    verdicts = [r for r in recs if r.get("judge_verdict") is not None]
-    if verdicts:
-        jacc, jlo, jhi, _ = accuracy(verdicts, lambda r: bool(r.get("judge_verdict")))
+    scored = [r for r in recs if outcome(r, metric) is not None]
+    acc, lo, hi, method = accuracy(scored, outcome_fn(metric))
+    items = per_item_means(scored, outcome_fn(metric))
+    # The judge's accuracy: empty and errored answers are wrong, answers it did not grade are left out.
+    verdicts = [r for r in recs if outcome(r, "judge_verdict") is not None]
+    if any(r.get("judge_verdict") is not None for r in recs):
+        jacc, jlo, jhi, _ = accuracy(verdicts, outcome_fn("judge_verdict"))
     else:
         jacc = jlo = jhi = None
+    squad, _, _, _ = accuracy(recs, outcome_fn("correct_em"))
     treatments = {str((r.get("extra") or {}).get("treatment")) for r in recs if (r.get("extra") or {}).get("treatment")}
     return SummaryRow(
         grid=grid,
@@ -188,7 +234,7 @@ def _row(key: GroupKey, recs: list[dict[str, Any]], reference_label: str | None)
         label=label,
         config_id=str(recs[0].get("config_id", "")),
         n=len(items),
-        correct=sum(1 for r in recs if is_correct(r)),
+        correct=sum(1 for r in scored if is_correct(r, metric)),
         accuracy=acc,
         ci_lo=lo,
         ci_hi=hi,
@@ -196,7 +242,7 @@ def _row(key: GroupKey, recs: list[dict[str, Any]], reference_label: str | None)
         judge_accuracy=jacc,
         judge_ci_lo=jlo,
         judge_ci_hi=jhi,
-        mean_f1=_mean([float(r.get("f1") or 0.0) for r in recs]),
+        mean_f1=_mean([token_f1_of(r, metric) for r in recs]),
         mean_searches=_mean([float(r.get("searches_used") or 0) for r in recs]),
         mean_tokens_in=_mean([float(r.get("tokens_in") or 0) for r in recs]),
         mean_tokens_out=_mean([float(r.get("tokens_out") or 0) for r in recs]),
@@ -208,13 +254,19 @@ def _row(key: GroupKey, recs: list[dict[str, Any]], reference_label: str | None)
         model_fingerprint=str(recs[0].get("model_fingerprint") or ""),
         epochs=epochs_of(recs),
         interval=method,
+        metric=metric,
+        em_squad=squad,
+        ungraded=len(recs) - len(scored),
     )
 
 
 def summarize(records: Iterable[dict[str, Any]], grids: Mapping[str, Any] | None = None,
-              only: Iterable[str] | None = None) -> list[SummaryRow]:
-    groups, references = grouped(records, grids, only)
-    return [_row(key, recs, references.get(key[:3])) for key, recs in sorted(groups.items())]
+              only: Iterable[str] | None = None, judge: bool | None = None) -> list[SummaryRow]:
+    recs = list(records)
+    groups, references = grouped(recs, grids, only)
+    metrics = grid_metrics(recs, grids, only, judge)
+    return [_row(key, g, references.get(key[:3]), metrics.get(key[0], "correct_em"))
+            for key, g in sorted(groups.items())]
 
 
 # -- comparisons -----------------------------------------------------------------------
@@ -239,6 +291,8 @@ class Comparison:
     p_holm: float
     significant: bool
     test: str = "mcnemar-exact"
+    family: str = ""  # the Holm family within the grid ("" = the grid's one family)
+    metric: str = "correct_em"
 
 
 def paired_table(candidate: dict[str, bool], reference: dict[str, bool]) -> tuple[int, int, int, int]:
@@ -258,11 +312,13 @@ def paired_table(candidate: dict[str, bool], reference: dict[str, bool]) -> tupl
 
 
 def _compare(grid: str, model: str, dataset: str, label: str, ref_label: str,
-             cand: list[dict[str, Any]], ref: list[dict[str, Any]], alpha: float) -> Comparison:
+             cand: list[dict[str, Any]], ref: list[dict[str, Any]], alpha: float,
+             metric: str = "correct_em", family: str = "") -> Comparison:
     binary = epochs_of(cand) <= 1 and epochs_of(ref) <= 1
-    res = paired(per_item_means(cand, is_correct), per_item_means(ref, is_correct), binary, alpha)
+    fn = outcome_fn(metric)
+    res = paired(per_item_means(cand, fn), per_item_means(ref, fn), binary, alpha)
     return Comparison(grid, model, dataset, label, ref_label, res.n_paired, res.a, res.b, res.c, res.d, res.diff,
-                      res.ci_lo, res.ci_hi, res.p_value, res.p_value, False, res.test)
+                      res.ci_lo, res.ci_hi, res.p_value, res.p_value, False, res.test, family, metric)
 
 
 def _holm(comparisons: list[Comparison], family: Any, alpha: float) -> None:
@@ -276,36 +332,58 @@ def _holm(comparisons: list[Comparison], family: Any, alpha: float) -> None:
             comp.significant = bool(rej)
 
 
+def holm_family(comp: Comparison, grids: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+    """The Holm family of a comparison: (grid, family), or per model × dataset when the grid says so."""
+    table = (grids or {}).get(comp.grid)
+    if getattr(table, "holm_scope", "grid") == "model_dataset":
+        return (comp.grid, comp.model, comp.dataset, comp.family)
+    return (comp.grid, comp.family)
+
+
 def compare_to_reference(records: Iterable[dict[str, Any]], alpha: float = 0.05, grids: Mapping[str, Any] | None = None,
-                         only: Iterable[str] | None = None) -> list[Comparison]:
-    """Each configuration against its grid's reference, Holm-adjusted within each grid."""
-    groups, references = grouped(records, grids, only)
+                         only: Iterable[str] | None = None, judge: bool | None = None) -> list[Comparison]:
+    """Each configuration against the entries its grid compares it with, Holm-adjusted per family.
+
+    By default an entry is compared with the grid's reference, one family per grid;
+    a grid's entries may name other entries and families (``GridEntry.compare``).
+    """
+    recs_all = list(records)
+    groups, references = grouped(recs_all, grids, only)
+    metrics = grid_metrics(recs_all, grids, only, judge)
     out: list[Comparison] = []
     for (grid, model, dataset, label), recs in sorted(groups.items()):
-        ref_label = references.get((grid, model, dataset))
-        if ref_label is None or ref_label == label:
-            continue
-        ref = groups.get((grid, model, dataset, ref_label))
-        if ref:
-            out.append(_compare(grid, model, dataset, label, ref_label, recs, ref, alpha))
-    _holm(out, lambda c: c.grid, alpha)
+        table = (grids or {}).get(grid)
+        if table is not None and hasattr(table, "comparisons"):
+            pairs = table.comparisons(label)
+        else:
+            ref_label = references.get((grid, model, dataset))
+            pairs = [] if ref_label is None or ref_label == label else [(ref_label, "")]
+        for other, family in pairs:
+            ref = groups.get((grid, model, dataset, other))
+            if ref:
+                out.append(_compare(grid, model, dataset, label, other, recs, ref, alpha,
+                                    metrics.get(grid, "correct_em"), family))
+    _holm(out, lambda c: holm_family(c, grids), alpha)
     return out
 
 
 def compare_models(records: Iterable[dict[str, Any]], alpha: float = 0.05, grids: Mapping[str, Any] | None = None,
-                   only: Iterable[str] | None = None) -> list[Comparison]:
+                   only: Iterable[str] | None = None, judge: bool | None = None) -> list[Comparison]:
     """Every two models on the same configuration and items; Holm within each grid × dataset.
 
     In each :class:`Comparison`, ``model`` is the candidate and ``reference`` the other model.
     """
-    groups, _ = grouped(records, grids, only)
+    recs_all = list(records)
+    groups, _ = grouped(recs_all, grids, only)
+    metrics = grid_metrics(recs_all, grids, only, judge)
     by_config: dict[tuple[str, str, str], dict[str, list[dict[str, Any]]]] = defaultdict(dict)
     for (grid, model, dataset, label), recs in groups.items():
         by_config[(grid, dataset, label)][model] = recs
     out: list[Comparison] = []
     for (grid, dataset, label), models in sorted(by_config.items()):
         for first, second in combinations(sorted(models), 2):
-            out.append(_compare(grid, first, dataset, label, second, models[first], models[second], alpha))
+            out.append(_compare(grid, first, dataset, label, second, models[first], models[second], alpha,
+                                metrics.get(grid, "correct_em")))
     _holm(out, lambda c: (c.grid, c.dataset), alpha)
     return out
 
@@ -340,25 +418,50 @@ def rows_to_csv(rows: list[SummaryRow]) -> str:
     return buf.getvalue()
 
 
+def grid_notes(rows: list[SummaryRow], records: Iterable[dict[str, Any]],
+               grids: Mapping[str, Any] | None = None) -> list[str]:
+    """Per grid: the metric its accuracies use, answers without a grade, and the retrieval
+    models the run used where the paper names one (and whether they differ from the paper's)."""
+    notes = []
+    by_grid: dict[str, list[SummaryRow]] = defaultdict(list)
+    for row in rows:
+        by_grid[row.grid].append(row)
+    recs = list(records)
+    for grid, grid_rows in sorted(by_grid.items()):
+        metrics = sorted({r.metric for r in grid_rows})
+        names = ", ".join(METRIC_NAMES.get(m, m) for m in metrics)
+        ungraded = sum(r.ungraded for r in grid_rows)
+        tail = f" ({ungraded} answers without a judge grade left out)" if ungraded else ""
+        notes.append(f"{grid}: accuracy is {names}{tail}")
+        table = (grids or {}).get(grid)
+        if table is not None and hasattr(table, "retrieval_notes"):
+            members = {id(rec) for g, _ref, _label, rec in memberships(recs, grids, [grid]) if g == grid}
+            configs = [r.get("config") or {} for r in recs if id(r) in members]
+            notes.extend(table.retrieval_notes(configs))
+    return notes
+
+
 @dataclass
 class Summaries:
     rows: list[SummaryRow]
     comparisons: list[Comparison]
     model_comparisons: list[Comparison]
     matrix: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
 
 
 def build_summaries(records: list[dict[str, Any]], grids: Mapping[str, Any] | None = None,
-                    only: Iterable[str] | None = None) -> Summaries:
-    rows = summarize(records, grids, only)
-    return Summaries(rows, compare_to_reference(records, grids=grids, only=only),
-                     compare_models(records, grids=grids, only=only), model_matrix(rows))
+                    only: Iterable[str] | None = None, judge: bool | None = None) -> Summaries:
+    rows = summarize(records, grids, only, judge)
+    return Summaries(rows, compare_to_reference(records, grids=grids, only=only, judge=judge),
+                     compare_models(records, grids=grids, only=only, judge=judge), model_matrix(rows),
+                     grid_notes(rows, records, grids))
 
 
 def write_summaries(run_dir: Path, records: list[dict[str, Any]], grids: Mapping[str, Any] | None = None,
-                    only: Iterable[str] | None = None) -> Summaries:
+                    only: Iterable[str] | None = None, judge: bool | None = None) -> Summaries:
     """Write ``summary.csv`` and ``summary.json`` into the run directory."""
-    result = build_summaries(records, grids, only)
+    result = build_summaries(records, grids, only, judge)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "summary.csv").write_text(rows_to_csv(result.rows), encoding="utf-8")
     payload = {
@@ -366,6 +469,7 @@ def write_summaries(run_dir: Path, records: list[dict[str, Any]], grids: Mapping
         "comparisons": [asdict(c) for c in result.comparisons],
         "model_comparisons": [asdict(c) for c in result.model_comparisons],
         "model_matrix": result.matrix,
+        "notes": result.notes,
     }
     (run_dir / "summary.json").write_text(json.dumps(payload, indent=1, sort_keys=True), encoding="utf-8")
     return result

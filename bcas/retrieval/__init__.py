@@ -9,14 +9,31 @@ generative reranker of MADARA §6.4 as the CPU default.  Public API::
 
 Modules: ``chunking`` (chunks and ids), ``bm25`` (phrase-boosted BM25), ``dense``
 (embedder registry, faiss), ``hybrid`` (RRF and convex fusion), ``rerank`` (reranker
-registry), ``index`` (disk cache), ``retriever`` (the pipelines), ``evaluate``
-(recall@k and MRR: ``python -m bcas.retrieval.evaluate --dataset hotpotqa``).
+registry; ``NAME:PATH`` names a local folder, e.g. ``cross-encoder:PATH``), ``index``
+(disk cache), ``retriever`` (the pipelines), ``evaluate`` (recall@k and MRR:
+``python -m bcas.retrieval.evaluate --dataset hotpotqa``).
 """
 
 from bcas.retrieval.chunking import Chunk, chunk_documents
-from bcas.retrieval.dense import EMBEDDERS, Embedder, EmbedderError, load_embedder, register_embedder
+from bcas.retrieval.dense import (
+    EMBEDDERS,
+    Embedder,
+    EmbedderError,
+    embedder_known,
+    embedder_names,
+    load_embedder,
+    register_embedder,
+)
 from bcas.retrieval.index import IndexCacheWarning
-from bcas.retrieval.rerank import RERANKERS, Reranker, RerankerError, load_reranker, register_reranker
+from bcas.retrieval.rerank import (
+    RERANKERS,
+    Reranker,
+    RerankerError,
+    load_reranker,
+    register_reranker,
+    reranker_known,
+    reranker_names,
+)
 from bcas.retrieval.retriever import Hit, RetrievalError, Retriever, build_retriever
 
 __all__ = [
@@ -33,8 +50,12 @@ __all__ = [
     "Retriever",
     "build_retriever",
     "chunk_documents",
+    "embedder_known",
+    "embedder_names",
     "load_embedder",
     "load_reranker",
     "register_embedder",
     "register_reranker",
+    "reranker_known",
+    "reranker_names",
 ]

@@ -7,8 +7,13 @@ BCAS embeds chunks and queries with BGE-M3 and ranks by cosine similarity.  Here
   package folder with ``HF_HUB_OFFLINE=1``; nothing is fetched from a model hub.
 - ``bge-m3`` (GPU): BGE-M3's dense vectors through FlagEmbedding's ``BGEM3FlagModel``
   (the ``gpu`` extra).  FlagEmbedding is imported only when this embedder is chosen;
-  without it the build fails with an error naming the extra.  ``BCAS_BGE_M3_MODEL``
-  may name a local model folder instead of the hub id ``BAAI/bge-m3``.
+  without it the build fails with an error naming the extra.  ``bge-m3:PATH`` or
+  ``BCAS_BGE_M3_MODEL`` names a local model folder instead of the hub id ``BAAI/bge-m3``.
+- ``sentence-transformers:PATH``: any sentence-transformers model saved in the local
+  folder ``PATH`` (loaded with ``local_files_only``).
+
+A name ``NAME:ARGUMENT`` passes ``ARGUMENT`` as the ``path`` of the embedder ``NAME``
+(:func:`embedder_known` checks a name before anything is built).
 
 Vectors are L2-normalised, so the inner product of faiss equals cosine similarity.
 ``dense_index`` chooses the faiss index: ``flat`` (exact ``IndexFlatIP``, default),
@@ -85,13 +90,30 @@ def register_embedder(name: str) -> Callable[[Callable[..., Embedder]], Callable
     return decorate
 
 
+PATH_EMBEDDERS = ("bge-m3", "sentence-transformers")
+"""Embedders that take a local folder as ``NAME:PATH``; ``sentence-transformers`` needs one."""
+
+
+def embedder_known(name: str) -> bool:
+    """Whether ``name`` is a registered embedder, or ``NAME:PATH`` of one that takes a path."""
+    if name in EMBEDDERS:
+        return True
+    head, sep, rest = name.partition(":")
+    return bool(sep and rest) and head in PATH_EMBEDDERS and head in EMBEDDERS
+
+
+def embedder_names() -> list[str]:
+    return sorted([n for n in EMBEDDERS if n != "sentence-transformers"] + [f"{n}:PATH" for n in PATH_EMBEDDERS])
+
+
 def load_embedder(name: str, **options: Any) -> Embedder:
-    """Create the named embedder; unknown names raise ``EmbedderError`` listing the known ones."""
-    try:
-        factory = EMBEDDERS[name]
-    except KeyError:
-        raise EmbedderError(f"unknown embedder {name!r}; registered embedders: {sorted(EMBEDDERS)}") from None
-    return factory(**options)
+    """Create the named embedder (``NAME`` or ``NAME:PATH``); unknown names raise ``EmbedderError``."""
+    if name in EMBEDDERS:
+        return EMBEDDERS[name](**options)
+    if not embedder_known(name):
+        raise EmbedderError(f"unknown embedder {name!r}; known embedders: {', '.join(embedder_names())}")
+    head, _, path = name.partition(":")
+    return EMBEDDERS[head](path=path, **options)
 
 
 def _offline() -> None:
@@ -175,8 +197,33 @@ class BGEM3Embedder(Embedder):
 
 
 @register_embedder("bge-m3")
-def _bge_m3(device: str | None = None, model: str | None = None) -> Embedder:
-    return BGEM3Embedder(model or os.environ.get("BCAS_BGE_M3_MODEL", "BAAI/bge-m3"), device)
+def _bge_m3(device: str | None = None, model: str | None = None, path: str | None = None) -> Embedder:
+    return BGEM3Embedder(path or model or os.environ.get("BCAS_BGE_M3_MODEL", "BAAI/bge-m3"), device)
+
+
+@register_embedder("sentence-transformers")
+def _sentence_transformers(device: str | None = None, path: str | None = None) -> Embedder:
+    if not path:
+        raise EmbedderError("embedder 'sentence-transformers' needs a local folder: sentence-transformers:PATH")
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise EmbedderError(f"embedder 'sentence-transformers:{path}': {folder} is not a folder holding a saved model")
+    digest = _weights_digest(folder)
+    return SentenceTransformerEmbedder(
+        f"sentence-transformers:{path}", str(folder), f"sentence-transformers:{folder.resolve()}@{digest}", device
+    )
+
+
+def _weights_digest(folder: Path) -> str:
+    """A short sha256 of the folder's weight files (part of the index cache key)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")):
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()[:12]
 
 
 def embed_chunks(

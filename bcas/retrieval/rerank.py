@@ -15,8 +15,15 @@ documents with a generative reranker (Qwen3-0.6B).  Registered rerankers:
   of its true value).  Without a model argument it runs on
   ``bcas.llm.load_model("embedded")`` (SmolLM2-135M-Instruct via llama.cpp).
 - ``bge-reranker-v2-m3`` (GPU): FlagEmbedding's ``FlagReranker`` cross-encoder (the
-  ``gpu`` extra), raw logits as scores.  ``BCAS_BGE_RERANKER_MODEL`` may name a
-  local model folder instead of the hub id ``BAAI/bge-reranker-v2-m3``.
+  ``gpu`` extra), raw logits as scores (BCAS §3.5's reranker).  ``bge-reranker-v2-m3:PATH``
+  or ``BCAS_BGE_RERANKER_MODEL`` names a local model folder instead of the hub id
+  ``BAAI/bge-reranker-v2-m3``.
+- ``cross-encoder:PATH``: any sentence-transformers ``CrossEncoder`` saved in the local
+  folder ``PATH`` (e.g. ms-marco-MiniLM-L-12-v2, the cross-encoder of MADARA Appendix K),
+  its ``predict`` scores as relevance; loaded with ``local_files_only``, never fetched.
+
+A name ``NAME:ARGUMENT`` passes ``ARGUMENT`` as the ``path`` of the reranker ``NAME``;
+:func:`reranker_known` says whether a name can load, before anything is built.
 
 The configured reranker runs or the build fails with ``RerankerError``; no reranker
 ever stands in for another.  A new reranker is one decorated factory::
@@ -74,13 +81,36 @@ def register_reranker(name: str) -> Callable[[Callable[..., Reranker]], Callable
     return decorate
 
 
+PATH_RERANKERS = ("cross-encoder", "bge-reranker-v2-m3")
+"""Rerankers that take a local folder as ``NAME:PATH``; ``cross-encoder`` needs one."""
+
+
+def split_model_name(name: str) -> tuple[str, str | None]:
+    """``NAME:ARGUMENT`` -> (NAME, ARGUMENT); a plain name -> (name, None)."""
+    head, sep, rest = name.partition(":")
+    return (head, rest or None) if sep else (name, None)
+
+
+def reranker_known(name: str) -> bool:
+    """Whether ``name`` is a registered reranker, or ``NAME:PATH`` of one that takes a path."""
+    if name in RERANKERS:
+        return True
+    head, arg = split_model_name(name)
+    return head in PATH_RERANKERS and head in RERANKERS and arg is not None
+
+
+def reranker_names() -> list[str]:
+    return sorted([n for n in RERANKERS if n != "cross-encoder"] + [f"{n}:PATH" for n in PATH_RERANKERS])
+
+
 def load_reranker(name: str, *, model: ChatModel | None = None, **options: Any) -> Reranker:
-    """Create the named reranker; unknown names raise ``RerankerError`` listing the known ones."""
-    try:
-        factory = RERANKERS[name]
-    except KeyError:
-        raise RerankerError(f"unknown reranker {name!r}; registered rerankers: {sorted(RERANKERS)}") from None
-    return factory(model=model, **options)
+    """Create the named reranker (``NAME`` or ``NAME:PATH``); unknown names raise ``RerankerError``."""
+    if name in RERANKERS:
+        return RERANKERS[name](model=model, **options)
+    if not reranker_known(name):
+        raise RerankerError(f"unknown reranker {name!r}; known rerankers: {', '.join(reranker_names())}")
+    head, path = split_model_name(name)
+    return RERANKERS[head](model=model, path=path, **options)
 
 
 def load_prompt(name: str = RERANK_PROMPT) -> str:
@@ -212,3 +242,60 @@ class BGEReranker(Reranker):
 def _bge_reranker(model: ChatModel | None = None, path: str | None = None, **options: Any) -> Reranker:
     # ``model`` (a ChatModel) is meaningless for a cross-encoder and ignored.
     return BGEReranker(path or os.environ.get("BCAS_BGE_RERANKER_MODEL", "BAAI/bge-reranker-v2-m3"), **options)
+
+
+class CrossEncoderReranker(Reranker):
+    """A sentence-transformers ``CrossEncoder`` from a local folder (``cross-encoder:PATH``)."""
+
+    name = "cross-encoder"
+
+    def __init__(self, path: str, batch_size: int = 32, device: str | None = None) -> None:
+        folder = Path(path).expanduser()
+        if not folder.is_dir():
+            raise RerankerError(f"reranker 'cross-encoder:{path}': {folder} is not a folder holding a saved CrossEncoder")
+        os.environ["HF_HUB_OFFLINE"] = "1"  # weights come from the folder, never from a hub
+        try:
+            from sentence_transformers import CrossEncoder
+        except ImportError as exc:  # pragma: no cover - a core dependency
+            raise RerankerError(f"reranker 'cross-encoder' needs sentence-transformers ({exc})") from None
+        try:
+            self._model = CrossEncoder(str(folder), local_files_only=True, device=device or _device())
+        except (OSError, ValueError) as exc:
+            raise RerankerError(f"reranker 'cross-encoder:{path}': cannot load a CrossEncoder from {folder}: {exc}") from None
+        self.batch_size = batch_size
+        self.model_id = f"cross-encoder:{folder.resolve()}@{_weights_digest(folder)}"
+
+    def _score_sync(self, query: str, passages: Sequence[str]) -> list[float]:
+        out = self._model.predict([(query, p) for p in passages], batch_size=self.batch_size, show_progress_bar=False)
+        return [float(x) for x in out]
+
+    async def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        if not passages:
+            return []
+        return await asyncio.to_thread(self._score_sync, query, passages)
+
+
+def _device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _weights_digest(folder: Path) -> str:
+    """A short sha256 of the folder's weight files: two folders with other weights differ."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")):
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()[:12]
+
+
+@register_reranker("cross-encoder")
+def _cross_encoder(model: ChatModel | None = None, path: str | None = None, **options: Any) -> Reranker:
+    # ``model`` (a ChatModel) is meaningless for a cross-encoder and ignored.
+    if not path:
+        raise RerankerError("reranker 'cross-encoder' needs a local folder: cross-encoder:PATH")
+    return CrossEncoderReranker(path, **options)

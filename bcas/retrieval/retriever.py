@@ -44,15 +44,16 @@ from bcas.retrieval.bm25 import BM25_B, BM25_K1, DEFAULT_STEMMER, BM25Index
 from bcas.retrieval.chunking import Chunk, chunk_documents, collection_hash
 from bcas.retrieval.dense import (
     DENSE_INDEX_KINDS,
-    EMBEDDERS,
     DenseIndex,
     Embedder,
     embed_chunks,
+    embedder_known,
+    embedder_names,
     load_embedder,
 )
 from bcas.retrieval.hybrid import convex_fuse, rrf_fuse
 from bcas.retrieval.index import IndexCache
-from bcas.retrieval.rerank import RERANKERS, Reranker, load_reranker
+from bcas.retrieval.rerank import Reranker, load_reranker, reranker_known, reranker_names
 
 log = logging.getLogger(__name__)
 
@@ -224,6 +225,22 @@ class Retriever:
             self._loop.close()
 
 
+def check_model_choice(role: str, name: str) -> str:
+    """Validate a retrieval model name chosen for a run (``--bcas-embedder`` / ``--bcas-reranker``).
+
+    ``role`` is ``embedder`` or ``reranker``.  Returns the name; ``ValueError`` names the
+    known choices, or the folder that ``cross-encoder:PATH`` / ``sentence-transformers:PATH``
+    lacks.  Nothing is loaded.
+    """
+    known, names = (embedder_known, embedder_names) if role == "embedder" else (reranker_known, reranker_names)
+    if not known(name):
+        raise ValueError(f"unknown {role} {name!r}; known: {', '.join(names())}")
+    head, sep, path = name.partition(":")
+    if sep and head in ("cross-encoder", "sentence-transformers") and not Path(path).expanduser().is_dir():
+        raise ValueError(f"{role} {name!r}: {path} is not a folder (a {head} saved with its save() method)")
+    return name
+
+
 _EMBEDDERS_LOADED: dict[str, Embedder] = {}
 
 
@@ -271,10 +288,10 @@ def build_retriever(
     embedder_choice = embedder if embedder is not None else config.embedder
     reranker_choice = reranker if reranker is not None else config.reranker
     # Fail on unknown names before any expensive build.
-    if mode in DENSE_MODES and isinstance(embedder_choice, str) and embedder_choice not in EMBEDDERS:
-        raise RetrievalError(f"unknown embedder {embedder_choice!r}; registered embedders: {sorted(EMBEDDERS)}")
-    if mode == "hybrid_rerank" and isinstance(reranker_choice, str) and reranker_choice not in RERANKERS:
-        raise RetrievalError(f"unknown reranker {reranker_choice!r}; registered rerankers: {sorted(RERANKERS)}")
+    if mode in DENSE_MODES and isinstance(embedder_choice, str) and not embedder_known(embedder_choice):
+        raise RetrievalError(f"unknown embedder {embedder_choice!r}; known embedders: {', '.join(embedder_names())}")
+    if mode == "hybrid_rerank" and isinstance(reranker_choice, str) and not reranker_known(reranker_choice):
+        raise RetrievalError(f"unknown reranker {reranker_choice!r}; known rerankers: {', '.join(reranker_names())}")
 
     # The configured reranker loads first: if it cannot run, fail before minutes of indexing.
     reranker_obj: Reranker | None = None
