@@ -11,6 +11,9 @@ items in flight, each item's calls in sequence).  The target is measured / ideal
 <= 1.25.  The index cache is warmed by a first, small run; the timed run has the
 generation cache off, so every call reaches the server.
 
+Any failure of a child pytest run (the warm-up or the timed run: a non-zero exit
+code, no junit report, a case without records) prints "NOT measured" and exits 1.
+
     python benchmarks/perf/bench_grid.py [--items 128] [--concurrency 16] [--latency 0.2]
 """
 
@@ -68,20 +71,23 @@ def run_grid(
     if done.returncode != 0:
         print(done.stdout[-3000:], done.stderr[-3000:])
     cases = {}
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        cases[case.get("name", "")] = float(case.get("time", "0"))
+    if junit.exists():
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            cases[case.get("name", "")] = float(case.get("time", "0"))
     return wall, cases, done.returncode
 
 
 def calls_per_case(report: Path) -> dict[str, int]:
     calls: dict[str, int] = defaultdict(int)
+    if not (report / "records.jsonl").exists():
+        return calls
     for line in (report / "records.jsonl").read_text().splitlines():
         record = json.loads(line)
         calls[record["extra"]["case_id"]] += int(record["llm_calls"])
     return calls
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=128)
     parser.add_argument("--concurrency", type=int, default=16)
@@ -103,11 +109,19 @@ def main() -> None:
         (project / "test_grids.py").write_text((REPO / "benchmarks" / "test_grids.py").read_text())
         (project / "pytest.ini").write_text("[pytest]\n")
         env = {**os.environ, "BCAS_CACHE_DIR": str(root / "cache"), "PYTHONPATH": str(REPO)}
-        run_grid(project, server.base_url, root / "warmup", 2, args.concurrency, env)  # builds the index cache
+        # the warm-up builds the index cache
+        _, _, warm_rc = run_grid(project, server.base_url, root / "warmup", 2, args.concurrency, env)
+        if warm_rc != 0:
+            return not_measured(f"the warm-up pytest run exited {warm_rc}")
         server.reset()
         wall, cases, rc = run_grid(project, server.base_url, root / "timed", args.items, args.concurrency, env)
-        calls = calls_per_case(root / "timed")
         print(f"  server saw {server.requests} requests, at most {server.max_in_flight} at once; pytest rc {rc}")
+        if rc != 0:
+            return not_measured(f"the timed pytest run exited {rc}")
+        calls = calls_per_case(root / "timed")
+        missing = [name for name in cases if not calls.get(name[name.index("[") + 1 : -1])]
+        if not cases or missing:
+            return not_measured(f"cases without records: {missing or 'no case ran'}")
         ratios = []
         for i, (name, seconds) in enumerate(cases.items()):
             case_id = name[name.index("[") + 1 : -1]
@@ -128,7 +142,14 @@ def main() -> None:
             figure(
                 "P2 first case incl. index load / ideal", round(ratios[0], 3), "x", f"<= {TARGET}", ratios[0] <= TARGET
             )
+    return 0
+
+
+def not_measured(reason: str) -> int:
+    print(f"  NOT measured: {reason}")
+    figure("P2 grid wall / ideal (200 ms server)", "NOT measured", "", f"<= {TARGET}", False)
+    return 1
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -12,6 +12,13 @@ embedded CPU default) three times in child processes, all with one private
 Prints wall time of each, the cold / warm speed-up (target >= 50x), and each run's
 peak resident memory (``ru_maxrss`` of the child).
 
+A speed-up is reported only when it measures the same work: every child run must
+exit 0, and the warm run's records must equal the cold run's (same (config, item)
+keys, each once, equal in everything but timing: tests/support/proofs.py).  A warm
+run that crashed early, or skipped or changed items, would otherwise look like a
+large speed-up.  Otherwise the script prints "NOT measured" with the reason and
+exits 1.
+
     python benchmarks/perf/bench_rerun.py [--grid smoke] [--limit N] [--keep DIR]
 """
 
@@ -27,6 +34,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+
+from support.proofs import by_key, first_difference, raw_records  # noqa: E402
+
 TARGET = 50.0
 
 
@@ -51,7 +62,7 @@ def run(label: str, args: list[str], env: dict[str, str], logs: Path) -> tuple[f
     return wall, usage.ru_maxrss / 1024, proc.returncode
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--grid", default="smoke")
     parser.add_argument("--limit", type=int, default=None, help="items per dataset (default: the grid's)")
@@ -66,15 +77,15 @@ def main() -> None:
     if args.limit is not None:
         common += ["--bcas-limit", str(args.limit)]
     print(f"grid {args.grid!r} on the embedded default, caches and reports in {folder}")
-    cold_s, cold_mb, _ = run("cold", [*common, "--bcas-report", str(folder / "cold")], env, folder)
-    warm_s, warm_mb, _ = run("warm", [*common, "--bcas-report", str(folder / "warm")], env, folder)
-    resume_s, resume_mb, _ = run("resume", [*common, "--bcas-report", str(folder / "cold")], env, folder)
-    records = {
-        name: len((folder / name / "records.jsonl").read_text().splitlines())
-        for name in ("cold", "warm")
-        if (folder / name / "records.jsonl").exists()
-    }
-    print(f"  records: {records}")
+    cold_s, cold_mb, cold_rc = run("cold", [*common, "--bcas-report", str(folder / "cold")], env, folder)
+    warm_s, warm_mb, warm_rc = run("warm", [*common, "--bcas-report", str(folder / "warm")], env, folder)
+    resume_s, resume_mb, resume_rc = run("resume", [*common, "--bcas-report", str(folder / "cold")], env, folder)
+    failed = [name for name, rc in (("cold", cold_rc), ("warm", warm_rc), ("resume", resume_rc)) if rc != 0]
+    problem = f"{', '.join(failed)} run(s) exited non-zero (logs in {folder})" if failed else compare_runs(folder)
+    if problem:
+        print(f"  NOT measured: {problem}")
+        figure(f"P4 {args.grid} warm-cache rerun speed-up", "NOT measured", "", f">= {TARGET:.0f}", False)
+        return 1
     speedup = cold_s / warm_s
     print(
         f"  warm-cache rerun: {speedup:.1f}x faster than cold (target >= {TARGET:.0f}x: "
@@ -85,7 +96,31 @@ def main() -> None:
     figure(f"P4 {args.grid} resume (all recorded) speed-up", round(cold_s / resume_s, 1), "x")
     figure(f"memory peak, {args.grid} cold run", round(cold_mb), "MiB")
     figure(f"memory peak, {args.grid} warm rerun", round(warm_mb), "MiB")
+    return 0
+
+
+def compare_runs(folder: Path) -> str:
+    """Why the warm run's records do not match the cold run's ("" when they do)."""
+    runs = {}
+    for name in ("cold", "warm"):
+        if not (folder / name / "records.jsonl").exists():
+            return f"the {name} run wrote no records.jsonl"
+        runs[name] = raw_records(folder / name)
+    print(f"  records: cold {len(runs['cold'])}, warm {len(runs['warm'])}")
+    for name, records in runs.items():
+        keys = [(r["config_id"], r["item_id"]) for r in records]
+        if not keys:
+            return f"the {name} run recorded no item"
+        if len(set(keys)) != len(keys):
+            return f"the {name} run recorded an item twice"
+    cold, warm = by_key(runs["cold"]), by_key(runs["warm"])
+    if cold.keys() != warm.keys():
+        return f"the warm run recorded {len(warm)} items, the cold run {len(cold)}; the sets differ"
+    for key, record in cold.items():
+        if warm[key] != record:
+            return f"warm record {key} differs from the cold one: {first_difference(record, warm[key])}"
+    return ""
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -6,6 +6,8 @@ every figure the scripts printed: lines ``FIGURE {json}`` (name, value, unit,
 target, met), plus the headline numbers of scripts that print prose, read from
 their output (harness turns/s, BM25 queries/s and ratios, openai-backend overhead,
 embedded tokens/s).  Nothing is asserted: a missed target is shown as ``NOT met``.
+A script that exits non-zero (a failed child run, a crash, the per-script timeout)
+has every figure it printed shown as ``NOT measured``, and run_all exits 1.
 
     python benchmarks/perf/run_all.py [--quick] [--only bench_grid,bench_agent] [--skip bench_madara]
     tox -e perf
@@ -48,6 +50,7 @@ class Figure:
     target: str = ""
     met: bool | None = None
     script: str = ""
+    measured: bool = True  # False when the script that printed it exited non-zero
 
 
 def _number(text: str) -> float:
@@ -150,19 +153,27 @@ def main(argv: list[str] | None = None) -> int:
         found = figures_from_lines(path.stem, output) + figures_from_prose(path.stem, output)
         for fig in found:
             fig.script = path.stem
+            if rc != 0:
+                fig.measured = False
+        if rc != 0 and not found:
+            found.append(Figure(f"{path.stem} (every figure)", "-", script=path.stem, measured=False))
         figures.extend(found)
         runs.append((path.stem, rc, wall, len(found)))
 
     width = max([len(f.name) for f in figures] + [30])
-    print("\n" + "=" * (width + 52))
-    print(f"{'figure':<{width}}  {'value':>12} {'unit':<8} {'target':<9} {'status':<8} script")
-    print("-" * (width + 52))
+    print("\n" + "=" * (width + 56))
+    print(f"{'figure':<{width}}  {'value':>12} {'unit':<8} {'target':<9} {'status':<12} script")
+    print("-" * (width + 56))
     for fig in figures:
         verdict = "" if fig.met is None else ("met" if fig.met else "NOT met")
-        print(f"{fig.name:<{width}}  {_fmt(fig.value):>12} {fig.unit:<8} {fig.target:<9} {verdict:<8} {fig.script}")
-    print("-" * (width + 52))
+        if not fig.measured:
+            verdict = "NOT measured"
+        print(f"{fig.name:<{width}}  {_fmt(fig.value):>12} {fig.unit:<8} {fig.target:<9} {verdict:<12} {fig.script}")
+    print("-" * (width + 56))
     for stem, rc, wall, n in runs:
         note = "" if n else "  (no figures parsed: see its output above)"
+        if rc != 0:
+            note += "  FAILED: its figures are NOT measured"
         print(f"{stem:<{width}}  ran {wall:7.1f} s, exit code {rc}{note}")
     return 0 if all(rc == 0 for _, rc, _, _ in runs) else 1
 
