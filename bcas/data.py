@@ -41,6 +41,8 @@ __all__ = [
     "read_items",
     "register_dataset",
     "resolve_spec",
+    "split_name",
+    "unique_specs",
 ]
 
 FIXTURE_DIR = resource_path("data")
@@ -199,12 +201,52 @@ def dataset_name(path: str | Path) -> str:
     return re.sub(r"[^A-Za-z0-9_.+-]+", "-", stem) or "dataset"
 
 
+_NAMED = re.compile(r"^([A-Za-z0-9_.+-]+)=(.+)$")
+
+
+def split_name(spec: str) -> tuple[str | None, str]:
+    """``NAME=SPEC`` -> (NAME, SPEC): the name a file's dataset goes by (case ids, its marker,
+    summary rows, records); anything else -> (None, spec).  An existing path is never split."""
+    text = str(spec)
+    found = _NAMED.match(text)
+    if found is None or Path(text).exists():
+        return None, text
+    return found.group(1), found.group(2)
+
+
 def dataset_label(spec: str) -> str:
-    """The label of a ``--bcas-datasets`` entry in case ids: a registered name, or the file's name."""
+    """The label of a ``--bcas-datasets`` entry in case ids: its ``NAME=``, a registered name, or the file's name."""
+    name, spec = split_name(spec)
+    if name:
+        return name
     if spec in DATASETS:
         return spec
     _, path = split_spec(spec)
     return dataset_name(path)
+
+
+def unique_specs(specs: list[str]) -> list[str]:
+    """``specs`` with ``NAME=`` given to each file whose name another dataset of the list shares.
+
+    Files named alike in different folders (``a/data.jsonl``, ``b/data.jsonl``) would pool
+    into one summary row with repeated item ids; each gets its nearest distinct folders
+    prepended (``a-data``, ``b-data``).  Registered names and named entries keep theirs.
+    """
+    labels = [dataset_label(s) for s in specs]
+    taken = set(labels)
+    out = list(specs)
+    for i, spec in enumerate(specs):
+        if labels.count(labels[i]) < 2 or spec in DATASETS or split_name(spec)[0]:
+            continue
+        path = Path(split_spec(spec)[1]).resolve()
+        stem = dataset_name(path)
+        folders = [f for f in path.parent.parts if f not in ("/", "")]
+        candidates = [f"{'-'.join(folders[-k:])}-{stem}" for k in range(1, len(folders) + 1)]
+        candidates = [re.sub(r"[^A-Za-z0-9_.+-]+", "-", c) for c in candidates] + [f"{stem}-{n}" for n in range(2, 99)]
+        name = next(c for c in candidates if c not in taken)
+        taken.add(name)
+        out[i] = f"{name}={spec}"
+    return out
 
 
 def resolve_spec(name_or_path: str | Path) -> DatasetSpec:
@@ -214,6 +256,9 @@ def resolve_spec(name_or_path: str | Path) -> DatasetSpec:
     a ``.jsonl`` path that does not exist is read as our schema (and reported missing).
     """
     key = str(name_or_path)
+    name, rest = split_name(key)
+    if name:
+        return replace(resolve_spec(rest), name=name)
     if key in DATASETS:
         return DATASETS[key]
     fmt, rest = split_spec(key)
@@ -234,8 +279,11 @@ def resolve_spec(name_or_path: str | Path) -> DatasetSpec:
 
 
 def load_dataset(name_or_path: str | Path, limit: int | None = None, seed: int = 0) -> Dataset:
-    """Load a registered dataset by name, a file by path, or ``FORMAT:PATH``."""
-    spec = resolve_spec(name_or_path)
+    """Load a registered dataset by name, a file by path, or ``FORMAT:PATH`` (each may be ``NAME=...``)."""
+    name, rest = split_name(str(name_or_path))
+    if name in DATASETS and rest != name:
+        raise DatasetError(rest, None, f"the name {name!r} is a registered dataset's; choose another NAME= for it")
+    spec = resolve_spec(rest)
     registered = spec.name in DATASETS and DATASETS[spec.name] is spec
     path = spec.path if registered else Path(spec.file)
     task, scoring = spec.task, spec.scoring
@@ -245,7 +293,7 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, seed: int =
         fmt = lookup_format(spec.format)
         assert fmt is not None
         items, task, scoring = _cached_format(str(path), fmt)
-    full = Dataset(spec.name, str(path), task, scoring, items, content_hash(items))
+    full = Dataset(name or spec.name, str(path), task, scoring, items, content_hash(items))
     return full.subset(limit, seed)
 
 

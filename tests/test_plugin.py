@@ -90,7 +90,7 @@ def test_grid_expansion_ids_and_markers(suite: pytest.Pytester) -> None:
     out = result.stdout.str()
     assert "test_case[instant-tiny-bm25/s1/t2k]" in out
     assert "test_case[instant-tiny-bm25/s2/t2k]" in out
-    result = suite.runpytest(*BASE, "--collect-only", "-q", "-m", "tiny and bcas", "-k", "s2")
+    result = suite.runpytest(*BASE, "--collect-only", "-q", "-m", "tiny and kind_bcas", "-k", "s2")
     out = result.stdout.str()
     assert "s2/t2k" in out and "s1/t2k" not in out
 

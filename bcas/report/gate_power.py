@@ -327,7 +327,6 @@ def collected_plan(config: pytest.Config, cases: list[Any], limits: dict[str, in
         )
     config.stash[GATE_PLAN] = plan
     worker = getattr(config, "workerinput", {}).get("workerid")
-    plan.save(run_dir, token, worker)
     tr = config.pluginmanager.getplugin("terminalreporter")
     if tr is not None and worker is None:
         for line in plan.lines():
@@ -335,6 +334,8 @@ def collected_plan(config: pytest.Config, cases: list[Any], limits: dict[str, in
     problem = plan.usage_problem()
     if problem and options.strict:
         raise pytest.UsageError(problem + " (--bcas-gate-strict)")
+    if not config.option.collectonly:  # written only for a run: a refused or collect-only session writes nothing
+        plan.save(run_dir, token, worker)
     return plan
 
 

@@ -46,7 +46,8 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
                                "cluster, or python -m bcas.retrieval.milvus_lite), shared by every worker; its token, "
                                "if any, in $BCAS_RETRIEVER_TOKEN"),
     ("grid", "str", "smoke", "comma-separated grids: smoke, search_scaling, context_scaling, ablation, madara, rsc"),
-    ("limit", "int", None, "items per dataset (seeded subset; default: the grid's limit, else 20)"),
+    ("limit", "str", None, "items per dataset: a whole number >= 1 (a seeded subset, the same on every machine) or "
+                           "all (every item); default: the grid's limit (smoke: 5), else 20"),
     ("seed", "int", 0, "seed of the item subset and of sampling"),
     ("epochs", "int", 1, "run each item this many times with distinct recorded sampling seeds (for sampled "
                          "decoding); accuracy is the mean of per-item means, intervals clustered by item"),
@@ -55,7 +56,9 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
     ("judge", "str", "none", "LLM judge: none | same | BACKEND[:MODEL] (e.g. openai:gpt-4o-mini)"),
     ("judge-base-url", "str", None, "base URL of the judge's OpenAI-compatible server"),
     ("judge-repeats", "int", 1, "ask the judge this many times per item and record agreement"),
-    ("prices", "str", None, "price sheet TOML (default: the sheet installed with bcas, bcas/resources/prices.toml)"),
+    ("prices", "str", None, "price sheet: a TOML path, PATH:SHEET, a sheet name of the sheet installed with bcas "
+                            "(list, batch), or none (no pricing: cost_usd null); default: the installed sheet "
+                            "bcas/resources/prices.toml, its default sheet"),
     ("baseline", "str", None, "baseline for the regression gate: a run directory, records.jsonl or baseline JSON"),
     ("min-accuracy", "float", None, "fail a case whose EM accuracy is below this floor"),
     ("alpha", "float", 0.05, "significance level of the regression gate"),
@@ -79,10 +82,13 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
 DEFAULT_LIMIT = 20
 REQUIREMENT_MARKERS = {
     "gpu": "needs a CUDA GPU",
-    "slow": "heavy case",
+    "slow": "heavy case or test (the repository's conftest.py skips it unless --runslow)",
     "judge": "uses an LLM judge",
     "vllm": "needs the vllm engine",
 }
+# Runner kinds are markers of their own, apart from grid names: -m madara is the madara
+# grid, -m kind_madara every MADARA treatment case (the smoke grid has some too).
+KIND_MARKER = "kind_{}"
 
 
 def _opt_name(name: str) -> str:
@@ -126,7 +132,8 @@ def _get(config: pytest.Config, name: str) -> Any:
             if kind == "bool":
                 return bool(value) if not isinstance(value, str) else value.lower() in ("1", "true", "yes")
         except ValueError:
-            raise pytest.UsageError(f"--bcas-{name}: expected {kind}, got {value!r}") from None
+            expected = {"int": "a whole number", "float": "a number"}.get(kind, kind)
+            raise pytest.UsageError(f"--bcas-{name}: expected {expected}, got {value!r}") from None
         return value
     raise KeyError(name)
 
@@ -175,11 +182,13 @@ def parse_model_spec(value: str | None, default_backend: str, backends: Any) -> 
 
 def _model_specs(config: pytest.Config, backend: str, base_url: str | None) -> list[ModelSpec]:
     from bcas.llm import BACKENDS
+    from bcas.report.startup import check_model
 
     key_env = _get(config, "api-key-env")
     specs: list[ModelSpec] = []
     for raw in _get(config, "model") or [None]:
         chosen, model = parse_model_spec(raw, backend, BACKENDS)
+        check_model("model", raw, chosen, model)
         if chosen == "openai" and not base_url:
             raise pytest.UsageError(
                 f"--bcas-model {raw}: the openai backend needs --bcas-base-url (e.g. http://127.0.0.1:8000/v1)"
@@ -228,7 +237,7 @@ class Settings:
     judge: str
     judge_base_url: str | None
     judge_repeats: int
-    prices: Path
+    prices: Path | None  # None: --bcas-prices none, nothing is priced
     baseline: str | None
     min_accuracy: float | None
     run_dir: Path
@@ -238,6 +247,7 @@ class Settings:
     require_prices: bool = False
     epochs: int = 1
     corpus: str | None = None
+    price_sheet: str | None = None  # the sheet inside ``prices`` (None: the file's default)
     shard: Any = None  # bcas.shard.Shard: this process runs only the items of one shard
     embedder: str | None = None  # --bcas-embedder: replaces the grids' embedder where a case uses one
     reranker: str | None = None  # --bcas-reranker: replaces the grids' reranker where a case uses one
@@ -257,6 +267,8 @@ def read_settings(config: pytest.Config) -> Settings:
 
     if backend not in BACKENDS:
         raise pytest.UsageError(f"--bcas-backend must be one of {', '.join(sorted(BACKENDS))}, got {backend!r}")
+    from bcas.report import startup
+
     base_url = _base_urls(config)
     if backend == "openai" and not base_url:
         raise pytest.UsageError("--bcas-backend openai needs --bcas-base-url (e.g. http://127.0.0.1:8000/v1)")
@@ -267,8 +279,20 @@ def read_settings(config: pytest.Config) -> Settings:
     for g in grids:
         if g not in GRIDS:
             raise pytest.UsageError(f"--bcas-grid: unknown grid {g!r}; available: {', '.join(sorted(GRIDS))}")
+    # Every option is checked here, before any model loads or anything is written (bcas.report.startup).
+    limit = startup.parse_limit(_get(config, "limit"))
+    seed = startup.check_seed(_get(config, "seed"))
+    judge, judge_base_url = _get(config, "judge"), startup.check_url("judge-base-url", _get(config, "judge-base-url"))
+    startup.check_judge(judge, [m.base_url for m in models], judge_base_url)
+    concurrency = _get(config, "concurrency")
+    prices, price_sheet = startup.resolve_prices(_get(config, "prices"))
+    baseline = _get(config, "baseline")
+    startup.check_baseline(baseline)
     raw_ds = _get(config, "datasets")
-    datasets = [d.strip() for d in raw_ds.split(",") if d.strip()] if raw_ds else None
+    from bcas.data import unique_specs
+
+    # Files named alike get NAME= from their folders, so each keeps its own rows and marker.
+    datasets = unique_specs([d.strip() for d in raw_ds.split(",") if d.strip()]) if raw_ds else None
     corpus = _get(config, "corpus")
     if datasets or corpus:
         from bcas.corpus import InputError, check_inputs
@@ -282,21 +306,23 @@ def read_settings(config: pytest.Config) -> Settings:
     rootdir = Path(str(config.rootpath))
     report = _get(config, "report")
     run_dir = Path(report) if report else rootdir / "reports" / "+".join(grids)
-    prices = _get(config, "prices")
-    return Settings(
+    startup.check_report_dir(run_dir)
+    settings = Settings(
         models=models,
         grids=grids,
         datasets=datasets,
-        limit=_get(config, "limit"),
-        seed=_get(config, "seed"),
+        limit=limit,
+        seed=seed,
         epochs=_positive(_get(config, "epochs"), "epochs"),
-        concurrency=max(1, _get(config, "concurrency") or (1 if any(m.backend == "embedded" for m in models) else 8)),
-        judge=_get(config, "judge"),
-        judge_base_url=_get(config, "judge-base-url"),
-        judge_repeats=max(1, _get(config, "judge-repeats")),
-        prices=Path(prices) if prices else _packaged_prices(),
-        baseline=_get(config, "baseline"),
-        min_accuracy=_get(config, "min-accuracy"),
+        concurrency=_positive(concurrency, "concurrency") if concurrency is not None
+        else (1 if any(m.backend == "embedded" for m in models) else 8),
+        judge=judge,
+        judge_base_url=judge_base_url,
+        judge_repeats=_positive(_get(config, "judge-repeats"), "judge-repeats"),
+        prices=prices,
+        price_sheet=price_sheet,
+        baseline=baseline,
+        min_accuracy=startup.check_fraction("min-accuracy", _get(config, "min-accuracy")),
         run_dir=run_dir,
         allow_errors=bool(_get(config, "allow-errors")),
         cache=not bool(_get(config, "no-cache")),
@@ -308,6 +334,8 @@ def read_settings(config: pytest.Config) -> Settings:
         reranker=_retrieval_model(config, "reranker"),
         retriever=_engine_url(config),
     )
+    _check_prices(settings)
+    return settings
 
 
 def _base_urls(config: pytest.Config) -> str | None:
@@ -340,12 +368,6 @@ def _shard(config: pytest.Config) -> Any:
         return parse_shard(_get(config, "shard"))
     except ShardError as exc:
         raise pytest.UsageError(f"--bcas-shard: {exc}") from None
-
-
-def _packaged_prices() -> Path:
-    from bcas.resources import resource_path
-
-    return resource_path("prices.toml")
 
 
 def _retrieval_model(config: pytest.Config, role: str) -> str | None:
@@ -385,19 +407,28 @@ def _xdist_workers(config: pytest.Config) -> int:
     return int(n)
 
 
+def _add_marker(config: pytest.Config, name: str, text: str) -> None:
+    """Register a marker once: a name already registered (pyproject.toml, a conftest) keeps its line."""
+    known = {str(line).split(":")[0].split("(")[0].strip() for line in config.getini("markers")}
+    if name not in known:
+        config.addinivalue_line("markers", f"{name}: {text}")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     for marker, text in REQUIREMENT_MARKERS.items():
-        config.addinivalue_line("markers", f"{marker}: {text}")
+        _add_marker(config, marker, text)
     from bcas.data import DATASETS
     from bcas.report.grids import GRIDS, KINDS
 
     for name in DATASETS:
-        config.addinivalue_line("markers", f"{name}: cases on the {name} dataset")
+        _add_marker(config, name, f"cases on the {name} dataset")
     for name in GRIDS:
-        config.addinivalue_line("markers", f"{name}: cases of the {name} grid")
+        _add_marker(config, name, f"cases of the {name} grid")
     for kind in KINDS:
-        config.addinivalue_line("markers", f"{kind}: cases run by the {kind} runner")
-    config.addinivalue_line("markers", "min_accuracy(value): absolute EM accuracy floor for the regression gate")
+        _add_marker(config, KIND_MARKER.format(kind), f"cases run by the {kind} runner (in any grid)")
+    _add_marker(config, "min_accuracy(value)", "absolute EM accuracy floor for the regression gate")
+    if getattr(config.option, "help", False):
+        return  # --help lists the options; it checks none of them and needs no settings
     if hasattr(config, "workerinput"):
         config._bcas_token = config.workerinput.get("bcas_token", "w")  # type: ignore[attr-defined]
     else:
@@ -405,6 +436,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
         config._bcas_token = uuid.uuid4().hex[:10]  # type: ignore[attr-defined]
     config._bcas_settings = read_settings(config)  # type: ignore[attr-defined]  # bad options fail here, early
+    for case in expand_cases(config._bcas_settings):  # a dataset file's marker is its name (NAME= or its stem)
+        if case.dataset not in DATASETS:
+            _add_marker(config, case.dataset_label, f"cases on the dataset {case.dataset}")
     _gate_options(config)
     if any(m.backend == "vllm" for m in config._bcas_settings.models) and _xdist_workers(config) > 1:
         raise pytest.UsageError(
@@ -421,14 +455,11 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "bcas_case" not in metafunc.fixturenames:
         return
-    from bcas.data import DATASETS
-
     settings = metafunc.config._bcas_settings
     params = []
     for case in expand_cases(settings):
-        marks = [getattr(pytest.mark, case.grid), getattr(pytest.mark, case.entry.kind)]
-        if case.dataset in DATASETS:
-            marks.append(getattr(pytest.mark, case.dataset))
+        marks = [getattr(pytest.mark, case.grid), getattr(pytest.mark, KIND_MARKER.format(case.entry.kind)),
+                 getattr(pytest.mark, case.dataset_label)]
         for req in case.entry.requires:
             marks.append(getattr(pytest.mark, req))
         if case.model.backend == "vllm":
@@ -478,9 +509,29 @@ def _gate_options(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if "bcas_case" in getattr(getattr(item, "callspec", None), "params", {}):
+        item.config._bcas_any_case = True  # type: ignore[attr-defined]
+
+
+def _warn_without_cases(config: pytest.Config) -> None:
+    """``--bcas-grid`` on the command line of a session that collected no grid case (``pytest tests``)."""
+    grid = config.getoption("bcas_grid", default=None)
+    if grid is None or getattr(config, "_bcas_any_case", False) or _xdist_workers(config) or hasattr(
+            config, "workerinput"):
+        return
+    tr = config.pluginmanager.getplugin("terminalreporter")
+    if tr is not None:
+        tr.write_line(
+            f"[bcas] warning: --bcas-grid {grid} is ignored: no collected test runs grid cases. The cases live "
+            f"in benchmarks/ (python3 -m pytest benchmarks --bcas-grid {grid}, or a folder of your own with a test "
+            "taking bcas_case); pytest without a path runs testpaths, the unit tests.", yellow=True)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The regression gate's power, once the cases and their Holm families are known (before any runs)."""
     config = session.config
+    _warn_without_cases(config)
     settings = getattr(config, "_bcas_settings", None)
     if settings is None or not settings.baseline:
         return
@@ -529,8 +580,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     if is_worker or exitstatus == pytest.ExitCode.USAGE_ERROR:
         return
-    n_cases = getattr(config, "_bcas_n_cases", 0)
-    if sess is None and n_cases == 0 and not _ran_cases_elsewhere(config):
+    # Only a session that ran cases writes: --collect-only, a run whose cases were all
+    # deselected or skipped, and a run stopped at start leave the report folder untouched.
+    if config.option.collectonly or (sess is None and not _ran_cases_elsewhere(config)):
         return
     from bcas.report.runner import finalize_run
 
@@ -548,7 +600,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     settings = getattr(config, "_bcas_settings", None)
     if settings is None:
         return
-    _check_prices(settings)
     _check_run_dir(settings)
     if settings.preflight:
         _preflight(config, settings)
@@ -619,10 +670,12 @@ def _check_prices(settings: Settings) -> None:
     """``--bcas-require-prices``: every evaluated model must have a price in the sheet."""
     if not settings.require_prices:
         return
+    if settings.prices is None:
+        raise pytest.UsageError("--bcas-require-prices: pricing is off (--bcas-prices none); name a price sheet")
     from bcas.results import PriceError, load_price_sheet
 
     try:
-        sheet = load_price_sheet(settings.prices)
+        sheet = load_price_sheet(settings.prices, settings.price_sheet)
     except PriceError as exc:
         raise pytest.UsageError(f"--bcas-prices: {exc}") from None
     for spec in settings.models:

@@ -63,7 +63,9 @@ class BcasSession:
         self.config = config
         self.loop = asyncio.new_event_loop()
         self.store = ResultStore(settings.run_dir, worker=worker)
-        self.prices = load_price_sheet(settings.prices) if Path(settings.prices).is_file() else None
+        # Checked at session start (bcas.report.startup.resolve_prices); None: --bcas-prices none.
+        prices = getattr(settings, "prices", None)
+        self.prices = load_price_sheet(prices, getattr(settings, "price_sheet", None)) if prices is not None else None
         self._datasets: dict[tuple[str, int | None, int], Any] = {}
         self._models: dict[Any, Any] = {}
         self._retrievers: dict[tuple, Any] = {}
@@ -550,11 +552,12 @@ def finalize_run(settings: Any, session: BcasSession | None, token: str = "run")
         gate=gate, model_comparisons=summaries.model_comparisons, matrix=summaries.matrix, manifest=manifest,
     )
     lines = [f"{'grid':<16}{'model':<16}{'dataset':<18}{'config':<28}{'n':>4}{'EM%':>7}{'95% CI':>14}{'srch':>6}"
-             f"{'tok out':>9}"]
+             f"{'tok out':>9}{'cost $':>10}"]
     for r in rows:
         lines.append(
             f"{r.grid[:15]:<16}{r.model[:15]:<16}{r.dataset[:17]:<18}{r.label[:27]:<28}{r.n:>4}{r.accuracy * 100:>7.1f}"
             f"{f'{r.ci_lo * 100:.0f}-{r.ci_hi * 100:.0f}':>14}{r.mean_searches:>6.2f}{r.mean_tokens_out:>9.0f}"
+            f"{'—' if r.cost_usd is None else f'{r.cost_usd:.4f}':>10}"  # unknown cost: no number, never 0
         )
     if summaries.model_comparisons:
         lines.append("models compared on the same items (exact McNemar or paired t on per-item means; Holm per grid x dataset):")
