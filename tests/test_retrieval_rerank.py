@@ -89,6 +89,9 @@ def test_llm_reranker_on_smollm2_puts_the_relevant_passage_first(embedded_model)
 
 
 def test_hybrid_rerank_pipeline_with_the_real_llm_reranker(tmp_path, embedded_model, minilm_embedder):
+    """Hybrid retrieval re-ranked by the real model puts the relevant passage first; closing
+    the retriever leaves the caller's model usable (catches a close() that shuts a model
+    the retriever did not create: the scores after it raise)."""
     docs = [
         Document("violin", "Violin", IRRELEVANT[0]),
         Document("tokyo", "Tokyo", IRRELEVANT[1]),
