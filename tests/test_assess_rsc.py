@@ -25,7 +25,6 @@ from bcas.assess.rsc import (
     random_chain,
     shuffle_sentences,
     spearman,
-    split_sentences,
     trend_coefficient,
 )
 

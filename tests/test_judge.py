@@ -189,6 +189,7 @@ def test_real_judge_free_text_and_repeat_agreement(judge_llm) -> None:  # noqa: 
     """Free text on the real model, and three sampled repeats whose agreement is recomputed
     from their verdicts (catches an agreement that is the share of "correct" verdicts, or
     that counts unreadable repeats, and a majority verdict that disagrees with them)."""
+
     async def go() -> tuple[JudgeResult, JudgeResult]:
         free = await LLMJudge(judge_llm, max_tokens=24, use_schema=False, retries=1).judge(*CASES[1])
         repeated = await LLMJudge(judge_llm, repeats=3, temperature=0.9, max_tokens=16).judge(*CASES[2])
