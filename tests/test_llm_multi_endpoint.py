@@ -10,8 +10,12 @@ import asyncio
 import json
 from pathlib import Path
 
+import httpcore  # noqa: F401 - see below
 import pytest
 
+# httpx maps httpcore's exceptions through classes it loads on first use; an in-process
+# pytester run (another file's) that loads httpcore first would leave httpx holding classes
+# of a discarded module copy, and transport errors would escape unmapped.  Load it now.
 from bcas.llm import load_model
 from bcas.llm.base import ChatRequest, ModelError
 from bcas.llm.multi_endpoint import MultiEndpointModel, split_base_urls
