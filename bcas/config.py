@@ -70,6 +70,11 @@ class RetrievalConfig:
     ``mode``: ``bm25`` (phrase-boosted unless ``phrase_boost=False``), ``dense``,
     ``hybrid`` (BM25 + dense fused by ``fusion``) or ``hybrid_rerank`` (hybrid
     retrieves ``candidates``, the reranker keeps the top ``k``).
+
+    ``dense_index``: the faiss index, ``flat`` (exact), ``hnsw``, ``ivf`` or ``ivf-pq``;
+    its parameters (``ivf_nlist``, ``ivf_nprobe``, ``pq_m``, ``pq_nbits``, ``hnsw_m``,
+    ``hnsw_ef_construction``, ``hnsw_ef_search``; 0 = chosen from the data) are fields
+    so that they are part of the configuration id (``bcas.retrieval.ann``).
     """
 
     mode: str = "bm25"
@@ -87,6 +92,13 @@ class RetrievalConfig:
     chunk_tokens: int = 256
     chunk_overlap: int = 32
     dense_index: str = "flat"
+    ivf_nlist: int = 0
+    ivf_nprobe: int = 16
+    pq_m: int = 0
+    pq_nbits: int = 8
+    hnsw_m: int = 32
+    hnsw_ef_construction: int = 200
+    hnsw_ef_search: int = 128
 
     def __post_init__(self) -> None:
         if self.mode not in RETRIEVAL_MODES:

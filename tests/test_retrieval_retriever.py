@@ -11,7 +11,7 @@ import pytest
 
 from bcas.config import RetrievalConfig
 from bcas.data import Document, load_dataset
-from bcas.retrieval import IndexCacheWarning, Reranker, RetrievalError, build_retriever
+from bcas.retrieval import IndexCacheWarning, Reranker, RetrievalError, build_retriever, streamed
 from bcas.retrieval.bm25 import BM25Index
 from bcas.retrieval.index import MANIFEST
 
@@ -41,13 +41,14 @@ def test_cache_hit_returns_identical_results_without_rebuilding(tmp_path, hotpot
         raise AssertionError("cache hit expected, but the index was rebuilt")
 
     monkeypatch.setattr(BM25Index, "build", no_build)
+    monkeypatch.setattr(streamed, "write_bm25_index", no_build)
     with warnings.catch_warnings():
         warnings.simplefilter("error", IndexCacheWarning)
         second = build_retriever(hotpot_docs, cfg, cache_dir=tmp_path, progress=False)
     assert second.search(QUESTION) == expected
     # phrase boosts are query-time settings: same index, different ranking code path
     plain = build_retriever(hotpot_docs, RetrievalConfig(mode="bm25", phrase_boost=False), cache_dir=tmp_path)
-    assert len(list(tmp_path.iterdir())) == 1
+    assert len([p for p in tmp_path.iterdir() if p.name.startswith("bm25-")]) == 1
     assert expected[0].score > plain.search(QUESTION)[0].score  # the question's phrases add boosts
 
 

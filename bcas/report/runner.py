@@ -176,7 +176,9 @@ class BcasSession:
             if engine:
                 self.progress(f"[bcas] --bcas-retriever serves BM25 cases; mode {rconfig.mode} searches the local index")
             docs = iter(corpus) if corpus is not None else self.collection(dataset_name).documents
-            self._retrievers[key] = build_retriever(docs, rconfig, model=model if needs_model else None)
+            # A corpus is streamed into on-disk indexes; its content hash finds them again unread.
+            self._retrievers[key] = build_retriever(docs, rconfig, model=model if needs_model else None,
+                                                    source_hash=corpus.hash if corpus is not None else None)
         return self._retrievers[key]
 
     def judge(self) -> Any:

@@ -91,6 +91,46 @@ class Analyzer:
         return self._stem(words) if self._stem is not None and words else words
 
 
+def phrase_pairs(tokens: np.ndarray, owner: np.ndarray, vocab_size: int, slop: int) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted, unique (phrase key, chunk) pairs of a token stream (``PhraseIndex``'s arrays).
+
+    ``tokens``: the analysed token ids of consecutive chunks, one stream; ``owner``: the
+    chunk of each token (non-decreasing).  A phrase never spans two chunks.
+    """
+    if slop < 0:
+        raise BM25Error(f"phrase_slop must be >= 0, got {slop}")
+    if vocab_size >= _MAX_VOCAB_FOR_PHRASE_KEYS:
+        raise BM25Error(f"vocabulary of {vocab_size} terms is too large for packed trigram keys")
+    tokens = tokens.astype(np.uint64, copy=False)
+    v = np.uint64(vocab_size)
+    v2 = v * v
+    n = len(tokens)
+    keys: list[np.ndarray] = []
+    chunks: list[np.ndarray] = []
+    for g1 in range(1, slop + 2):
+        if g1 >= n:
+            break
+        first = np.flatnonzero(owner[:-g1] == owner[g1:])
+        keys.append(tokens[first] * v + tokens[first + g1])
+        chunks.append(owner[first])
+        for g2 in range(1, slop + 2):
+            third = first + g1 + g2
+            ok = third < n
+            start, third = first[ok], third[ok]
+            start, third = start[owner[start] == owner[third]], third[owner[start] == owner[third]]
+            keys.append(v2 + (tokens[start] * v + tokens[start + g1]) * v + tokens[third])
+            chunks.append(owner[start])
+    if not keys:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int32)
+    k = np.concatenate(keys)
+    c = np.concatenate(chunks)
+    order = np.lexsort((c, k))
+    k, c = k[order], c[order]
+    keep = np.ones(len(k), dtype=bool)
+    keep[1:] = (k[1:] != k[:-1]) | (c[1:] != c[:-1])
+    return np.ascontiguousarray(k[keep]), np.ascontiguousarray(c[keep].astype(np.int32))
+
+
 @dataclass(frozen=True)
 class PhraseIndex:
     """Sorted (phrase key, chunk) pairs for the in-slop bigrams and trigrams of every chunk.
@@ -107,40 +147,11 @@ class PhraseIndex:
 
     @classmethod
     def build(cls, chunk_token_ids: Sequence[Sequence[int]], vocab_size: int, slop: int) -> PhraseIndex:
-        if slop < 0:
-            raise BM25Error(f"phrase_slop must be >= 0, got {slop}")
-        if vocab_size >= _MAX_VOCAB_FOR_PHRASE_KEYS:
-            raise BM25Error(f"vocabulary of {vocab_size} terms is too large for packed trigram keys")
         lengths = np.fromiter((len(t) for t in chunk_token_ids), dtype=np.int64, count=len(chunk_token_ids))
         tokens = np.fromiter((t for ids in chunk_token_ids for t in ids), dtype=np.uint64, count=int(lengths.sum()))
         owner = np.repeat(np.arange(len(chunk_token_ids), dtype=np.int32), lengths)
-        v = np.uint64(vocab_size)
-        v2 = v * v
-        n = len(tokens)
-        keys: list[np.ndarray] = []
-        chunks: list[np.ndarray] = []
-        for g1 in range(1, slop + 2):
-            if g1 >= n:
-                break
-            first = np.flatnonzero(owner[:-g1] == owner[g1:])
-            keys.append(tokens[first] * v + tokens[first + g1])
-            chunks.append(owner[first])
-            for g2 in range(1, slop + 2):
-                third = first + g1 + g2
-                ok = third < n
-                start, third = first[ok], third[ok]
-                start, third = start[owner[start] == owner[third]], third[owner[start] == owner[third]]
-                keys.append(v2 + (tokens[start] * v + tokens[start + g1]) * v + tokens[third])
-                chunks.append(owner[start])
-        if not keys:
-            return cls(vocab_size, slop, np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int32))
-        k = np.concatenate(keys)
-        c = np.concatenate(chunks)
-        order = np.lexsort((c, k))
-        k, c = k[order], c[order]
-        keep = np.ones(len(k), dtype=bool)
-        keep[1:] = (k[1:] != k[:-1]) | (c[1:] != c[:-1])
-        return cls(vocab_size, slop, np.ascontiguousarray(k[keep]), np.ascontiguousarray(c[keep].astype(np.int32)))
+        keys, chunks = phrase_pairs(tokens, owner, vocab_size, slop)
+        return cls(vocab_size, slop, keys, chunks)
 
     def query_phrases(
         self, query_ids: np.ndarray, idf: np.ndarray, bigram_boost: float, trigram_boost: float
@@ -190,9 +201,10 @@ class PhraseIndex:
         np.save(folder / "phrase_chunks.npy", self.chunks, allow_pickle=False)
 
     @classmethod
-    def load(cls, folder: Path, vocab_size: int, slop: int) -> PhraseIndex:
-        keys = np.load(folder / "phrase_keys.npy", allow_pickle=False)
-        chunks = np.load(folder / "phrase_chunks.npy", allow_pickle=False)
+    def load(cls, folder: Path, vocab_size: int, slop: int, mmap: bool = False) -> PhraseIndex:
+        mode = "r" if mmap else None
+        keys = np.load(folder / "phrase_keys.npy", allow_pickle=False, mmap_mode=mode)
+        chunks = np.load(folder / "phrase_chunks.npy", allow_pickle=False, mmap_mode=mode)
         if keys.dtype != np.uint64 or chunks.dtype != np.int32 or keys.shape != chunks.shape:
             raise BM25Error(f"{folder}: phrase index arrays have the wrong type or shape")
         return cls(vocab_size, slop, keys, chunks)
@@ -270,14 +282,19 @@ class BM25Index:
         (folder / "phrase_params.json").write_text(json.dumps(params, sort_keys=True))
 
     @classmethod
-    def load(cls, folder: Path) -> BM25Index:
+    def load(cls, folder: Path, mmap: bool = False) -> BM25Index:
+        """An index saved by :meth:`save` or written by ``bcas.retrieval.bm25_stream``.
+
+        ``mmap``: memory-map the score matrix and phrase arrays (bm25s's ``mmap=True``)
+        instead of reading them into memory; scores are identical either way.
+        """
         import bm25s
 
         params = json.loads((folder / "phrase_params.json").read_text())
         if params.get("format") != PHRASE_FORMAT_VERSION:
             raise BM25Error(f"{folder}: phrase index format {params.get('format')} != {PHRASE_FORMAT_VERSION}")
-        bm25 = bm25s.BM25.load(str(folder / "bm25s"), load_corpus=False, mmap=False)
-        phrases = PhraseIndex.load(folder, int(params["vocab_size"]), int(params["phrase_slop"]))
+        bm25 = bm25s.BM25.load(str(folder / "bm25s"), load_corpus=False, mmap=mmap, show_progress=False)
+        phrases = PhraseIndex.load(folder, int(params["vocab_size"]), int(params["phrase_slop"]), mmap=mmap)
         if len(bm25.vocab_dict) != phrases.vocab_size:
             raise BM25Error(f"{folder}: bm25s vocabulary and phrase index disagree")
         return cls(bm25, phrases, Analyzer(params["stemmer"]))

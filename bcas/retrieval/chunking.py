@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from bcas.data import Document
 
@@ -89,12 +90,17 @@ def chunk_documents(documents: Iterable[Document], chunk_tokens: int = 256, chun
     return chunks
 
 
-def collection_hash(chunks: Sequence[Chunk]) -> str:
+def collection_hash(chunks: Iterable[Chunk]) -> str:
     """sha256 over the chunk ids, titles and texts, in order: the identity of an index's input."""
     h = hashlib.sha256()
     for chunk in chunks:
-        for part in (chunk.id, chunk.title, chunk.text):
-            data = part.encode("utf-8")
-            h.update(len(data).to_bytes(8, "little"))
-            h.update(data)
+        hash_chunk(h, chunk)
     return h.hexdigest()
+
+
+def hash_chunk(h: Any, chunk: Chunk) -> None:
+    """Feed one chunk to a running :func:`collection_hash` (``h``: a ``hashlib.sha256()``)."""
+    for part in (chunk.id, chunk.title, chunk.text):
+        data = part.encode("utf-8")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)

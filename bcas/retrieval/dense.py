@@ -16,10 +16,10 @@ A name ``NAME:ARGUMENT`` passes ``ARGUMENT`` as the ``path`` of the embedder ``N
 (:func:`embedder_known` checks a name before anything is built).
 
 Vectors are L2-normalised, so the inner product of faiss equals cosine similarity.
-``dense_index`` chooses the faiss index: ``flat`` (exact ``IndexFlatIP``, default),
-``hnsw`` (``IndexHNSWFlat``, M = 32) or ``ivf`` (``IndexIVFFlat``, about √N lists),
-the approximate ones for large corpora.  When faiss reports GPUs
-(``faiss.get_num_gpus() > 0``) flat and IVF indexes are searched on GPU 0.
+``dense_index`` chooses the faiss index (``bcas.retrieval.ann``): ``flat`` (exact
+``IndexFlatIP``, default), ``hnsw``, ``ivf`` or ``ivf-pq``, the approximate ones for
+large corpora, with their parameters in ``RetrievalConfig``.  A collection's vectors
+are computed in resumable shards on disk when it is cached (``bcas.retrieval.embed_shards``).
 
 A new embedder is one decorated factory::
 
@@ -32,7 +32,6 @@ from __future__ import annotations
 import abc
 import importlib.metadata
 import importlib.util
-import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -40,12 +39,7 @@ from typing import Any
 
 import numpy as np
 
-DENSE_INDEX_KINDS = ("flat", "hnsw", "ivf")
-HNSW_M = 32
-HNSW_EF_CONSTRUCTION = 200
-HNSW_EF_SEARCH = 128
-IVF_MIN_POINTS_PER_LIST = 39  # faiss warns below this many training points per centroid
-IVF_NPROBE = 16
+from bcas.retrieval.ann import DENSE_INDEX_KINDS, DenseIndex  # noqa: F401  (re-exported)
 
 
 class EmbedderError(RuntimeError):
@@ -240,73 +234,3 @@ def embed_chunks(
             out[start : start + len(block)] = embedder.encode(block, batch_size=batch_size)
             bar.update(len(block))
     return out
-
-
-class DenseIndex:
-    """A faiss inner-product index over unit vectors; row ``i`` is chunk ``i``."""
-
-    def __init__(self, cpu_index: Any, kind: str) -> None:
-        import faiss
-
-        self.kind = kind
-        self.cpu_index = cpu_index
-        self.index = cpu_index
-        self.on_gpu = False
-        if kind == "hnsw":
-            cpu_index.hnsw.efSearch = HNSW_EF_SEARCH
-        if kind == "ivf":
-            cpu_index.nprobe = min(IVF_NPROBE, cpu_index.nlist)
-        if kind in ("flat", "ivf") and faiss.get_num_gpus() > 0 and hasattr(faiss, "StandardGpuResources"):
-            self._gpu_resources = faiss.StandardGpuResources()
-            self.index = faiss.index_cpu_to_gpu(self._gpu_resources, 0, cpu_index)
-            self.on_gpu = True
-
-    @property
-    def size(self) -> int:
-        return int(self.cpu_index.ntotal)
-
-    @classmethod
-    def build(cls, vectors: np.ndarray, kind: str = "flat") -> DenseIndex:
-        import faiss
-
-        if kind not in DENSE_INDEX_KINDS:
-            raise EmbedderError(f"dense_index must be one of {DENSE_INDEX_KINDS}, got {kind!r}")
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        n, dim = vectors.shape
-        if kind == "flat":
-            index = faiss.IndexFlatIP(dim)
-        elif kind == "hnsw":
-            index = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
-        else:
-            nlist = max(1, min(int(math.sqrt(n)), n // IVF_MIN_POINTS_PER_LIST))
-            index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, nlist, faiss.METRIC_INNER_PRODUCT)
-            index.train(vectors)
-        index.add(vectors)
-        return cls(index, kind)
-
-    def save(self, path: Path) -> None:
-        import faiss
-
-        faiss.write_index(self.cpu_index, str(path))
-
-    @classmethod
-    def load(cls, path: Path, kind: str) -> DenseIndex:
-        import faiss
-
-        return cls(faiss.read_index(str(path)), kind)
-
-    def search(
-        self, query_vector: np.ndarray, k: int, exclude: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Top ``k`` rows by cosine similarity, skipping ``exclude``: (indices, scores), best first."""
-        n_excluded = 0 if exclude is None else len(exclude)
-        want = min(self.size, k + n_excluded)
-        if want <= 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        scores, idx = self.index.search(np.ascontiguousarray(query_vector.reshape(1, -1), dtype=np.float32), want)
-        scores, idx = scores[0], idx[0]
-        keep = idx >= 0
-        if n_excluded:
-            keep &= ~np.isin(idx, exclude)
-        return idx[keep][:k], scores[keep][:k]

@@ -15,6 +15,12 @@ manifest last, and the folder is renamed into place; a concurrent writer that lo
 the race discards its copy.  A folder whose manifest is missing or unreadable, whose
 files are missing, differ in size or checksum, or fail to load is reported with an
 ``IndexCacheWarning``, deleted and rebuilt: a damaged cache is never used.
+
+Large components stream straight into their folder (:meth:`IndexCache.load_or_write`);
+a build that may run for hours (embedding a corpus) keeps its finished parts in
+``<root>/.work-<component>-<key>/`` so that a killed build resumes where it stopped
+(:meth:`IndexCache.work_folder`); the work folder is removed once the component is
+stored, and deleting it by hand discards the partial work.
 """
 
 from __future__ import annotations
@@ -110,6 +116,104 @@ class IndexCache:
     def folder(self, component: str, collection: str, params: dict[str, Any]) -> Path:
         return self.root / f"{component}-{cache_key(component, collection, params)}"
 
+    def lookup(self, component: str, collection: str, params: dict[str, Any], load: Callable[[Path], T]) -> T | None:
+        """The cached component when its folder verifies and loads; a damaged one is deleted (``None``)."""
+        final = self.folder(component, collection, params)
+        if not final.exists():
+            return None
+        started = time.perf_counter()
+        try:
+            verify_manifest(final)
+            obj = load(final)
+        except Exception as exc:  # any failure to verify or load means: do not trust, rebuild
+            warnings.warn(
+                f"index cache {final} is damaged or partial ({exc}); deleting and rebuilding it",
+                IndexCacheWarning,
+                stacklevel=4,
+            )
+            shutil.rmtree(final, ignore_errors=True)
+            return None
+        log.info("loaded %s index from %s in %.2fs", component, final, time.perf_counter() - started)
+        return obj
+
+    def new_folder(self, component: str) -> Path:
+        """A private temporary folder under the root, for :meth:`commit`."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._clean_stale_tmp()
+        tmp = self.root / f".tmp-{component}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        return tmp
+
+    def commit(
+        self,
+        tmp: Path,
+        component: str,
+        collection: str,
+        params: dict[str, Any],
+        *,
+        build_seconds: float,
+        info: dict[str, Any] | None = None,
+    ) -> Path:
+        """Write ``tmp``'s manifest (``info``: what the build realised) and rename it into place.
+
+        When another process stored the same component first, theirs is kept and ``tmp``
+        is discarded.  Returns the final folder.
+        """
+        final = self.folder(component, collection, params)
+        meta = {
+            "format": CACHE_FORMAT_VERSION,
+            "component": component,
+            "collection": collection,
+            "params": params,
+            "build_seconds": round(build_seconds, 3),
+        }
+        if info:
+            meta["info"] = info
+        try:
+            write_manifest(tmp, meta)
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                shutil.rmtree(tmp, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        log.info("built %s index in %.2fs, stored at %s", component, build_seconds, final)
+        return final
+
+    def work_folder(self, component: str, collection: str, params: dict[str, Any]) -> Path:
+        """A folder that survives a killed build of this component, so the next build resumes from it."""
+        folder = self.root / f".work-{component}-{cache_key(component, collection, params)}"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def load_or_write(
+        self,
+        component: str,
+        collection: str,
+        params: dict[str, Any],
+        *,
+        write: Callable[[Path], dict[str, Any] | None],
+        load: Callable[[Path], T],
+    ) -> tuple[T, bool]:
+        """Like :meth:`load_or_build` for builds that stream straight to disk.
+
+        ``write(folder)`` fills a fresh folder (returning what the build realised, for the
+        manifest's ``info``); the component is then loaded from its final folder.
+        """
+        cached = self.lookup(component, collection, params, load)
+        if cached is not None:
+            return cached, True
+        tmp = self.new_folder(component)
+        started = time.perf_counter()
+        try:
+            info = write(tmp)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        final = self.commit(tmp, component, collection, params, build_seconds=time.perf_counter() - started, info=info)
+        return load(final), False
+
     def load_or_build(
         self,
         component: str,
@@ -121,50 +225,19 @@ class IndexCache:
         load: Callable[[Path], T],
     ) -> tuple[T, bool]:
         """The component from the cache when intact (``(obj, True)``), else built and stored (``(obj, False)``)."""
-        final = self.folder(component, collection, params)
-        if final.exists():
-            started = time.perf_counter()
-            try:
-                verify_manifest(final)
-                obj = load(final)
-            except Exception as exc:  # any failure to verify or load means: do not trust, rebuild
-                warnings.warn(
-                    f"index cache {final} is damaged or partial ({exc}); deleting and rebuilding it",
-                    IndexCacheWarning,
-                    stacklevel=3,
-                )
-                shutil.rmtree(final, ignore_errors=True)
-            else:
-                log.info("loaded %s index from %s in %.2fs", component, final, time.perf_counter() - started)
-                return obj, True
+        cached = self.lookup(component, collection, params, load)
+        if cached is not None:
+            return cached, True
         started = time.perf_counter()
         obj = build()
         build_s = time.perf_counter() - started
-        self.root.mkdir(parents=True, exist_ok=True)
-        self._clean_stale_tmp()
-        tmp = self.root / f".tmp-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir()
+        tmp = self.new_folder(component)
         try:
             save(obj, tmp)
-            write_manifest(
-                tmp,
-                {
-                    "format": CACHE_FORMAT_VERSION,
-                    "component": component,
-                    "collection": collection,
-                    "params": params,
-                    "build_seconds": round(build_s, 3),
-                },
-            )
-            try:
-                os.rename(tmp, final)
-            except OSError:
-                # another process stored the same component first; keep theirs
-                shutil.rmtree(tmp, ignore_errors=True)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        log.info("built %s index in %.2fs, stored at %s", component, build_s, final)
+        self.commit(tmp, component, collection, params, build_seconds=build_s)
         return obj, False
 
     def _clean_stale_tmp(self) -> None:

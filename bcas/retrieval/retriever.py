@@ -40,6 +40,7 @@ import numpy as np
 from bcas.config import RetrievalConfig
 from bcas.data import Document
 from bcas.llm.base import ChatModel
+from bcas.retrieval.ann import DenseIndexError, DenseIndexSpec
 from bcas.retrieval.bm25 import BM25_B, BM25_K1, DEFAULT_STEMMER, BM25Index
 from bcas.retrieval.chunking import Chunk, chunk_documents, collection_hash
 from bcas.retrieval.dense import (
@@ -54,6 +55,8 @@ from bcas.retrieval.dense import (
 from bcas.retrieval.hybrid import convex_fuse, rrf_fuse
 from bcas.retrieval.index import IndexCache
 from bcas.retrieval.rerank import Reranker, load_reranker, reranker_known, reranker_names
+from bcas.retrieval.store import ChunkList, ChunkStore
+from bcas.retrieval.streamed import bm25_component, chunk_store, dense_component
 
 log = logging.getLogger(__name__)
 
@@ -95,19 +98,18 @@ class Retriever:
             raise RetrievalError(f"mode {config.mode!r} needs a dense index and its embedder")
         if config.mode == "hybrid_rerank" and reranker is None:
             raise RetrievalError("mode 'hybrid_rerank' needs a reranker")
-        self.chunks = list(chunks)
+        # On disk (a ChunkStore, read by position) or in memory; either answers ``positions``.
+        self.chunks: ChunkStore | ChunkList = chunks if isinstance(chunks, ChunkStore) else ChunkList(chunks)
         self.config = config
         self.bm25 = bm25
         self.dense = dense
         self.embedder = embedder
         self.reranker = reranker
-        self.collection = collection or collection_hash(self.chunks)
+        if collection is None:
+            collection = self.chunks.collection if isinstance(self.chunks, ChunkStore) else collection_hash(self.chunks)
+        self.collection = collection
         self._owns_reranker = owns_reranker
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._chunk_pos = {c.id: i for i, c in enumerate(self.chunks)}
-        self._doc_chunks: dict[str, list[int]] = {}
-        for i, c in enumerate(self.chunks):
-            self._doc_chunks.setdefault(c.doc_id, []).append(i)
 
     def __len__(self) -> int:
         return len(self.chunks)
@@ -118,14 +120,7 @@ class Retriever:
     # -- stages -------------------------------------------------------------------------
 
     def _excluded(self, exclude_ids: Iterable[str]) -> np.ndarray | None:
-        positions: list[int] = []
-        for key in exclude_ids:
-            pos = self._chunk_pos.get(key)
-            if pos is not None:
-                positions.append(pos)
-            else:
-                positions.extend(self._doc_chunks.get(key, ()))
-        return np.unique(np.asarray(positions, dtype=np.int64)) if positions else None
+        return self.chunks.positions(exclude_ids)
 
     def lexical(self, query: str, n: int, exclude: np.ndarray | None = None) -> list[tuple[int, float]]:
         """Top ``n`` (chunk position, BM25 score) pairs, phrase-boosted unless ``phrase_boost=False``."""
@@ -272,19 +267,27 @@ def build_retriever(
     reranker: str | Reranker | None = None,
     cache_dir: str | Path | bool | None = None,
     progress: bool = True,
+    source_hash: str | None = None,
 ) -> Retriever:
     """Chunk ``documents`` (one collection) and load or build the indexes ``config.mode`` needs.
 
     ``model``: the ``ChatModel`` the ``llm`` reranker runs on (default: the embedded
     model).  ``embedder`` / ``reranker``: a registered name or an instance, overriding
     ``config.embedder`` / ``config.reranker``.  ``cache_dir``: the folder of index
-    caches (default ``bcas.paths.cache_dir() / "indexes"``); ``False`` builds in memory
+    caches (default ``bcas.paths.cache_dir() / "indexes"``), built as streams and
+    loaded memory-mapped (``bcas.retrieval.streamed``); ``False`` builds in memory
     without caching.  ``progress``: show progress bars while building.
+    ``source_hash``: the identity of ``documents`` (e.g. ``Corpus.hash``); with it a
+    cached collection is found without reading the documents again.
     """
     config = config or RetrievalConfig()
     mode = config.mode
     if config.dense_index not in DENSE_INDEX_KINDS:
         raise RetrievalError(f"dense_index must be one of {DENSE_INDEX_KINDS}, got {config.dense_index!r}")
+    try:
+        spec = DenseIndexSpec.from_config(config)
+    except DenseIndexError as exc:
+        raise RetrievalError(str(exc)) from None
     embedder_choice = embedder if embedder is not None else config.embedder
     reranker_choice = reranker if reranker is not None else config.reranker
     # Fail on unknown names before any expensive build.
@@ -303,53 +306,29 @@ def build_retriever(
         else:
             reranker_obj = reranker_choice
 
-    chunks = chunk_documents(documents, config.chunk_tokens, config.chunk_overlap)
-    if not chunks:
-        raise RetrievalError("the collection has no text to index (no documents, or only empty ones)")
-    collection = collection_hash(chunks)
     cache = None if cache_dir is False else IndexCache(None if cache_dir in (None, True) else Path(cache_dir))
-    texts = [c.indexed_text for c in chunks]
-
-    bm25_index: BM25Index | None = None
-    if mode in LEXICAL_MODES:
-
-        def build_bm25() -> BM25Index:
-            return BM25Index.build(texts, phrase_slop=config.phrase_slop, progress=progress)
-
-        if cache is None:
-            bm25_index = build_bm25()
-        else:
-            bm25_index, _ = cache.load_or_build(
-                "bm25",
-                collection,
-                _bm25_params(config),
-                build=build_bm25,
-                save=lambda obj, folder: obj.save(folder),
-                load=BM25Index.load,
-            )
-
-    dense_index: DenseIndex | None = None
     embedder_obj: Embedder | None = None
     if mode in DENSE_MODES:
         embedder_obj = shared_embedder(embedder_choice) if isinstance(embedder_choice, str) else embedder_choice
-
-        def build_dense() -> DenseIndex:
-            vectors = embed_chunks(embedder_obj, texts, progress=progress)
-            return DenseIndex.build(vectors, config.dense_index)
-
-        if cache is None:
-            dense_index = build_dense()
-        else:
-            dense_index, _ = cache.load_or_build(
-                "dense",
-                collection,
-                {"embedder": embedder_obj.model_id, "dim": embedder_obj.dim, "index": config.dense_index},
-                build=build_dense,
-                save=lambda obj, folder: obj.save(folder / "faiss.index"),
-                load=lambda folder: DenseIndex.load(folder / "faiss.index", config.dense_index),
-            )
-        if dense_index.size != len(chunks):
-            raise RetrievalError(f"dense index holds {dense_index.size} vectors for {len(chunks)} chunks")
+    if cache is None:
+        chunks, bm25_index, dense_index = _build_in_memory(documents, config, spec, embedder_obj, progress)
+        collection = collection_hash(chunks)
+    else:
+        store = chunk_store(documents, cache, chunk_tokens=config.chunk_tokens, chunk_overlap=config.chunk_overlap,
+                            source_hash=source_hash, progress=progress)
+        if not len(store):
+            raise RetrievalError("the collection has no text to index (no documents, or only empty ones)")
+        chunks, collection, bm25_index, dense_index = store, store.collection, None, None
+        if mode in LEXICAL_MODES:
+            bm25_index = bm25_component(store, cache, _bm25_params(config), phrase_slop=config.phrase_slop,
+                                        stemmer=DEFAULT_STEMMER, progress=progress)
+        if embedder_obj is not None:
+            try:
+                dense_index = dense_component(store, cache, embedder_obj, spec, progress=progress)
+            except DenseIndexError as exc:
+                raise RetrievalError(str(exc)) from None
+    if dense_index is not None and dense_index.size != len(chunks):
+        raise RetrievalError(f"dense index holds {dense_index.size} vectors for {len(chunks)} chunks")
 
     return Retriever(
         chunks,
@@ -361,3 +340,27 @@ def build_retriever(
         owns_reranker=owns,
         collection=collection,
     )
+
+
+def _build_in_memory(
+    documents: Iterable[Document],
+    config: RetrievalConfig,
+    spec: DenseIndexSpec,
+    embedder: Embedder | None,
+    progress: bool,
+) -> tuple[list[Chunk], BM25Index | None, DenseIndex | None]:
+    """Chunks and indexes held in memory, nothing written (``cache_dir=False``)."""
+    chunks = chunk_documents(documents, config.chunk_tokens, config.chunk_overlap)
+    if not chunks:
+        raise RetrievalError("the collection has no text to index (no documents, or only empty ones)")
+    texts = [c.indexed_text for c in chunks]
+    bm25_index = None
+    if config.mode in LEXICAL_MODES:
+        bm25_index = BM25Index.build(texts, phrase_slop=config.phrase_slop, progress=progress)
+    dense_index = None
+    if embedder is not None:
+        try:
+            dense_index = DenseIndex.build(embed_chunks(embedder, texts, progress=progress), spec.kind, spec)
+        except DenseIndexError as exc:
+            raise RetrievalError(str(exc)) from None
+    return chunks, bm25_index, dense_index

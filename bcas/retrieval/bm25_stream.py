@@ -1,0 +1,261 @@
+"""Streamed build of the phrase-boosted BM25 index, written straight to disk (BCAS §3.5).
+
+``BM25Index.build`` holds every chunk's token list in memory and lets bm25s build its
+score matrix there; at a million passages that is gigabytes of Python objects.
+:func:`write_bm25_index` reads the chunk texts once as a stream and never holds more
+than one block of them; the result is the folder ``BM25Index.save`` writes (bm25s's
+own files under ``bm25s/`` plus the phrase arrays), which ``BM25Index.load(folder,
+mmap=True)`` memory-maps.  The index is the same one: the same analysis, vocabulary
+order, Lucene BM25 weights (bm25s's formula with its float32/float64 arithmetic,
+see :func:`lucene_weights`) and phrase pairs, so scores equal the in-memory build's.
+
+Passes (``block_tokens`` bounds the tokens held at a time):
+
+1. tokenise every chunk (:class:`bcas.retrieval.bm25.Analyzer`), assign vocabulary ids in
+   order of first occurrence, append the ids to ``tokens.bin`` (int32) and count each
+   term's document frequency per block;
+2. per block, each (chunk, term) pair's weight ``idf(t) · tf / (k1 · (1 − b + b · |c| /
+   avgdl) + tf)`` is placed into the CSC arrays (column = term, rows ascending),
+   memory-mapped on disk; the block's in-slop bigram/trigram pairs are sorted and
+   written as a run;
+3. the runs are merged by key ranges into ``phrase_keys.npy`` / ``phrase_chunks.npy``
+   (an external merge: one key range in memory at a time).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from array import array
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bcas.retrieval.bm25 import (
+    _MAX_VOCAB_FOR_PHRASE_KEYS,
+    BM25_B,
+    BM25_K1,
+    DEFAULT_STEMMER,
+    PHRASE_FORMAT_VERSION,
+    Analyzer,
+    BM25Error,
+    phrase_pairs,
+)
+
+BLOCK_TOKENS = 1 << 22  # tokens per block in passes 1 and 2 (~4M: tens of MB of arrays)
+MERGE_PAIRS = 1 << 24  # phrase pairs per key range in the merge (~200 MB with its sort)
+
+
+def lucene_idf_bm25s(doc_freq: np.ndarray, n_docs: int) -> np.ndarray:
+    """bm25s's float32 idf array: ``math.log(1 + (N - df + 0.5) / (df + 0.5))`` per term."""
+    return np.array([math.log(1 + (n_docs - df + 0.5) / (df + 0.5)) for df in doc_freq.tolist()], dtype=np.float32)
+
+
+def lucene_weights(
+    tf: np.ndarray, doc_len: np.ndarray, idf: np.ndarray, avg_doc_len: np.float64, k1: float, b: float
+) -> np.ndarray:
+    """Per (chunk, term) pair the Lucene BM25 weight, computed as bm25s computes it.
+
+    bm25s evaluates ``tf / (k1 * ((1 - b) + b * l_d / l_avg) + tf)`` with float32 ``tf``,
+    an integer ``l_d`` and a float64 ``l_avg`` (so in float64), multiplies by the float32
+    idf and stores float32; the same operations in the same order give the same bits.
+    """
+    tf32 = tf.astype(np.float32)
+    denom = k1 * ((1 - b) + b * doc_len.astype(np.float64) / avg_doc_len) + tf32
+    return (idf * (tf32 / denom)).astype(np.float32)
+
+
+class _Tokens:
+    """Pass 1's output: ``tokens.bin`` (int32 ids), chunk lengths, vocabulary, document frequencies."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lengths = array("q")
+        self.vocab: dict[str, int] = {}
+        self.df = np.zeros(0, dtype=np.int64)
+
+    def read(self, texts: Iterable[str], analyzer: Analyzer, block_tokens: int, progress: bool) -> None:
+        from tqdm.auto import tqdm
+
+        vocab = self.vocab
+        buf = array("i")
+        block_lengths = array("q")
+        with self.path.open("wb") as out:
+            for text in tqdm(texts, desc="bm25: tokenise", unit="chunk", disable=not progress, leave=False):
+                ids = [vocab.setdefault(tok, len(vocab)) for tok in analyzer(text)]
+                buf.extend(ids)
+                block_lengths.append(len(ids))
+                if len(buf) >= block_tokens:
+                    self._flush(out, buf, block_lengths)
+                    buf, block_lengths = array("i"), array("q")
+            self._flush(out, buf, block_lengths)
+
+    def _flush(self, out: Any, buf: array, block_lengths: array) -> None:
+        out.write(buf.tobytes())
+        self.lengths.extend(block_lengths)
+        v = len(self.vocab)
+        if len(self.df) < v:
+            self.df = np.concatenate([self.df, np.zeros(v - len(self.df), dtype=np.int64)])
+        if not buf:
+            return
+        tokens = np.frombuffer(buf, dtype=np.int32).astype(np.int64)
+        owner = np.repeat(np.arange(len(block_lengths), dtype=np.int64), np.frombuffer(block_lengths, dtype=np.int64))
+        terms = np.unique(owner * v + tokens) % v
+        self.df += np.bincount(terms, minlength=v)
+
+    def blocks(self, block_tokens: int) -> Iterable[tuple[int, np.ndarray, np.ndarray]]:
+        """(first chunk, chunk lengths, token ids) per block of whole chunks."""
+        lengths = np.frombuffer(self.lengths, dtype=np.int64)
+        if not len(lengths):
+            return
+        tokens = np.memmap(self.path, dtype=np.int32, mode="r") if lengths.sum() else np.zeros(0, dtype=np.int32)
+        ends = np.cumsum(lengths)
+        start_chunk, start_tok = 0, 0
+        while start_chunk < len(lengths):
+            stop = int(np.searchsorted(ends, start_tok + block_tokens, side="right"))
+            stop = max(stop, start_chunk + 1)
+            stop_tok = int(ends[stop - 1])
+            yield start_chunk, lengths[start_chunk:stop], np.asarray(tokens[start_tok:stop_tok])
+            start_chunk, start_tok = stop, stop_tok
+
+
+def write_bm25_index(
+    texts: Iterable[str],
+    folder: Path,
+    *,
+    stemmer: str | None = DEFAULT_STEMMER,
+    phrase_slop: int = 1,
+    progress: bool = True,
+    block_tokens: int = BLOCK_TOKENS,
+    merge_pairs: int = MERGE_PAIRS,
+) -> dict[str, Any]:
+    """Build the index of ``texts`` (chunk texts, in order) into ``folder``; returns its statistics."""
+    import bm25s
+
+    if phrase_slop < 0:
+        raise BM25Error(f"phrase_slop must be >= 0, got {phrase_slop}")
+    folder.mkdir(parents=True, exist_ok=True)
+    work = folder / "_build"
+    work.mkdir()
+    try:
+        analyzer = Analyzer(stemmer)
+        tok = _Tokens(work / "tokens.bin")
+        tok.read(texts, analyzer, block_tokens, progress)
+        if not tok.vocab:
+            raise BM25Error("the collection has no indexable terms (every chunk is empty or stop words only)")
+        v = len(tok.vocab)
+        if v >= _MAX_VOCAB_FOR_PHRASE_KEYS:
+            raise BM25Error(f"vocabulary of {v} terms is too large for packed trigram keys")
+        n_docs = len(tok.lengths)
+        lengths = np.frombuffer(tok.lengths, dtype=np.int64)
+        avg_doc_len = lengths.mean()  # bm25s: np.array([len(ids) ...]).mean()
+        idf = lucene_idf_bm25s(tok.df, n_docs)
+        nnz = int(tok.df.sum())
+
+        out = folder / "bm25s"
+        out.mkdir()
+        indptr = np.zeros(v + 1, dtype=np.int64)
+        np.cumsum(tok.df, out=indptr[1:])
+        data = np.lib.format.open_memmap(out / "data.csc.index.npy", mode="w+", dtype=np.float32, shape=(nnz,))
+        rows = np.lib.format.open_memmap(out / "indices.csc.index.npy", mode="w+", dtype=np.int32, shape=(nnz,))
+        heads = indptr[:-1].copy()
+        runs: list[tuple[Path, Path]] = []
+        for first, block_len, block_tok in tok.blocks(block_tokens):
+            owner = np.repeat(np.arange(first, first + len(block_len), dtype=np.int64), block_len)
+            pairs, tf = np.unique(owner * v + block_tok.astype(np.int64), return_counts=True)
+            docs, terms = pairs // v, pairs % v
+            weights = lucene_weights(tf, lengths[docs], idf[terms], avg_doc_len, BM25_K1, BM25_B)
+            order = np.argsort(terms, kind="stable")  # rows stay ascending within a column
+            terms, docs, weights = terms[order], docs[order], weights[order]
+            counts = np.bincount(terms, minlength=v)
+            group_start = np.cumsum(counts) - counts
+            dest = heads[terms] + (np.arange(len(terms)) - group_start[terms])
+            data[dest] = weights
+            rows[dest] = docs.astype(np.int32)
+            heads += counts
+            keys, chunks = phrase_pairs(block_tok, owner.astype(np.int32), v, phrase_slop)
+            if len(keys):
+                run = (work / f"run-{len(runs):05d}-keys.npy", work / f"run-{len(runs):05d}-chunks.npy")
+                np.save(run[0], keys, allow_pickle=False)
+                np.save(run[1], chunks, allow_pickle=False)
+                runs.append(run)
+        if not np.array_equal(heads, indptr[1:]):
+            raise BM25Error("internal error: the BM25 matrix was not filled completely")
+        data.flush()
+        rows.flush()
+        del data, rows
+        np.save(out / "indptr.csc.index.npy", indptr, allow_pickle=False)
+        _write_bm25s_meta(out, tok.vocab, n_docs, bm25s)
+        n_pairs = _merge_runs(runs, folder, merge_pairs)
+        params = {"format": PHRASE_FORMAT_VERSION, "stemmer": stemmer, "phrase_slop": phrase_slop, "vocab_size": v}
+        (folder / "phrase_params.json").write_text(json.dumps(params, sort_keys=True))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {"chunks": n_docs, "tokens": int(lengths.sum()), "vocabulary": v, "postings": nnz, "phrase_pairs": n_pairs}
+
+
+def _write_bm25s_meta(out: Path, vocab: dict[str, int], n_docs: int, bm25s: Any) -> None:
+    """bm25s's ``vocab.index.json`` and ``params.index.json``, as ``BM25.save`` writes them."""
+    model = bm25s.BM25(k1=BM25_K1, b=BM25_B, method="lucene")
+    params = {
+        "k1": model.k1,
+        "b": model.b,
+        "delta": model.delta,
+        "method": model.method,
+        "idf_method": model.idf_method,
+        "dtype": model.dtype,
+        "int_dtype": model.int_dtype,
+        "num_docs": n_docs,
+        "version": bm25s.__version__,
+        "backend": model.backend,
+    }
+    (out / "vocab.index.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    (out / "params.index.json").write_text(json.dumps(params, indent=4))
+
+
+def _merge_runs(runs: list[tuple[Path, Path]], folder: Path, merge_pairs: int) -> int:
+    """Merge sorted (key, chunk) runs of increasing chunk ranges into the two phrase arrays.
+
+    Runs cover disjoint, increasing chunk ranges, so a stable sort by key of the runs'
+    pairs, taken in run order, is sorted by (key, chunk) and has no duplicates.  Key
+    ranges come from a sample of every run, each range small enough for memory.
+    """
+    keys_path, chunks_path = folder / "phrase_keys.npy", folder / "phrase_chunks.npy"
+    run_keys = [np.load(k, mmap_mode="r") for k, _ in runs]
+    run_chunks = [np.load(c, mmap_mode="r") for _, c in runs]
+    total = sum(len(k) for k in run_keys)
+    if total == 0:
+        np.save(keys_path, np.zeros(0, dtype=np.uint64), allow_pickle=False)
+        np.save(chunks_path, np.zeros(0, dtype=np.int32), allow_pickle=False)
+        return 0
+    n_ranges = max(1, -(-total // merge_pairs))
+    if n_ranges == 1:
+        bounds: list[np.uint64 | None] = [None, None]
+    else:
+        sample = np.sort(np.concatenate([k[:: max(1, len(k) // 1024)] for k in run_keys]))
+        cuts = np.unique(sample[(np.arange(1, n_ranges) * len(sample)) // n_ranges])
+        bounds = [None, *cuts, None]
+    out_keys = np.lib.format.open_memmap(keys_path, mode="w+", dtype=np.uint64, shape=(total,))
+    out_chunks = np.lib.format.open_memmap(chunks_path, mode="w+", dtype=np.int32, shape=(total,))
+    at = 0
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        parts_k, parts_c = [], []
+        for keys, chunks in zip(run_keys, run_chunks, strict=True):
+            a = 0 if lo is None else int(np.searchsorted(keys, lo, side="left"))
+            z = len(keys) if hi is None else int(np.searchsorted(keys, hi, side="left"))
+            parts_k.append(np.asarray(keys[a:z]))
+            parts_c.append(np.asarray(chunks[a:z]))
+        k = np.concatenate(parts_k)
+        c = np.concatenate(parts_c)
+        order = np.argsort(k, kind="stable")
+        out_keys[at : at + len(k)] = k[order]
+        out_chunks[at : at + len(k)] = c[order]
+        at += len(k)
+    if at != total:
+        raise BM25Error(f"internal error: phrase merge wrote {at} of {total} pairs")
+    out_keys.flush()
+    out_chunks.flush()
+    return total
