@@ -199,6 +199,7 @@ class SummaryRow:
     metric: str = "correct_em"  # what ``accuracy`` measures (bcas.report.metrics)
     em_squad: float = 0.0  # SQuAD EM accuracy, whatever the primary metric
     ungraded: int = 0  # records without an outcome in the metric (answers no judge graded)
+    mean_cost_usd: float | None = None  # cost per record; None when any record's cost is unknown
 
 
 def _total_cost(recs: list[dict[str, Any]]) -> float | None:
@@ -257,6 +258,7 @@ def _row(key: GroupKey, recs: list[dict[str, Any]], reference_label: str | None,
         metric=metric,
         em_squad=squad,
         ungraded=len(recs) - len(scored),
+        mean_cost_usd=None if (total := _total_cost(recs)) is None else total / len(recs),
     )
 
 
