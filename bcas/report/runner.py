@@ -553,7 +553,7 @@ def finalize_run(settings: Any, session: BcasSession | None, token: str = "run")
         settings.run_dir, records, rows, comps, order, title=f"bcas — {settings.run_dir.name}", profiles=profiles,
         gate=gate, model_comparisons=summaries.model_comparisons, matrix=summaries.matrix, manifest=manifest,
     )
-    lines = [f"{'grid':<16}{'model':<16}{'dataset':<18}{'config':<28}{'n':>4}{'EM%':>7}{'95% CI':>14}{'srch':>6}"
+    lines = [f"{'grid':<16}{'model':<16}{'dataset':<18}{'config':<28}{'n':>4}{'acc%':>7}{'95% CI':>14}{'srch':>6}"
              f"{'tok out':>9}{'cost $':>10}"]
     for r in rows:
         lines.append(
@@ -561,6 +561,7 @@ def finalize_run(settings: Any, session: BcasSession | None, token: str = "run")
             f"{f'{r.ci_lo * 100:.0f}-{r.ci_hi * 100:.0f}':>14}{r.mean_searches:>6.2f}{r.mean_tokens_out:>9.0f}"
             f"{'—' if r.cost_usd is None else f'{r.cost_usd:.4f}':>10}"  # unknown cost: no number, never 0
         )
+    lines.extend(f"note: {note}" for note in getattr(summaries, "notes", []))  # each grid's metric, retrieval models
     if summaries.model_comparisons:
         lines.append("models compared on the same items (exact McNemar or paired t on per-item means; Holm per grid x dataset):")
         for c in summaries.model_comparisons:
