@@ -6,8 +6,8 @@ Multi-Agent RAG" (papers/madara-isolate-or-score.txt):
 - ``agents``: Relevance Assessor, Consistency Verifier, Conflict Detector; base
   and CoT de-polarisation prompts (§4.1, Appendix N); the m x 3 score matrix.
 - ``aggregate``: weighted baseline, SDA (Algorithm 1), RRF (Appendix C), ATF (§4.3).
-- ``generate`` / ``pde``: generator prompts, per-document extraction and
-  PDE-Random (§4.4, §6.1).
+- ``generate`` / ``pde``: generator prompts, per-document extraction, Unif. and
+  PDE-Random (§4.4, §6.1, Table 1).
 - ``rsc``: the Reasoning-Score Coupling probe (§3, Appendix F, G.2).
 - ``router``: Algorithm 2's routing rule.
 - ``pipeline``: ``run_madara`` (one method or the routed pipeline on one item)

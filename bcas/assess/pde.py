@@ -7,6 +7,7 @@ summed document score wins (score-weighted vote).
 
 PDE-Random: k documents drawn uniformly at random (seeded), one answer per
 document, uniform vote (every candidate weighs 1) — no assessment calls at all.
+Unif. (Table 1): PDE's assessment-guided top-k documents with the uniform vote.
 
 Vote details: an empty candidate (nothing left after normalisation) casts no
 vote; exact ties between groups go to the group whose first member came first

@@ -474,10 +474,13 @@ async def _rescore(
 async def probe(model: ChatModel, items: Sequence[Any], retriever: Any, config: RunConfig | AssessConfig) -> RSCProfile:
     """Run the RSC probe (and, with ``probe_nf``, the No-Filter EM) on calibration items.
 
-    A coroutine (model calls are async).  ``items`` are ``bcas.data.Item``s; the
-    first ``AssessConfig.calibration_n`` are used.  Documents come from
-    ``AssessConfig.doc_source`` exactly as in ``run_madara``.  The probe's own
-    calls are reported in ``RSCProfile.usage``.
+    A coroutine (model calls are async).  ``items`` are ``bcas.data.Item``s, the
+    calibration set C of Algorithm 2: pass items no evaluated case will see
+    (``bcas.data.load_calibration``, the first ``calibration_n`` items of the seeded
+    permutation; the suite's runner does); the first ``AssessConfig.calibration_n``
+    are used.  Documents come from ``AssessConfig.doc_source`` exactly as in
+    ``run_madara``, and EM_NF reads the retrieval top ``k`` with MADARA's strict EM.
+    The probe's own calls are reported in ``RSCProfile.usage``.
     """
     from bcas.assess.pipeline import gather_documents, run_nf_for_probe
 
