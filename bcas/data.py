@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bcas.formats import FORMATS, Format, describe, detect_format, lookup_format, read_format, split_spec
+from bcas.formats import FORMATS, Format, describe, detect_format, infer_task, lookup_format, read_format, split_spec
 from bcas.formats.native import parse_items
 from bcas.items import DatasetError, Document, Item, content_hash
 from bcas.resources import resource_path
@@ -289,6 +289,8 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, seed: int =
     task, scoring = spec.task, spec.scoring
     if spec.format == "bcas":
         items = _cached_items(str(path))
+        if not registered:  # a file of ours: a label task when every gold is a label (FEVER's, yes/no)
+            task, scoring = infer_task(FORMATS["bcas"], items)
     else:
         fmt = lookup_format(spec.format)
         assert fmt is not None

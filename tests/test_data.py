@@ -332,3 +332,55 @@ def test_command_line_lists_formats_and_loads_a_path(tmp_path: Path, capsys: pyt
     assert load_dataset(path).hash in out
     assert main([f"hotpotqa:{path}"]) == 2  # read as the wrong layout: a field error, exit 2
     assert "missing field '_id'" in capsys.readouterr().err
+
+
+# --- what a user's own file is told (issue 18) ------------------------------------------
+
+
+def test_file_of_ours_with_label_answers_is_a_label_task(tmp_path: Path) -> None:
+    claims = load_dataset(_write(tmp_path / "claims.jsonl", [_item(0, answers=["SUPPORTS"]),
+                                                              _item(1, answers=["REFUTES"])]))
+    assert (claims.task, claims.scoring) == ("fact-verification", "label")
+    yes_no = load_dataset(_write(tmp_path / "yn.jsonl", [_item(0, answers=["yes"]), _item(1, answers=["no"])]))
+    assert (yes_no.task, yes_no.scoring) == ("yes-no-conflict", "label")
+    qa = load_dataset(_write(tmp_path / "qa.jsonl", [_item(0), _item(1, answers=["yes"])]))
+    assert (qa.task, qa.scoring) == ("factoid", "qa")
+
+
+NOT_JSONL = {
+    "csv": ("my.csv", "id,question,answers\nq1,Where?,Paris\n", ("expected JSONL: one JSON object per line", "CSV")),
+    "pretty JSON array": ("arr.jsonl", "[\n" + json.dumps(_item(0)) + "\n]\n",
+                          ("expected JSONL: one JSON object per line", "JSON array")),
+    "one-line JSON array": ("arr1.jsonl", json.dumps([_item(0)]) + "\n",
+                            ("expected JSONL: one JSON object per line, got a JSON array",)),
+    "misspelt answers": ("typo.jsonl", json.dumps({k if k != "answers" else "answer": v for k, v in _item(0).items()})
+                         + "\n", ("missing field 'answers'", "did you mean 'answers'?")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_JSONL))
+def test_a_file_that_is_not_our_jsonl_says_what_is_expected(tmp_path: Path, case: str) -> None:
+    name, text, words = NOT_JSONL[case]
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(DatasetError) as info:
+        load_dataset(path)
+    assert info.value.line == 1
+    for word in words:
+        assert word in str(info.value), (word, str(info.value))
+
+
+def test_named_entries_and_files_named_alike(tmp_path: Path) -> None:
+    from bcas.data import dataset_label, unique_specs
+
+    (tmp_path / "x").mkdir()
+    (tmp_path / "y").mkdir()
+    one = _write(tmp_path / "x" / "data.jsonl", [_item(0)])
+    two = _write(tmp_path / "y" / "data.jsonl", [_item(1)])
+    specs = unique_specs([str(one), str(two), "hotpotqa", f"mine={one}"])
+    assert [dataset_label(s) for s in specs] == ["x-data", "y-data", "hotpotqa", "mine"]
+    assert [load_dataset(s, limit=1).name for s in specs[:2]] == ["x-data", "y-data"]
+    assert load_dataset(f"mine={one}").name == "mine"
+    assert unique_specs([str(one), "hotpotqa"]) == [str(one), "hotpotqa"]  # no clash, no rename
+    with pytest.raises(DatasetError, match="registered dataset"):
+        load_dataset(f"hotpotqa={one}")

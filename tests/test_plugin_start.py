@@ -26,16 +26,16 @@ import pytest
 
 # In-process pytester runs restore sys.modules afterwards; load what a run touches first.
 import bcas.agent  # noqa: F401
+import bcas.corpus  # noqa: F401
 import bcas.llm
 import bcas.llm.mock  # noqa: F401
-import bcas.corpus  # noqa: F401
 import bcas.report.gate  # noqa: F401
 import bcas.report.gate_power  # noqa: F401
-import bcas.report.manifest  # noqa: F401
-import bcas.report.startup  # noqa: F401
 import bcas.report.html  # noqa: F401
+import bcas.report.manifest  # noqa: F401
 import bcas.report.records  # noqa: F401
 import bcas.report.runner  # noqa: F401
+import bcas.report.startup  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
 

@@ -70,7 +70,7 @@ def register_format(fmt: Format) -> Format:
 
 for _fmt in (
     Format("bcas", "our JSONL schema (bcas/resources/data/README.md)", _read_native,
-           lambda k: {"question", "answers", "documents"} <= k, aliases=("jsonl",)),
+           lambda k: {"question", "answers", "documents"} <= k, infer_labels=True, aliases=("jsonl",)),
     Format("flashrag", "FlashRAG dataset JSONL: id, question, golden_answers, metadata", read_flashrag,
            lambda k: {"question", "golden_answers"} <= k, infer_labels=True),
     Format("hotpotqa", "official HotpotQA JSON (distractor or fullwiki)", read_hotpotqa,

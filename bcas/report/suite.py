@@ -1,0 +1,23 @@
+"""The grid case as a pytest test, importable from any folder.
+
+``benchmarks/test_grids.py`` and a user's own test file hold one line,
+``from bcas.report.suite import test_case``; pytest collects the imported function
+there, and the bcas plugin parametrises it over the chosen grids (one case per
+model x dataset x configuration).  A ``conftest.py`` beside that file can register
+grids and datasets (``bcas.report.grids.register_grid``,
+``bcas.data.register_dataset``); see the README, "Your own grids and datasets".
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_case(bcas_case, bcas_session, request: pytest.FixtureRequest) -> None:
+    """Run one grid case; fail on a broken invariant, the accuracy floor or the regression gate."""
+    outcome = bcas_session.run_case(bcas_case)
+    assert not outcome.violations, f"{bcas_case.id}: " + "; ".join(outcome.violations)
+    marker = request.node.get_closest_marker("min_accuracy")
+    floor = float(marker.args[0]) if marker and marker.args else None
+    failures = bcas_session.gate(bcas_case, outcome, floor)
+    assert not failures, "\n".join(failures)

@@ -1,0 +1,375 @@
+"""The README's examples run (issue 18): an example that stops working fails CI.
+
+Every fenced block of README.md is taken, in a sandbox folder that holds a copy of
+``benchmarks/``, a ``pytest.ini`` (so the sandbox is the rootdir, as the checkout is),
+the README's own files and small samples at the data paths the README names:
+
+* a block after ``<!-- file: PATH -->`` is written to PATH (the example folder of "Your
+  own grids and datasets", whose dataset is the schema example);
+* ``python`` blocks run;
+* ``bash`` blocks: each command (continuation lines joined, comments dropped, ``&&``
+  split) must match a rule of ``_run_command``; a command no rule covers fails, so a new
+  example gets a rule when it is written.
+  - ``python3 -m pytest FOLDER ...`` is collected (``--collect-only``: every option, grid,
+    dataset file and ``-m``/``-k`` selection is checked at collection; ``-n`` is dropped
+    there) and must select at least one case: as written when it talks to a server, else
+    with its models replaced by ``mock`` variants (``--bcas-limit 2`` added when it gives
+    none).  A command that needs no server then runs for real on those mock models when
+    its cases are cheap: BM25 cases.  Dense
+    and hybrid cases build a MiniLM index of the whole collection and MADARA/RSC cases
+    probe 100 calibration items, minutes on a CPU under the mock backend too; those run
+    for real only with ``--runslow``.
+  - ``python -m bcas.*`` commands run as written, once their input folders exist (made
+    by a cheap mock run when no earlier command of the block made them); ``rejudge``
+    runs with the judge ``mock:gold`` in place of a hosted judge that needs a key.
+  - installs, servers, GPU engines and the perf scripts are not run; each says why.
+* Case ids quoted in the README exist, and the record fields named in "Reports" are
+  fields of ``bcas.results.Record``; tox's environments named in the README exist.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# In-process pytester runs restore sys.modules afterwards; load what a run touches first.
+import bcas.agent  # noqa: F401
+import bcas.corpus  # noqa: F401
+import bcas.llm.mock  # noqa: F401
+import bcas.report.gate  # noqa: F401
+import bcas.report.gate_power  # noqa: F401
+import bcas.report.html  # noqa: F401
+import bcas.report.manifest  # noqa: F401
+import bcas.report.records  # noqa: F401
+import bcas.report.runner  # noqa: F401
+import bcas.report.startup  # noqa: F401
+import bcas.results  # noqa: F401
+import bcas.retrieval  # noqa: F401
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text(encoding="utf-8")
+PYTEST_TIMEOUT_S = 900
+
+_BLOCK = re.compile(r"(?:<!-- file: (?P<file>\S+) -->\n)?^```(?P<lang>\w*)\n(?P<body>.*?)^```", re.S | re.M)
+
+
+def _blocks() -> list[tuple[int, str, str | None, str]]:
+    """(line, language, file directive, body) of every fenced block."""
+    out = []
+    for m in _BLOCK.finditer(README):
+        line = README[: m.start("lang")].count("\n") + 1
+        out.append((line, m.group("lang"), m.group("file"), m.group("body")))
+    return out
+
+
+def _commands(body: str) -> list[str]:
+    """The block's commands: continuation lines joined, comments dropped, ``a && b`` split, ``&`` dropped."""
+    joined = re.sub(r"\\\n\s*", " ", body)
+    out: list[str] = []
+    for line in joined.splitlines():
+        current: list[str] = []
+        for word in shlex.split(line, comments=True) + ["&&"]:
+            if word in ("&&", "&"):
+                if current:
+                    out.append(shlex.join(current))
+                current = []
+            else:
+                current.append(word)
+    return out
+
+
+BLOCKS = _blocks()
+FILES = {f: body for _, _, f, body in BLOCKS if f}
+RUN = [(line, lang, body) for line, lang, f, body in BLOCKS if not f and lang in ("python", "bash")]
+
+
+# -- the sandbox ----------------------------------------------------------------------
+
+
+def _flashrag_questions(path: Path, dataset: str, n: int) -> None:
+    from bcas.data import load_dataset
+
+    rows = []
+    for it in load_dataset(dataset).items[:n]:
+        by_id = {d.id: d for d in it.documents}
+        gold = [by_id[s].title for s in it.supporting]
+        rows.append({"id": it.id, "question": it.question, "golden_answers": list(it.answers),
+                     "metadata": {"supporting_facts": {"title": gold, "sent_id": [0] * len(gold)}}})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def _flashrag_corpus(path: Path, datasets: tuple[str, ...], n: int) -> None:
+    from bcas.data import load_dataset
+
+    lines = []
+    for name in datasets:
+        for it in load_dataset(name).items[:n]:
+            lines.extend(json.dumps({"id": f"{name}-{d.id}", "contents": f'"{d.title}"\n{d.text}'})
+                         for d in it.documents)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _samples(root: Path) -> None:
+    """Small files at the data paths the README's commands name (real sample content)."""
+    from support import official
+
+    _flashrag_questions(root / "hotpotqa" / "dev.jsonl", "hotpotqa", 8)
+    _flashrag_questions(root / "nq" / "test.jsonl", "nq_open", 8)
+    _flashrag_corpus(root / "wiki18_100w.jsonl", ("hotpotqa", "nq_open"), 8)
+    official.fever(root / "paper_dev.jsonl", root / "wiki-pages", n=8)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("readme-template")
+    (root / "benchmarks").mkdir()
+    for name in ("conftest.py", "test_grids.py"):
+        shutil.copy(REPO / "benchmarks" / name, root / "benchmarks" / name)
+    (root / "pytest.ini").write_text("[pytest]\n")
+    for rel, body in FILES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(body, encoding="utf-8")
+    _samples(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("readme-cache")  # index caches shared by the module's runs
+
+
+@pytest.fixture
+def sandbox(template: Path, cache_dir: Path, pytester: pytest.Pytester,
+            monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh copy of the template as the working folder of in-process pytest runs (``pytester``).
+
+    The example's conftest.py registers a grid and a dataset in this process: the
+    registries are restored afterwards, so no other test sees them.
+    """
+    from bcas.data import DATASETS
+    from bcas.report.grids import GRIDS
+
+    saved = dict(GRIDS), dict(DATASETS)
+    shutil.copytree(template, pytester.path, dirs_exist_ok=True)
+    pytester.syspathinsert()  # as `python3 -m pytest` does: -p mybench.conftest imports from here
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(cache_dir))
+    yield pytester.path
+    for registry, before in zip((GRIDS, DATASETS), saved, strict=True):
+        registry.clear()
+        registry.update(before)
+
+
+def _env(cache_dir: Path) -> dict[str, str]:
+    env = {**os.environ, "BCAS_CACHE_DIR": str(cache_dir), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env.pop("PYTEST_ADDOPTS", None)
+    env.pop("PYTEST_XDIST_WORKER", None)
+    return env
+
+
+def _run(args: list[str], cwd: Path, cache_dir: Path, expect: int = 0) -> str:
+    proc = subprocess.run([sys.executable, *args], cwd=cwd, env=_env(cache_dir), capture_output=True, text=True,
+                          timeout=PYTEST_TIMEOUT_S)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == expect, f"{shlex.join(args)} exited {proc.returncode}:\n{out[-4000:]}"
+    return out
+
+
+# -- commands -------------------------------------------------------------------------
+
+NOT_RUN = {
+    r"^bash \.ci/install\b": "installs packages: CI runs it before the tests",
+    r"^python3? -m pytest tests\b": "the test suite itself, of which this test is a part",
+    r"^vllm serve\b": "a vLLM server needs a GPU and the gpu extra",
+    r"^python3? -m bcas\.retrieval\.milvus_lite\b": "starts a Milvus Lite server (tests/test_retrieval_engine.py runs one)",
+    r"^python3? benchmarks/perf/run_all\.py\b": "prints speed figures for minutes; nothing to assert",
+}
+SERVER_OPTIONS = ("--bcas-base-url", "--bcas-retriever")
+MOCK_VARIANTS = ("mock:gold", "mock:random", "mock:verbose")
+_CHEAP_LABEL = re.compile(r"-bm25/[^\]]*\]$")
+_CASE = re.compile(r"::test_case\[[^\]]+\]")
+
+
+def _value(args: list[str], flag: str) -> str | None:
+    return args[args.index(flag) + 1] if flag in args else None
+
+
+def _without(args: list[str], flag: str, takes_value: bool = True) -> list[str]:
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+            continue
+        if a == flag:
+            skip = takes_value
+            continue
+        if a.startswith(flag + "="):
+            continue
+        out.append(a)
+    return out
+
+
+def _needs_a_server(args: list[str]) -> bool:
+    backends = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--bcas-backend"]
+    models = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--bcas-model"]
+    return (any(b in ("openai", "vllm") for b in backends) or any(o in args for o in SERVER_OPTIONS)
+            or any(m.startswith(("openai:", "vllm:")) for m in models))
+
+
+def _on_mock(args: list[str]) -> list[str]:
+    """The command with every non-mock model replaced by an unused mock variant, and a tiny limit."""
+    out, used = [], {a for a in args if a.startswith("mock:")}
+    free = [v for v in MOCK_VARIANTS if v not in used]
+    i = 0
+    while i < len(args):
+        if args[i] == "--bcas-model" and i + 1 < len(args):
+            model = args[i + 1] if args[i + 1].startswith("mock:") else free.pop(0)
+            out += ["--bcas-model", model]
+            i += 2
+            continue
+        out.append(args[i])
+        i += 1
+    if "--bcas-model" not in out:
+        out += ["--bcas-model", free[0]]
+    if "--bcas-limit" not in out:
+        out += ["--bcas-limit", "2"]
+    return out
+
+
+def _pytest(args: list[str], pytester: pytest.Pytester, full: bool) -> str:
+    """Collect the command as written; run it on the mock backend when that is cheap (see the module doc).
+
+    In process (``pytester``, its folder the sandbox): a subprocess per command would spend
+    most of its time importing; ``-n`` runs in a subprocess.
+    """
+    # A local command is collected as it will run, on the mock models (a baseline a previous
+    # mock run wrote is refused for another model, as it should be).
+    local = not _needs_a_server(args)
+    collect = _without(_without(_on_mock(args) if local else args, "-n"), "--junitxml")
+    result = pytester.runpytest(*collect, "--collect-only", "-q", "-p", "no:cacheprovider")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 0, f"pytest {shlex.join(args)} --collect-only exited {result.ret}:\n{out[-3000:]}"
+    cases = _CASE.findall(out)
+    assert cases, f"pytest {shlex.join(args)} selects no case:\n{out[-3000:]}"
+    if _needs_a_server(args):
+        return f"collected {len(cases)} cases (needs a server)"
+    if not full and not all(_CHEAP_LABEL.search(c) for c in cases):
+        return f"collected {len(cases)} cases (dense/hybrid or MADARA cases: they run with --runslow)"
+    run = pytester.runpytest_subprocess if "-n" in args else pytester.runpytest
+    result = run(*_on_mock(args), "-q", "-p", "no:cacheprovider")
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == 0, f"pytest {shlex.join(_on_mock(args))} exited {result.ret}:\n{out[-3000:]}"
+    return f"ran {len(cases)} cases on the mock backend"
+
+
+def _prepare(folder: str, pytester: pytest.Pytester, shard: str | None = None) -> None:
+    """An input run folder a command expects: a cheap mock run of the smoke grid's BM25 cases."""
+    if (pytester.path / folder).is_dir():
+        return
+    args = ["benchmarks", "--bcas-grid", "smoke", "-m", "hotpotqa", "--bcas-model", "mock:gold",
+            "--bcas-limit", "20", "--bcas-report", folder, "-q", "-p", "no:cacheprovider"]
+    result = pytester.runpytest(*args, *(["--bcas-shard", shard] if shard else []))
+    assert result.ret == 0, result.stdout.str()[-3000:]
+
+
+def _run_command(command: str, pytester: pytest.Pytester, cache_dir: Path, full: bool) -> str:
+    cwd = pytester.path
+    for pattern, why in NOT_RUN.items():
+        if re.search(pattern, command):
+            return f"not run: {why}"
+    words = shlex.split(command)
+    while words and re.match(r"^[A-Z_]+=", words[0]):  # VAR=value prefixes: the environment of a server run
+        words = words[1:]
+    if words[:3] in (["python3", "-m", "pytest"], ["python", "-m", "pytest"]):
+        return _pytest(words[3:], pytester, full)
+    if words[:2] in (["python", "-m"], ["python3", "-m"]) and words[2].startswith("bcas."):
+        args = words[2:]
+        inputs = [w for w in args[1:] if w.startswith("reports/")]
+        if args[:2] == ["bcas.results", "merge"]:
+            shards = [w for w in inputs if w != _value(args, "--out")]
+            for k, folder in enumerate(shards, start=1):
+                _prepare(folder, pytester, f"{k}/{len(shards)}")
+        elif args[:2] == ["bcas.results", "rejudge"]:
+            for folder in inputs:
+                _prepare(folder, pytester)
+            args = _without(_without(_without(args, "--judge"), "--judge-base-url"), "--api-key-env")
+            args += ["--judge", "mock:gold"]  # a hosted judge needs a key: the mock judge grades instead
+        elif args[:1] == ["bcas.report.compare"]:
+            for folder in inputs:
+                _prepare(folder, pytester)
+        elif args[:2] != ["bcas.report.gate", "write"]:
+            raise AssertionError(f"README command without a rule in tests/test_readme.py: {command}")
+        _run(["-m", *args], cwd, cache_dir)
+        return "ran"
+    raise AssertionError(f"README command without a rule in tests/test_readme.py: {command}")
+
+
+@pytest.mark.parametrize(("line", "lang", "body"), RUN, ids=[f"README.md:{line}" for line, _, _ in RUN])
+def test_readme_example_runs(line: int, lang: str, body: str, sandbox: Path, cache_dir: Path,
+                             pytester: pytest.Pytester, request: pytest.FixtureRequest) -> None:
+    if lang == "python":
+        _run(["-c", body], sandbox, cache_dir)
+        return
+    full = bool(request.config.getoption("--runslow", default=False))
+    for command in _commands(body):
+        print(f"README.md:{line}: {command}\n  -> {_run_command(command, pytester, cache_dir, full)}")
+
+
+def test_readme_has_examples_of_each_kind() -> None:
+    # The extraction itself can fail silently (a changed fence): the README's examples are found.
+    langs = [lang for _, lang, _ in RUN]
+    assert langs.count("python") >= 1 and langs.count("bash") >= 10
+    assert {"mybench/conftest.py", "mybench/test_mybench.py", "mybench/museums.jsonl"} <= set(FILES)
+
+
+def test_schema_example_is_a_valid_dataset(tmp_path: Path) -> None:
+    from bcas.data import load_dataset
+
+    path = tmp_path / "museums.jsonl"
+    path.write_text(FILES["mybench/museums.jsonl"])
+    ds = load_dataset(path)
+    assert len(ds) == 2 and len(ds.documents) == 2  # the shared Louvre paragraph is one document
+    assert (ds.task, ds.scoring) == ("factoid", "qa")
+
+
+def test_case_ids_quoted_in_the_readme_exist(tmp_path: Path) -> None:
+    quoted = set(re.findall(r"`(smollm2-135m-[^`\s]+)`", README))
+    assert quoted
+    grids = _run(["-c", "from bcas.report.grids import GRIDS; print(','.join(GRIDS))"], REPO, tmp_path).strip()
+    out = _run(["-m", "pytest", "benchmarks", "--bcas-grid", grids, "--collect-only", "-q", "-p",
+                "no:cacheprovider"], REPO, tmp_path)
+    ids = {m[len("::test_case["):-1] for m in _CASE.findall(out)}
+    assert quoted <= ids, sorted(quoted - ids)
+
+
+def test_record_fields_named_in_the_readme_exist() -> None:
+    from bcas.results import Record
+
+    bullet = re.search(r"^- `records\.jsonl`:(.*?)^- ", README, re.S | re.M)
+    assert bullet is not None
+    named = set(re.findall(r"`([a-z_]+)`", bullet.group(1)))
+    fields = {f.name for f in dataclasses.fields(Record)}
+    assert {"correct_em", "searches_used", "cost_usd"} <= named
+    assert named <= fields, sorted(named - fields)
+
+
+def test_tox_environments_named_in_the_readme_exist(tmp_path: Path) -> None:
+    named = set(re.findall(r"tox -e (\w+)", README))
+    assert named >= {"perf", "vllm"}
+    shutil.copy(REPO / "tox.ini", tmp_path / "tox.ini")  # tox lists without writing into the checkout
+    listed = subprocess.run([sys.executable, "-m", "tox", "list"], cwd=tmp_path, capture_output=True, text=True,
+                            check=True).stdout
+    envs = {line.split(" ->")[0].strip() for line in listed.splitlines() if " -> " in line}
+    assert named <= envs, sorted(named - envs)
