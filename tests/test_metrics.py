@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import random
+import re
 from collections import defaultdict
 from dataclasses import replace
 from typing import Any
@@ -193,3 +194,35 @@ def test_bcas_grids_keep_one_family_per_grid() -> None:
     assert len(comps) == 2 * (len(grid.entries) - 1) and {c.family for c in comps} == {""}
     _, adjusted, _, _ = multipletests([c.p_value for c in comps], method="holm")
     assert [c.p_holm for c in comps] == pytest.approx(list(adjusted))
+
+
+# -- EM_NF of the router (Algorithm 2, line 6) ---------------------------------------------
+
+
+def test_router_em_nf_is_strict_em_on_the_retrieval_top_k() -> None:
+    import asyncio
+
+    from bcas.assess.agents import AssessDocument
+    from bcas.assess.pipeline import run_nf_for_probe
+    from bcas.config import AssessConfig
+    from bcas.items import Document, Item
+    from bcas.llm.base import ChatModel, ChatRequest, ChatResult
+
+    class Reader(ChatModel):
+        """Test double: answers "The Beatles" and remembers how many documents each prompt held."""
+
+        model_id = "reader"
+
+        def __init__(self) -> None:
+            self.shown: list[int] = []
+
+        async def chat(self, request: ChatRequest) -> ChatResult:
+            self.shown.append(len(re.findall(r"^\[\d+\] ", request.messages[-1]["content"], re.M)))
+            return ChatResult("The Beatles", 10, 2, "stop", 0.0)
+
+    docs = [AssessDocument(f"d{i}", f"t{i}", f"text {i}") for i in range(10)]
+    items = [Item("q0", "Which band?", ("Beatles",), (Document("d0", "t", "x"),), ())]
+    model = Reader()
+    em, usage = asyncio.run(run_nf_for_probe(model, items, [docs], AssessConfig(k=5, json_schema=False)))
+    assert em == 0.0  # SQuAD EM would accept "The Beatles" for "Beatles"; MADARA §5.4 does not
+    assert model.shown == [5] and usage.generation_calls == 1
