@@ -39,7 +39,11 @@ with analysed stream ``c_1 .. c_m``::
 
 Speed: at build time every chunk's in-slop bigrams and trigrams are packed into
 integer keys (``a·V + b`` and ``(a·V + b)·V + c`` over the vocabulary size ``V``)
-and stored as one sorted (key, chunk) array per order.  A query then costs one
+and stored as one sorted (key, chunk) array.  ``V² + V³`` must fit in 64 bits, so a
+vocabulary of ``_MAX_VOCAB_FOR_PHRASE_KEYS`` (2.6M) terms or more (a Wikipedia-sized
+corpus) keys trigrams by a 64-bit mix of ``(a·V + b, c)`` with the top bit set instead;
+two trigrams then share a key with probability about 2⁻⁶³ per pair, so a chunk could be
+boosted for a trigram it lacks about once in 10⁹ queries over 10¹⁰ distinct trigrams.  A query then costs one
 ``searchsorted`` per order and a ``bincount`` over the matching chunks, on top of
 bm25s's own scoring.
 """
@@ -59,7 +63,9 @@ DEFAULT_STEMMER = "english"
 BM25_K1 = 1.5
 BM25_B = 0.75
 _SPLIT = re.compile(r"(?u)\b\w\w+\b")
-_MAX_VOCAB_FOR_PHRASE_KEYS = 2_600_000  # V**2 + V**3 must fit in uint64
+_MAX_VOCAB_FOR_PHRASE_KEYS = 2_600_000  # V**2 + V**3 must fit in uint64; above it trigrams are hashed
+_MAX_VOCAB_FOR_BIGRAM_KEYS = 3_037_000_499  # V**2 < 2**63: bigram keys stay below the hashed trigrams
+_TOP_BIT = np.uint64(1 << 63)
 
 
 class BM25Error(RuntimeError):
@@ -91,19 +97,43 @@ class Analyzer:
         return self._stem(words) if self._stem is not None and words else words
 
 
-def phrase_pairs(tokens: np.ndarray, owner: np.ndarray, vocab_size: int, slop: int) -> tuple[np.ndarray, np.ndarray]:
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser over a uint64 array (wrapping arithmetic)."""
+    z = x + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def hashed_trigrams_for(vocab_size: int) -> bool:
+    """Whether a vocabulary of ``vocab_size`` terms is too large for packed trigram keys."""
+    return vocab_size >= _MAX_VOCAB_FOR_PHRASE_KEYS
+
+
+def trigram_keys(a: np.ndarray, b: np.ndarray, c: np.ndarray, vocab_size: int, hashed: bool) -> np.ndarray:
+    """Keys of trigrams (a, b, c) (uint64 arrays): packed, or hashed for a vocabulary too large to pack."""
+    v = np.uint64(vocab_size)
+    if not hashed:
+        return v * v + (a * v + b) * v + c
+    with np.errstate(over="ignore"):
+        return (_mix64(_mix64(a * v + b) ^ c) >> np.uint64(1)) | _TOP_BIT
+
+
+def phrase_pairs(
+    tokens: np.ndarray, owner: np.ndarray, vocab_size: int, slop: int, hashed: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """The sorted, unique (phrase key, chunk) pairs of a token stream (``PhraseIndex``'s arrays).
 
     ``tokens``: the analysed token ids of consecutive chunks, one stream; ``owner``: the
-    chunk of each token (non-decreasing).  A phrase never spans two chunks.
+    chunk of each token (non-decreasing).  A phrase never spans two chunks.  ``hashed``:
+    trigram keys hashed (:func:`hashed_trigrams_for`).
     """
     if slop < 0:
         raise BM25Error(f"phrase_slop must be >= 0, got {slop}")
-    if vocab_size >= _MAX_VOCAB_FOR_PHRASE_KEYS:
-        raise BM25Error(f"vocabulary of {vocab_size} terms is too large for packed trigram keys")
+    if vocab_size >= _MAX_VOCAB_FOR_BIGRAM_KEYS:
+        raise BM25Error(f"vocabulary of {vocab_size} terms is too large for packed bigram keys")
     tokens = tokens.astype(np.uint64, copy=False)
     v = np.uint64(vocab_size)
-    v2 = v * v
     n = len(tokens)
     keys: list[np.ndarray] = []
     chunks: list[np.ndarray] = []
@@ -118,7 +148,7 @@ def phrase_pairs(tokens: np.ndarray, owner: np.ndarray, vocab_size: int, slop: i
             ok = third < n
             start, third = first[ok], third[ok]
             start, third = start[owner[start] == owner[third]], third[owner[start] == owner[third]]
-            keys.append(v2 + (tokens[start] * v + tokens[start + g1]) * v + tokens[third])
+            keys.append(trigram_keys(tokens[start], tokens[start + g1], tokens[third], vocab_size, hashed))
             chunks.append(owner[start])
     if not keys:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int32)
@@ -144,14 +174,16 @@ class PhraseIndex:
     slop: int
     keys: np.ndarray  # uint64, sorted
     chunks: np.ndarray  # int32, the chunk of each key; (key, chunk) pairs are unique
+    hashed: bool = False  # trigram keys hashed (a vocabulary too large to pack), fixed at build time
 
     @classmethod
     def build(cls, chunk_token_ids: Sequence[Sequence[int]], vocab_size: int, slop: int) -> PhraseIndex:
         lengths = np.fromiter((len(t) for t in chunk_token_ids), dtype=np.int64, count=len(chunk_token_ids))
         tokens = np.fromiter((t for ids in chunk_token_ids for t in ids), dtype=np.uint64, count=int(lengths.sum()))
         owner = np.repeat(np.arange(len(chunk_token_ids), dtype=np.int32), lengths)
-        keys, chunks = phrase_pairs(tokens, owner, vocab_size, slop)
-        return cls(vocab_size, slop, keys, chunks)
+        hashed = hashed_trigrams_for(vocab_size)
+        keys, chunks = phrase_pairs(tokens, owner, vocab_size, slop, hashed)
+        return cls(vocab_size, slop, keys, chunks, hashed)
 
     def query_phrases(
         self, query_ids: np.ndarray, idf: np.ndarray, bigram_boost: float, trigram_boost: float
@@ -171,7 +203,7 @@ class PhraseIndex:
             a, b, c = q[:-2], q[1:-1], q[2:]
             ok = (a >= 0) & (b >= 0) & (c >= 0)
             a, b, c = a[ok].astype(np.uint64), b[ok].astype(np.uint64), c[ok].astype(np.uint64)
-            keys.append(v * v + (a * v + b) * v + c)
+            keys.append(trigram_keys(a, b, c, self.vocab_size, self.hashed))
             weights.append(trigram_boost * (idf[a] + idf[b] + idf[c]))
         if not keys:
             return np.zeros(0, dtype=np.uint64), np.zeros(0)
@@ -201,13 +233,13 @@ class PhraseIndex:
         np.save(folder / "phrase_chunks.npy", self.chunks, allow_pickle=False)
 
     @classmethod
-    def load(cls, folder: Path, vocab_size: int, slop: int, mmap: bool = False) -> PhraseIndex:
+    def load(cls, folder: Path, vocab_size: int, slop: int, mmap: bool = False, hashed: bool = False) -> PhraseIndex:
         mode = "r" if mmap else None
         keys = np.load(folder / "phrase_keys.npy", allow_pickle=False, mmap_mode=mode)
         chunks = np.load(folder / "phrase_chunks.npy", allow_pickle=False, mmap_mode=mode)
         if keys.dtype != np.uint64 or chunks.dtype != np.int32 or keys.shape != chunks.shape:
             raise BM25Error(f"{folder}: phrase index arrays have the wrong type or shape")
-        return cls(vocab_size, slop, keys, chunks)
+        return cls(vocab_size, slop, keys, chunks, hashed)
 
 
 def lucene_idf(doc_freq: np.ndarray, n_docs: int) -> np.ndarray:
@@ -278,6 +310,7 @@ class BM25Index:
             "stemmer": self.analyzer.stemmer_name,
             "phrase_slop": self.phrases.slop,
             "vocab_size": self.phrases.vocab_size,
+            "hashed_trigrams": self.phrases.hashed,
         }
         (folder / "phrase_params.json").write_text(json.dumps(params, sort_keys=True))
 
@@ -294,7 +327,8 @@ class BM25Index:
         if params.get("format") != PHRASE_FORMAT_VERSION:
             raise BM25Error(f"{folder}: phrase index format {params.get('format')} != {PHRASE_FORMAT_VERSION}")
         bm25 = bm25s.BM25.load(str(folder / "bm25s"), load_corpus=False, mmap=mmap, show_progress=False)
-        phrases = PhraseIndex.load(folder, int(params["vocab_size"]), int(params["phrase_slop"]), mmap=mmap)
+        phrases = PhraseIndex.load(folder, int(params["vocab_size"]), int(params["phrase_slop"]), mmap=mmap,
+                                   hashed=bool(params.get("hashed_trigrams", False)))
         if len(bm25.vocab_dict) != phrases.vocab_size:
             raise BM25Error(f"{folder}: bm25s vocabulary and phrase index disagree")
         return cls(bm25, phrases, Analyzer(params["stemmer"]))

@@ -35,13 +35,13 @@ from typing import Any
 import numpy as np
 
 from bcas.retrieval.bm25 import (
-    _MAX_VOCAB_FOR_PHRASE_KEYS,
     BM25_B,
     BM25_K1,
     DEFAULT_STEMMER,
     PHRASE_FORMAT_VERSION,
     Analyzer,
     BM25Error,
+    hashed_trigrams_for,
     phrase_pairs,
 )
 
@@ -147,8 +147,6 @@ def write_bm25_index(
         if not tok.vocab:
             raise BM25Error("the collection has no indexable terms (every chunk is empty or stop words only)")
         v = len(tok.vocab)
-        if v >= _MAX_VOCAB_FOR_PHRASE_KEYS:
-            raise BM25Error(f"vocabulary of {v} terms is too large for packed trigram keys")
         n_docs = len(tok.lengths)
         lengths = np.frombuffer(tok.lengths, dtype=np.int64)
         avg_doc_len = lengths.mean()  # bm25s: np.array([len(ids) ...]).mean()
@@ -162,6 +160,7 @@ def write_bm25_index(
         data = np.lib.format.open_memmap(out / "data.csc.index.npy", mode="w+", dtype=np.float32, shape=(nnz,))
         rows = np.lib.format.open_memmap(out / "indices.csc.index.npy", mode="w+", dtype=np.int32, shape=(nnz,))
         heads = indptr[:-1].copy()
+        hashed = hashed_trigrams_for(v)
         runs: list[tuple[Path, Path]] = []
         for first, block_len, block_tok in tok.blocks(block_tokens):
             owner = np.repeat(np.arange(first, first + len(block_len), dtype=np.int64), block_len)
@@ -176,7 +175,7 @@ def write_bm25_index(
             data[dest] = weights
             rows[dest] = docs.astype(np.int32)
             heads += counts
-            keys, chunks = phrase_pairs(block_tok, owner.astype(np.int32), v, phrase_slop)
+            keys, chunks = phrase_pairs(block_tok, owner.astype(np.int32), v, phrase_slop, hashed)
             if len(keys):
                 run = (work / f"run-{len(runs):05d}-keys.npy", work / f"run-{len(runs):05d}-chunks.npy")
                 np.save(run[0], keys, allow_pickle=False)
@@ -190,7 +189,8 @@ def write_bm25_index(
         np.save(out / "indptr.csc.index.npy", indptr, allow_pickle=False)
         _write_bm25s_meta(out, tok.vocab, n_docs, bm25s)
         n_pairs = _merge_runs(runs, folder, merge_pairs)
-        params = {"format": PHRASE_FORMAT_VERSION, "stemmer": stemmer, "phrase_slop": phrase_slop, "vocab_size": v}
+        params = {"format": PHRASE_FORMAT_VERSION, "stemmer": stemmer, "phrase_slop": phrase_slop, "vocab_size": v,
+                  "hashed_trigrams": hashed}
         (folder / "phrase_params.json").write_text(json.dumps(params, sort_keys=True))
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -16,6 +16,13 @@ the race discards its copy.  A folder whose manifest is missing or unreadable, w
 files are missing, differ in size or checksum, or fail to load is reported with an
 ``IndexCacheWarning``, deleted and rebuilt: a damaged cache is never used.
 
+Checksums cost a pass over every byte, minutes for the gigabytes of a million-passage
+index, so a folder whose checksums passed records its files' size, modification and
+change times and inode in ``.verified``; while those are unchanged a load checks the
+sizes only.  Any write to a file changes its times (a stamp is only written for
+files last changed more than ``STAMP_MIN_AGE_S`` earlier, so a write after the check
+cannot share the old timestamps), and then the checksums are verified again.
+
 Large components stream straight into their folder (:meth:`IndexCache.load_or_write`);
 a build that may run for hours (embedding a corpus) keeps its finished parts in
 ``<root>/.work-<component>-<key>/`` so that a killed build resumes where it stopped
@@ -41,6 +48,8 @@ T = TypeVar("T")
 
 CACHE_FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+VERIFIED = ".verified"
+STAMP_MIN_AGE_S = 2.0
 STALE_TMP_SECONDS = 24 * 3600
 
 log = logging.getLogger(__name__)
@@ -102,9 +111,39 @@ def verify_manifest(folder: Path) -> dict[str, Any]:
             raise CacheCorrupt(f"{rel} is missing")
         if path.stat().st_size != entry["size"]:
             raise CacheCorrupt(f"{rel} has {path.stat().st_size} bytes, manifest says {entry['size']}")
+    signature = _signature(folder, [MANIFEST, *sorted(files)])
+    try:
+        if json.loads((folder / VERIFIED).read_text()) == signature:
+            return manifest
+    except (OSError, ValueError):
+        pass
+    for rel, entry in files.items():
+        path = folder / rel
         if _sha256_file(path) != entry["sha256"]:
             raise CacheCorrupt(f"{rel} fails its sha256 checksum")
+    _write_stamp(folder, signature)
     return manifest
+
+
+def _signature(folder: Path, names: list[str]) -> list[list[Any]]:
+    out = []
+    for rel in names:
+        st = (folder / rel).stat()
+        out.append([rel, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino])
+    return out
+
+
+def _write_stamp(folder: Path, signature: list[list[Any]]) -> None:
+    """Record verified files (only those changed long enough ago that a later write gets new times)."""
+    newest = max(max(entry[2], entry[3]) for entry in signature)
+    if time.time_ns() - newest < STAMP_MIN_AGE_S * 1e9:
+        return
+    tmp = folder / f"{VERIFIED}.{os.getpid()}.tmp"
+    try:
+        tmp.write_text(json.dumps(signature))
+        os.replace(tmp, folder / VERIFIED)
+    except OSError:  # a read-only cache still loads; it is verified in full each time
+        tmp.unlink(missing_ok=True)
 
 
 class IndexCache:
