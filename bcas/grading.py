@@ -484,7 +484,7 @@ class JudgeAudit:
 def judge_agreement(records: Iterable[_Any]) -> JudgeAudit:
     """Audit judge verdicts against exact match (BCAS §3.6's audit, automated).
 
-    ``records``: ``bcas.results.Record`` objects or their dicts.  Records without a
+    ``records``: ``bcas.records.Record`` objects or their dicts.  Records without a
     judge verdict count as unreadable when a judge ran, and are left out of the
     agreement figures.  ``judge_only_correct``: judge says correct, EM says wrong
     (usually a verbose or aliased answer); ``em_only_correct``: the reverse.

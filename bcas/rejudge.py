@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from bcas.results import Record, ResultStore
+from bcas.records import Record, ResultStore
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Each item yields one record: the trajectory, graded by the dataset's scoring rule,
 optionally judged by an :class:`~bcas.grading.LLMJudge`, priced under a price sheet,
-and appended to a :class:`~bcas.results.ResultStore` as soon as it is finished.  Items
+and appended to a :class:`~bcas.records.ResultStore` as soon as it is finished.  Items
 already recorded for the same ``config_id`` and dataset hash are skipped, so a killed
 run resumes with nothing lost or doubled; items whose only records are errors are
 run again.
@@ -14,10 +14,11 @@ import asyncio
 from typing import Any
 
 from bcas.agent.loop import Retriever, run_bcas
+from bcas.agent.records import record_from_trajectory
 from bcas.config import RunConfig
 from bcas.data import Dataset
 from bcas.llm.base import ChatModel
-from bcas.results import PriceSheet, Record, ResultStore, record_from_trajectory
+from bcas.records import PriceSheet, Record, ResultStore
 
 
 async def evaluate_bcas(

@@ -115,7 +115,7 @@ class Retriever(Protocol):
 
 @dataclass
 class Trajectory:
-    """Everything one run of the loop did; :func:`bcas.results.record_from_trajectory` makes its record."""
+    """Everything one run of the loop did; :func:`bcas.agent.records.record_from_trajectory` makes its record."""
 
     item: Item
     config: RunConfig

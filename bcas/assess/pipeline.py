@@ -63,6 +63,7 @@ from bcas.assess.usage import Ledger, Usage
 from bcas.config import AssessConfig, RunConfig
 from bcas.grading import score_prediction, strict_exact_match
 from bcas.llm.base import ChatModel, ModelError
+from bcas.records import Record
 
 MODE_TO_METHOD = {"PDE": "pde", "SDA": "sda", "CoT": "cot", "ATF": "atf"}
 
@@ -278,27 +279,16 @@ def _usage_fields(usage: Usage) -> dict[str, Any]:
     }
 
 
-def make_record(fields: dict[str, Any]) -> Any:
-    """A ``bcas.results.Record`` when that module offers one, else the same fields as a dict."""
-    try:
-        from bcas.results import Record
-    except ImportError:
-        return fields
-    try:
-        return Record(**fields)
-    except TypeError:
-        # Record's constructor differs from the field list above: keep the known fields,
-        # fold the rest into extra so nothing is lost.
-        import dataclasses
+def make_record(fields: dict[str, Any]) -> Record:
+    """The MADARA pipeline's record: known fields as they are, any other field folded into ``extra``."""
+    import dataclasses
 
-        if not dataclasses.is_dataclass(Record):
-            return fields
-        names = {f.name for f in dataclasses.fields(Record)}
-        known = {k: v for k, v in fields.items() if k in names}
-        rest = {k: v for k, v in fields.items() if k not in names}
-        if "extra" in names:
-            known["extra"] = {**fields.get("extra", {}), **rest}
-        return Record(**known)
+    names = {f.name for f in dataclasses.fields(Record)}
+    known = {k: v for k, v in fields.items() if k in names}
+    rest = {k: v for k, v in fields.items() if k not in names}
+    if rest:
+        known["extra"] = {**fields.get("extra", {}), **rest}
+    return Record(**known)
 
 
 async def run_madara(

@@ -1,0 +1,84 @@
+"""The record of a BCAS trajectory (BCAS §3.6-§3.7): the BCAS pipeline's record builder."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import TYPE_CHECKING, Any
+
+from bcas.grading import score_prediction
+from bcas.records import PriceSheet, Record, reprice_record
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from bcas.agent.loop import Trajectory
+    from bcas.data import Dataset
+
+
+def record_from_trajectory(
+    trajectory: Trajectory,
+    *,
+    run_id: str,
+    dataset: Dataset | None = None,
+    dataset_name: str | None = None,
+    dataset_hash: str | None = None,
+    scoring: str | None = None,
+    judge: Any = None,
+    prices: PriceSheet | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Record:
+    """The record of a BCAS trajectory, graded with the dataset's scoring rule.
+
+    ``dataset`` supplies name, hash and scoring rule (or pass them one by one).
+    ``judge``: a :class:`bcas.grading.JudgeResult` (or its dict) or ``None``.
+    ``prices``: price the agent's usage (and the judge's) under this sheet.
+    """
+    name = dataset_name if dataset_name is not None else (dataset.name if dataset is not None else None)
+    hash_ = dataset_hash if dataset_hash is not None else (dataset.hash if dataset is not None else None)
+    rule = scoring if scoring is not None else (dataset.scoring if dataset is not None else "qa")
+    if name is None or hash_ is None:
+        raise ValueError("record_from_trajectory needs dataset= or both dataset_name= and dataset_hash=")
+    item = trajectory.item
+    correct, f1 = score_prediction(trajectory.prediction, list(item.answers), rule)
+    judge_dict = judge.to_dict() if hasattr(judge, "to_dict") else judge
+    config = trajectory.config
+    details = {
+        "action_turns": trajectory.action_turns,
+        "invalid_turns": trajectory.invalid_turns,
+        "repeated_queries": trajectory.repeated_queries,
+        "forced_answer": trajectory.forced_answer,
+        "plan": trajectory.plan,
+        "budget": dataclasses.asdict(config.budget),
+    }
+    details.update(extra or {})
+    record = Record(
+        run_id=run_id,
+        config_id=config.config_id,
+        config=config.to_dict(),
+        label=config.label,
+        model=trajectory.model,
+        dataset=name,
+        dataset_hash=hash_,
+        item_id=item.id,
+        question=item.question,
+        answers=list(item.answers),
+        prediction=trajectory.prediction,
+        correct_em=bool(correct),
+        f1=float(f1),
+        judge_verdict=None if judge_dict is None else judge_dict.get("verdict"),
+        judge=judge_dict,
+        searches_used=trajectory.searches_used,
+        tokens_in=trajectory.tokens_in,
+        tokens_out=trajectory.tokens_out,
+        tokens_reasoning=trajectory.tokens_reasoning,
+        llm_calls=trajectory.llm_calls,
+        early_stop=trajectory.early_stop,
+        stop_reason=trajectory.stop_reason,
+        latency_s=round(trajectory.latency_s, 6),
+        retries=trajectory.retries,
+        error=trajectory.error,
+        steps=[s.to_dict() for s in trajectory.steps],
+        method="bcas",
+        extra=details,
+        created_at=time.time(),
+    )
+    return reprice_record(record, prices) if prices is not None else record
