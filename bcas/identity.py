@@ -38,8 +38,9 @@ PROMPT_DIRS: dict[str, tuple[str, ...]] = {
     "madara": ("assess/prompts",),
     "rsc": ("assess/prompts",),
 }
-JUDGE_PROMPTS = ("prompts/judge.txt", "prompts/judge_format_json.txt", "prompts/judge_format_text.txt",
-                 "prompts/judge_retry.txt")
+JUDGE_PROMPTS = ("grading/prompts/judge.txt", "grading/prompts/judge_format_json.txt",
+                 "grading/prompts/judge_format_text.txt",
+                 "grading/prompts/judge_retry.txt")
 _FINGERPRINT_CACHE = "fingerprints.json"
 
 
