@@ -135,8 +135,9 @@ def test_shuffle_checks_fail_without_sentence_splitting(monkeypatch):
     """Mutation check: with sentence splitting removed (whole steps permuted), both shuffle
     properties above fail."""
     import bcas.assess.rsc as rsc
+    import bcas.assess.rsc.perturb as perturb
 
-    monkeypatch.setattr(rsc, "split_sentences", lambda steps: [s.strip() for s in steps if s.strip()])
+    monkeypatch.setattr(perturb, "split_sentences", lambda steps: [s.strip() for s in steps if s.strip()])
     with pytest.raises(AssertionError):
         check_shuffle(rsc.shuffle_sentences, [["One is here.", "Two is there."], ["Three."]], 3)
     with pytest.raises(AssertionError):

@@ -1,0 +1,141 @@
+"""The RSC probe (MADARA §3, Appendix F): score calibration documents with CoT, perturb
+each chain at three levels, re-score, and build the profile."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from bcas.assess.agents import (
+    RESCORE_SCHEMA,
+    AssessDocument,
+    parse_score,
+    rescore_messages,
+    score_documents,
+    use_schema,
+)
+from bcas.assess.pipeline import gather_documents, run_nf_for_probe
+from bcas.assess.rsc.perturb import contradict_steps, random_chain, shuffle_sentences
+from bcas.assess.rsc.profile import RSCProfile, Triple, profile_from_triples
+from bcas.assess.usage import Ledger
+from bcas.config import AssessConfig, RunConfig
+from bcas.llm.base import ChatModel, ChatRequest, ModelError
+
+
+def profile_id_for(model_id: str, item_ids: Sequence[str], config: RunConfig) -> str:
+    """Stable id of a probe setup: model, calibration items, assessment config and seed."""
+    payload = json.dumps(
+        {"model": model_id, "items": list(item_ids), "assess": asdict(config.assess), "seed": config.seed},
+        sort_keys=True,
+        default=list,
+    )
+    return "rsc-" + hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+async def _rescore(
+    model: ChatModel,
+    ledger: Ledger,
+    agent: str,
+    question: str,
+    docs: list[AssessDocument],
+    index: int,
+    reasoning: str,
+    config: AssessConfig,
+) -> float | None:
+    request = ChatRequest(
+        messages=rescore_messages(agent, question, docs, index, reasoning, config),
+        max_tokens=config.rescore_max_tokens,
+        temperature=config.temperature,
+        json_schema=RESCORE_SCHEMA if use_schema(model, config) else None,
+    )
+    try:
+        result = await ledger.chat(model, request, "rescore", tag=f"{agent}:{index}")
+    except ModelError:
+        return None
+    return parse_score(result.text).score
+
+
+async def probe(model: ChatModel, items: Sequence[Any], retriever: Any, config: RunConfig | AssessConfig) -> RSCProfile:
+    """Run the RSC probe (and, with ``probe_nf``, the No-Filter EM) on calibration items.
+
+    A coroutine (model calls are async).  ``items`` are ``bcas.data.Item``s, the
+    calibration set C of Algorithm 2: pass items no evaluated case will see
+    (``bcas.data.load_calibration``, the first ``calibration_n`` items of the seeded
+    permutation; the suite's runner does); the first ``AssessConfig.calibration_n``
+    are used.  Documents come from ``AssessConfig.doc_source`` exactly as in
+    ``run_madara``, and EM_NF reads the retrieval top ``k`` with MADARA's strict EM.
+    The probe's own calls are reported in ``RSCProfile.usage``.
+    """
+    run_config = config if isinstance(config, RunConfig) else RunConfig(assess=config)
+    cfg = run_config.assess
+    items = list(items)[: cfg.calibration_n]
+    if not items:
+        raise ValueError("the RSC probe needs at least one calibration item")
+    ledger = Ledger(seed=run_config.seed)
+    seed = run_config.seed
+
+    per_item_docs = await asyncio.gather(*(gather_documents(item, retriever, cfg) for item in items))
+    assessments = await asyncio.gather(
+        *(
+            score_documents(model, item.question, docs, cfg, cot=True, ledger=ledger, agents=cfg.rsc_agents)
+            for item, docs in zip(items, per_item_docs, strict=True)
+        )
+    )
+    # chains by agent -> {(query, doc): steps}
+    chains: dict[str, dict[tuple[int, int], list[str]]] = {a: {} for a in cfg.rsc_agents}
+    normal: dict[tuple[int, int, str], float | None] = {}
+    for q, assessment in enumerate(assessments):
+        for v in assessment.verdicts:
+            normal[(q, v.doc_index, v.agent)] = v.score
+            if v.score is not None and v.reasoning_steps:
+                chains[v.agent][(q, v.doc_index)] = v.reasoning_steps
+
+    jobs: list[tuple[tuple[int, int, str], int, Any]] = []
+    for (q, d, agent), score in normal.items():
+        steps = chains[agent].get((q, d))
+        if score is None or not steps:
+            continue
+        docs = assessments[q].documents
+        question = items[q].question
+        key = (q, d, agent)
+        level_texts = {
+            1: " ".join(shuffle_sentences(steps, seed, key)),
+            2: " ".join(contradict_steps(steps)),
+        }
+        other = random_chain(chains[agent], (q, d), seed)
+        if other is not None:
+            level_texts[3] = " ".join(other[1])
+        for level, text in level_texts.items():
+            jobs.append((key, level, _rescore(model, ledger, agent, question, docs, d, text, cfg)))
+    scores = await asyncio.gather(*(job[2] for job in jobs))
+    perturbed: dict[tuple[int, int, str], list[float | None]] = {}
+    for (key, level, _), score in zip(jobs, scores, strict=True):
+        perturbed.setdefault(key, [None, None, None])[level - 1] = score
+
+    triples = [
+        Triple(q, d, agent, s, tuple(perturbed.get((q, d, agent), [None, None, None])))  # type: ignore[arg-type]
+        for (q, d, agent), s in sorted(normal.items())
+    ]
+    probe_usage = ledger.usage()
+    em_nf = None
+    if cfg.probe_nf:
+        em_nf, nf_usage = await run_nf_for_probe(model, items, per_item_docs, cfg)
+        probe_usage = probe_usage + nf_usage
+    item_ids = tuple(item.id for item in items)
+    return profile_from_triples(
+        triples,
+        model=getattr(model, "model_id", "unknown"),
+        profile_id=profile_id_for(getattr(model, "model_id", "unknown"), item_ids, run_config),
+        em_nf=em_nf,
+        agents=cfg.rsc_agents,
+        item_ids=item_ids,
+        n_bootstrap=cfg.rsc_bootstrap,
+        seed=seed,
+        rho1_threshold=cfg.rho1_threshold,
+        usage=probe_usage.to_dict(),
+        config={"tau_nf": cfg.tau_nf, "rho1_threshold": cfg.rho1_threshold, "doc_source": cfg.doc_source},
+    )
