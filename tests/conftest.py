@@ -11,7 +11,7 @@ import pytest
 
 if TYPE_CHECKING:
     from bcas.llm.embedded import EmbeddedModel
-    from bcas.llm.testing import FaultServer, LlamaCppServer
+    from bcas.testing.servers import FaultServer, LlamaCppServer
 
 
 # -- model backends (bcas.llm) ---------------------------------------------------------
@@ -38,7 +38,7 @@ def embedded_model(smollm2_gguf: Path) -> Iterator[EmbeddedModel]:
 @pytest.fixture(scope="session")
 def llama_server(smollm2_gguf: Path) -> Iterator[LlamaCppServer]:
     """A real llama_cpp.server on 127.0.0.1 serving SmolLM2 as model ``smollm2``."""
-    from bcas.llm.testing import LlamaCppServer
+    from bcas.testing.servers import LlamaCppServer
 
     server = LlamaCppServer(smollm2_gguf, alias="smollm2", n_ctx=2048)
     server.start()
@@ -48,8 +48,8 @@ def llama_server(smollm2_gguf: Path) -> Iterator[LlamaCppServer]:
 
 @pytest.fixture
 def fault_server() -> Iterator[FaultServer]:
-    """A scriptable OpenAI-compatible server on loopback (see bcas.llm.testing.Fault)."""
-    from bcas.llm.testing import FaultServer
+    """A scriptable OpenAI-compatible server on loopback (see bcas.testing.servers.Fault)."""
+    from bcas.testing.servers import FaultServer
 
     with FaultServer() as server:
         yield server

@@ -10,7 +10,7 @@ import asyncio
 import json
 
 from bcas.agent import run_bcas
-from bcas.agent.testing import FakeRetriever, ScriptedModel
+from bcas.testing.scripted import FakeRetriever, ScriptedModel
 from bcas.config import AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
 from bcas.data import Document, Item
 

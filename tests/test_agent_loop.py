@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from bcas.agent import SEARCH_TOOL, STOP_REASONS, run_bcas
 from bcas.agent.budget import turn_bound
 from bcas.agent.loop import Trajectory
-from bcas.agent.testing import BrokenRetriever, FakeRetriever, ScriptedModel
+from bcas.testing.scripted import BrokenRetriever, FakeRetriever, ScriptedModel
 from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
 from bcas.data import Document, Item
 from bcas.llm.base import ChatRequest

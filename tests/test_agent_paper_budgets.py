@@ -15,11 +15,11 @@ import pytest
 from bcas.agent import run_bcas
 from bcas.agent.budget import MAX_TURNS_SAFETY, BudgetLedger, turn_bound
 from bcas.agent.protocol import QUERY_MAX_CHARS, action_schema
-from bcas.agent.testing import ScriptedModel
+from bcas.testing.scripted import ScriptedModel
 from bcas.config import AgentConfig, Budget, ConfigError, RetrievalConfig, RunConfig
 from bcas.data import Dataset, load_dataset
 from bcas.llm.base import ChatRequest
-from bcas.llm.mock import MockModel
+from bcas.testing.mock import MockModel
 from bcas.report.grids import ABLATION, CONTEXT_SCALING, SEARCH_SCALING, SMOKE
 
 PAPER_GRIDS = (SEARCH_SCALING, CONTEXT_SCALING, ABLATION)

@@ -21,7 +21,7 @@ import bcas.report.runner  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
 from bcas.identity import answer_key, epoch_seed, gguf_fingerprint, prompt_hash, server_fingerprint
-from bcas.llm.testing import FaultServer
+from bcas.testing.servers import FaultServer
 from bcas.report.plugin import parse_model_spec
 from bcas.results import Record, RecordError, ResultStore, load_records
 
@@ -317,7 +317,7 @@ def test_the_run_seed_reaches_every_madara_call() -> None:
     from bcas.assess import run_madara
     from bcas.config import AssessConfig, RunConfig
     from bcas.data import load_dataset
-    from bcas.llm.mock import MockModel
+    from bcas.testing.mock import MockModel
 
     class Recording(MockModel):
         def __init__(self) -> None:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from bcas.agent.testing import FakeRetriever, ScriptedModel
+from bcas.testing.scripted import FakeRetriever, ScriptedModel
 from bcas.grading import JUDGE_SCHEMA, JudgeResult, LLMJudge, judge_agreement, parse_verdict
 
 

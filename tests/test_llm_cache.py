@@ -14,7 +14,7 @@ from bcas.llm import load_model
 from bcas.llm.base import ChatRequest, ChatResult
 from bcas.llm.cache import CachedModel, CacheError, GenerationCache
 from bcas.llm.openai_compat import OpenAICompatModel
-from bcas.llm.testing import FaultServer
+from bcas.testing.servers import FaultServer
 from bcas.paths import cache_dir
 
 
@@ -85,7 +85,7 @@ def test_identical_requests_in_flight_share_one_call(tmp_path: Path) -> None:
 
 def test_failures_are_not_cached(fault_server: FaultServer, tmp_path: Path) -> None:
     from bcas.llm.base import ModelError
-    from bcas.llm.testing import Fault
+    from bcas.testing.servers import Fault
 
     model = _cached_model(fault_server, tmp_path / "g.sqlite")
     fault_server.script(Fault.error(400, "bad request"))

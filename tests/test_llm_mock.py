@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from bcas.agent import run_bcas
-from bcas.agent.testing import FakeRetriever
+from bcas.testing.scripted import FakeRetriever
 from bcas.assess import run_madara
 from bcas.assess.rsc import probe
 from bcas.config import AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
@@ -20,7 +20,7 @@ from bcas.data import Dataset, Document, Item, load_dataset
 from bcas.grading import LLMJudge
 from bcas.llm import load_model
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ModelError
-from bcas.llm.mock import VARIANTS, MockModel, count_tokens
+from bcas.testing.mock import VARIANTS, MockModel, count_tokens
 from bcas.retrieval.rerank import LLMReranker
 
 PASSAGES = [

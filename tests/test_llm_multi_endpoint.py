@@ -1,6 +1,6 @@
 """Several servers of one model (bcas.llm.multi_endpoint): least-in-flight routing and fail-over.
 
-The servers are real HTTP servers on loopback (bcas.llm.testing.FaultServer) whose
+The servers are real HTTP servers on loopback (bcas.testing.servers.FaultServer) whose
 faults are scripted; the routing rule is also checked on its own with set counters.
 """
 
@@ -20,7 +20,7 @@ from bcas.llm import load_model
 from bcas.llm.base import ChatRequest, ModelError
 from bcas.llm.multi_endpoint import MultiEndpointModel, split_base_urls
 from bcas.llm.openai_compat import EndpointUnavailable, OpenAICompatModel
-from bcas.llm.testing import Fault, FaultServer, free_port
+from bcas.testing.servers import Fault, FaultServer, free_port
 
 FAST = {"backoff_base": 0.01, "backoff_max": 0.02, "timeout": 5.0, "max_retries": 1}
 

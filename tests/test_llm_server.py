@@ -14,7 +14,7 @@ from bcas.llm import load_model
 from bcas.llm.base import ChatRequest
 from bcas.llm.embedded import EmbeddedModel
 from bcas.llm.openai_compat import OpenAICompatModel
-from bcas.llm.testing import LlamaCppServer
+from bcas.testing.servers import LlamaCppServer
 
 pytestmark = pytest.mark.server
 

@@ -28,7 +28,7 @@ import pytest
 import bcas.agent  # noqa: F401
 import bcas.corpus  # noqa: F401
 import bcas.llm
-import bcas.llm.mock  # noqa: F401
+import bcas.testing.mock  # noqa: F401
 import bcas.report.gate  # noqa: F401
 import bcas.report.gate_power  # noqa: F401
 import bcas.report.html  # noqa: F401

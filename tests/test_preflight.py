@@ -26,7 +26,7 @@ import bcas.report.runner  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
 from bcas.llm.preflight import PreflightError, preflight
-from bcas.llm.testing import Fault, FaultServer, free_port
+from bcas.testing.servers import Fault, FaultServer, free_port
 from bcas.results import PriceSheet, ModelPrice, Record, reprice_record
 
 pytest_plugins = ["pytester"]

@@ -1,7 +1,7 @@
 """Proof: a grid run survives a faulty server with nothing lost, doubled or changed.
 
 The upstream is real: ``llama_cpp.server`` serving SmolLM2-135M on loopback.  In front
-of it a proxy (tests/support/fault_proxy.py) answers exactly 20% of the chat requests
+of it a proxy (bcas.testing.FaultServer.proxy) answers exactly 20% of the chat requests
 itself, on a seeded counter schedule, cycling through HTTP 500, HTTP 429 with
 ``Retry-After``, a held connection the client times out on, and a 200 whose JSON is
 not a completion; the other 80% go through byte for byte.  The same grid runs twice
@@ -21,8 +21,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support import fault_proxy
-from support.fault_proxy import FAULT_KINDS, FaultProxy
+from support import openai_client
+
+from bcas.testing.servers import FAULT_KINDS, FaultServer
 from support.proofs import by_key, first_difference, raw_records, write_project
 
 # In-process pytester runs restore sys.modules afterwards; load what a run touches first.
@@ -34,7 +35,7 @@ import bcas.report.runner  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
 from bcas import llm
-from bcas.llm.testing import LlamaCppServer
+from bcas.testing.servers import LlamaCppServer
 
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.server
@@ -92,12 +93,12 @@ def test_grid_through_a_faulty_server_matches_the_fault_free_run(
     # A read timeout about a real request's time: each held connection costs seconds,
     # and a real answer slower than it is a retry the proxy counts in ``repeats``.
     timeout = min(120.0, max(3.0, 2.0 * _upstream_latency(llama_server)))
-    monkeypatch.setitem(fault_proxy.CLIENT_OPTIONS, "timeout", timeout)
-    monkeypatch.setitem(llm.BACKENDS, "openai", "support.fault_proxy:create_openai")
+    monkeypatch.setitem(openai_client.CLIENT_OPTIONS, "timeout", timeout)
+    monkeypatch.setitem(llm.BACKENDS, "openai", "support.openai_client:create_openai")
 
     _reset_upstream(llama_server)
     started = time.perf_counter()
-    with FaultProxy(llama_server.base_url, rate=0.0) as clean_proxy:
+    with FaultServer.proxy(llama_server.base_url, rate=0.0) as clean_proxy:
         clean = _run(pytester, clean_proxy.base_url, tmp_path / "clean")
         clean.assert_outcomes(passed=len(CONFIGS))
         clean_repeats, clean_bound = clean_proxy.repeats, clean_proxy.repeat_bound(timeout)
@@ -105,7 +106,7 @@ def test_grid_through_a_faulty_server_matches_the_fault_free_run(
 
     _reset_upstream(llama_server)
     started = time.perf_counter()
-    with FaultProxy(llama_server.base_url, rate=0.2, seed=7, hold_s=timeout + 2.0, retry_after=0.2) as proxy:
+    with FaultServer.proxy(llama_server.base_url, rate=0.2, seed=7, hold_s=timeout + 2.0, retry_after=0.2) as proxy:
         faulty = _run(pytester, proxy.base_url, tmp_path / "faulty")
         faulty.assert_outcomes(passed=len(CONFIGS))
         arrivals, faults, repeats = proxy.requests, dict(proxy.faults), proxy.repeats
@@ -116,7 +117,7 @@ def test_grid_through_a_faulty_server_matches_the_fault_free_run(
     assert set(faults) == set(FAULT_KINDS), faults
     full_blocks = arrivals // 10
     assert full_blocks >= 2, f"only {arrivals} requests reached the proxy"
-    in_full = sum(1 for number, kind in proxy.log if number < 10 * full_blocks and kind != "forward")
+    in_full = sum(1 for number, kind in proxy.schedule.log if number < 10 * full_blocks and kind != "forward")
     assert in_full == 2 * full_blocks
 
     clean_records = raw_records(tmp_path / "clean")
@@ -137,7 +138,7 @@ def test_grid_through_a_faulty_server_matches_the_fault_free_run(
     # already had) costs one more, in either run.  Repeats are counted apart from
     # faults and bounded: a retry of a forwarded request needs a full client timeout
     # spent waiting on it, so an answer the upstream gave in d seconds explains at most
-    # floor(d / timeout) repeats (FaultProxy.repeat_bound, from the measured upstream
+    # floor(d / timeout) repeats (FaultServer.repeat_bound, from the measured upstream
     # times).  A client that retried answers it had in time (or retried for any other
     # reason) would exceed it, and ``retries = faults + repeats`` alone would not see it.
     faulty_retries = sum(r["retries"] for r in faulty_records)

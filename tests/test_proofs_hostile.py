@@ -30,7 +30,7 @@ import bcas.report.records  # noqa: F401
 import bcas.report.runner  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
-from bcas.llm.testing import Fault, FaultServer
+from bcas.testing.servers import Fault, FaultServer
 
 pytest_plugins = ["pytester"]
 

@@ -45,7 +45,7 @@ import pytest
 # In-process pytester runs restore sys.modules afterwards; load what a run touches first.
 import bcas.agent  # noqa: F401
 import bcas.corpus  # noqa: F401
-import bcas.llm.mock  # noqa: F401
+import bcas.testing.mock  # noqa: F401
 import bcas.report.gate  # noqa: F401
 import bcas.report.gate_power  # noqa: F401
 import bcas.report.html  # noqa: F401

@@ -17,7 +17,7 @@ BACKENDS: dict[str, str] = {
     "embedded": "bcas.llm.embedded:create",
     "openai": "bcas.llm.multi_endpoint:create",  # one server, or several for one model
     "vllm": "bcas.llm.vllm_engine:create",
-    "mock": "bcas.llm.mock:create",
+    "mock": "bcas.testing.mock:create",
 }
 
 

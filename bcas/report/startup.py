@@ -90,7 +90,7 @@ def check_model(option: str, raw: str | None, backend: str, model: str | None) -
             if fh.read(4) != b"GGUF":
                 raise usage(option, f"{given}: {path} is not a GGUF file (it does not start with 'GGUF')")
     elif backend == "mock":
-        from bcas.llm.mock import VARIANTS
+        from bcas.testing.mock import VARIANTS
 
         if model is not None and model not in VARIANTS:
             accepted = ", ".join(f"mock:{v}" for v in VARIANTS)

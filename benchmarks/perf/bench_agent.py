@@ -18,7 +18,7 @@ import statistics
 import time
 
 from bcas.agent import run_bcas
-from bcas.agent.testing import FakeRetriever
+from bcas.testing.scripted import FakeRetriever
 from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
 from bcas.data import Document, Item
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult

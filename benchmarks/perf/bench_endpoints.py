@@ -25,7 +25,7 @@ import time
 from bcas.llm.base import ChatModel, ChatRequest
 from bcas.llm.multi_endpoint import MultiEndpointModel
 from bcas.llm.openai_compat import OpenAICompatModel
-from bcas.llm.testing import FaultServer, free_port
+from bcas.testing.servers import FaultServer, free_port
 
 LATENCY_S = 0.2
 TARGET = 1.8

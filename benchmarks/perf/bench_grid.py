@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from support.canned import canned_reply  # noqa: E402
 
-from bcas.llm.testing import FaultServer  # noqa: E402
+from bcas.testing.servers import FaultServer  # noqa: E402
 
 TARGET = 1.25
 CONFTEST = """

@@ -20,7 +20,7 @@ import time
 
 from bcas.llm.base import ChatRequest
 from bcas.llm.openai_compat import OpenAICompatModel
-from bcas.llm.testing import FaultServer
+from bcas.testing.servers import FaultServer
 
 LATENCY_S = 0.2
 REQUESTS = 64

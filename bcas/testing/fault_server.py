@@ -1,11 +1,15 @@
-"""Servers on loopback for tests and benchmarks of the model backends.
+"""``FaultServer``: an OpenAI-compatible server on loopback for tests and benchmarks.
 
-* ``FaultServer``: a small OpenAI-chat-completions server (threaded ``http.server``)
-  whose answers can be scripted request by request: HTTP errors (500, 429 with
-  ``Retry-After``), slow answers, truncated or malformed JSON bodies, dropped
-  connections, a fixed latency for every answer.  It counts and records requests.
-* ``LlamaCppServer``: a real ``llama_cpp.server`` subprocess serving a local
-  GGUF on a free loopback port, ready-checked through ``GET /v1/models``.
+Standalone, it is a small chat-completions server (threaded ``http.server``) whose
+answers can be scripted request by request: HTTP errors (500, 429 with
+``Retry-After``), slow answers, truncated or malformed JSON bodies, dropped
+connections, a fixed latency for every answer.  It counts and records requests.
+
+With ``upstream=URL`` (:meth:`FaultServer.proxy`) it forwards to a real server instead
+and injects faults on a seeded schedule (:class:`bcas.testing.proxy.FaultSchedule`):
+exactly ``rate`` of the chat requests in every block are answered by the proxy itself
+with a 500, a 429 with ``Retry-After``, a held connection (client timeout) or a
+malformed body, the kinds cycling; the others reach the upstream byte for byte.
 
 Nothing here reaches beyond 127.0.0.1.
 """
@@ -14,20 +18,15 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import socket
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
-import httpx
+from bcas.testing.proxy import FAULT_KINDS, FaultSchedule, Upstream
 
 
 def free_port() -> int:
@@ -132,7 +131,17 @@ class FaultServer:
         *,
         strict_models: bool = False,
         api_key: str | None = None,
+        upstream: str | None = None,
+        schedule: FaultSchedule | None = None,
+        hold_s: float = 3.0,
+        retry_after: float = 0.1,
     ) -> None:
+        # Proxy mode (upstream): forward to a real server, faults from ``schedule``
+        # (bcas.testing.proxy); ``hold_s`` and ``retry_after`` shape its timeout and 429.
+        self.upstream = Upstream(upstream) if upstream else None
+        self.schedule = schedule if schedule is not None else (FaultSchedule(rate=0.0) if upstream else None)
+        self.hold_s = hold_s
+        self.retry_after = retry_after
         self.latency = latency
         self.reply = reply
         self.model = model
@@ -148,6 +157,27 @@ class FaultServer:
         self.max_in_flight = 0
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+
+    @classmethod
+    def proxy(cls, upstream: str, *, rate: float = 0.2, seed: int = 0, block: int = 10,
+              kinds: tuple[str, ...] = FAULT_KINDS, hold_s: float = 3.0, retry_after: float = 0.1) -> FaultServer:
+        """A fault-injecting proxy in front of ``upstream`` (see :mod:`bcas.testing.proxy`)."""
+        return cls(upstream=upstream, schedule=FaultSchedule(rate, seed, block, kinds), hold_s=hold_s,
+                   retry_after=retry_after)
+
+    @property
+    def faults(self) -> dict[str, int]:
+        """Proxy mode: faults injected so far, by kind."""
+        return dict(self.schedule.faults) if self.schedule is not None else {}
+
+    @property
+    def repeats(self) -> int:
+        """Proxy mode: chat requests already forwarded and asked again (a client retry after real slowness)."""
+        return self.upstream.repeats if self.upstream is not None else 0
+
+    def repeat_bound(self, client_timeout: float) -> int:
+        """Proxy mode: the most repeats the upstream's measured times can explain."""
+        return self.upstream.repeat_bound(client_timeout) if self.upstream is not None else 0
 
     # -- scripting -------------------------------------------------------------------
 
@@ -218,6 +248,8 @@ class FaultServer:
             self._server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self.upstream is not None:
+            self.upstream.close()
         self._server = None
         self._thread = None
 
@@ -295,7 +327,36 @@ def _make_handler(owner: FaultServer) -> type[BaseHTTPRequestHandler]:
             self._send(401, json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode())
             return True
 
+        def _relay(self, method: str, body: bytes) -> None:
+            assert owner.upstream is not None
+            self._send(*owner.upstream.forward(method, self.path, body, dict(self.headers.items())))
+
+        def _proxy_chat(self, raw: bytes, body: Any) -> None:
+            assert owner.upstream is not None and owner.schedule is not None
+            kind = owner.schedule.decide()
+            owner._record(RecordedRequest(self.path, body, dict(self.headers.items()), kind, time.time()))
+            if kind == "forward":
+                self._send(*owner.upstream.forward_once(self.path, raw, dict(self.headers.items())))
+            elif kind == "500":
+                error = {"error": {"message": "injected server error", "type": "injected", "code": 500}}
+                self._send(500, json.dumps(error).encode())
+            elif kind == "429":
+                error = {"error": {"message": "injected rate limit", "type": "injected", "code": 429}}
+                self._send(429, json.dumps(error).encode(), (("Retry-After", f"{owner.retry_after:g}"),))
+            elif kind == "timeout":
+                time.sleep(owner.hold_s)
+                self.close_connection = True
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            else:  # malformed: valid JSON, not a chat completion
+                self._send(200, json.dumps({"object": "chat.completion", "choices": [], "oops": True}).encode())
+
         def do_GET(self) -> None:  # noqa: N802 - http.server naming
+            if owner.upstream is not None:
+                self._relay("GET", b"")
+                return
             if self._unauthorised():
                 return
             if self.path.rstrip("/").endswith("/models"):
@@ -311,6 +372,12 @@ def _make_handler(owner: FaultServer) -> type[BaseHTTPRequestHandler]:
                 body = json.loads(raw) if raw else {}
             except json.JSONDecodeError:
                 body = None
+            if owner.upstream is not None:
+                if self.path.rstrip("/").endswith("/chat/completions"):
+                    self._proxy_chat(raw, body)
+                else:
+                    self._relay("POST", raw)
+                return
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}).encode())
                 return
@@ -362,151 +429,3 @@ def _make_handler(owner: FaultServer) -> type[BaseHTTPRequestHandler]:
                 self._send(200, completion)
 
     return Handler
-
-
-# -- real llama.cpp server ----------------------------------------------------------
-
-
-def _child_env() -> dict[str, str]:
-    """This environment, with bcas importable even when it is not installed."""
-    env = dict(os.environ)
-    source_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (source_root, env.get("PYTHONPATH", "")) if p)
-    return env
-
-
-class ServerStartError(RuntimeError):
-    """The llama.cpp server did not come up; the message carries its log tail."""
-
-
-class LlamaCppServer:
-    """``llama_cpp.server`` on 127.0.0.1 serving one GGUF, in a subprocess.
-
-    ``launcher`` is the module run with ``python -m``: by default
-    ``bcas.llm.llama_server``, which is ``llama_cpp.server`` with llama.cpp's extra CPU
-    weight buffers off (they crash on AMX CPUs); ``"llama_cpp.server"`` runs it as is.
-
-    The model is served under ``alias`` (the name clients send as ``model``).  Output
-    goes to a log file (``log_path``) whose tail is shown when start-up fails.
-    """
-
-    def __init__(
-        self,
-        model_path: str | os.PathLike[str] | None = None,
-        *,
-        alias: str = "smollm2",
-        n_ctx: int = 2048,
-        n_threads: int | None = None,
-        ready_timeout: float = 180.0,
-        extra_args: Iterable[str] = (),
-        launcher: str = "bcas.llm.llama_server",
-    ) -> None:
-        if model_path is None:
-            from bcas.llm.embedded import default_gguf_path
-
-            model_path = default_gguf_path()
-        self.model_path = Path(model_path)
-        self.alias = alias
-        self.n_ctx = n_ctx
-        self.n_threads = n_threads
-        self.ready_timeout = ready_timeout
-        self.extra_args = list(extra_args)
-        self.launcher = launcher
-        self.port: int | None = None
-        self.process: subprocess.Popen[bytes] | None = None
-        self._log_file: Any = None
-        self.log_path: Path | None = None
-
-    @property
-    def base_url(self) -> str:
-        if self.port is None:
-            raise RuntimeError("LlamaCppServer is not running")
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def command(self, port: int) -> list[str]:
-        cmd = [
-            sys.executable, "-m", self.launcher,
-            "--model", str(self.model_path),
-            "--model_alias", self.alias,
-            "--host", "127.0.0.1",
-            "--port", str(port),
-            "--n_ctx", str(self.n_ctx),
-            "--interrupt_requests", "false",
-        ]  # fmt: skip
-        if self.n_threads is not None:
-            cmd += ["--n_threads", str(self.n_threads)]
-        return cmd + self.extra_args
-
-    def start(self) -> LlamaCppServer:
-        if not self.model_path.is_file():
-            raise ServerStartError(f"GGUF model not found: {self.model_path}")
-        last_error = ""
-        for _ in range(3):  # the free port may be taken between probing and binding
-            self.port = free_port()
-            handle, name = tempfile.mkstemp(prefix="bcas-llama-server-", suffix=".log")
-            os.close(handle)
-            self.log_path = Path(name)
-            self._log_file = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-            self.process = subprocess.Popen(
-                self.command(self.port),
-                stdout=self._log_file,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=_child_env(),
-            )
-            try:
-                self._wait_ready()
-                return self
-            except ServerStartError as exc:
-                last_error = str(exc)
-                self.stop()
-                if "address already in use" not in last_error.lower():
-                    break
-        raise ServerStartError(last_error)
-
-    def _log_tail(self, chars: int = 3000) -> str:
-        if self.log_path is None or not self.log_path.exists():
-            return ""
-        return self.log_path.read_text(errors="replace")[-chars:]
-
-    def _wait_ready(self) -> None:
-        assert self.process is not None
-        deadline = time.monotonic() + self.ready_timeout
-        url = f"{self.base_url}/models"
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise ServerStartError(
-                    f"llama_cpp.server exited with code {self.process.returncode} before becoming ready "
-                    f"(is the 'server' extra installed? pip install 'bcas[server]'); log tail:\n{self._log_tail()}"
-                )
-            try:
-                response = httpx.get(url, timeout=2.0)
-                if response.status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.25)
-        raise ServerStartError(
-            f"llama_cpp.server did not answer GET {url} within {self.ready_timeout:.0f} s; log tail:\n{self._log_tail()}"
-        )
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=15)
-        self.process = None
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
-        if self.log_path is not None:
-            self.log_path.unlink(missing_ok=True)
-
-    def __enter__(self) -> LlamaCppServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

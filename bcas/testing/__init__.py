@@ -1,0 +1,15 @@
+"""Test doubles and test servers, for bcas's own tests and for users' harness checks.
+
+* :mod:`bcas.testing.mock` -- the registered ``mock`` backend (``mock:gold``,
+  ``mock:verbose``, ``mock:random``): instant, deterministic answers to every kind of
+  request the suite makes, valid under the request's JSON schema, labelled as a mock.
+* :mod:`bcas.testing.scripted` -- a scripted chat model and fake retrievers for
+  control-flow tests of the agent loop.
+* :mod:`bcas.testing.servers` -- ``FaultServer`` (a scriptable OpenAI-compatible server
+  on loopback that can also forward to an upstream server, injecting faults on a seeded
+  schedule) and ``LlamaCppServer`` (a real llama.cpp server process).
+* :mod:`bcas.testing.project` -- one builder of small pytest projects for plugin tests.
+
+A double never stands in for a capability: every backend, retriever and treatment is
+also exercised for real in the test suite.
+"""
