@@ -1,29 +1,51 @@
 """Model backends behind one contract (``ChatModel``), chosen by name.
 
-Backends register a factory by dotted path, so choosing ``embedded`` never imports
-vllm and choosing ``vllm`` never imports llama_cpp.  ``load_model`` is the one entry
-point; it wraps the model in the generation cache unless ``cache=False``.
+Backends live in one :class:`~bcas.registry.Registry`, each a lazily imported factory
+(choosing ``embedded`` never imports vllm, choosing ``vllm`` never imports llama_cpp)
+plus what the harness needs to know about it, declared by the backend itself:
+
+* ``label``: the model label when no model is named (``embedded``: ``smollm2-135m``);
+* ``label_prefix``: put before a named model's label (``mock``: ``mock-``);
+* ``concurrency``: default items in flight (1 for one in-process model whose turns reuse
+  llama.cpp's cached prompt prefix; 8 for servers and engines that batch);
+* ``needs_base_url``: the model is served (``--bcas-base-url``), preflighted and fingerprinted
+  by what the server reports;
+* ``identity``: how the model is fingerprinted (``gguf``, ``checkpoint``, ``served``,
+  ``mock``; otherwise the model object's ``fingerprint()`` or ``<backend>:<model>``);
+* ``one_per_process``: one in-process engine per process (xdist workers would compete
+  for the device).
+
+``register_backend("name", "package.module:create", **meta)`` adds one (from a
+``conftest.py``, a ``-p`` plugin or a package's ``bcas.plugins`` entry point).
+``load_model`` is the one entry point; it wraps the model in the generation cache unless
+``cache=False`` or the model is not cacheable.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ModelError
+from bcas.registry import Registry, RegistryError
 
-# name -> "module:factory"; the module is imported only when the backend is chosen.
-BACKENDS: dict[str, str] = {
-    "embedded": "bcas.llm.embedded:create",
-    "openai": "bcas.llm.multi_endpoint:create",  # one server, or several for one model
-    "vllm": "bcas.llm.vllm_engine:create",
-    "mock": "bcas.testing.mock:create",
-}
+BACKENDS: Registry[Any] = Registry("backend")
+BACKENDS.register("embedded", "bcas.llm.embedded:create", label="smollm2-135m", concurrency=1, identity="gguf")
+BACKENDS.register("openai", "bcas.llm.multi_endpoint:create", concurrency=8, needs_base_url=True,
+                  identity="served")  # one server, or several for one model
+BACKENDS.register("vllm", "bcas.llm.vllm_engine:create", concurrency=8, identity="checkpoint",
+                  one_per_process=True)
+BACKENDS.register("mock", "bcas.testing.mock:create", label="mock-gold", label_prefix="mock-", concurrency=8,
+                  identity="mock")
 
 
-def register_backend(name: str, target: str) -> None:
-    """Register a backend factory given as ``"package.module:function"``."""
-    BACKENDS[name] = target
+def register_backend(name: str, target: Any, **meta: Any) -> None:
+    """Register a backend factory (``"package.module:function"`` or a callable) with its metadata."""
+    BACKENDS.register(name, target, **meta)
+
+
+def backend_meta(name: str, key: str, default: Any = None) -> Any:
+    """One declared property of a backend (see the module docstring)."""
+    return BACKENDS.meta(name, key, default)
 
 
 def load_model(backend: str = "embedded", model: str | None = None, *, cache: Any = True, **options: Any) -> ChatModel:
@@ -34,11 +56,9 @@ def load_model(backend: str = "embedded", model: str | None = None, *, cache: An
     class sets ``cacheable = False`` (the ``mock`` backend) is never wrapped.
     """
     try:
-        target = BACKENDS[backend]
-    except KeyError:
-        raise ModelError(f"unknown backend {backend!r}; registered: {sorted(BACKENDS)}") from None
-    module_name, func_name = target.split(":")
-    factory = getattr(importlib.import_module(module_name), func_name)
+        factory = BACKENDS.get(backend)
+    except RegistryError as exc:
+        raise ModelError(str(exc)) from None
     chat_model = factory(model, **options)
     if cache is False or cache is None or not getattr(chat_model, "cacheable", True):
         return chat_model
@@ -48,4 +68,13 @@ def load_model(backend: str = "embedded", model: str | None = None, *, cache: An
     return CachedModel(chat_model, store)
 
 
-__all__ = ["BACKENDS", "ChatModel", "ChatRequest", "ChatResult", "ModelError", "load_model", "register_backend"]
+__all__ = [
+    "BACKENDS",
+    "ChatModel",
+    "ChatRequest",
+    "ChatResult",
+    "ModelError",
+    "backend_meta",
+    "load_model",
+    "register_backend",
+]

@@ -4,7 +4,8 @@
 its file, a checkpoint from its folder, a served model is asked for what it is (the
 preflight's ``/models`` list and one 1-token answer give the id the server reports and
 its ``system_fingerprint``).  A backend registered by a user may give its models a
-``fingerprint()`` method; otherwise ``<backend>:<model>`` is used.
+``fingerprint()`` method; otherwise ``<backend>:<model>`` is used.  Which rule applies is
+the backend's declared ``identity`` (:mod:`bcas.llm`), never its name.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from bcas.identity import gguf_fingerprint, hf_fingerprint, server_fingerprint
+from bcas.llm import backend_meta
 
 
 def model_fingerprint(
@@ -29,13 +31,14 @@ def model_fingerprint(
     the requested name marked ``?unverified``.  ``loaded``: the model object, consulted
     for a ``fingerprint()`` method when the backend is not one of bcas's own.
     """
-    if backend == "embedded":
+    identity = backend_meta(backend, "identity") if backend else None
+    if identity == "gguf":
         if model is None:
             from bcas.llm.embedded import default_gguf_path
 
             return gguf_fingerprint(default_gguf_path())
         return gguf_fingerprint(model)
-    if backend == "vllm":
+    if identity == "checkpoint":
         if model is None:
             import os
 
@@ -43,9 +46,9 @@ def model_fingerprint(
 
             return hf_fingerprint(str(os.environ.get("BCAS_VLLM_CHECKPOINT") or default_output_dir()))
         return hf_fingerprint(model)
-    if backend == "mock":
+    if identity == "mock":
         return f"mock:{model or 'gold'}"
-    if backend == "openai":
+    if identity == "served":
         if not model:
             raise ValueError("a served model needs a name")
         if not verify or not base_url:

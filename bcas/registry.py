@@ -1,0 +1,155 @@
+"""One small registry for every extension point: name -> factory, imported lazily.
+
+bcas keeps one :class:`Registry` per kind of extension -- model backends, dataset
+formats, retrieval modes, MADARA treatments, run kinds, metrics and grids.  An entry is
+an object or a ``"package.module:attribute"`` string imported on first use (so choosing
+the ``embedded`` backend never imports vllm), plus free-form metadata the harness reads
+instead of testing names (a backend's default concurrency, its label, whether it needs a
+base URL).  Asking for a name that is not there raises :class:`RegistryError` listing
+what is.
+
+Extensions register in one line, from anywhere that runs before they are used:
+
+* a ``conftest.py`` beside the user's tests, or a module given to pytest with ``-p``;
+* a third-party package, through the entry-point group ``bcas.plugins``: each entry
+  point names a module (imported) or a callable (called with no arguments), loaded
+  once, the first time any registry is asked for a name it does not hold or listed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+ENTRY_POINT_GROUP = "bcas.plugins"
+_plugins_loaded = False
+
+
+class RegistryError(LookupError):
+    """An unknown name (the message lists the registered ones) or a clash."""
+
+    def __str__(self) -> str:  # LookupError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+def load_plugins() -> list[str]:
+    """Import the ``bcas.plugins`` entry points once; returns their names."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return []
+    _plugins_loaded = True
+    from importlib.metadata import entry_points
+
+    loaded = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        obj = ep.load()
+        if callable(obj) and not isinstance(obj, type):
+            obj()
+        loaded.append(ep.name)
+    return loaded
+
+
+@dataclass
+class _Entry(Generic[T]):
+    target: T | str
+    meta: dict[str, Any] = field(default_factory=dict)
+    resolved: bool = False
+
+
+class Registry(Generic[T]):
+    """Named extensions of one kind (``kind`` names it in error messages)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._entries: dict[str, _Entry[T]] = {}
+
+    # -- registering -------------------------------------------------------------------
+    def register(self, name: str, target: T | str | None = None, *, replace: bool = True,
+                 **meta: Any) -> Any:
+        """Register ``target`` (an object or ``"module:attr"``) as ``name``, with metadata.
+
+        Without ``target`` it is a decorator: ``@registry.register("name")``.  ``replace``
+        (default) lets a later registration win, as a user's conftest overriding a
+        built-in should; ``replace=False`` refuses a taken name.
+        """
+        if target is None:
+            def decorate(obj: T) -> T:
+                self.register(name, obj, replace=replace, **meta)
+                return obj
+
+            return decorate
+        if not name or not isinstance(name, str):
+            raise RegistryError(f"a {self.kind} needs a non-empty name, got {name!r}")
+        if not replace and name in self._entries:
+            raise RegistryError(f"{self.kind} {name!r} is already registered")
+        lazy = isinstance(target, str) and ":" in target
+        self._entries[name] = _Entry(target, dict(meta), resolved=not lazy)
+        return target
+
+    def unregister(self, name: str) -> None:
+        self._entries.pop(name, None)
+
+    # Mapping-style access to the raw target (``monkeypatch.setitem`` swaps a target and
+    # restores it; the entry's metadata stays).
+    def __getitem__(self, name: str) -> T | str:
+        return self._entry(name).target
+
+    def __setitem__(self, name: str, target: T | str) -> None:
+        meta = self._entries[name].meta if name in self._entries else {}
+        self.register(name, target, **meta)
+
+    def __delitem__(self, name: str) -> None:
+        del self._entries[name]
+
+    # -- reading -----------------------------------------------------------------------
+    def _entry(self, name: str) -> _Entry[T]:
+        entry = self._entries.get(name)
+        if entry is None and load_plugins():
+            entry = self._entries.get(name)
+        if entry is None:
+            raise RegistryError(f"unknown {self.kind} {name!r}; registered: {', '.join(self.names()) or '(none)'}")
+        return entry
+
+    def get(self, name: str) -> T:
+        """The registered object (a lazy ``"module:attr"`` is imported now, once)."""
+        entry = self._entry(name)
+        if not entry.resolved:
+            module_name, _, attr = str(entry.target).partition(":")
+            try:
+                obj = getattr(importlib.import_module(module_name), attr)
+            except (ImportError, AttributeError) as exc:
+                raise RegistryError(f"{self.kind} {name!r}: cannot load {entry.target}: {exc}") from exc
+            entry.target, entry.resolved = obj, True
+        return entry.target  # type: ignore[return-value]
+
+    def meta(self, name: str, key: str | None = None, default: Any = None) -> Any:
+        """An entry's metadata (all of it, or one ``key`` with ``default``)."""
+        data = self._entry(name).meta
+        return dict(data) if key is None else data.get(key, default)
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        if isinstance(name, str) and name not in self._entries:
+            load_plugins()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def describe(self) -> str:
+        """One line listing the names (for ``pytest --help``)."""
+        return f"{self.kind}s: {', '.join(self.names())}"
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}, {self.names()})"
+
+
+__all__ = ["ENTRY_POINT_GROUP", "Registry", "RegistryError", "load_plugins"]
