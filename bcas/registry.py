@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 T = TypeVar("T")
 ENTRY_POINT_GROUP = "bcas.plugins"
 _plugins_loaded = False
+_MISSING = object()
 
 
 class RegistryError(LookupError):
@@ -113,8 +114,13 @@ class Registry(Generic[T]):
             raise RegistryError(f"unknown {self.kind} {name!r}; registered: {', '.join(self.names()) or '(none)'}")
         return entry
 
-    def get(self, name: str) -> T:
-        """The registered object (a lazy ``"module:attr"`` is imported now, once)."""
+    def get(self, name: str, default: Any = _MISSING) -> T:
+        """The registered object (a lazy ``"module:attr"`` is imported now, once).
+
+        ``default``: returned for an unknown name instead of raising (as ``dict.get``).
+        """
+        if default is not _MISSING and name not in self:
+            return default  # type: ignore[no-any-return]
         entry = self._entry(name)
         if not entry.resolved:
             module_name, _, attr = str(entry.target).partition(":")
