@@ -13,9 +13,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from bcas.registry import agent_tool_methods, assess_methods
+
 RETRIEVAL_MODES = ("bm25", "dense", "hybrid", "hybrid_rerank")
 ACTION_FORMATS = ("json", "text")
-AGENT_ASSESS = ("none", "sda", "atf", "pde")
 
 
 class ConfigError(ValueError):
@@ -137,15 +138,14 @@ class AgentConfig:
     def __post_init__(self) -> None:
         if self.action_format not in ACTION_FORMATS:
             raise ConfigError(f"action_format must be one of {ACTION_FORMATS}")
-        if self.assess not in AGENT_ASSESS:
-            raise ConfigError(f"agent assess must be one of {AGENT_ASSESS}")
+        if self.assess not in agent_tool_methods():
+            raise ConfigError(f"agent assess must be one of {agent_tool_methods()}, got {self.assess!r}")
         if self.reflect_every <= 0 or self.max_invalid_turns <= 0:
             raise ConfigError("reflect_every and max_invalid_turns must be > 0")
         if self.max_turns is not None and self.max_turns <= 0:
             raise ConfigError(f"max_turns must be > 0 or None (derived from the budgets), got {self.max_turns}")
 
 
-ASSESS_METHODS = ("nf", "3-agent", "cot", "sda", "sda-cot", "atf", "pde", "pde-unif", "pde-random", "rrf", "madara")
 ASSESS_TASKS = ("factoid", "multi-hop", "fact-verification", "yes-no-conflict")
 ASSESS_AGENTS = ("relevance", "consistency", "conflict")
 
@@ -154,7 +154,7 @@ ASSESS_AGENTS = ("relevance", "consistency", "conflict")
 class AssessConfig:
     """MADARA treatment and its parameters (MADARA §4, Algorithms 1-2).
 
-    ``method``: one of ``ASSESS_METHODS``; ``madara`` is the routed pipeline
+    ``method``: a registered treatment (``bcas.registry.TREATMENTS``) or ``madara``; ``madara`` is the routed pipeline
     (Algorithm 2), which needs a routing decision or RSC profile at run time.
     ``max_tokens`` caps a CoT assessment call (five steps + score),
     ``score_max_tokens`` a base assessment call, ``rescore_max_tokens`` an RSC
@@ -199,8 +199,8 @@ class AssessConfig:
         if self.k <= 0 or self.n_docs <= 0:
             raise ConfigError("k and n_docs must be > 0")
         method = self.method.lower().replace("_", "-")
-        if method not in ASSESS_METHODS:
-            raise ConfigError(f"assess method must be one of {ASSESS_METHODS}, got {self.method!r}")
+        if method not in assess_methods():
+            raise ConfigError(f"assess method must be one of {assess_methods()}, got {self.method!r}")
         object.__setattr__(self, "method", method)
         if self.task is not None and self.task not in ASSESS_TASKS:
             raise ConfigError(f"assess task must be None or one of {ASSESS_TASKS}, got {self.task!r}")

@@ -158,4 +158,60 @@ class Registry(Generic[T]):
         return f"Registry({self.kind!r}, {self.names()})"
 
 
-__all__ = ["ENTRY_POINT_GROUP", "Registry", "RegistryError", "load_plugins"]
+# -- the registries ---------------------------------------------------------------------
+#
+# Declared here, at the bottom of the layers, so configuration can be validated against
+# them without importing the packages that implement the entries (a lazy target is a
+# string, not an import).  Built-in entries name their implementation; an extension
+# registers its object directly.
+
+TREATMENTS: Registry[Any] = Registry("treatment")
+"""MADARA treatments (MADARA §4-§5): ``async (TreatmentContext) -> TreatmentOutcome``.
+
+Metadata: ``routed_mode`` -- the router's name for it when Algorithm 2 can choose it;
+``agent_tool`` -- it can post-process the BCAS ``search_database`` tool's hits.
+"""
+for _name, _fn, _meta in (
+    ("nf", "_nf", {}),
+    ("3-agent", "_three_agent", {}),
+    ("cot", "_cot", {"routed_mode": "CoT"}),
+    ("sda", "_sda", {"routed_mode": "SDA", "agent_tool": True}),
+    ("sda-cot", "_sda_cot", {}),
+    ("rrf", "_rrf", {}),
+    ("atf", "_atf", {"routed_mode": "ATF", "agent_tool": True}),
+    ("pde", "_pde", {"routed_mode": "PDE", "agent_tool": True}),
+    ("pde-unif", "_pde_unif", {}),
+    ("pde-random", "_pde_random", {}),
+):
+    TREATMENTS.register(_name, f"bcas.assess.pipeline:{_fn}", **_meta)
+
+ROUTED_METHOD = "madara"
+"""The assessment method that is no treatment but routes to one (MADARA Algorithm 2)."""
+
+
+def assess_methods() -> tuple[str, ...]:
+    """Every ``AssessConfig.method``: the registered treatments and the routed pipeline."""
+    return (*TREATMENTS.names(), ROUTED_METHOD)
+
+
+def agent_tool_methods() -> tuple[str, ...]:
+    """Every ``AgentConfig.assess``: ``none`` and the treatments usable in the search tool."""
+    return ("none", *(n for n in TREATMENTS.names() if TREATMENTS.meta(n, "agent_tool")))
+
+
+def routed_modes() -> dict[str, str]:
+    """Router mode -> treatment name, for the treatments Algorithm 2 can choose."""
+    return {TREATMENTS.meta(n, "routed_mode"): n for n in TREATMENTS.names() if TREATMENTS.meta(n, "routed_mode")}
+
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "ROUTED_METHOD",
+    "TREATMENTS",
+    "Registry",
+    "RegistryError",
+    "agent_tool_methods",
+    "assess_methods",
+    "load_plugins",
+    "routed_modes",
+]

@@ -64,8 +64,7 @@ from bcas.config import AssessConfig, RunConfig
 from bcas.grading import score_prediction, strict_exact_match
 from bcas.llm.base import ChatModel, ModelError
 from bcas.records import Record
-
-MODE_TO_METHOD = {"PDE": "pde", "SDA": "sda", "CoT": "cot", "ATF": "atf"}
+from bcas.registry import TREATMENTS, agent_tool_methods, routed_modes
 
 
 class AssessError(RuntimeError):
@@ -117,14 +116,19 @@ class TreatmentOutcome:
 
 
 Treatment = Callable[[TreatmentContext], Awaitable[TreatmentOutcome]]
-TREATMENTS: dict[str, Treatment] = {}
 
 
-def treatment(name: str) -> Callable[[Treatment], Treatment]:
-    """Register a treatment coroutine under ``name`` (an ``AssessConfig.method`` value)."""
+def treatment(name: str, **meta: Any) -> Callable[[Treatment], Treatment]:
+    """Register a treatment coroutine under ``name`` (then a valid ``AssessConfig.method``).
+
+    One registration, from a ``conftest.py``, a ``-p`` plugin or a ``bcas.plugins`` entry
+    point: ``@treatment("mine")``.  ``meta``: ``routed_mode`` (Algorithm 2 may choose it)
+    and ``agent_tool`` (it can post-process the BCAS search tool's hits) -- see
+    :data:`bcas.registry.TREATMENTS`.  The built-in treatments below are registered there.
+    """
 
     def register(fn: Treatment) -> Treatment:
-        TREATMENTS[name] = fn
+        TREATMENTS.register(name, fn, **meta)
         return fn
 
     return register
@@ -139,7 +143,6 @@ async def _assess(ctx: TreatmentContext, cot: bool = False) -> Assessment:
     return await score_documents(ctx.model, ctx.question, ctx.documents, ctx.config, cot=cot, ledger=ctx.ledger)
 
 
-@treatment("nf")
 async def _nf(ctx: TreatmentContext) -> TreatmentOutcome:
     # MADARA §5.3 (1) "standard RAG": the retriever's top k, unassessed (§5.5).
     selected = list(range(min(ctx.config.k, len(ctx.documents))))
@@ -168,33 +171,27 @@ async def _scored_topk(ctx: TreatmentContext, cot: bool, select: str) -> Treatme
     return TreatmentOutcome(answer, raw, selected, assessment, ws)
 
 
-@treatment("3-agent")
 async def _three_agent(ctx: TreatmentContext) -> TreatmentOutcome:
     return await _scored_topk(ctx, cot=False, select="weighted")
 
 
-@treatment("cot")
 async def _cot(ctx: TreatmentContext) -> TreatmentOutcome:
     return await _scored_topk(ctx, cot=True, select="weighted")
 
 
-@treatment("sda")
 async def _sda(ctx: TreatmentContext) -> TreatmentOutcome:
     return await _scored_topk(ctx, cot=False, select="sda")
 
 
-@treatment("sda-cot")
 async def _sda_cot(ctx: TreatmentContext) -> TreatmentOutcome:
     """CoT de-polarised scores (§4.1) aligned by SDA (Algorithm 1): MADARA Table 14 / Appendix C "SDA+CoT"."""
     return await _scored_topk(ctx, cot=True, select="sda")
 
 
-@treatment("rrf")
 async def _rrf(ctx: TreatmentContext) -> TreatmentOutcome:
     return await _scored_topk(ctx, cot=False, select="rrf")
 
 
-@treatment("atf")
 async def _atf(ctx: TreatmentContext) -> TreatmentOutcome:
     return await _scored_topk(ctx, cot=False, select="atf")
 
@@ -220,7 +217,6 @@ async def _extract_and_vote(
     return winner, candidates, group_view
 
 
-@treatment("pde")
 async def _pde(ctx: TreatmentContext) -> TreatmentOutcome:
     assessment = await _assess(ctx, cot=False)
     S = assessment.matrix
@@ -230,7 +226,6 @@ async def _pde(ctx: TreatmentContext) -> TreatmentOutcome:
     return TreatmentOutcome(winner, "", selected, assessment, ws, candidates, {"vote_groups": groups})
 
 
-@treatment("pde-unif")
 async def _pde_unif(ctx: TreatmentContext) -> TreatmentOutcome:
     """MADARA Table 1 "Unif.": PDE's assessment-guided top-k documents, then a uniform vote."""
     assessment = await _assess(ctx, cot=False)
@@ -241,7 +236,6 @@ async def _pde_unif(ctx: TreatmentContext) -> TreatmentOutcome:
     return TreatmentOutcome(winner, "", selected, assessment, ws, candidates, {"vote_groups": groups})
 
 
-@treatment("pde-random")
 async def _pde_random(ctx: TreatmentContext) -> TreatmentOutcome:
     selected = random_subset(len(ctx.documents), ctx.config.k, ctx.seed)
     winner, candidates, groups = await _extract_and_vote(ctx, selected, None)
@@ -324,8 +318,8 @@ async def run_madara(
     method = cfg.method
     if method == "madara":
         routing = _resolve_decision(profile, decision, cfg)
-        method = MODE_TO_METHOD[routing.mode]
-    fn = TREATMENTS[method]
+        method = routed_modes()[routing.mode]
+    fn = TREATMENTS.get(method)
 
     ledger = Ledger(seed=run_config.seed)
     docs = await gather_documents(item, retriever, cfg)
@@ -454,7 +448,6 @@ async def run_nf_for_probe(
 
 # --------------------------------------------------------------------------- BCAS hook
 
-HIT_METHODS = ("none", "sda", "atf", "pde")
 
 
 async def assess_hits(
@@ -487,8 +480,8 @@ async def assess_hits(
     add to its budget ledger, plus ``method``, ``scores`` (m x 3, ``None`` for
     missing), ``doc_scores`` and ``selected`` (indices into ``hits``).
     """
-    if method not in HIT_METHODS:
-        raise AssessError(f"assess_hits method must be one of {HIT_METHODS}, got {method!r}")
+    if method not in agent_tool_methods():
+        raise AssessError(f"assess_hits method must be one of {agent_tool_methods()}, got {method!r}")
     if k < 1:
         raise AssessError(f"k must be >= 1, got {k}")
     cfg = config or AssessConfig(method="3-agent")
