@@ -268,7 +268,7 @@ def resolve_spec(name_or_path: str | Path) -> DatasetSpec:
     path = Path(key)
     if path.is_file():
         # A .jsonl file no layout fits is read as our schema, whose checks name the faulty field.
-        fmt = detect_format(path, default=FORMATS["bcas"] if path.suffix == ".jsonl" else None)
+        fmt = detect_format(path, default=FORMATS.get("bcas") if path.suffix == ".jsonl" else None)
         return DatasetSpec(dataset_name(path), str(path.resolve()), fmt.task, fmt.scoring, fmt.description, fmt.name)
     if path.suffix == ".jsonl" or path.exists():
         return DatasetSpec(path.stem, str(path.resolve()), "factoid", "qa", "ad-hoc JSONL file")
@@ -290,7 +290,7 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, seed: int =
     if spec.format == "bcas":
         items = _cached_items(str(path))
         if not registered:  # a file of ours: a label task when every gold is a label (FEVER's, yes/no)
-            task, scoring = infer_task(FORMATS["bcas"], items)
+            task, scoring = infer_task(FORMATS.get("bcas"), items)
     else:
         fmt = lookup_format(spec.format)
         assert fmt is not None

@@ -26,6 +26,7 @@ from bcas.formats.native import collect_items, iter_native
 from bcas.formats.qa import read_flashrag, read_nq_open, read_triviaqa
 from bcas.formats.stream import first_record
 from bcas.items import DatasetError, Item
+from bcas.registry import Registry
 
 Reader = Callable[[Path], Iterator[tuple[int, Item]]]
 
@@ -60,12 +61,17 @@ def _read_native(path: Path) -> Iterator[tuple[int, Item]]:
 
 _OTHER_QA_KEYS = {"documents", "_id", "context", "paragraphs", "memory_answer", "golden_answers", "claim"}
 
-FORMATS: dict[str, Format] = {}
+FORMATS: Registry[Format] = Registry("dataset format")
 
 
 def register_format(fmt: Format) -> Format:
-    FORMATS[fmt.name] = fmt
+    """Register a dataset format (one registration: a ``Format`` with its reader and detector)."""
+    FORMATS.register(fmt.name, fmt)
     return fmt
+
+
+def _formats() -> list[Format]:
+    return [FORMATS.get(name) for name in FORMATS.names()]
 
 
 for _fmt in (
@@ -94,15 +100,15 @@ for _fmt in (
 
 
 def format_names() -> list[str]:
-    return sorted(FORMATS)
+    return FORMATS.names()
 
 
 def lookup_format(name: str) -> Format | None:
     """The format called ``name`` (or one of its aliases), else None."""
     key = name.strip().lower()
     if key in FORMATS:
-        return FORMATS[key]
-    for fmt in FORMATS.values():
+        return FORMATS.get(key)
+    for fmt in _formats():
         if key in fmt.aliases:
             return fmt
     return None
@@ -136,7 +142,7 @@ def detect_format(path: str | Path, default: Format | None = None) -> Format:
             return default
         raise DatasetError(path, line, f"a record must be a JSON object, got {type(obj).__name__}")
     keys = set(obj)
-    found = [fmt for fmt in FORMATS.values() if fmt.detect(keys)]
+    found = [fmt for fmt in _formats() if fmt.detect(keys)]
     if len(found) == 1:
         return found[0]
     if not found and default is not None:
@@ -177,4 +183,4 @@ def read_format(path: str | Path, fmt: Format) -> tuple[tuple[Item, ...], str, s
 
 def describe() -> list[dict[str, Any]]:
     """One row per format (name, aliases, description) for help texts and the README."""
-    return [{"name": f.name, "aliases": list(f.aliases), "description": f.description} for f in FORMATS.values()]
+    return [{"name": f.name, "aliases": list(f.aliases), "description": f.description} for f in _formats()]
