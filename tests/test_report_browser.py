@@ -75,7 +75,8 @@ def test_real_report_loads_and_shows_its_tables(tmp_path: Path) -> None:
         assert cells[:5] == [row.grid, row.model, row.dataset, label, str(row.n)]
         assert cells[EM_COLUMN] == f"{row.accuracy * 100:.1f}"
     assert len(facts["comparisons"]["rows"]) == len(comparisons) == 10
-    assert facts["counts"]["svg"] == 2  # the search-scaling lines and the ablation bars
+    # The search-scaling chart, the ablation chart and its shift bars, the cost-accuracy scatter of hotpotqa.
+    assert facts["counts"]["svg"] == 4
     assert facts["counts"]["details"] == len(records)
 
     # Clicking a header sorts numerically, then reverses.

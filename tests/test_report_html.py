@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bcas.report.html import SCRIPT, SCRIPT_HASH
-from bcas.report.plots import line_chart, shift_bars
+from bcas.report.plots import cost_scatter, scaling_chart, shift_bars
 from bcas.results import Record, ResultStore, load_records
 from tests.support.reports import (
     ARABIC,
@@ -233,9 +233,9 @@ def _svg_texts(svg: str) -> tuple[Elements, list[str]]:
     return elements, elements.text
 
 
-def test_line_chart_escapes_every_label() -> None:
+def test_scaling_chart_escapes_every_label() -> None:
     series = {name: [(0.5, 0.3, 0.7)] * len(TRICKY) for name in TRICKY[:3]}
-    svg = line_chart("title <b>&\"'", TRICKY, series)
+    svg = scaling_chart("title <b>&\"'", TRICKY[:3], TRICKY[3:], series)  # ordered labels, then categorical ones
     elements, texts = _svg_texts(svg)
     assert set(elements.names()) <= {"svg", "text", "line", "polygon", "polyline", "circle", "title"}
     assert elements.names().count("svg") == 1
@@ -244,6 +244,19 @@ def test_line_chart_escapes_every_label() -> None:
         assert label in texts  # each category label is one text node, intact after unescaping
     for name in TRICKY[:3]:
         assert name in texts  # legend entries
+    assert not [n for _, a in elements.tags for n in a if n.startswith("on")]
+
+
+def test_cost_scatter_escapes_every_label() -> None:
+    points = [(TRICKY[i % 3], label, 0.001 * (i + 1), 0.1 * i, 0.05 * i, 0.15 * i, i % 2 == 0)
+              for i, label in enumerate(TRICKY)]
+    svg = cost_scatter("cost <b>&\"'", 'axis "<x>"', points, money=True)
+    elements, texts = _svg_texts(svg)
+    assert set(elements.names()) <= {"svg", "text", "line", "polyline", "circle", "title"}
+    assert [a for t, a in elements.tags if t == "svg"][0]["aria-label"] == "cost <b>&\"'"
+    assert 'axis "<x>"' in texts
+    for model, label, *_ in points:
+        assert any(t.startswith(f"{model} · {label}: ") for t in texts)  # the point's tooltip, intact
     assert not [n for _, a in elements.tags for n in a if n.startswith("on")]
 
 
@@ -263,4 +276,5 @@ def test_summary_table_lists_every_row(real_report: tuple[str, int]) -> None:
     source, n_rows = real_report
     table = source[source.index('<table class="sortable" id="summary">') :]
     table = table[: table.index("</table>")]
-    assert table.count("<tr>") - 1 == n_rows  # minus the header row
+    assert table.count("<tr") - 1 == n_rows  # minus the header row
+    assert table.count('<tr class="fr" data-grid=') == n_rows  # every row carries its filter keys

@@ -1,17 +1,19 @@
 """Self-contained HTML report of a run (no network, no external assets).
 
-Sections: summary per model x dataset x configuration; paired comparisons against
-each grid's reference; the papers' figures from our data (search/context scaling
-lines with Wilson bands, ablation bars with Newcombe intervals, the MADARA method
-table with call counts and routing decisions); a per-item drill-down of every
-trajectory.  All dataset and model text passes through ``html.escape``; the page's
-only script sorts tables and never evaluates record content.
+Sections: filters (model, dataset, grid, configuration) over every table and
+figure; summary per model x dataset x configuration; paired comparisons against each
+grid's reference; models compared (pairs and the model x configuration matrix with
+significance marks); the papers' figures from our data (budget-ordered scaling lines,
+categorical configurations as dots with intervals, ablation bars with Newcombe
+intervals, the MADARA method table with call counts and routing decisions); cost
+against accuracy with the Pareto frontier; each item across every configuration and
+model with a flip filter; the run manifest; a per-item drill-down of every trajectory.
+All dataset and model text passes through ``html.escape``; the page's only script
+(:mod:`bcas.report.html_interactive`) sorts and filters and never evaluates record content.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 from collections import defaultdict
 from html import escape
@@ -19,10 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from bcas.report.grids import GRIDS
+from bcas.report.html_cost import cost_section, stops_section
+from bcas.report.html_figures import figures
+from bcas.report.html_interactive import CSS as INTERACTIVE_CSS
+from bcas.report.html_interactive import SCRIPT, SCRIPT_HASH, filter_bar, fr_attrs
+from bcas.report.html_items import items_section
 from bcas.report.html_models import model_sections
 from bcas.report.html_run import manifest_section
 from bcas.report.metrics import outcome
-from bcas.report.plots import line_chart, shift_bars
 from bcas.report.summary import Comparison, SummaryRow, grid_notes, group_key
 
 CSS = """
@@ -36,43 +42,21 @@ summary,td.t{overflow-wrap:anywhere}
 .ok{color:#137333}.bad{color:#b3261e} .fig{display:inline-block;margin:4px}
 """
 
-# Sorting only: reads cell text, never evaluates it.
-SCRIPT = """
-document.querySelectorAll('table.sortable th').forEach(function(th, col){
-  th.addEventListener('click', function(){
-    var table = th.closest('table'); var body = table.tBodies[0];
-    var rows = Array.prototype.slice.call(body.rows);
-    var asc = th.dataset.asc !== '1'; th.dataset.asc = asc ? '1' : '0';
-    rows.sort(function(a, b){
-      var x = a.cells[col].textContent, y = b.cells[col].textContent;
-      var nx = parseFloat(x), ny = parseFloat(y);
-      var r = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
-      return asc ? r : -r;
-    });
-    rows.forEach(function(r){ body.appendChild(r); });
-  });
-});
-document.body.dataset.ready = '1';
-"""
-
-
-# The page's policy admits exactly this script (by hash) and no other, so even text
-# that escaped escaping could not run.
-SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
-
-
 def _pct(v: float | None) -> str:
     return "" if v is None else f"{v * 100:.1f}"
 
 
 def _table(headers: list[str], rows: list[list[str]], cls: str = "sortable", row_classes: list[str] | None = None,
-           table_id: str = "") -> str:
+           table_id: str = "", row_attrs: list[str] | None = None) -> str:
+    """A table; ``row_attrs``: each row's filter attributes (``fr_attrs``), which make it filterable."""
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = []
     for i, row in enumerate(rows):
-        rc = f' class="{row_classes[i]}"' if row_classes and row_classes[i] else ""
+        classes = " ".join(c for c in ((row_classes[i] if row_classes else ""), "fr" if row_attrs else "") if c)
+        rc = f' class="{classes}"' if classes else ""
+        attrs = row_attrs[i] if row_attrs else ""
         cells = "".join(f'<td class="t">{c}</td>' if j < 4 else f"<td>{c}</td>" for j, c in enumerate(row))
-        body.append(f"<tr{rc}>{cells}</tr>")
+        body.append(f"<tr{rc}{attrs}>{cells}</tr>")
     tid = f' id="{table_id}"' if table_id else ""
     return f'<table class="{cls}"{tid}><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
@@ -88,7 +72,8 @@ def _summary_table(rows: list[SummaryRow]) -> str:
          escape(getattr(r, "metric", "correct_em")), _pct(getattr(r, "em_squad", None))]
         for r in rows
     ]
-    return _table(headers, body, table_id="summary")
+    attrs = [fr_attrs(grid=r.grid, model=r.model, dataset=r.dataset, config=r.label) for r in rows]
+    return _table(headers, body, table_id="summary", row_attrs=attrs)
 
 
 def _comparison_table(comps: list[Comparison]) -> str:
@@ -100,36 +85,9 @@ def _comparison_table(comps: list[Comparison]) -> str:
          f"{c.p_value:.4f}", f"{c.p_holm:.4f}", escape(getattr(c, "family", "") or "grid")]
         for c in comps
     ]
-    return _table(headers, body, row_classes=["sig" if c.significant else "" for c in comps], table_id="comparisons")
-
-
-def _figures(rows: list[SummaryRow], comps: list[Comparison], grid_order: dict[str, list[str]]) -> str:
-    out = []
-    by_panel: dict[tuple[str, str], list[SummaryRow]] = defaultdict(list)
-    for r in rows:
-        by_panel[(r.grid, r.dataset)].append(r)
-    for (grid, dataset), panel in sorted(by_panel.items()):
-        present = {r.label for r in panel}
-        order = grid_order.get(grid) or []
-        # Configurations the grid table does not know (renamed, or from an older run) still get plotted, last.
-        labels = [lab for lab in order if lab in present] + sorted(present - set(order))
-        if grid in ("search_scaling", "context_scaling", "smoke") or (grid not in ("ablation", "madara", "rsc")):
-            series: dict[str, list[tuple[float, float, float] | None]] = {}
-            for model in sorted({r.model for r in panel}):
-                pts: list[tuple[float, float, float] | None] = []
-                for lab in labels:
-                    hit = [r for r in panel if r.model == model and r.label == lab]
-                    pts.append((hit[0].accuracy, hit[0].ci_lo, hit[0].ci_hi) if hit else None)
-                series[model] = pts
-            out.append(f'<div class="fig">{line_chart(f"{grid} — {dataset} (EM, 95% Wilson)", labels, series)}</div>')
-        if grid in ("ablation", "madara") or grid not in ("search_scaling", "context_scaling"):
-            for model in sorted({r.model for r in panel}):
-                bars = [(c.label, c.diff, c.ci_lo, c.ci_hi) for c in comps
-                        if c.grid == grid and c.dataset == dataset and c.model == model]
-                if bars:
-                    title = f"{grid} — {dataset} — {model}: net shift vs reference (Newcombe 95%)"
-                    out.append(f'<div class="fig">{shift_bars(title, bars)}</div>')
-    return "".join(out)
+    attrs = [fr_attrs(grid=c.grid, model=c.model, dataset=c.dataset, config=c.label) for c in comps]
+    return _table(headers, body, row_classes=["sig" if c.significant else "" for c in comps], table_id="comparisons",
+                  row_attrs=attrs)
 
 
 def _madara_table(records: list[dict[str, Any]]) -> str:
@@ -210,7 +168,10 @@ def _drilldown(records: list[dict[str, Any]], limit: int = 2000) -> str:
             + (f"<div>error: {escape(str(rec.get('error')))}</div>" if rec.get("error") else "")
             + f"<ol>{''.join(steps)}</ol>"
         )
-        parts.append(f"<details><summary>{head}</summary>{body}</details>")
+        extra = rec.get("extra") or {}
+        attrs = fr_attrs(model=str(rec.get("model")), dataset=str(rec.get("dataset")), grid=str(extra.get("grid", "")),
+                         config=str(rec.get("label") or rec.get("config_id")))
+        parts.append(f'<details class="fr"{attrs}><summary>{head}</summary>{body}</details>')
     return "".join(parts)
 
 
@@ -279,15 +240,19 @@ def render_report(
     model_comparisons: list[Comparison] | None = None,
     matrix: dict[str, Any] | None = None,
     manifest: dict[str, Any] | None = None,
+    stops: list[dict[str, Any]] | None = None,
 ) -> Path:
-    """Write ``index.html`` into ``run_dir`` and return its path (``gate``: a ``GateReport``)."""
+    """Write ``index.html`` into ``run_dir`` and return its path (``gate``: a ``GateReport``;
+    ``stops``: cases the session's ``--bcas-max-cost`` stopped, :mod:`bcas.report.cost`)."""
     grid_order = grid_order or {}
     html = (
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
         f"script-src '{SCRIPT_HASH}'; img-src data:\">"
-        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>"
+        f"<title>{escape(title)}</title><style>{CSS}{INTERACTIVE_CSS}</style></head><body>"
         f"<h1>{escape(title)}</h1><p>{len(records)} records · run <code>{escape(run_dir.name)}</code></p>"
+        + stops_section(stops or [])
+        + filter_bar(rows)
         + _notes(records, grid_notes(rows, records, GRIDS))
         + _gate_section(gate)
         + "<h2>Summary</h2>" + _summary_table(rows)
@@ -298,9 +263,11 @@ def render_report(
         "shaded: significant at 0.05).</p>"
         + _comparison_table(comparisons)
         + model_sections(model_comparisons or [], matrix)
-        + "<h2>Figures</h2>" + _figures(rows, comparisons, grid_order)
+        + "<h2>Figures</h2>" + figures(rows, comparisons, grid_order, records, GRIDS)
         + _madara_table(records)
+        + cost_section(rows)
         + _profiles_table(profiles or [])
+        + items_section(records, GRIDS)
         + manifest_section(manifest)
         + _drilldown(records)
         + f"<script>{SCRIPT}</script></body></html>"

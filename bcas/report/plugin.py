@@ -77,6 +77,10 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
     ("no-preflight", "bool", False, "skip the session-start check of every server endpoint (models and judge)"),
     ("require-prices", "bool", False, "stop at session start when the price sheet has no price for a model "
                                       "(default: such a model's records get cost_usd null and a warning)"),
+    ("max-cost", "float", None, "stop starting new items once the session's priced spend (US dollars, under the "
+                                "price sheet) would pass this cap; the stop is in the report, rerunning resumes"),
+    ("estimate", "bool", False, "print the expected calls, tokens and cost of the selected cases (price sheet and "
+                                "generation cache) without running them"),
 ]
 
 DEFAULT_LIMIT = 20
@@ -440,13 +444,21 @@ def pytest_configure(config: pytest.Config) -> None:
         if case.dataset not in DATASETS:
             _add_marker(config, case.dataset_label, f"cases on the dataset {case.dataset}")
     _gate_options(config)
+    from bcas.report import cost, progress
+
+    cost.configure(config, config._bcas_settings, _get(config, "max-cost"))  # --bcas-max-cost, checked
+    progress.register(config)  # live progress lines in pytest's terminal
+    if _get(config, "estimate"):
+        from bcas.report import estimate
+
+        estimate.register(config)  # --bcas-estimate: prints the estimate instead of running the cases
     if any(m.backend == "vllm" for m in config._bcas_settings.models) and _xdist_workers(config) > 1:
         raise pytest.UsageError(
             "--bcas-backend vllm runs one in-process engine per xdist worker on the same GPU; with "
             f"-n {_xdist_workers(config)} they would compete for its memory. Run without -n, or start one "
             "`vllm serve` and use --bcas-backend openai --bcas-base-url http://127.0.0.1:8000/v1 with -n."
         )
-    if not hasattr(config, "workerinput"):  # the run manifest run.json: the controller writes it
+    if not hasattr(config, "workerinput") and not _get(config, "estimate"):  # run.json: the controller writes it
         from bcas.report.manifest import ManifestPlugin
 
         config.pluginmanager.register(ManifestPlugin(config, OPTIONS, _get, _opt_name, expand_cases), "bcas-manifest")
@@ -533,7 +545,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
     _warn_without_cases(config)
     settings = getattr(config, "_bcas_settings", None)
-    if settings is None or not settings.baseline:
+    if settings is None or not settings.baseline or _get(config, "estimate"):
         return
     cases = [item.callspec.params["bcas_case"] for item in session.items
              if "bcas_case" in getattr(getattr(item, "callspec", None), "params", {})]
@@ -565,9 +577,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> None:
     """Per-case gate numbers as JUnit XML properties (``--junitxml``), before the report is made."""
     sess = getattr(item.config, "_bcas_session", None)
     if call.when == "call" and sess is not None:
+        from bcas.report.exports import add_case_properties
         from bcas.report.gate_report import add_junit_properties
+        from bcas.report.progress import progress_for
 
         add_junit_properties(item, sess.gate_results)
+        plugin = progress_for(item.config)  # the case's metric, interval, n and cost
+        add_case_properties(item, plugin.results if plugin is not None else None)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

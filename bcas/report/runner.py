@@ -19,10 +19,29 @@ from pathlib import Path
 from typing import Any
 
 from bcas.config import RunConfig
+from bcas.report.cost import guard_for, read_stops, stop_lines
+from bcas.report.exports import PYARROW_MISSING, write_parquet
+from bcas.report.progress import message_writer, start_case
 
 
 class CaseFailure(AssertionError):
     """A case broke one of its invariants; the message lists which."""
+
+
+@dataclass
+class CasePlan:
+    """A case's items to run (``todo``) out of those it wants, its configuration and answer identity."""
+
+    dataset: Any
+    config: RunConfig
+    fingerprint: str
+    prompt_hash: str
+    wanted: list[tuple[Any, int]]
+    todo: list[tuple[Any, int]]
+
+    @property
+    def skipped(self) -> int:
+        return len(self.wanted) - len(self.todo)
 
 
 @dataclass
@@ -33,25 +52,6 @@ class CaseOutcome:
     skipped: int
     wall_s: float
     violations: list[str] = field(default_factory=list)
-
-
-def _progress_writer(config: Any):
-    """Write progress lines to the real terminal even while pytest captures output."""
-    if config is None:
-        return lambda line: None
-    capman = config.pluginmanager.getplugin("capturemanager")
-    tr = config.pluginmanager.getplugin("terminalreporter")
-
-    def write(line: str) -> None:
-        if tr is None:
-            return
-        if capman is not None:
-            with capman.global_and_fixture_disabled():
-                tr.write_line(line)
-        else:
-            tr.write_line(line)
-
-    return write
 
 
 class BcasSession:
@@ -79,7 +79,10 @@ class BcasSession:
         self.cases_run = 0
         self.unpriced: set[tuple[str, str]] = set()
         self.gate_results: list[Any] = []
-        self.progress = _progress_writer(config)
+        # Notes and warnings through the terminal's progress display (bcas.report.progress);
+        # --bcas-max-cost's guard (bcas.report.cost).
+        self.progress = message_writer(config)
+        self.spend = guard_for(config, settings, self.progress)
 
     # -- shared resources ---------------------------------------------------------
     def dataset(self, name: str, limit: int | None, holdout: int = 0) -> Any:
@@ -277,19 +280,16 @@ class BcasSession:
     def run_case(self, case: Any) -> CaseOutcome:
         return self.loop.run_until_complete(self._run_case(case))
 
-    async def _run_case(self, case: Any) -> CaseOutcome:
-        t0 = time.perf_counter()
+    def plan_case(self, case: Any) -> CasePlan:
+        """What a case runs: its items (this shard's, not yet recorded), configuration and answer identity."""
         from bcas.report.grids import get_grid
 
         ds = self.dataset(case.dataset, self.limit_for(case), get_grid(case.grid).holdout)
         # The session seed picks the item subset and seeds sampling, so it is part of the config id.
         config: RunConfig = replace(case.entry.config, seed=self.settings.seed)
+        if case.entry.kind == "rsc":  # a probe of calibration items, run whole (_run_rsc)
+            return CasePlan(ds, config, "", "", [], [])
         shard = getattr(self.settings, "shard", None)
-        if case.entry.kind == "rsc":
-            if shard is not None and not shard.owns(case.id):  # a whole probe runs on one shard (bcas.shard)
-                self.progress(f"[bcas] {case.id}: RSC probe runs on another shard than {shard.label}")
-                return CaseOutcome(case.id, [], 0, 0, time.perf_counter() - t0)
-            return await self._run_rsc(case, ds, config, t0)
         if shard is not None:
             # Only this shard's items, drawn from the same subset: the dataset hash stays the unsharded run's.
             ds = replace(ds, items=tuple(it for it in ds.items if shard.owns(it.id)))
@@ -299,37 +299,44 @@ class BcasSession:
         config_id = config.config_id  # computed from the whole config: once, not per item
         fingerprint = self.fingerprint(case.model)
         phash = prompt_hash(case.entry.kind)
-        epochs = self.settings.epochs
-        wanted = [(it, e) for it in ds.items for e in range(epochs)]
+        wanted = [(it, e) for it in ds.items for e in range(self.settings.epochs)]
         todo = [(it, e) for it, e in wanted if (fingerprint, config_id, ds.hash, it.id, phash, e) not in done]
-        skipped = len(wanted) - len(todo)
+        return CasePlan(ds, config, fingerprint, phash, wanted, todo)
+
+    async def _run_case(self, case: Any) -> CaseOutcome:
+        t0 = time.perf_counter()
+        plan = self.plan_case(case)
+        ds, config = plan.dataset, plan.config
+        shard = getattr(self.settings, "shard", None)
+        if case.entry.kind == "rsc":
+            if shard is not None and not shard.owns(case.id):  # a whole probe runs on one shard (bcas.shard)
+                self.progress(f"[bcas] {case.id}: RSC probe runs on another shard than {shard.label}")
+                return CaseOutcome(case.id, [], 0, 0, time.perf_counter() - t0)
+            self.spend.before_case(case, 1, 0)  # a probe's calls are not items: it only stops once the cap has
+            return await self._run_rsc(case, ds, config, t0)
+        config_id, fingerprint, phash, epochs = config.config_id, plan.fingerprint, plan.prompt_hash, self.settings.epochs
+        wanted, todo, skipped = plan.wanted, plan.todo, plan.skipped
+        self.spend.before_case(case, len(wanted), skipped)  # --bcas-max-cost: skipped once the session stopped
         model = self.model(case.model)
         context = CaseContext(self, case, ds, config, model)
         context.identity = {"model_fingerprint": fingerprint, "prompt_hash": phash}
         await context.prepare([it for it, _ in todo])
         sem = asyncio.Semaphore(self.settings.concurrency)
-        finished = 0
-        last_report = time.perf_counter()
+        tracker = start_case(self.config, case, len(wanted), skipped, priced=self.prices is not None)
 
         async def one(job: tuple[Any, int]) -> None:
-            nonlocal finished, last_report
             item, epoch = job
             async with sem:
+                key = await self.spend.admit(case)  # None: the cost cap stops new items
+                if key is None:
+                    return
                 record = await context.run_item(item, epoch)
+                self.spend.settle(case, key, record)
             self._note_price(record)
             # The append fsyncs; off the event loop, so items in flight keep moving.
             await asyncio.to_thread(self.store.append, record)
-            finished += 1
-            now = time.perf_counter()
-            if finished == len(todo) or now - last_report >= 5.0:
-                last_report = now
-                rate = finished / max(now - t0, 1e-9)
-                self.progress(
-                    f"[bcas] {case.id}: {finished + skipped}/{len(wanted)} items ({rate:.2f} items/s)"
-                )
+            tracker.item_done(record)
 
-        if skipped:
-            self.progress(f"[bcas] {case.id}: resuming, {skipped} of {len(wanted)} items already recorded")
         await asyncio.gather(*(one(job) for job in todo))
         await self._grade_missing(case, ds, config_id, fingerprint, phash)
         self.cases_run += 1
@@ -341,6 +348,10 @@ class BcasSession:
         ]
         outcome = CaseOutcome(case.id, records, len(todo), skipped, time.perf_counter() - t0)
         outcome.violations = check_invariants(case, ds, config, records, self.settings.allow_errors, epochs)
+        if self.spend.stopped_items(case):
+            tracker.stopped()
+        tracker.finish(outcome, case.grid, case.entry.label)  # end-of-case numbers: terminal and JUnit XML
+        self.spend.finish_case(case, len(records), len(wanted))  # a case the cap cut short is skipped, resumable
         return outcome
 
     def gate(self, case: Any, outcome: CaseOutcome, floor: float | None) -> list[str]:
@@ -549,10 +560,13 @@ def finalize_run(settings: Any, session: BcasSession | None, token: str = "run")
     from bcas.report.manifest import complete_session
 
     manifest = complete_session(settings.run_dir, token, records, session)  # run.json, shown in the report
+    stops = read_stops(settings.run_dir, token)  # cases --bcas-max-cost cut short in this session
     report = render_report(
         settings.run_dir, records, rows, comps, order, title=f"bcas — {settings.run_dir.name}", profiles=profiles,
         gate=gate, model_comparisons=summaries.model_comparisons, matrix=summaries.matrix, manifest=manifest,
+        stops=stops,
     )
+    parquet = write_parquet(settings.run_dir, records) if records else None  # records.parquet beside the JSONL
     lines = [f"{'grid':<16}{'model':<16}{'dataset':<18}{'config':<28}{'n':>4}{'acc%':>7}{'95% CI':>14}{'srch':>6}"
              f"{'tok out':>9}{'cost $':>10}"]
     for r in rows:
@@ -572,6 +586,9 @@ def finalize_run(settings: Any, session: BcasSession | None, token: str = "run")
                 f"Holm p={c.p_holm:.3g}{mark}"
             )
     holm_failures: list[str] = gate.holm_failures if gate is not None else []
+    lines.extend(stop_lines(stops))
+    if records:
+        lines.append(f"parquet: {parquet}" if parquet is not None else f"parquet: not written: {PYARROW_MISSING}")
     for prof in profiles:
         dec = prof.get("decision") or {}
         lines.append(

@@ -127,12 +127,14 @@ class PageLoad:
     JavaScript dialogs (``alert``, ``confirm``, ``prompt``; dismissed at once), one
     line each.  ``console``: every console call and log entry as ``(level, text)``.
     ``value``: the evaluated expression's value (``DOM_FACTS`` by default).
+    ``requests``: the URL of every request the page made, its own load included.
     """
 
     url: str
     errors: list[str] = field(default_factory=list)
     console: list[tuple[str, str]] = field(default_factory=list)
     value: Any = None
+    requests: list[str] = field(default_factory=list)
 
 
 class _DevToolsPipe:
@@ -273,7 +275,7 @@ def load_page(path: str | os.PathLike[str], expression: str = DOM_FACTS, timeout
             session = pipe.call("Target.attachToTarget", {"targetId": target, "flatten": True}, deadline=deadline)[
                 "sessionId"
             ]
-            for domain in ("Page", "Runtime", "Log"):
+            for domain in ("Page", "Runtime", "Log", "Network"):
                 pipe.call(f"{domain}.enable", session_id=session, deadline=deadline)
             pipe.events.clear()  # about:blank's own messages are not the page's
             navigation = pipe.call("Page.navigate", {"url": url}, session, deadline=deadline)
@@ -286,6 +288,8 @@ def load_page(path: str | os.PathLike[str], expression: str = DOM_FACTS, timeout
             if "exceptionDetails" in result:
                 raise BrowserError(f"the test expression threw: {_describe_exception(result['exceptionDetails'])}")
             page.value = result.get("result", {}).get("value")
+            # One more round trip, so events the expression caused (a request, an error) have arrived.
+            pipe.call("Runtime.evaluate", {"expression": "0"}, session, deadline=deadline)
             for event in pipe.events:
                 if event.get("sessionId") != session:
                     continue
@@ -299,6 +303,8 @@ def load_page(path: str | os.PathLike[str], expression: str = DOM_FACTS, timeout
                     page.console.append((kind, text))
                     if kind in ("error", "assert"):
                         page.errors.append(f"console.{kind}: {text}")
+                elif method == "Network.requestWillBeSent":
+                    page.requests.append(str(params.get("request", {}).get("url", "")))
                 elif method == "Page.javascriptDialogOpening":
                     text = f"dialog {params.get('type', '')}: {params.get('message', '')}"
                     page.errors.append(text)

@@ -1,0 +1,243 @@
+"""``--bcas-estimate``: the expected calls, tokens and cost of the selected cases, without running them.
+
+Every selected case is planned as a run would plan it (the same items, minus those
+already recorded in the run folder, this shard's only), then each item's pipeline is
+replayed against the generation cache (:mod:`bcas.llm.cache`): a request the cache holds
+returns its stored result, so an item whose every call is cached gives exactly the
+tokens, calls and cost (under the run's price sheet, BCAS §3.7) the run would record.  A
+backend that declares generation not worth caching (``cacheable = False``: instant and
+free, the ``mock`` backend) is simply asked.  An item with a call the cache lacks stops
+at that call and is extrapolated from the mean of the case's replayed items (or, when
+none replayed, of the same model's replayed items in other cases of the same kind);
+with neither, its cost is unknown and the estimate says so.  Indexes are built (or read
+from their disk cache) as the run would; no model is called, nothing is written to the
+run folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import dataclasses
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bcas.llm.base import ChatModel, ChatRequest, ChatResult
+from bcas.llm.cache import CachedModel
+from bcas.report.cost import record_spend
+from bcas.report.runner import BcasSession, CaseContext
+
+# The cache misses of the item being replayed (each item runs in its own task, with its own list):
+# pipelines and the judge turn a failed call into an error record or an unknown verdict, so the
+# miss is noted where it happens.
+_MISSES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("bcas_estimate_misses", default=None)
+
+
+class NotCached(RuntimeError):
+    """The generation cache has no result for a request the replayed item makes."""
+
+
+class ReplayModel(ChatModel):
+    """Answers from the generation cache only; counts the calls it answers."""
+
+    def __init__(self, model: ChatModel) -> None:
+        self.cached = model if isinstance(model, CachedModel) else None
+        self.inner = model.inner if isinstance(model, CachedModel) else model
+        # Not worth caching (instant and free, the mock backend): asking it is the replay.
+        self.ask = not getattr(self.inner, "cacheable", True)
+        self.calls = 0
+
+    @property
+    def model_id(self) -> str:  # type: ignore[override]
+        return self.inner.model_id
+
+    @property
+    def supports_json_schema(self) -> bool:  # type: ignore[override]
+        return self.inner.supports_json_schema
+
+    @property
+    def supports_logprobs(self) -> bool:  # type: ignore[override]
+        return self.inner.supports_logprobs
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        if self.ask:
+            result = await self.inner.chat(request)
+        else:
+            hit = await self.cached.cache.aget(request.cache_key(self.inner.model_id)) if self.cached else None
+            if hit is None:
+                misses = _MISSES.get()
+                if misses is not None:
+                    misses.append(self.inner.model_id)
+                raise NotCached(f"no cached result for a {self.inner.model_id} request")
+            result = hit
+        self.calls += 1
+        return result
+
+
+@dataclass
+class CaseEstimate:
+    case_id: str
+    kind: str
+    model: str
+    items: int = 0  # items the run would start
+    replayed: int = 0  # items whose every call the cache (or the free backend) answered
+    calls: float = 0.0
+    tokens_in: float = 0.0
+    tokens_out: float = 0.0
+    cost: float | None = 0.0
+    unpriced: int = 0
+    known: list[tuple[float, float, float, float | None]] = field(default_factory=list)  # per replayed item
+    basis: str = "replayed"
+
+    def extrapolate(self, means: tuple[float, float, float, float | None] | None, basis: str) -> None:
+        """Add the items that could not be replayed at ``means`` (calls, tokens in, tokens out, cost) each."""
+        missing = self.items - self.replayed
+        if not missing:
+            return
+        self.basis = basis
+        if means is None:
+            self.cost = None
+            self.basis = "no basis"
+            return
+        self.calls += missing * means[0]
+        self.tokens_in += missing * means[1]
+        self.tokens_out += missing * means[2]
+        self.cost = None if self.cost is None or means[3] is None else self.cost + missing * means[3]
+
+
+def _means(rows: list[tuple[float, float, float, float | None]]) -> tuple[float, float, float, float | None] | None:
+    if not rows:
+        return None
+    n = len(rows)
+    costs = [r[3] for r in rows]
+    cost = None if any(c is None for c in costs) else sum(c for c in costs if c is not None) / n
+    return (sum(r[0] for r in rows) / n, sum(r[1] for r in rows) / n, sum(r[2] for r in rows) / n, cost)
+
+
+async def _estimate_case(sess: BcasSession, case: Any) -> CaseEstimate:
+    est = CaseEstimate(case.id, case.entry.kind, case.model.label)
+    plan = sess.plan_case(case)
+    model = ReplayModel(sess.model(case.model))
+    judge = sess.judge()
+    if judge is not None and not isinstance(judge.model, ReplayModel):
+        judge.model = ReplayModel(judge.model)
+    if case.entry.kind == "rsc":
+        from bcas.assess import probe
+
+        calib = sess.calibration(case.dataset, plan.config.assess.calibration_n)
+        retriever = None
+        if plan.config.assess.doc_source == "retrieval":
+            retriever = sess.retriever(case.dataset, plan.config.retrieval, model)
+        est.items = len(calib.items)
+        try:
+            await probe(model, list(calib.items), retriever, plan.config)
+            est.replayed = est.items
+        except NotCached:
+            est.cost = None
+            est.basis = "no basis"
+        est.calls = model.calls
+        return est
+    est.items = len(plan.todo)
+    if not plan.todo:
+        return est
+    context = CaseContext(sess, case, plan.dataset, plan.config, model)
+    context.identity = {"model_fingerprint": plan.fingerprint, "prompt_hash": plan.prompt_hash}
+    try:
+        await context.prepare([it for it, _ in plan.todo])
+    except NotCached:  # MADARA's routing probe on the calibration items
+        est.extrapolate(None, "no basis")
+        return est
+    sem = asyncio.Semaphore(sess.settings.concurrency)
+
+    async def one(item: Any, epoch: int) -> None:
+        misses: list[str] = []
+        _MISSES.set(misses)
+        async with sem:
+            record = await context.run_item(item, epoch)
+        if misses:
+            return
+        _, cost = record_spend(record)
+        judge_calls = len((record.judge or {}).get("verdicts") or []) if record.judge else 0
+        row = (float(record.llm_calls + judge_calls), float(record.tokens_in), float(record.tokens_out), cost)
+        est.known.append(row)
+
+    await asyncio.gather(*(one(it, e) for it, e in plan.todo))
+    est.replayed = len(est.known)
+    means = _means(est.known)
+    if means is not None:
+        est.calls, est.tokens_in, est.tokens_out = (x * est.replayed for x in means[:3])
+        est.cost = None if means[3] is None else means[3] * est.replayed
+    est.extrapolate(means, "the case's replayed items")
+    return est
+
+
+def estimate(settings: Any, cases: list[Any]) -> list[CaseEstimate]:
+    """Estimates of ``cases`` (in order); a second pass extrapolates cases with nothing replayed."""
+    with tempfile.TemporaryDirectory(prefix="bcas-estimate-") as scratch:
+        # An absent run folder is not created: resume keys come from an empty scratch folder instead.
+        run_dir = settings.run_dir if Path(settings.run_dir).is_dir() else Path(scratch)
+        sess = BcasSession(dataclasses.replace(settings, run_dir=run_dir))
+        try:
+            out = [sess.loop.run_until_complete(_estimate_case(sess, case)) for case in cases]
+        finally:
+            sess.close()
+    for est in out:
+        if est.basis == "no basis" and est.kind != "rsc" and est.replayed == 0 and est.items:
+            similar = [row for other in out if other.model == est.model and other.kind == est.kind
+                       for row in other.known]
+            est.basis = "replayed"
+            est.extrapolate(_means(similar), f"other {est.kind} cases of {est.model} (rough)")
+    return out
+
+
+def _cost(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.6f}"
+
+
+def lines(estimates: list[CaseEstimate], settings: Any) -> list[str]:
+    """The terminal's estimate table and its total."""
+    sheet = "pricing off" if getattr(settings, "prices", None) is None else f"price sheet {settings.prices}"
+    out = [f"expected spend of {len(estimates)} selected case(s) ({sheet}; generation cache; nothing was run)",
+           f"{'case':<48}{'items':>7}{'replayed':>10}{'calls':>9}{'tokens in':>12}{'tokens out':>12}{'cost $':>14}"]
+    for e in estimates:
+        note = "" if e.replayed == e.items else f"  (rest from {e.basis})"
+        out.append(f"{e.case_id[:47]:<48}{e.items:>7}{e.replayed:>10}{e.calls:>9.0f}{e.tokens_in:>12,.0f}"
+                   f"{e.tokens_out:>12,.0f}{_cost(e.cost):>14}{note}")
+    priced = [e.cost for e in estimates if e.cost is not None]
+    unknown = [e.case_id for e in estimates if e.cost is None]
+    out.append(f"total: {sum(e.items for e in estimates)} items, {sum(e.calls for e in estimates):,.0f} calls, "
+               f"{sum(e.tokens_in for e in estimates):,.0f} tokens in, {sum(e.tokens_out for e in estimates):,.0f} "
+               f"tokens out, cost ${sum(priced):.6f}" + (f" + {len(unknown)} case(s) of unknown cost" if unknown else ""))
+    return out
+
+
+class EstimatePlugin:
+    """Replaces the run loop: prints the estimate of the collected cases and runs none of them."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool:
+        cases = [item.callspec.params["bcas_case"] for item in session.items
+                 if "bcas_case" in getattr(getattr(item, "callspec", None), "params", {})]
+        settings = self.config._bcas_settings
+        tr = self.config.pluginmanager.getplugin("terminalreporter")
+        rows = lines(estimate(settings, cases), settings) if cases else ["no bcas cases selected"]
+        if tr is not None:
+            tr.ensure_newline()
+            tr.section("bcas estimate")
+            for line in rows:
+                tr.write_line(line)
+        return True
+
+
+def register(config: pytest.Config) -> None:
+    """``--bcas-estimate``: refuse ``-n`` (the estimate runs in one process) and take over the run loop."""
+    if getattr(config.option, "numprocesses", None) not in (None, 0):
+        raise pytest.UsageError("--bcas-estimate runs in one process; drop -n")
+    config.pluginmanager.register(EstimatePlugin(config), "bcas-estimate")

@@ -1,0 +1,148 @@
+"""Cost against accuracy: one point per model × configuration, and the Pareto frontier.
+
+BCAS §3.7 keeps a cost ledger "so practitioners can recompute dollar metrics"; this
+module answers the question the ledger is for: which configurations buy accuracy
+cheaply.  Per dataset (and metric), each model × configuration of the run is a point
+(mean cost per item, accuracy with its interval).  When any point of a panel has no
+known cost, or every cost is 0 (no price applies: self-hosted models, ``--bcas-prices
+none``), the panel uses mean completion tokens per item instead, so the axis always
+means one thing for every point of a panel.
+
+A point is on the frontier when no other point is at most as costly and at least as
+accurate, and strictly better in one of the two.  :func:`cheapest_within` answers "the
+cheapest configuration within X points of the best".  Everything here is computed from
+summary rows (``summary.json``), so anyone can recompute it from the file.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+COST = "cost"  # mean cost per item, US dollars
+TOKENS = "tokens"  # mean completion tokens per item
+AXIS_NAMES = {COST: "mean cost per item (USD)", TOKENS: "mean completion tokens per item"}
+
+
+@dataclass(frozen=True)
+class Point:
+    """One model × configuration on one dataset."""
+
+    model: str
+    label: str
+    grid: str
+    dataset: str
+    config_id: str
+    metric: str
+    accuracy: float
+    ci_lo: float
+    ci_hi: float
+    n: int
+    x: float  # the panel's axis: mean cost or mean completion tokens
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.model, self.config_id)
+
+
+@dataclass(frozen=True)
+class Panel:
+    dataset: str
+    metric: str
+    axis: str  # COST or TOKENS
+    points: tuple[Point, ...]
+
+    @property
+    def frontier(self) -> list[Point]:
+        return frontier(self.points)
+
+
+def _get(row: Any, name: str) -> Any:
+    return row.get(name) if isinstance(row, Mapping) else getattr(row, name, None)
+
+
+def axis_for(rows: Iterable[Any]) -> str:
+    """COST when every row has a known mean cost and some cost is above 0, else TOKENS."""
+    costs = [_get(r, "mean_cost_usd") for r in rows]
+    if costs and all(c is not None for c in costs) and any(float(c) > 0 for c in costs):
+        return COST
+    return TOKENS
+
+
+def panels(rows: Iterable[Any]) -> list[Panel]:
+    """Points per (dataset, metric) from summary rows (``SummaryRow`` or ``summary.json`` dicts).
+
+    A configuration listed under several grids (the same answers) is one point, named by
+    the first grid it appears in.
+    """
+    by_panel: dict[tuple[str, str], dict[tuple[str, str], Any]] = defaultdict(dict)
+    for row in rows:
+        if not int(_get(row, "n") or 0):
+            continue
+        key = (str(_get(row, "dataset")), str(_get(row, "metric") or "correct_em"))
+        by_panel[key].setdefault((str(_get(row, "model")), str(_get(row, "config_id"))), row)
+    out = []
+    for (dataset, metric), chosen in sorted(by_panel.items()):
+        axis = axis_for(chosen.values())
+        points = []
+        for row in chosen.values():
+            x = _get(row, "mean_cost_usd") if axis == COST else _get(row, "mean_tokens_out")
+            points.append(Point(
+                model=str(_get(row, "model")), label=str(_get(row, "label")), grid=str(_get(row, "grid")),
+                dataset=dataset, config_id=str(_get(row, "config_id")), metric=metric,
+                accuracy=float(_get(row, "accuracy")), ci_lo=float(_get(row, "ci_lo")),
+                ci_hi=float(_get(row, "ci_hi")), n=int(_get(row, "n")), x=float(x or 0.0),
+            ))
+        points.sort(key=lambda p: (p.x, -p.accuracy, p.model, p.label))
+        out.append(Panel(dataset, metric, axis, tuple(points)))
+    return out
+
+
+def dominates(a: Point, b: Point) -> bool:
+    """``a`` is at most as costly and at least as accurate as ``b``, and strictly better in one."""
+    return a.x <= b.x and a.accuracy >= b.accuracy and (a.x < b.x or a.accuracy > b.accuracy)
+
+
+def frontier(points: Iterable[Point]) -> list[Point]:
+    """The points no other point dominates, cheapest first (one sweep over points sorted by cost)."""
+    ordered = sorted(points, key=lambda p: (p.x, -p.accuracy))
+    out: list[Point] = []
+    best = float("-inf")
+    i = 0
+    while i < len(ordered):
+        # Points of equal cost: only the most accurate of them can be on the frontier (and its ties).
+        j = i
+        while j < len(ordered) and ordered[j].x == ordered[i].x:
+            j += 1
+        top = ordered[i].accuracy
+        if top > best:
+            out.extend(p for p in ordered[i:j] if p.accuracy == top)
+            best = top
+        i = j
+    return out
+
+
+def cheapest_within(points: Iterable[Point], points_below_best: float) -> Point | None:
+    """The cheapest point whose accuracy is at most ``points_below_best`` percentage points under the best.
+
+    Ties in cost go to the more accurate point.  ``None`` for no points.
+    """
+    pts = list(points)
+    if not pts:
+        return None
+    best = max(p.accuracy for p in pts)
+    # Accuracies are fractions; a tolerance keeps "exactly X points below" inside the band.
+    eligible = [p for p in pts if p.accuracy >= best - points_below_best / 100.0 - 1e-12]
+    return min(eligible, key=lambda p: (p.x, -p.accuracy, p.model, p.label))
+
+
+def to_dict(panel: Panel) -> dict[str, Any]:
+    """A panel as plain data (``summary.json``-style) with its frontier."""
+    def plain(p: Point) -> dict[str, Any]:
+        return {"model": p.model, "label": p.label, "grid": p.grid, "config_id": p.config_id, "x": p.x,
+                "accuracy": p.accuracy, "ci_lo": p.ci_lo, "ci_hi": p.ci_hi, "n": p.n}
+
+    return {"dataset": panel.dataset, "metric": panel.metric, "axis": panel.axis,
+            "points": [plain(p) for p in panel.points], "frontier": [plain(p) for p in panel.frontier]}

@@ -1,0 +1,84 @@
+"""Small real runs on the ``mock`` backend, in a folder of their own, for report, terminal and cost tests.
+
+The ``pages`` grid runs the BCAS loop over real BM25 on the HotpotQA sample (max
+searches 1, 2, 3: an ordered budget axis; 3 + planning: a categorical configuration)
+and three MADARA treatments on the FEVER sample (labels, so ``mock:random`` is right on
+some items and the outcome flips between configurations).  The price sheet prices the
+mock models (the installed sheet prices them at 0), each differently.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+GRID_FILE = (REPO / "benchmarks" / "test_grids.py").read_text(encoding="utf-8")
+
+CONFTEST = '''
+import sys
+sys.path.insert(0, {tests!r})
+from bcas.config import AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
+from bcas.llm import register_backend
+from bcas.report.grids import Grid, GridEntry, register_grid
+
+register_backend("paced", "support.paced:create")
+
+
+def _bcas(searches, plan=False, reference=False):
+    config = RunConfig(budget=Budget(max_searches=searches, max_total_tokens=2000),
+                       retrieval=RetrievalConfig(mode="bm25"), agent=AgentConfig(planning=plan))
+    return GridEntry("bcas", config, reference=reference, datasets=("hotpotqa",))
+
+
+def _madara(method, reference=False):
+    config = RunConfig(retrieval=RetrievalConfig(mode="bm25"),
+                       assess=AssessConfig(method=method, doc_source="item", max_tokens=48))
+    return GridEntry("madara", config, reference=reference, datasets=("fever",))
+
+
+register_grid(Grid("pages", (_bcas(1, reference=True), _bcas(2), _bcas(3), _bcas(3, plan=True),
+                             _madara("nf", reference=True), _madara("pde"), _madara("sda")),
+                   datasets=("hotpotqa", "fever"), limit=12))
+register_grid(Grid("brief", (_bcas(1, reference=True), _bcas(2)), datasets=("hotpotqa",), limit=6))
+'''
+
+PRICES = """
+default = "test"
+[sheets.test]
+description = "mock models at made-up prices, for cost tests"
+search_per_call = 0.0
+[sheets.test.models."mock-gold"]
+input_per_mtok = 10.0
+output_per_mtok = 40.0
+[sheets.test.models."mock-random"]
+input_per_mtok = 2.0
+output_per_mtok = 8.0
+[sheets.test.models."mock-verbose"]
+input_per_mtok = 5.0
+output_per_mtok = 20.0
+[sheets.test.models."paced"]
+input_per_mtok = 1.0
+output_per_mtok = 4.0
+"""
+
+
+def make_project(folder: Path) -> Path:
+    """A folder with the grids' test file, a conftest registering the test grids, and ``prices.toml``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "conftest.py").write_text(CONFTEST.format(tests=str(REPO / "tests")), encoding="utf-8")
+    (folder / "test_grids.py").write_text(GRID_FILE, encoding="utf-8")
+    (folder / "prices.toml").write_text(PRICES, encoding="utf-8")
+    return folder
+
+
+def run_pytest(folder: Path, *args: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
+    """``python -m pytest`` in ``folder`` (a fresh process: no state shared with the calling test run)."""
+    env = {**os.environ, "BCAS_CACHE_DIR": str(folder / "cache"), "PYTHONPATH": str(REPO)}
+    env.pop("PYTEST_ADDOPTS", None)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "test_grids.py", "-p", "no:cacheprovider", "--rootdir", str(folder), *args],
+        cwd=folder, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+    )

@@ -1,0 +1,117 @@
+"""Progress in pytest's terminal: live lines on a terminal, plain lines in logs, quiet under -q, and -n 2.
+
+Each run is a real pytest process in a pytester folder, on the paced test double
+(tests/support/paced.py: the mock's random answers with a short delay per call, so a case
+lasts long enough to be seen running) over real BM25 on the HotpotQA sample.  Terminal
+runs go through a pseudo-terminal and are replayed on a small screen
+(tests/support/terminal.py): what the reader saw while cases ran, and what stays.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.mockruns import REPO, make_project
+from tests.support.terminal import replay, run_on_terminal
+
+pytest_plugins = ["pytester"]
+
+CASES = ("paced-hotpotqa-bm25/s1/t2k", "paced-hotpotqa-bm25/s2/t2k")
+RUN = ["--bcas-backend", "paced", "--bcas-grid", "brief", "--bcas-prices", "prices.toml", "--bcas-concurrency", "1",
+       "-p", "no:benchmark"]
+LIVE = re.compile(r"^(\[gw\d\] )?(?P<case>\S+): (?P<done>\d)/6 items, (?P<rate>[\d.]+|-) items/s, "
+                  r"ETA (?P<eta>[\dhms.]+|\?), [\d.k]+ tokens, \$\d+\.\d{4}$")
+END = re.compile(r"^\[bcas\] (\[gw\d\] )?(?P<case>\S+): 6/6 items in [\d.]+s, [\d.]+ items/s, [\d.k]+ tokens, "
+                 r"\$\d+\.\d{4}; correct_em [\d.]+% \[[\d.]+, [\d.]+\] n=6")
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    make_project(pytester.path)
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(pytester.path / "cache"))
+    monkeypatch.setenv("BCAS_PACED_DELAY", "0.05")
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    return pytester
+
+
+def on_terminal(project: pytest.Pytester, *args: str) -> tuple[int, str]:
+    argv = [sys.executable, "-m", "pytest", "test_grids.py", "-p", "no:cacheprovider", "--rootdir", str(project.path),
+            *RUN, *args]
+    return run_on_terminal(argv, project.path, dict(os.environ))
+
+
+def live_frames(seen: set[str]) -> dict[str, list[re.Match[str]]]:
+    frames: dict[str, list[re.Match[str]]] = {}
+    for line in seen:
+        m = LIVE.match(line)
+        if m:
+            frames.setdefault(m.group("case"), []).append(m)
+    return frames
+
+
+def assert_collapsed(screen_text: list[str], dots_line: re.Pattern[str]) -> None:
+    """What stays: pytest's own result line, no live line, no bcas end line (a terminal shows the table instead)."""
+    assert not [line for line in screen_text if "items/s" in line], screen_text
+    assert any(dots_line.match(line) for line in screen_text), screen_text
+    assert any(line.startswith("bcas/") or "bcas summary" in line for line in screen_text)
+
+
+def test_terminal_shows_one_live_line_per_running_case_then_pytests_result(project: pytest.Pytester) -> None:
+    status, output = on_terminal(project, "--bcas-report", "tty")
+    assert status == 0, output[-3000:]
+    screen = replay(output)
+    frames = live_frames(screen.seen)
+    assert set(frames) == set(CASES), screen.seen
+    for case, seen in frames.items():
+        # A running line counts items, and once an item is done it has a rate and an ETA.
+        assert any(m.group("rate") != "-" and m.group("eta") != "?" and 0 < int(m.group("done")) < 6 for m in seen), case
+    assert "\x1b[J" in output  # each live line is erased before pytest writes
+    assert_collapsed(screen.text(), re.compile(r"^test_grids\.py \.\. +\[100%\]$"))
+    assert not [line for line in screen.text() if line.startswith("[bcas]")]
+
+
+def test_terminal_with_two_workers_shows_each_workers_case(project: pytest.Pytester) -> None:
+    status, output = on_terminal(project, "--bcas-report", "tty-n", "-n", "2")
+    assert status == 0, output[-3000:]
+    screen = replay(output)
+    prefixed = [line for line in screen.seen if re.match(r"^\[gw[01]\] ", line) and LIVE.match(line)]
+    assert {LIVE.match(line).group("case") for line in prefixed} == set(CASES), screen.seen
+    assert_collapsed(screen.text(), re.compile(r"^\.\. +\[100%\]$"))
+
+
+def test_logs_get_one_plain_line_per_case_and_no_cursor_movement(project: pytest.Pytester) -> None:
+    result = project.runpytest_subprocess(*RUN, "--bcas-report", str(project.path / "plain"))
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert "\x1b[" not in out and "\r" not in out
+    ends = [END.match(line) for line in result.outlines if line.startswith("[bcas]")]
+    assert [m.group("case") for m in ends if m] == list(CASES), result.outlines
+    assert len(ends) == 2
+    # Each sits under its case's result line, and pytest's own lines are intact.
+    lines = result.outlines
+    for i, line in enumerate(lines):
+        if line.startswith("[bcas]"):
+            assert lines[i - 1] == "test_grids.py ."
+
+
+def test_logs_with_two_workers_name_the_worker_on_lines_of_their_own(project: pytest.Pytester) -> None:
+    result = project.runpytest_subprocess(*RUN, "--bcas-report", str(project.path / "plain-n"), "-n", "2")
+    result.assert_outcomes(passed=2)
+    assert "\x1b[" not in result.stdout.str()
+    ends = [line for line in result.outlines if "[bcas]" in line]
+    assert len(ends) == 2 and all(line.startswith("[bcas] [gw") and END.match(line) for line in ends), result.outlines
+    assert {END.match(line).group("case") for line in ends} == set(CASES)
+
+
+def test_quiet_shows_no_progress_but_keeps_the_summary(project: pytest.Pytester) -> None:
+    result = project.runpytest_subprocess(*RUN, "--bcas-report", str(project.path / "quiet"), "-q")
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert "items/s" not in out and not [line for line in result.outlines if line.startswith("[bcas]")]
+    assert "bcas summary" in out and any(line.startswith("brief ") for line in result.outlines)
+    assert Path(project.path / "quiet" / "records.jsonl").is_file()
