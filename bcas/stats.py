@@ -360,7 +360,8 @@ def _tango_restricted_q(worse_only: np.ndarray, better_only: np.ndarray, n: int,
     a = 2.0 * n
     b = -(worse_only + better_only) + (2.0 * n - worse_only + better_only) * margin
     c = -better_only * margin * (1.0 - margin)
-    return (-b + np.sqrt(np.maximum(b * b - 4.0 * a * c, 0.0))) / (2.0 * a)
+    root: np.ndarray = (-b + np.sqrt(np.maximum(b * b - 4.0 * a * c, 0.0))) / (2.0 * a)
+    return root
 
 
 def tango_pvalues(worse_only: np.ndarray, better_only: np.ndarray, n: int, margin: float) -> np.ndarray:

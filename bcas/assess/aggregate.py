@@ -146,7 +146,8 @@ def weighted_scores(S: Any, weights: Sequence[float] = BASELINE_WEIGHTS) -> np.n
     if M.shape[0] == 0:
         return np.zeros(0)
     w = _check_weights(weights, M.shape[1])
-    return M @ w
+    combined: np.ndarray = M @ w
+    return combined
 
 
 def weighted_select(S: Any, k: int, weights: Sequence[float] = BASELINE_WEIGHTS) -> list[int]:
@@ -183,7 +184,8 @@ def sda_scores(S: Any, weights: Sequence[float] | None = None) -> np.ndarray:
     w = np.full(a, 1.0 / a) if weights is None else _check_weights(weights, a)
     w = w / w.sum()
     R = np.column_stack([percentile_ranks(M[:, j]) for j in range(a)])
-    return (R * w).sum(axis=1) * SCORE_MAX
+    ranked: np.ndarray = (R * w).sum(axis=1) * SCORE_MAX
+    return ranked
 
 
 def sda_select(S: Any, k: int, weights: Sequence[float] | None = None) -> list[int]:

@@ -255,7 +255,8 @@ def _resolve_decision(profile: Any, decision: RoutingDecision | None, cfg: Asses
     if decision is not None:
         return decision
     if profile is not None:
-        return profile.decision(cfg.tau_nf, cfg.rho1_threshold)
+        routed: RoutingDecision = profile.decision(cfg.tau_nf, cfg.rho1_threshold)
+        return routed
     raise AssessError(
         "method 'madara' routes with an RSC profile: pass profile=await bcas.assess.rsc.probe(...) "
         "or decision=bcas.assess.router.decide(em_nf, rho_star, rho_1)"

@@ -183,7 +183,7 @@ class LLMJudge:
         result.tokens_out += int(reply.completion_tokens)
         result.llm_calls += 1
         result.cached_calls += int(bool(reply.cached))
-        return reply.text
+        return str(reply.text)
 
     async def judge(self, question: str, references: Sequence[str], answer: str) -> JudgeResult:
         """Judge ``answer``; an empty answer is incorrect without asking the model."""

@@ -59,7 +59,7 @@ def load_model(backend: str = "embedded", model: str | None = None, *, cache: An
         factory = BACKENDS.get(backend)
     except RegistryError as exc:
         raise ModelError(str(exc)) from None
-    chat_model = factory(model, **options)
+    chat_model: ChatModel = factory(model, **options)
     if cache is False or cache is None or not getattr(chat_model, "cacheable", True):
         return chat_model
     from bcas.llm.cache import CachedModel, GenerationCache

@@ -20,6 +20,7 @@ import abc
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,7 +69,7 @@ class ChatRequest:
     generated positions (used by generative rerankers and judges).
     """
 
-    messages: tuple[dict[str, str], ...]
+    messages: Sequence[dict[str, str]]  # stored as a tuple (see __post_init__)
     max_tokens: int = 256
     temperature: float = 0.0
     stop: tuple[str, ...] | None = None

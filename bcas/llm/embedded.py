@@ -131,7 +131,7 @@ class EmbeddedModel(ChatModel):
         return f"EmbeddedModel({str(self.model_path)!r}, model_id={self.model_id!r}, n_ctx={self.n_ctx})"
 
     def _grammar(self, schema: dict[str, Any]) -> Any:
-        from llama_cpp import LlamaGrammar
+        from llama_cpp import LlamaGrammar  # type: ignore[attr-defined]  # exported, not in __all__
 
         # Property order is kept: llama.cpp's grammar emits properties in schema order,
         # so a schema listing "thought" first makes the model reason before it acts.

@@ -9,13 +9,15 @@ llama-cpp-python 0.3.x crashes on multi-token batches (see ``bcas.llm.embedded``
 
 from __future__ import annotations
 
+from typing import Any
 
-def main() -> None:
+
+def main() -> None:  # the server's own main is untyped
     import llama_cpp.llama_cpp as llama_c
 
     original = llama_c.llama_model_default_params
 
-    def default_params():  # noqa: ANN202 - returns llama.cpp's ctypes struct
+    def default_params() -> Any:  # llama.cpp's ctypes struct
         params = original()
         params.use_extra_bufts = False
         return params
@@ -24,7 +26,7 @@ def main() -> None:
 
     from llama_cpp.server.__main__ import main as server_main
 
-    server_main()
+    server_main()  # type: ignore[no-untyped-call]
 
 
 if __name__ == "__main__":

@@ -188,7 +188,7 @@ class OpenAICompatModel(ChatModel):
 
     def _backoff(self, attempt: int) -> float:
         ceiling = min(self.backoff_max, self.backoff_base * (2**attempt))
-        return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
+        return float(ceiling / 2 + self._rng.uniform(0, ceiling / 2))
 
     def _body(self, request: ChatRequest, mode: str) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -245,8 +245,8 @@ class OpenAICompatModel(ChatModel):
         if not isinstance(payload, dict) or not isinstance(payload.get("choices"), list) or not payload["choices"]:
             snippet = json.dumps(payload)[:200]
             raise _Retryable(f"malformed response body (no choices): {snippet}", malformed=True)
-        message = payload["choices"][0].get("message") if isinstance(payload["choices"][0], dict) else None
-        if not isinstance(message, dict):
+        reply = payload["choices"][0].get("message") if isinstance(payload["choices"][0], dict) else None
+        if not isinstance(reply, dict):
             raise _Retryable("malformed response body (choices[0].message missing)", malformed=True)
         return payload
 

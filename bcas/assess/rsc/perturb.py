@@ -7,6 +7,7 @@ import hashlib
 import random
 import re
 from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -98,7 +99,7 @@ def contradict_steps(steps: Sequence[str]) -> list[str]:
 
 
 def random_chain(
-    chains: Mapping[Hashable, Sequence[str]], key: Hashable, seed: int | str = 0
+    chains: Mapping[Any, Sequence[str]], key: Hashable, seed: int | str = 0
 ) -> tuple[Hashable, list[str]] | None:
     """Level 3 (Appendix F.1): the chain of a different (query, document) pair, drawn uniformly.
 
