@@ -15,10 +15,10 @@ the README's own files and small samples at the data paths the README names:
     there) and must select at least one case: as written when it talks to a server, else
     with its models replaced by ``mock`` variants (``--bcas-limit 2`` added when it gives
     none).  A command that needs no server then runs for real on those mock models when
-    its cases are cheap: BM25 cases.  Dense
-    and hybrid cases build a MiniLM index of the whole collection and MADARA/RSC cases
-    probe 100 calibration items, minutes on a CPU under the mock backend too; those run
-    for real only with ``--runslow``.
+    its cases are cheap: BM25 cases.  MADARA/RSC cases (100 calibration items probed) and
+    hybrid cases on the small 2WikiMultihopQA collection run for real only with
+    ``--runslow``; dense and hybrid cases on larger collections are only collected (a
+    MiniLM index of the whole collection takes minutes to hours on a CPU).
   - ``python -m bcas.*`` commands run as written, once their input folders exist (made
     by a cheap mock run when no earlier command of the block made them); ``rejudge``
     runs with the judge ``mock:gold`` in place of a hosted judge that needs a key.
@@ -45,7 +45,6 @@ import pytest
 # In-process pytester runs restore sys.modules afterwards; load what a run touches first.
 import bcas.agent  # noqa: F401
 import bcas.corpus  # noqa: F401
-import bcas.testing.mock  # noqa: F401
 import bcas.report.gate  # noqa: F401
 import bcas.report.gate_power  # noqa: F401
 import bcas.report.html  # noqa: F401
@@ -55,6 +54,7 @@ import bcas.report.runner  # noqa: F401
 import bcas.report.startup  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
+import bcas.testing.mock  # noqa: F401
 
 pytest_plugins = ["pytester"]
 
@@ -129,7 +129,7 @@ def _samples(root: Path) -> None:
     _flashrag_questions(root / "hotpotqa" / "dev.jsonl", "hotpotqa", 8)
     _flashrag_questions(root / "nq" / "test.jsonl", "nq_open", 8)
     _flashrag_corpus(root / "wiki18_100w.jsonl", ("hotpotqa", "nq_open"), 8)
-    official.fever(root / "paper_dev.jsonl", root / "wiki-pages", n=8)
+    official.fever(root / "paper_dev.jsonl", root / "wiki-pages", n=120)  # MADARA calibrates on 100
 
 
 @pytest.fixture(scope="module")
@@ -198,7 +198,9 @@ NOT_RUN = {
 }
 SERVER_OPTIONS = ("--bcas-base-url", "--bcas-retriever")
 MOCK_VARIANTS = ("mock:gold", "mock:random", "mock:verbose")
-_CHEAP_LABEL = re.compile(r"-bm25/[^\]]*\]$")
+_BM25 = re.compile(r"-bm25/[^\]]*\]$")
+_DENSE = re.compile(r"-(hs|hs\+r)/[^\]]*\]$")
+_SMALL_DENSE = re.compile(r"-2wikimultihopqa-(hs|hs\+r)/")  # a 180-paragraph collection: seconds to embed
 _CASE = re.compile(r"::test_case\[[^\]]+\]")
 
 
@@ -265,9 +267,13 @@ def _pytest(args: list[str], pytester: pytest.Pytester, full: bool) -> str:
     assert cases, f"pytest {shlex.join(args)} selects no case:\n{out[-3000:]}"
     if _needs_a_server(args):
         return f"collected {len(cases)} cases (needs a server)"
-    if not full and not all(_CHEAP_LABEL.search(c) for c in cases):
-        return f"collected {len(cases)} cases (dense/hybrid or MADARA cases: they run with --runslow)"
-    run = pytester.runpytest_subprocess if "-n" in args else pytester.runpytest
+    if any(_DENSE.search(c) and not _SMALL_DENSE.search(c) for c in cases):
+        return f"collected {len(cases)} cases (dense retrieval over a large collection: an index build of minutes)"
+    if not full and not all(_BM25.search(c) for c in cases):
+        return f"collected {len(cases)} cases (hybrid or MADARA cases: they run with --runslow)"
+    # xdist, and the dense models (torch cannot be imported twice in one process), need a process of their own.
+    own_process = "-n" in args or not all(_BM25.search(c) for c in cases)
+    run = pytester.runpytest_subprocess if own_process else pytester.runpytest
     result = run(*_on_mock(args), "-q", "-p", "no:cacheprovider")
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == 0, f"pytest {shlex.join(_on_mock(args))} exited {result.ret}:\n{out[-3000:]}"
