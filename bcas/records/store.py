@@ -115,6 +115,18 @@ def to_dataframe(path: str | os.PathLike[str] | Sequence[Record]) -> pandas.Data
 
     Scalar fields become columns; ``config``, ``judge``, ``steps`` and ``extra`` stay
     as objects; ``n_steps`` and ``judge_agreement`` are added for convenience.
+    ``cost_usd`` stays missing (NaN) where the price sheet could not price a record.
+    ``path``: a ``records*.jsonl`` file or a run folder (``records.parquet`` there holds
+    the same rows with the nested fields as JSON text, for tools without bcas).
+
+    Example: accuracy, searches and cost per model and configuration of a run::
+
+        from bcas.results import to_dataframe
+
+        df = to_dataframe("reports/smoke")
+        df.groupby(["model", "dataset", "label"]).agg(
+            n=("item_id", "nunique"), em=("correct_em", "mean"),
+            searches=("searches_used", "mean"), cost=("cost_usd", "sum"))
     """
     import pandas as pd
 

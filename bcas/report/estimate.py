@@ -89,7 +89,6 @@ class CaseEstimate:
     tokens_in: float = 0.0
     tokens_out: float = 0.0
     cost: float | None = 0.0
-    unpriced: int = 0
     known: list[tuple[float, float, float, float | None]] = field(default_factory=list)  # per replayed item
     basis: str = "replayed"
 
@@ -204,7 +203,8 @@ def lines(estimates: list[CaseEstimate], settings: Any) -> list[str]:
     out = [f"expected spend of {len(estimates)} selected case(s) ({sheet}; generation cache; nothing was run)",
            f"{'case':<48}{'items':>7}{'replayed':>10}{'calls':>9}{'tokens in':>12}{'tokens out':>12}{'cost $':>14}"]
     for e in estimates:
-        note = "" if e.replayed == e.items else f"  (rest from {e.basis})"
+        note = ("" if e.replayed == e.items else "  (no basis: nothing of this model cached)" if e.cost is None
+                else f"  (rest from {e.basis})")
         out.append(f"{e.case_id[:47]:<48}{e.items:>7}{e.replayed:>10}{e.calls:>9.0f}{e.tokens_in:>12,.0f}"
                    f"{e.tokens_out:>12,.0f}{_cost(e.cost):>14}{note}")
     priced = [e.cost for e in estimates if e.cost is not None]
@@ -222,7 +222,9 @@ class EstimatePlugin:
         self.config = config
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> bool:
+    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
+        if self.config.option.collectonly:
+            return None  # --collect-only lists the cases; the estimate needs a session that would run them
         cases = [item.callspec.params["bcas_case"] for item in session.items
                  if "bcas_case" in getattr(getattr(item, "callspec", None), "params", {})]
         settings = self.config._bcas_settings

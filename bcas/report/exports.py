@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from bcas.records import Record
 from bcas.report.cost import cost_text
 
 PARQUET_FILE = "records.parquet"
@@ -71,16 +72,8 @@ def add_case_properties(item: Any, results: dict[str, dict[str, str]] | None) ->
         item.user_properties.extend(props.items())
 
 
-def parquet_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("pyarrow") is not None
-
-
 def _schema() -> Any:
     import pyarrow as pa
-
-    from bcas.results import Record
 
     kinds = {"str": pa.string(), "int": pa.int64(), "float": pa.float64(), "bool": pa.bool_()}
     fields = []
@@ -117,9 +110,10 @@ def records_table(records: list[dict[str, Any]]) -> Any:
 
 def write_parquet(run_dir: str | os.PathLike[str], records: list[dict[str, Any]]) -> Path | None:
     """Write ``records.parquet`` beside ``records.jsonl``; None (nothing written) without pyarrow."""
-    if not parquet_available():
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
         return None
-    import pyarrow.parquet as pq
 
     path = Path(run_dir) / PARQUET_FILE
     tmp = path.with_suffix(".parquet.tmp")

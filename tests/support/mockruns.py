@@ -2,8 +2,9 @@
 
 The ``pages`` grid runs the BCAS loop over real BM25 on the HotpotQA sample (max
 searches 1, 2, 3: an ordered budget axis; 3 + planning: a categorical configuration)
-and three MADARA treatments on the FEVER sample (labels, so ``mock:random`` is right on
-some items and the outcome flips between configurations).  The price sheet prices the
+and MADARA NF, PDE and SDA on the FEVER sample.  The ``coin`` double
+(tests/support/coin.py) is right on some requests only, so its outcomes flip between
+configurations.  The price sheet prices the
 mock models (the installed sheet prices them at 0), each differently.
 """
 
@@ -25,6 +26,7 @@ from bcas.llm import register_backend
 from bcas.report.grids import Grid, GridEntry, register_grid
 
 register_backend("paced", "support.paced:create")
+register_backend("coin", "support.coin:create")
 
 
 def _bcas(searches, plan=False, reference=False):
@@ -59,6 +61,9 @@ output_per_mtok = 8.0
 [sheets.test.models."mock-verbose"]
 input_per_mtok = 5.0
 output_per_mtok = 20.0
+[sheets.test.models."coin"]
+input_per_mtok = 3.0
+output_per_mtok = 12.0
 [sheets.test.models."paced"]
 input_per_mtok = 1.0
 output_per_mtok = 4.0
@@ -74,9 +79,10 @@ def make_project(folder: Path) -> Path:
     return folder
 
 
-def run_pytest(folder: Path, *args: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
+def run_pytest(folder: Path, *args: str, timeout: float = 300.0,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``python -m pytest`` in ``folder`` (a fresh process: no state shared with the calling test run)."""
-    env = {**os.environ, "BCAS_CACHE_DIR": str(folder / "cache"), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "BCAS_CACHE_DIR": str(folder / "cache"), "PYTHONPATH": str(REPO), **(env or {})}
     env.pop("PYTEST_ADDOPTS", None)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "test_grids.py", "-p", "no:cacheprovider", "--rootdir", str(folder), *args],

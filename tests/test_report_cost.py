@@ -1,0 +1,125 @@
+"""``--bcas-max-cost`` and ``--bcas-estimate`` on real runs of the mock backend with a price sheet.
+
+The sheet (tests/support/mockruns.py) prices the mock models, which the installed sheet
+prices at 0.  Spend is read back from the records the runs wrote (``cost_usd``), never
+from the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.mockruns import make_project, run_pytest
+
+GOLD = ["--bcas-model", "mock:gold", "--bcas-grid", "pages", "--bcas-prices", "prices.toml", "--bcas-concurrency", "1"]
+PACED = ["--bcas-backend", "paced", "--bcas-grid", "brief", "--bcas-prices", "prices.toml"]
+TOTAL = re.compile(r"^total: (\d+) items, ([\d,]+) calls, ([\d,]+) tokens in, ([\d,]+) tokens out, cost \$([\d.]+)"
+                   r"( \+ (\d+) case\(s\) of unknown cost)?$", re.M)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_project(tmp_path_factory.mktemp("cost"))
+
+
+def records(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines() if line]
+
+
+def spend(recs: list[dict[str, Any]]) -> float:
+    assert all(r["cost_usd"] is not None for r in recs)
+    return sum(float(r["cost_usd"]) for r in recs)
+
+
+@pytest.fixture(scope="module")
+def full_run(project: Path) -> list[dict[str, Any]]:
+    result = run_pytest(project, *GOLD, "--bcas-report", "full", "-q")
+    assert result.returncode == 0, result.stdout[-3000:]
+    recs = records(project / "full")
+    assert len(recs) == 7 * 12 and spend(recs) > 0
+    return recs
+
+
+def test_max_cost_stops_within_one_item_of_the_cap_and_resumes(project: Path, full_run: list[dict[str, Any]]) -> None:
+    total = spend(full_run)
+    cap = 0.4 * total
+    biggest = max(float(r["cost_usd"]) for r in full_run)
+    capped = run_pytest(project, *GOLD, "--bcas-report", "capped", "--bcas-max-cost", f"{cap:.6f}", "-rs")
+    assert capped.returncode == 0, capped.stdout[-3000:]
+    out = capped.stdout
+    assert re.search(r"\d+ passed, \d+ skipped", out), out[-2000:]
+    assert "--bcas-max-cost" in out and "run the same command again to resume" in out
+    recs = records(project / "capped")
+    spent = spend(recs)
+    assert cap - biggest <= spent <= cap + biggest, (cap, spent, biggest)
+    assert len(recs) < len(full_run)
+    # The stop is in the run folder and the report.
+    stops = [json.loads(line) for line in (project / "capped" / "stops.jsonl").read_text().splitlines()]
+    assert stops and all(s["cap_usd"] == pytest.approx(cap) for s in stops)
+    assert 'id="cost-stop"' in (project / "capped" / "index.html").read_text(encoding="utf-8")
+    # Rerunning without the cap resumes: the missing items run, none twice, and all of them match the full run.
+    resumed = run_pytest(project, *GOLD, "--bcas-report", "capped", "-q")
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    recs = records(project / "capped")
+    keys = [(r["config_id"], r["item_id"], r["epoch"]) for r in recs]
+    assert len(keys) == len(set(keys)) == len(full_run)
+    assert spend(recs) == pytest.approx(total)
+
+
+def test_max_cost_needs_a_price_sheet_and_a_positive_amount(project: Path) -> None:
+    off = run_pytest(project, "--bcas-model", "mock:gold", "--bcas-grid", "brief", "--bcas-prices", "none",
+                     "--bcas-max-cost", "1", "--bcas-report", "refused")
+    assert off.returncode == pytest.ExitCode.USAGE_ERROR and "pricing is off" in off.stderr
+    zero = run_pytest(project, *GOLD, "--bcas-max-cost", "0", "--bcas-report", "refused")
+    assert zero.returncode == pytest.ExitCode.USAGE_ERROR and "above 0" in zero.stderr
+    assert not (project / "refused").exists()
+
+
+def estimate_total(stdout: str) -> tuple[int, int, float, int]:
+    m = TOTAL.search(stdout)
+    assert m, stdout[-3000:]
+    return int(m.group(1)), int(m.group(2).replace(",", "")), float(m.group(5)), int(m.group(7) or 0)
+
+
+def test_estimate_matches_the_spend_of_the_run_on_mock(project: Path) -> None:
+    est = run_pytest(project, *GOLD, "--bcas-report", "estimated", "--bcas-estimate")
+    assert est.returncode == 0, est.stdout[-3000:]
+    items, calls, cost, unknown = estimate_total(est.stdout)
+    assert not (project / "estimated").exists(), "the estimate wrote into the run folder"
+    assert "bcas summary" not in est.stdout
+    run = run_pytest(project, *GOLD, "--bcas-report", "estimated", "-q")
+    assert run.returncode == 0
+    recs = records(project / "estimated")
+    assert items == len(recs) and unknown == 0
+    assert calls == sum(int(r["llm_calls"]) for r in recs)
+    assert cost == pytest.approx(spend(recs), rel=0.01)
+    # Everything is recorded now: nothing left to spend.
+    again = run_pytest(project, *GOLD, "--bcas-report", "estimated", "--bcas-estimate")
+    assert estimate_total(again.stdout)[:3] == (0, 0, 0.0)
+
+
+def test_estimate_replays_the_generation_cache_and_extrapolates_the_rest(project: Path) -> None:
+    # A cached backend: the run stores every generation, the estimate replays them without calling it.
+    warm = run_pytest(project, *PACED, "--bcas-report", "paced-a", "-q")
+    assert warm.returncode == 0, warm.stdout[-3000:]
+    spent = spend(records(project / "paced-a"))
+    est = run_pytest(project, *PACED, "--bcas-report", "paced-b", "--bcas-estimate")
+    items, _, cost, unknown = estimate_total(est.stdout)
+    assert items == 12 and unknown == 0 and cost == pytest.approx(spent, rel=0.01)
+    assert re.search(r"paced-hotpotqa-bm25/s1/t2k\s+6\s+6\s", est.stdout)  # all 6 items replayed
+    # Four more items per case: six replay, the others are extrapolated from them.
+    more = run_pytest(project, *PACED, "--bcas-report", "paced-b", "--bcas-limit", "10", "--bcas-estimate")
+    items, _, cost, unknown = estimate_total(more.stdout)
+    assert items == 20 and unknown == 0 and cost > spent
+    assert re.search(r"paced-hotpotqa-bm25/s1/t2k\s+10\s+6\s.*rest from the case's replayed items", more.stdout)
+    # An empty cache gives no basis: the cost is unknown, never 0.
+    cold = run_pytest(project, *PACED, "--bcas-report", "paced-b", "--bcas-limit", "10", "--bcas-estimate", env={"BCAS_CACHE_DIR": str(
+        project / "empty-cache")})
+    items, _, cost, unknown = estimate_total(cold.stdout)
+    assert items == 20 and unknown == 2 and cost == 0.0
+    assert "unknown" in cold.stdout

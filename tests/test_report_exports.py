@@ -1,0 +1,76 @@
+"""Exports: ``records.parquet`` beside ``records.jsonl``, a run without pyarrow, and per-case JUnit properties."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from bcas.report.exports import PARQUET_FILE, write_parquet
+from bcas.results import to_dataframe
+from tests.support.mockruns import make_project, run_pytest
+from tests.support.reports import NON_LATIN, grid_records, hostile_records
+
+pq = pytest.importorskip("pyarrow.parquet")
+
+
+def test_parquet_holds_the_records_field_for_field(tmp_path: Path) -> None:
+    records = grid_records("search_scaling", n_items=4) + hostile_records()[:11]  # hostile, non-Latin, 100k chars
+    records[0] = {**records[0], "cost_usd": None, "extra": {**records[0]["extra"], "price_missing": {"model": "m"}}}
+    path = write_parquet(tmp_path, records)
+    assert path == tmp_path / PARQUET_FILE
+    rows = pq.read_table(path).to_pylist()
+    assert len(rows) == len(records)
+    for row, rec in zip(rows, records, strict=True):
+        for name, value in rec.items():
+            if name in ("config", "judge", "steps", "extra", "grades"):
+                assert (None if row[name + "_json"] is None else json.loads(row[name + "_json"])) == value, name
+            else:
+                assert row[name] == value, name
+    assert rows[0]["cost_usd"] is None  # unknown stays unknown, never 0
+    assert all(any(sample in row["question"] for row in rows) for sample in NON_LATIN)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_project(tmp_path_factory.mktemp("exports"))
+
+
+def test_a_run_writes_parquet_and_junit_properties(project: Path) -> None:
+    junit = project / "junit.xml"
+    result = run_pytest(project, "--bcas-model", "mock:gold", "--bcas-grid", "brief", "--bcas-prices", "prices.toml",
+                        "--bcas-report", "out", f"--junitxml={junit}", "-q")
+    assert result.returncode == 0, result.stdout[-3000:]
+    out = project / "out"
+    assert f"parquet: {Path('out') / PARQUET_FILE}" in result.stdout
+    frame = to_dataframe(out)
+    table = pq.read_table(out / PARQUET_FILE).to_pandas()
+    assert sorted(table["item_id"] + table["config_id"]) == sorted(frame["item_id"] + frame["config_id"])
+    assert table["cost_usd"].sum() == pytest.approx(frame["cost_usd"].sum())
+
+    rows = {r["label"]: r for r in json.loads((out / "summary.json").read_text())["rows"]}
+    cases = list(ET.parse(junit).getroot().iter("testcase"))
+    assert len(cases) == 2
+    for case in cases:
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        row = rows[props["bcas_case"].split("-hotpotqa-")[1]]
+        assert props["bcas_metric"] == row["metric"]
+        assert float(props["bcas_accuracy"]) == pytest.approx(row["accuracy"], abs=1e-4)
+        assert float(props["bcas_ci_low"]) == pytest.approx(row["ci_lo"], abs=1e-4)
+        assert float(props["bcas_ci_high"]) == pytest.approx(row["ci_hi"], abs=1e-4)
+        assert props["bcas_interval"] == "95% wilson" and int(props["bcas_n"]) == row["n"] == 6
+        assert float(props["bcas_cost_usd"]) == pytest.approx(row["cost_usd"], abs=1e-6)
+
+
+def test_without_pyarrow_the_run_says_so_and_keeps_the_jsonl(project: Path) -> None:
+    blocker = project / "no-pyarrow" / "pyarrow"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('pyarrow is not installed in this test')\n")
+    result = run_pytest(project, "--bcas-model", "mock:gold", "--bcas-grid", "brief", "--bcas-prices", "prices.toml",
+                        "--bcas-report", "plain", "-q",
+                        env={"PYTHONPATH": f"{blocker.parent}:{Path(__file__).resolve().parents[1]}"})
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "parquet: not written: pyarrow is not installed (pip install 'bcas[parquet]')" in result.stdout
+    assert (project / "plain" / "records.jsonl").is_file() and not (project / "plain" / PARQUET_FILE).exists()
