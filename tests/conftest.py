@@ -7,7 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import httpcore  # noqa: F401  (see below)
 import pytest
+
+# httpx maps httpcore's exceptions through classes it loads on first use. An in-process
+# pytester run restores sys.modules afterwards, so a first load inside one leaves httpx
+# holding a discarded copy and a later test's transport errors escape unmapped: load it now.
 
 if TYPE_CHECKING:
     from bcas.llm.embedded import EmbeddedModel

@@ -22,13 +22,18 @@ import sys
 import time
 from pathlib import Path
 
+import httpcore  # noqa: F401  (see below)
 import pytest
 
-# In-process pytester runs restore sys.modules afterwards; load what a run touches first.
 import bcas.agent  # noqa: F401
 import bcas.corpus  # noqa: F401
 import bcas.llm
-import bcas.testing.mock  # noqa: F401
+
+# In-process pytester runs restore sys.modules afterwards; load what a run touches first
+# (httpx maps httpcore's exceptions through classes it loads on first use: a copy loaded
+# inside a run would be discarded, and the preflight's transport errors escape unmapped).
+import bcas.llm.openai_compat  # noqa: F401
+import bcas.llm.preflight  # noqa: F401
 import bcas.report.gate  # noqa: F401
 import bcas.report.gate_power  # noqa: F401
 import bcas.report.html  # noqa: F401
@@ -38,6 +43,7 @@ import bcas.report.runner  # noqa: F401
 import bcas.report.startup  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
+import bcas.testing.mock  # noqa: F401
 
 pytest_plugins = ["pytester"]
 
@@ -125,7 +131,7 @@ BAD_OPTIONS: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("base-url", ["--bcas-backend", "openai", "--bcas-base-url", "localhost:8000", "--bcas-model", "m"],
      ("--bcas-base-url", "http://")),
     ("judge-bogus", [*MOCK, "--bcas-judge", "bogus"],
-     ("--bcas-judge", "unknown backend 'bogus'", "none, same", "embedded, mock, openai, vllm")),
+     ("--bcas-judge", "unknown backend 'bogus'", "none, same", "embedded", "mock", "openai", "vllm")),
     ("judge-openai-no-url", [*MOCK, "--bcas-judge", "openai:gpt-4o-mini"], ("--bcas-judge", "--bcas-judge-base-url")),
     ("judge-missing-gguf", [*MOCK, "--bcas-judge", "embedded:missing.gguf"], ("--bcas-judge", "no GGUF file")),
     ("limit-negative", [*MOCK, "--bcas-limit", "-1"], ("--bcas-limit", ">= 1", "'all'")),
