@@ -71,12 +71,14 @@ def test_max_cost_stops_within_one_item_of_the_cap_and_resumes(project: Path, fu
     assert spend(recs) == pytest.approx(total)
 
 
-def test_max_cost_needs_a_price_sheet_and_a_positive_amount(project: Path) -> None:
+def test_cost_options_are_checked_before_anything_runs(project: Path) -> None:
     off = run_pytest(project, "--bcas-model", "mock:gold", "--bcas-grid", "brief", "--bcas-prices", "none",
                      "--bcas-max-cost", "1", "--bcas-report", "refused")
     assert off.returncode == pytest.ExitCode.USAGE_ERROR and "pricing is off" in off.stderr
     zero = run_pytest(project, *GOLD, "--bcas-max-cost", "0", "--bcas-report", "refused")
     assert zero.returncode == pytest.ExitCode.USAGE_ERROR and "above 0" in zero.stderr
+    workers = run_pytest(project, *GOLD, "--bcas-estimate", "-n", "2", "--bcas-report", "refused")
+    assert workers.returncode == pytest.ExitCode.USAGE_ERROR and "one process" in workers.stderr
     assert not (project / "refused").exists()
 
 

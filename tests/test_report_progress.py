@@ -115,3 +115,16 @@ def test_quiet_shows_no_progress_but_keeps_the_summary(project: pytest.Pytester)
     assert "items/s" not in out and not [line for line in result.outlines if line.startswith("[bcas]")]
     assert "bcas summary" in out and any(line.startswith("brief ") for line in result.outlines)
     assert Path(project.path / "quiet" / "records.jsonl").is_file()
+
+
+def test_a_long_case_in_a_log_gets_a_line_every_interval(project: pytest.Pytester,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plain lines while a case runs (every 30 s in a real log; every item here), then its end line."""
+    import bcas.report.progress as progress
+
+    monkeypatch.setattr(progress, "PLAIN_EVERY_S", 0.0)
+    result = project.runpytest(*RUN, "--bcas-report", str(project.path / "periodic"), "-k", "s1")
+    result.assert_outcomes(passed=1)
+    running = [LIVE.match(line[len("[bcas] "):]) for line in result.outlines if line.startswith("[bcas] ")]
+    assert [m.group("done") for m in running if m] == ["0", "1", "2", "3", "4", "5", "6"], result.outlines
+    assert sum(bool(END.match(line)) for line in result.outlines) == 1

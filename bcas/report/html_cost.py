@@ -57,11 +57,11 @@ def _panel(i: int, panel: Panel) -> str:
     axis_note = ("mean cost per item under the run's price sheet" if money else
                  "mean completion tokens per item (no price applies to every point of this dataset)")
     return (
-        f'<div class="cost-panel" id="{pid}" data-dataset="{escape(panel.dataset)}" data-axis="{panel.axis}">'
+        f'<div class="cost-panel fr" id="{pid}" data-dataset="{escape(panel.dataset)}" data-axis="{panel.axis}">'
         f"<h3>{escape(panel.dataset)} — {escape(metric)}</h3>"
         f"<p>x: {escape(axis_note)}; y: accuracy with its 95% interval; ringed points and the dashed step "
         "line: the Pareto frontier (no other point is as cheap and as accurate, and better in one).</p>"
-        f'<div class="fig fr" data-dataset="{escape(panel.dataset)}">{svg}</div>'
+        f'<div class="fig">{svg}</div>'
         f'<p>Pareto frontier, cheapest first:</p><ol class="frontier" id="{pid}-frontier">{listed}</ol>'
         f'<p class="within" data-panel="{pid}"><label>The cheapest configuration within '
         f'<input type="number" min="0" step="0.5" value="{WITHIN_DEFAULT:g}"> points of the best:</label> '

@@ -144,4 +144,5 @@ def filter_bar(rows: Iterable[object]) -> str:
         boxes.append(f'<label>{escape(key)} <select id="filter-{key}" data-key="{key}">'
                      f'<option value="">{escape(everything)}</option>{options}</select></label>')
     return ('<div id="filters">Show only: ' + "".join(boxes)
-            + " <span class=\"count\">(tables, figures and items below follow these filters)</span></div>")
+            + " <span class=\"count\">(the summary, comparisons, models, figures, cost panels, items and the "
+            "drill-down follow these filters)</span></div>")
