@@ -13,7 +13,7 @@ import pytest
 
 # The bcas plugin is also registered by its pytest11 entry point under this same name,
 # so an installed package and a bare checkout both load it exactly once.
-pytest_plugins = ["bcas.report.plugin"]
+pytest_plugins = ["bcas.harness.plugin"]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

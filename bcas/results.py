@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.out is None:
                 print(ResultStore(args.run_dir[0]).merge(remove_worker_files=not args.keep))
                 return 0
-            from bcas.report.merge import merge_runs  # the CLI sits above both layers, as rejudge does
+            from bcas.harness.merge import merge_runs  # the CLI sits above both layers, as rejudge does
 
             print("\n".join(merge_runs(args.run_dir, args.out, partial=args.partial).lines()))
             return 0

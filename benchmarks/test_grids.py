@@ -6,4 +6,4 @@ judge, price sheets, the baseline gate and the report directory.  The case itsel
 lives in the package, so a folder of your own runs grids with this same line.
 """
 
-from bcas.report.suite import test_case  # noqa: F401  (collected here, parametrised by the bcas plugin)
+from bcas.harness.suite import test_case  # noqa: F401  (collected here, parametrised by the bcas plugin)

@@ -20,7 +20,7 @@ from bcas.config import AgentConfig, Budget, ConfigError, RetrievalConfig, RunCo
 from bcas.data import Dataset, load_dataset
 from bcas.llm.base import ChatRequest
 from bcas.testing.mock import MockModel
-from bcas.report.grids import ABLATION, CONTEXT_SCALING, SEARCH_SCALING, SMOKE
+from bcas.grids import ABLATION, CONTEXT_SCALING, SEARCH_SCALING, SMOKE
 
 PAPER_GRIDS = (SEARCH_SCALING, CONTEXT_SCALING, ABLATION)
 BM25 = RetrievalConfig(mode="bm25")

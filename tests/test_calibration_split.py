@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from bcas.data import Dataset, DatasetError, load_calibration, load_evaluation
 from bcas.items import Document, Item, content_hash
-from bcas.report.grids import GRIDS, MADARA
+from bcas.grids import GRIDS, MADARA
 
 
 def _dataset(n: int) -> Dataset:
@@ -78,7 +78,7 @@ def test_grids_that_route_hold_out_their_calibration_items() -> None:
 
 def test_session_probe_items_are_the_calibration_split_and_never_evaluated(tmp_path: Path) -> None:
     """The runner's calibration set (RSC probe, EM_NF, router) and a routed case's items are disjoint."""
-    from bcas.report.runner import BcasSession
+    from bcas.harness.runner import BcasSession
     from bcas.resources import resource_path
 
     settings_ = SimpleNamespace(run_dir=tmp_path / "run", prices=resource_path("prices.toml"), seed=3, corpus=None)

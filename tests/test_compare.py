@@ -15,8 +15,8 @@ import pytest
 
 import bcas.agent  # noqa: F401  (loaded once: pytester runs in this process)
 import bcas.report.html  # noqa: F401
-import bcas.report.records  # noqa: F401
-import bcas.report.runner  # noqa: F401
+import bcas.harness.pipelines  # noqa: F401
+import bcas.harness.runner  # noqa: F401
 import bcas.retrieval  # noqa: F401
 from bcas.report.compare import compare_runs, load_run, main
 from bcas.results import Record, ResultStore

@@ -16,8 +16,8 @@ import pytest
 import bcas
 import bcas.agent  # noqa: F401  (pytester runs restore sys.modules; import what a run touches up front)
 import bcas.report.html  # noqa: F401
-import bcas.report.records  # noqa: F401
-import bcas.report.runner  # noqa: F401
+import bcas.harness.pipelines  # noqa: F401
+import bcas.harness.runner  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
 from bcas.corpus import (
@@ -198,7 +198,7 @@ import sys
 sys.path.insert(0, {str(TESTS_DIR)!r})
 from bcas.config import Budget, RetrievalConfig, RunConfig
 from bcas.llm import register_backend
-from bcas.report.grids import Grid, GridEntry, register_grid
+from bcas.grids import Grid, GridEntry, register_grid
 
 register_backend("instant", "support.instant:create")
 register_backend("asker", "asker:create")

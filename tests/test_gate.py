@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bcas.report.gate import (
+from bcas.harness.gate import (
     BaselineError,
     GateResult,
     build_baseline,
@@ -21,8 +21,8 @@ from bcas.report.gate import (
     match_baseline,
     paired_result,
 )
-from bcas.report.gate_power import GateOptions, GatePlan, plan_gate
-from bcas.report.gate_report import (
+from bcas.harness.gate_power import GateOptions, GatePlan, plan_gate
+from bcas.harness.gate_report import (
     VERDICT_CANNOT_FAIL,
     VERDICT_FAIL,
     VERDICT_NOT_RUN,
@@ -199,8 +199,8 @@ def test_options_defaults() -> None:
 
 def _plugin_cases(n_configs: int = 3):
     from bcas.config import Budget, RetrievalConfig, RunConfig
-    from bcas.report.grids import GridEntry
-    from bcas.report.plugin import Case, ModelSpec
+    from bcas.grids import GridEntry
+    from bcas.harness.settings import Case, ModelSpec
 
     entries = [GridEntry("bcas", RunConfig(budget=Budget(max_searches=s, max_total_tokens=2000),
                                            retrieval=RetrievalConfig(mode="bm25"))) for s in range(1, n_configs + 1)]
@@ -276,7 +276,7 @@ def test_html_gate_section_is_escaped(tmp_path: Path) -> None:
 
 
 def test_readme_power_table_is_what_the_code_computes() -> None:
-    from bcas.report.gate_power import main as power_main
+    from bcas.harness.gate_power import main as power_main
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     start = readme.index("<!-- gate-power-table -->") + len("<!-- gate-power-table -->")

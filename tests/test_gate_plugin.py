@@ -17,14 +17,14 @@ import pytest
 # In-process pytester runs restore sys.modules afterwards; numpy and friends cannot be
 # imported twice in one process, so load everything a run touches up front.
 import bcas.agent  # noqa: F401
-import bcas.report.gate_power  # noqa: F401
-import bcas.report.gate_report  # noqa: F401
+import bcas.harness.gate_power  # noqa: F401
+import bcas.harness.gate_report  # noqa: F401
 import bcas.report.html  # noqa: F401
-import bcas.report.records  # noqa: F401
-import bcas.report.runner  # noqa: F401
+import bcas.harness.pipelines  # noqa: F401
+import bcas.harness.runner  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
-from bcas.report.gate import main as gate_main
+from bcas.harness.gate import main as gate_main
 
 pytest_plugins = ["pytester"]
 
@@ -36,7 +36,7 @@ import sys
 sys.path.insert(0, {str(TESTS_DIR)!r})
 from bcas.config import Budget, RetrievalConfig, RunConfig
 from bcas.llm import register_backend
-from bcas.report.grids import Grid, GridEntry, register_grid
+from bcas.grids import Grid, GridEntry, register_grid
 
 register_backend("instant", "support.instant:create")
 _cfg = lambda s: RunConfig(budget=Budget(max_searches=s, max_total_tokens=2000),

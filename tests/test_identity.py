@@ -16,13 +16,13 @@ import pytest
 
 import bcas.agent  # noqa: F401  (loaded once: pytester runs in this process)
 import bcas.report.html  # noqa: F401
-import bcas.report.records  # noqa: F401
-import bcas.report.runner  # noqa: F401
+import bcas.harness.pipelines  # noqa: F401
+import bcas.harness.runner  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
 from bcas.identity import answer_key, epoch_seed, gguf_fingerprint, prompt_hash, server_fingerprint
 from bcas.testing.servers import FaultServer
-from bcas.report.plugin import parse_model_spec
+from bcas.harness.settings import parse_model_spec
 from bcas.results import Record, RecordError, ResultStore, load_records
 
 pytest_plugins = ["pytester"]
@@ -34,7 +34,7 @@ BACKENDS = {"embedded": 1, "openai": 1, "vllm": 1, "mock": 1}
 # Two grids sharing one configuration (s2), each with its own reference.
 SHARED_CONFTEST = """
 from bcas.config import Budget, RetrievalConfig, RunConfig
-from bcas.report.grids import Grid, GridEntry, register_grid
+from bcas.grids import Grid, GridEntry, register_grid
 
 def _cfg(s):
     return RunConfig(budget=Budget(max_searches=s, max_total_tokens=2000), retrieval=RetrievalConfig(mode="bm25"))

@@ -176,7 +176,8 @@ def test_every_endpoint_failing_names_each(two_servers: tuple[FaultServer, Fault
 def test_servers_of_one_model_must_serve_the_same_model() -> None:
     from types import SimpleNamespace
 
-    from bcas.report.plugin import ModelSpec, _same_model_everywhere
+    from bcas.harness.session_start import _same_model_everywhere
+    from bcas.harness.settings import ModelSpec
 
     settings = SimpleNamespace(models=[ModelSpec("openai", "m", "http://a:1/v1,http://b:2/v1")])
     agree = [{"base_url": "http://a:1/v1", "model": "m", "served_id": "m-7b"},
@@ -193,7 +194,7 @@ pytest_plugins = ["pytester"]
 
 CONFTEST = """
 from bcas.config import Budget, RetrievalConfig, RunConfig
-from bcas.report.grids import Grid, GridEntry, register_grid
+from bcas.grids import Grid, GridEntry, register_grid
 
 register_grid(Grid("multi", (GridEntry("bcas", RunConfig(budget=Budget(max_searches=1, max_total_tokens=2000),
                                                         retrieval=RetrievalConfig(mode="bm25")), reference=True),),
@@ -205,7 +206,7 @@ def test_the_plugin_spreads_a_run_over_repeated_base_urls(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     two_servers: tuple[FaultServer, FaultServer],
 ) -> None:
-    import bcas.report.runner  # noqa: F401 - loaded before pytester restores sys.modules
+    import bcas.harness.runner  # noqa: F401 - loaded before pytester restores sys.modules
 
     a, b = two_servers
     a.latency = b.latency = 0.05

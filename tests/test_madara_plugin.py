@@ -17,8 +17,8 @@ import pytest
 
 import bcas.assess  # noqa: F401  (pytester restores sys.modules: import heavy modules once, up front)
 import bcas.report.html  # noqa: F401
-import bcas.report.records  # noqa: F401
-import bcas.report.runner  # noqa: F401
+import bcas.harness.pipelines  # noqa: F401
+import bcas.harness.runner  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
 
@@ -29,7 +29,7 @@ CALIBRATION_N = 12
 
 CONFTEST = f"""
 from bcas.config import AssessConfig, Budget, RetrievalConfig, RunConfig
-from bcas.report.grids import Grid, GridEntry, MADARA_RETRIEVAL, register_grid
+from bcas.grids import Grid, GridEntry, MADARA_RETRIEVAL, register_grid
 
 def _madara(method, **kw):
     return RunConfig(retrieval=MADARA_RETRIEVAL,

@@ -16,13 +16,13 @@ import pytest
 
 import bcas.agent  # noqa: F401  (loaded once: pytester runs in this process)
 import bcas.report.html  # noqa: F401
-import bcas.report.records  # noqa: F401
-import bcas.report.runner  # noqa: F401
+import bcas.harness.pipelines  # noqa: F401
+import bcas.harness.runner  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
 from bcas.report.html_run import manifest_section
-from bcas.report.manifest import MANIFEST_FILE, plain, read_manifest, safe_url, start_session
-from bcas.report.plugin import OPTIONS
+from bcas.harness.manifest import MANIFEST_FILE, plain, read_manifest, safe_url, start_session
+from bcas.harness.settings import OPTIONS
 from bcas.resources import resource_path
 
 pytest_plugins = ["pytester"]
@@ -65,7 +65,7 @@ def test_a_run_writes_a_complete_manifest_without_the_key(project: pytest.Pytest
     assert entry["price_sheet"]["sha256"] == hashlib.sha256(resource_path("prices.toml").read_bytes()).hexdigest()
     assert set(entry["options"]) == {name for name, *_ in OPTIONS}
     assert entry["options"]["api-key-env"] == {"value": "BCAS_MANIFEST_TEST_KEY", "source": "command line"}
-    assert entry["options"]["limit"] == {"value": 3, "source": "command line"}
+    assert entry["options"]["limit"] == {"value": "3", "source": "command line"}  # as given ("all" is allowed)
     assert entry["options"]["judge"] == {"value": "none", "source": "default"}
     assert entry["seed"] == 0 and entry["epochs"] == 1 and entry["judge"] is None
     assert entry["exit_status"] == 0 and entry["started_at"] <= entry["ended_at"]
@@ -76,11 +76,11 @@ def test_a_run_writes_a_complete_manifest_without_the_key(project: pytest.Pytest
 
 def test_sessions_into_one_folder_are_appended_and_a_failing_run_says_so(project: pytest.Pytester) -> None:
     run_dir = project.path / "run"
-    project.runpytest("--bcas-model", "mock:gold", "--bcas-report", str(run_dir), *RUN).assert_outcomes(passed=1)
+    project.runpytest("--bcas-model", "mock:random", "--bcas-report", str(run_dir), *RUN).assert_outcomes(passed=1)
     first = read_manifest(run_dir)["sessions"][0]
     # The second session resumes (writes nothing new) and fails the accuracy floor.
-    result = project.runpytest("--bcas-model", "mock:gold", "--bcas-report", str(run_dir),
-                               "--bcas-min-accuracy", "1.5", *RUN)
+    result = project.runpytest("--bcas-model", "mock:random", "--bcas-report", str(run_dir),
+                               "--bcas-min-accuracy", "0.9", *RUN)
     result.assert_outcomes(failed=1)
     sessions = read_manifest(run_dir)["sessions"]
     assert len(sessions) == 2 and sessions[0] == first
@@ -89,7 +89,7 @@ def test_sessions_into_one_folder_are_appended_and_a_failing_run_says_so(project
     assert second["exit_status"] == int(pytest.ExitCode.TESTS_FAILED)
     assert second["records_written"] == 0
     assert second["datasets"] == first["datasets"]  # the resumed case's dataset, from the session
-    assert second["options"]["min-accuracy"]["value"] == 1.5
+    assert second["options"]["min-accuracy"]["value"] == 0.9
     assert "Earlier sessions into this folder (1)" in (run_dir / "index.html").read_text()
 
 

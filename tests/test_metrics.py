@@ -19,10 +19,10 @@ import pytest
 from statsmodels.stats.multitest import multipletests
 
 from bcas.grading import exact_match, strict_exact_match, strict_token_f1, token_f1
-from bcas.report.gate import build_baseline, item_outcomes
-from bcas.report.gate_power import primary_metric
-from bcas.report.grids import GRIDS, ISOLATION, MADARA, NF, ROUTED, SCORING
-from bcas.report.metrics import outcome, resolve
+from bcas.harness.gate import build_baseline, item_outcomes
+from bcas.harness.gate_power import primary_metric
+from bcas.grids import GRIDS, ISOLATION, MADARA, NF, ROUTED, SCORING
+from bcas.grading.outcomes import outcome, resolve
 from bcas.report.summary import build_summaries, compare_to_reference, summarize
 
 # -- strict EM ------------------------------------------------------------------------

@@ -15,8 +15,8 @@ import pytest
 # imported twice in one process, so load everything a run touches up front.
 import bcas.agent  # noqa: F401,E402
 import bcas.report.html  # noqa: F401,E402
-import bcas.report.records  # noqa: F401,E402
-import bcas.report.runner  # noqa: F401,E402
+import bcas.harness.pipelines  # noqa: F401,E402
+import bcas.harness.runner  # noqa: F401,E402
 import bcas.results  # noqa: F401,E402
 import bcas.retrieval  # noqa: F401,E402
 
@@ -30,7 +30,7 @@ import sys
 sys.path.insert(0, {str(TESTS_DIR)!r})
 from bcas.config import Budget, RetrievalConfig, RunConfig
 from bcas.llm import register_backend
-from bcas.report.grids import Grid, GridEntry, register_grid
+from bcas.grids import Grid, GridEntry, register_grid
 
 register_backend("instant", "support.instant:create")
 _cfg = lambda s: RunConfig(budget=Budget(max_searches=s, max_total_tokens=2000),
@@ -134,7 +134,7 @@ def test_baseline_gate_fails_on_regression_and_passes_on_equal(
     base_dir = suite.path / "base"
     suite.runpytest(*BASE, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)
     baseline = suite.path / "baseline.json"
-    from bcas.report.gate import main as gate_main
+    from bcas.harness.gate import main as gate_main
 
     assert gate_main(["write", str(base_dir), str(baseline)]) == 0
 

@@ -34,13 +34,13 @@ import bcas.llm
 # inside a run would be discarded, and the preflight's transport errors escape unmapped).
 import bcas.llm.openai_compat  # noqa: F401
 import bcas.llm.preflight  # noqa: F401
-import bcas.report.gate  # noqa: F401
-import bcas.report.gate_power  # noqa: F401
+import bcas.harness.gate  # noqa: F401
+import bcas.harness.gate_power  # noqa: F401
 import bcas.report.html  # noqa: F401
-import bcas.report.manifest  # noqa: F401
-import bcas.report.records  # noqa: F401
-import bcas.report.runner  # noqa: F401
-import bcas.report.startup  # noqa: F401
+import bcas.harness.manifest  # noqa: F401
+import bcas.harness.pipelines  # noqa: F401
+import bcas.harness.runner  # noqa: F401
+import bcas.harness.startup  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
 import bcas.testing.mock  # noqa: F401
@@ -52,7 +52,7 @@ GRID_FILE = (REPO / "benchmarks" / "test_grids.py").read_text()
 
 CONFTEST = """
 from bcas.config import Budget, RetrievalConfig, RunConfig
-from bcas.report.grids import Grid, GridEntry, register_grid
+from bcas.grids import Grid, GridEntry, register_grid
 
 _cfg = lambda s: RunConfig(budget=Budget(max_searches=s, max_total_tokens=2000),
                            retrieval=RetrievalConfig(mode="bm25"))
@@ -246,7 +246,7 @@ def test_collect_help_markers_and_failed_starts_leave_the_run_folder_untouched(p
     run_dir = project.path / "run"
     project.runpytest(*MOCK, "--bcas-report", str(run_dir)).assert_outcomes(passed=2)
     baseline = project.path / "base.json"
-    from bcas.report.gate import main as gate_main
+    from bcas.harness.gate import main as gate_main
 
     assert gate_main(["write", str(run_dir), str(baseline)]) == 0
     assert {"records.jsonl", "index.html", "summary.csv", "summary.json", "run.json"} <= {
@@ -345,7 +345,7 @@ def test_grid_and_kind_markers_are_distinct(project: pytest.Pytester) -> None:
             "no:cacheprovider"]
     grid = [line for line in project.runpytest(*args, "-m", "madara").stdout.lines if "test_case[" in line]
     kind = [line for line in project.runpytest(*args, "-m", "kind_madara").stdout.lines if "test_case[" in line]
-    from bcas.report.grids import GRIDS
+    from bcas.grids import GRIDS
 
     # -m madara: the madara grid's cases only; kind_madara adds the smoke grid's MADARA treatments.
     smoke_kinds = [entry.kind for _, entry in GRIDS["smoke"].cases()]

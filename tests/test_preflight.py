@@ -21,8 +21,8 @@ import pytest
 
 import bcas.agent  # noqa: F401  (loaded once: pytester runs in this process)
 import bcas.report.html  # noqa: F401
-import bcas.report.records  # noqa: F401
-import bcas.report.runner  # noqa: F401
+import bcas.harness.pipelines  # noqa: F401
+import bcas.harness.runner  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
 from bcas.llm.preflight import PreflightError, preflight
@@ -162,7 +162,7 @@ def test_case_failure_lists_the_distinct_errors() -> None:
     from types import SimpleNamespace
 
     from bcas.config import RunConfig
-    from bcas.report.runner import check_invariants
+    from bcas.harness.runner import check_invariants
 
     records = [
         {"item_id": f"q{i}", "stop_reason": "error", "error": "ModelError: connection refused to http://x/v1"}

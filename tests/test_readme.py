@@ -45,13 +45,13 @@ import pytest
 # In-process pytester runs restore sys.modules afterwards; load what a run touches first.
 import bcas.agent  # noqa: F401
 import bcas.corpus  # noqa: F401
-import bcas.report.gate  # noqa: F401
-import bcas.report.gate_power  # noqa: F401
+import bcas.harness.gate  # noqa: F401
+import bcas.harness.gate_power  # noqa: F401
 import bcas.report.html  # noqa: F401
-import bcas.report.manifest  # noqa: F401
-import bcas.report.records  # noqa: F401
-import bcas.report.runner  # noqa: F401
-import bcas.report.startup  # noqa: F401
+import bcas.harness.manifest  # noqa: F401
+import bcas.harness.pipelines  # noqa: F401
+import bcas.harness.runner  # noqa: F401
+import bcas.harness.startup  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
 import bcas.testing.mock  # noqa: F401
@@ -160,7 +160,7 @@ def sandbox(template: Path, cache_dir: Path, pytester: pytest.Pytester,
     registries are restored afterwards, so no other test sees them.
     """
     from bcas.data import DATASETS
-    from bcas.report.grids import GRIDS
+    from bcas.grids import GRIDS
 
     saved = dict(GRIDS), dict(DATASETS)
     shutil.copytree(template, pytester.path, dirs_exist_ok=True)
@@ -315,7 +315,7 @@ def _run_command(command: str, pytester: pytest.Pytester, cache_dir: Path, full:
         elif args[:1] == ["bcas.report.compare"]:
             for folder in inputs:
                 _prepare(folder, pytester)
-        elif args[:2] != ["bcas.report.gate", "write"]:
+        elif args[:2] != ["bcas.harness.gate", "write"]:
             raise AssertionError(f"README command without a rule in tests/test_readme.py: {command}")
         _run(["-m", *args], cwd, cache_dir)
         return "ran"
@@ -353,7 +353,7 @@ def test_schema_example_is_a_valid_dataset(tmp_path: Path) -> None:
 def test_case_ids_quoted_in_the_readme_exist(tmp_path: Path) -> None:
     quoted = set(re.findall(r"`(smollm2-135m-[^`\s]+)`", README))
     assert quoted
-    grids = _run(["-c", "from bcas.report.grids import GRIDS; print(','.join(GRIDS))"], REPO, tmp_path).strip()
+    grids = _run(["-c", "from bcas.grids import GRIDS; print(','.join(GRIDS))"], REPO, tmp_path).strip()
     out = _run(["-m", "pytest", "benchmarks", "--bcas-grid", grids, "--collect-only", "-q", "-p",
                 "no:cacheprovider"], REPO, tmp_path)
     ids = {m[len("::test_case["):-1] for m in _CASE.findall(out)}

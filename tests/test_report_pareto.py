@@ -13,7 +13,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bcas.report.grids import GRIDS
+from bcas.grids import GRIDS
 from bcas.report.html_figures import budget_axis
 from bcas.report.pareto import COST, TOKENS, Point, axis_for, cheapest_within, frontier, panels
 from bcas.report.plots import cost_scatter, scaling_chart

@@ -120,7 +120,7 @@ def test_quiet_shows_no_progress_but_keeps_the_summary(project: pytest.Pytester)
 def test_a_long_case_in_a_log_gets_a_line_every_interval(project: pytest.Pytester,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Plain lines while a case runs (every 30 s in a real log; every item here), then its end line."""
-    import bcas.report.progress as progress
+    import bcas.harness.progress as progress
 
     monkeypatch.setattr(progress, "PLAIN_EVERY_S", 0.0)
     result = project.runpytest(*RUN, "--bcas-report", str(project.path / "periodic"), "-k", "s1")

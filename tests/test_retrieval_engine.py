@@ -91,7 +91,7 @@ def test_excluded_chunks_and_documents_are_not_returned_and_the_index_is_shared(
 
 CONFTEST = """
 from bcas.config import Budget, RetrievalConfig, RunConfig
-from bcas.report.grids import Grid, GridEntry, register_grid
+from bcas.grids import Grid, GridEntry, register_grid
 
 register_grid(Grid("eng", (GridEntry("bcas", RunConfig(budget=Budget(max_searches=2, max_total_tokens=2000),
                                                       retrieval=RetrievalConfig(mode="bm25")), reference=True),),
@@ -102,7 +102,7 @@ register_grid(Grid("eng", (GridEntry("bcas", RunConfig(budget=Budget(max_searche
 def test_the_plugin_sends_bm25_searches_to_the_engine(
     engine_url: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
 ) -> None:
-    import bcas.report.runner  # noqa: F401 - loaded before pytester restores sys.modules
+    import bcas.harness.runner  # noqa: F401 - loaded before pytester restores sys.modules
     import bcas.retrieval.engine  # noqa: F401
 
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))

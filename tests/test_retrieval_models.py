@@ -20,7 +20,7 @@ import pytest
 
 from bcas.config import RetrievalConfig, RunConfig
 from bcas.data import Document
-from bcas.report.grids import GRIDS, with_retrieval_models
+from bcas.grids import GRIDS, with_retrieval_models
 from bcas.report.summary import build_summaries
 from bcas.retrieval import RerankerError, build_retriever, load_reranker
 from bcas.retrieval.rerank import CrossEncoderReranker
@@ -114,7 +114,7 @@ def test_the_choice_is_part_of_the_configuration_identity() -> None:
 
 
 def test_plugin_applies_the_choice_to_the_cases_that_use_it() -> None:
-    from bcas.report.plugin import expand_cases
+    from bcas.harness.settings import expand_cases
 
     settings = SimpleNamespace(grids=["ablation"], datasets=None, models=[SimpleNamespace(label="m")],
                                embedder="bge-m3", reranker="cross-encoder:/models/ce")

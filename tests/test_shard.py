@@ -16,9 +16,9 @@ import pytest
 # In-process pytester runs restore sys.modules afterwards; load what a run touches up front.
 import bcas.agent  # noqa: F401,E402
 import bcas.report.html  # noqa: F401,E402
-import bcas.report.merge  # noqa: F401,E402
-import bcas.report.records  # noqa: F401,E402
-import bcas.report.runner  # noqa: F401,E402
+import bcas.harness.merge  # noqa: F401,E402
+import bcas.harness.pipelines  # noqa: F401,E402
+import bcas.harness.runner  # noqa: F401,E402
 import bcas.results  # noqa: F401,E402
 import bcas.retrieval  # noqa: F401,E402
 from bcas.results import main as results_main
@@ -29,7 +29,7 @@ pytest_plugins = ["pytester"]
 GRID_FILE = (Path(__file__).resolve().parents[1] / "benchmarks" / "test_grids.py").read_text()
 CONFTEST = """
 from bcas.config import Budget, RetrievalConfig, RunConfig
-from bcas.report.grids import Grid, GridEntry, register_grid
+from bcas.grids import Grid, GridEntry, register_grid
 
 _cfg = lambda s: RunConfig(budget=Budget(max_searches=s, max_total_tokens=2000),
                            retrieval=RetrievalConfig(mode="bm25"))

@@ -24,7 +24,7 @@ per server and routes every request:
 ``ChatResult.extra["endpoint"]`` names the server that answered (its URL without any
 credentials) and ``extra["failed_over"]`` the ones that failed it first; ``retries``
 adds one per fail-over.  The endpoints must serve the same model: the preflight
-checks each (:mod:`bcas.report.plugin`) and refuses endpoints that report different
+checks each (:mod:`bcas.harness.plugin`) and refuses endpoints that report different
 served ids; the model's fingerprint (:mod:`bcas.llm.fingerprint`) is the first
 endpoint's.  The generation cache keys on the model id, so any endpoint's answer is
 reused by all.

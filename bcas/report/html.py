@@ -20,7 +20,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from bcas.report.grids import GRIDS
+from bcas.grids import GRIDS
 from bcas.report.html_cost import cost_section, stops_section
 from bcas.report.html_figures import figures
 from bcas.report.html_interactive import CSS as INTERACTIVE_CSS
@@ -28,7 +28,7 @@ from bcas.report.html_interactive import SCRIPT, SCRIPT_HASH, filter_bar, fr_att
 from bcas.report.html_items import items_section
 from bcas.report.html_models import model_sections
 from bcas.report.html_run import manifest_section
-from bcas.report.metrics import outcome
+from bcas.grading.outcomes import outcome
 from bcas.report.summary import Comparison, SummaryRow, grid_notes, group_key
 
 CSS = """
@@ -178,7 +178,7 @@ def _drilldown(records: list[dict[str, Any]], limit: int = 2000) -> str:
 def _notes(records: list[dict[str, Any]], grid_lines: list[str] | None = None) -> str:
     """Run-level notes: each grid's metric and retrieval models (vs the paper's), and models a
     price sheet could not price (their cost is unknown, not 0)."""
-    from bcas.results import missing_price_note
+    from bcas.records import missing_price_note
 
     missing = sorted(
         {(str(m.get("model")), str(m.get("sheet"))) for r in records
@@ -243,7 +243,7 @@ def render_report(
     stops: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Write ``index.html`` into ``run_dir`` and return its path (``gate``: a ``GateReport``;
-    ``stops``: cases the session's ``--bcas-max-cost`` stopped, :mod:`bcas.report.cost`)."""
+    ``stops``: cases the session's ``--bcas-max-cost`` stopped, :mod:`bcas.harness.cost`)."""
     grid_order = grid_order or {}
     html = (
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"

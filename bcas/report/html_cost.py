@@ -13,7 +13,7 @@ from html import escape
 from typing import Any
 
 from bcas.report.html_interactive import fr_attrs
-from bcas.report.metrics import METRIC_NAMES
+from bcas.grading.outcomes import METRIC_NAMES
 from bcas.report.pareto import AXIS_NAMES, COST, Panel, Point, cheapest_within, panels
 from bcas.report.plots import cost_scatter
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from bcas.report.metrics import METRIC_NAMES
+from bcas.grading.outcomes import METRIC_NAMES
 from bcas.report.plots import scaling_chart, shift_bars
 
 BUDGET_FIELDS = ("max_searches", "max_total_tokens")

@@ -3,7 +3,7 @@
 One table per dataset: a row per item, a column per model × configuration (a
 configuration that several grids share is one column: the same answers).  Each cell
 shows the answer, whether it is right in the grid's primary metric
-(:mod:`bcas.report.metrics`), searches, tokens and how many documents the answer saw
+(:mod:`bcas.grading.outcomes`), searches, tokens and how many documents the answer saw
 (BCAS: the documents its searches returned; MADARA: the documents in its context).
 Two chosen columns and a mode filter the rows to the items whose outcome flips between
 them (:mod:`bcas.report.html_interactive`).  With several epochs the cells show epoch 0.
@@ -17,7 +17,7 @@ from html import escape
 from typing import Any
 
 from bcas.report.html_interactive import fr_attrs
-from bcas.report.metrics import outcome
+from bcas.grading.outcomes import outcome
 from bcas.report.summary import grid_metrics, grouped
 
 ITEM_LIMIT = 1000  # rows per dataset table; a larger run lists its first items (the drill-down has the rest)

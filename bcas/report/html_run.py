@@ -1,11 +1,11 @@
-"""The report's "Run" section: the run manifest (:mod:`bcas.report.manifest`) as HTML, every text escaped."""
+"""The report's "Run" section: the run manifest (:mod:`bcas.harness.manifest`) as HTML, every text escaped."""
 
 from __future__ import annotations
 
 from html import escape
 from typing import Any
 
-from bcas.report.manifest import MANIFEST_FILE
+from bcas.harness.manifest import MANIFEST_FILE
 
 
 def _kv(rows: list[tuple[str, Any]]) -> str:

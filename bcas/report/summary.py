@@ -3,7 +3,7 @@
 Records are handled as plain dictionaries (the JSON lines of ``records.jsonl``), so
 a summary can be recomputed from any past run without the code that produced it.
 
-- Accuracy in the grid's primary metric (:mod:`bcas.report.metrics`: the LLM judge's
+- Accuracy in the grid's primary metric (:mod:`bcas.grading.outcomes`: the LLM judge's
   verdict for BCAS grids when a judge graded, else SQuAD EM; MADARA's strict EM for
   MADARA grids), with a Wilson 95% interval (BCAS Figure 2), or the item-clustered
   interval when items have several epochs (:mod:`bcas.report.paired`).  Empty and
@@ -35,8 +35,8 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from bcas.report.grids import with_retrieval_models
-from bcas.report.metrics import METRIC_NAMES, outcome, outcome_fn, resolve, token_f1_of
+from bcas.grids import with_retrieval_models
+from bcas.grading.outcomes import METRIC_NAMES, outcome, outcome_fn, resolve, token_f1_of
 from bcas.report.paired import accuracy, epochs_of, paired, per_item_means
 from bcas.stats import holm_bonferroni
 
@@ -99,7 +99,7 @@ def memberships(
 ) -> list[tuple[str, bool, str, dict[str, Any]]]:
     """(grid, is_reference, label, record) for every grid a record's configuration belongs to.
 
-    ``grids``: name -> :class:`bcas.report.grids.Grid` (the registered grids); a record
+    ``grids``: name -> :class:`bcas.grids.Grid` (the registered grids); a record
     belongs to each grid with an entry whose configuration, under the record's seed, has
     the record's ``config_id`` (retrieval models chosen for the run applied as the plugin
     applies them).  ``only``: grids to consider (default: the grids the records were run
@@ -196,7 +196,7 @@ class SummaryRow:
     model_fingerprint: str = ""
     epochs: int = 1
     interval: str = "wilson"
-    metric: str = "correct_em"  # what ``accuracy`` measures (bcas.report.metrics)
+    metric: str = "correct_em"  # what ``accuracy`` measures (bcas.grading.outcomes)
     em_squad: float = 0.0  # SQuAD EM accuracy, whatever the primary metric
     ungraded: int = 0  # records without an outcome in the metric (answers no judge graded)
     mean_cost_usd: float | None = None  # cost per record; None when any record's cost is unknown

@@ -40,7 +40,7 @@ from bcas.testing.servers import FaultServer  # noqa: E402
 TARGET = 1.25
 CONFTEST = """
 from bcas.config import Budget, RetrievalConfig, RunConfig
-from bcas.report.grids import Grid, GridEntry, register_grid
+from bcas.grids import Grid, GridEntry, register_grid
 
 _retrieval = RetrievalConfig(mode="bm25", k=2)
 register_grid(Grid("perf_p2", tuple(

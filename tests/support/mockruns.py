@@ -23,7 +23,7 @@ import sys
 sys.path.insert(0, {tests!r})
 from bcas.config import AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
 from bcas.llm import register_backend
-from bcas.report.grids import Grid, GridEntry, register_grid
+from bcas.grids import Grid, GridEntry, register_grid
 
 register_backend("paced", "support.paced:create")
 register_backend("coin", "support.coin:create")

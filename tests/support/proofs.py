@@ -18,7 +18,7 @@ CONFTEST = """
 import sys
 sys.path.insert(0, {tests_dir!r})
 from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
-from bcas.report.grids import Grid, GridEntry, register_grid
+from bcas.grids import Grid, GridEntry, register_grid
 
 
 def _cfg(searches, plan):

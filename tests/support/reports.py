@@ -12,7 +12,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from bcas.report.grids import GRIDS
+from bcas.grids import GRIDS
 from bcas.report.html import render_report
 from bcas.report.summary import Comparison, SummaryRow, write_summaries
 from bcas.results import Record

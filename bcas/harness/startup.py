@@ -129,7 +129,7 @@ def resolve_prices(value: str | None) -> tuple[Path | None, str | None]:
     """
     if value is not None and str(value).strip().lower() == PRICES_OFF:
         return None, None
-    from bcas.results import DEFAULT_PRICES, PriceError, load_price_sheet, price_source
+    from bcas.records import DEFAULT_PRICES, PriceError, load_price_sheet, price_source
 
     try:
         path, sheet = price_source(value)
@@ -150,13 +150,13 @@ def check_baseline(value: str | None) -> None:
     """``--bcas-baseline`` is a readable run folder, records JSONL or baseline JSON (read, not written)."""
     if not value:
         return
-    from bcas.report.gate import BaselineError, load_baseline_cases
+    from bcas.harness.gate import BaselineError, load_baseline_cases
 
     try:
         load_baseline_cases(value)
     except BaselineError as exc:
         raise usage("baseline", f"{exc}; accepted: a run folder, its records.jsonl, or a baseline JSON "
-                    "(python -m bcas.report.gate write RUN_DIR OUT.json)") from None
+                    "(python -m bcas.harness.gate write RUN_DIR OUT.json)") from None
 
 
 def check_report_dir(path: Path) -> None:

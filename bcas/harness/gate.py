@@ -22,7 +22,7 @@ case that produced no p-value counts as ``p = 1``); a case it rejects that the
 in-place check let pass is reported and makes the session exit non-zero.
 
 Baselines are either a previous run's ``records.jsonl`` (paired per item) or a
-baseline file written by ``python -m bcas.report.gate write RUN_DIR OUT.json``,
+baseline file written by ``python -m bcas.harness.gate write RUN_DIR OUT.json``,
 which stores per-case item outcomes of every pass/fail field of the records.
 """
 
@@ -37,8 +37,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bcas.report.metrics import METRICS
-from bcas.report.metrics import outcome as metric_outcome
+from bcas.grading.outcomes import METRICS
+from bcas.grading.outcomes import outcome as metric_outcome
 from bcas.report.summary import paired_table
 from bcas.stats import (
     holm_bonferroni,
@@ -74,7 +74,7 @@ def outcome(value: Any) -> bool | None:
 
 
 def item_outcomes(records: list[dict[str, Any]], metric: str = DEFAULT_METRIC) -> dict[str, bool]:
-    """Item id -> passed, in ``metric`` as :func:`bcas.report.metrics.outcome` reads it (an empty
+    """Item id -> passed, in ``metric`` as :func:`bcas.grading.outcomes.outcome` reads it (an empty
     or errored answer fails).  With several records per item (``--bcas-epochs``) an item passes
     when at least half of its graded epochs pass."""
     votes: dict[str, list[bool]] = defaultdict(list)
@@ -178,7 +178,7 @@ def _read_baseline_data(path: Path) -> dict[str, Any]:
         raise BaselineError(f"{path}: invalid JSON ({exc.msg})") from None
     if not isinstance(data, dict) or not isinstance(data.get("cases"), dict):
         raise BaselineError(f"{path}: not a bcas baseline (no 'cases'); write one with "
-                            "`python -m bcas.report.gate write RUN_DIR OUT.json`")
+                            "`python -m bcas.harness.gate write RUN_DIR OUT.json`")
     return data
 
 
@@ -417,7 +417,7 @@ def holm_session(results: list[GateResult], alpha: float | None = None) -> list[
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bcas.report.gate", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bcas.harness.gate", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("write", help="write a baseline file from a run directory or records file")
     w.add_argument("run", help="reports/<run> directory or a records.jsonl file")
@@ -435,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.out).write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
     sizes = sorted({case["n"] for case in data["cases"].values()})
     print(f"wrote {args.out}: {len(data['cases'])} cases, {'/'.join(map(str, sizes))} items each; "
-          "`python -m bcas.report.gate_power` prints the drop each case size can detect")
+          "`python -m bcas.harness.gate_power` prints the drop each case size can detect")
     return 0
 
 

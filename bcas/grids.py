@@ -24,7 +24,7 @@ Each grid declares what it measures and how it is tested:
 
 - ``primary_metric``: ``judge`` (BCAS grids, §3.6: the LLM judge's verdict when a judge
   graded the answers, SQuAD EM otherwise; the summary says which) or ``strict_em``
-  (MADARA grids, §5.4, with strict token F1 beside it); see :mod:`bcas.report.metrics`.
+  (MADARA grids, §5.4, with strict token F1 beside it); see :mod:`bcas.grading.outcomes`.
 - the paired comparisons: by default every entry against the grid's reference, one Holm
   family per grid; an entry's ``compare`` names its own (entry label, family) pairs, and
   ``holm_scope="model_dataset"`` makes each family per model × dataset (MADARA Table 14:
@@ -51,7 +51,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bcas.config import AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
-from bcas.report.metrics import JUDGE, resolve
+from bcas.grading.outcomes import JUDGE, resolve
 
 KINDS = ("bcas", "madara", "rsc")
 HOLM_SCOPES = ("grid", "model_dataset")
@@ -117,7 +117,7 @@ class Grid:
                                      f"which is not another entry of the grid ({labels})")
 
     def metric(self, judge: bool | None = None, records: Iterable[dict[str, Any]] = ()) -> str:
-        """The primary metric as used (:func:`bcas.report.metrics.resolve`)."""
+        """The primary metric as used (:func:`bcas.grading.outcomes.resolve`)."""
         return resolve(self.primary_metric, records, judge)
 
     def comparisons(self, label: str) -> list[tuple[str, str]]:

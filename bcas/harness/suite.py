@@ -1,10 +1,10 @@
 """The grid case as a pytest test, importable from any folder.
 
 ``benchmarks/test_grids.py`` and a user's own test file hold one line,
-``from bcas.report.suite import test_case``; pytest collects the imported function
+``from bcas.harness.suite import test_case``; pytest collects the imported function
 there, and the bcas plugin parametrises it over the chosen grids (one case per
 model x dataset x configuration).  A ``conftest.py`` beside that file can register
-grids and datasets (``bcas.report.grids.register_grid``,
+grids and datasets (``bcas.grids.register_grid``,
 ``bcas.data.register_dataset``); see the README, "Your own grids and datasets".
 """
 

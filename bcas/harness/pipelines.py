@@ -18,7 +18,7 @@ async def run_item_record(ctx: Any, item: Any, epoch: int = 0) -> Any:
     from dataclasses import replace
 
     from bcas.identity import epoch_seed
-    from bcas.results import Record, reprice_record
+    from bcas.records import Record, reprice_record
 
     session = ctx.session
     case = ctx.case
@@ -75,7 +75,7 @@ async def run_item_record(ctx: Any, item: Any, epoch: int = 0) -> Any:
 
 async def _bcas_record(ctx: Any, item: Any, run_id: str, extra: dict[str, Any], config: Any) -> Any:
     from bcas.agent import run_bcas
-    from bcas.results import record_from_trajectory
+    from bcas.agent.records import record_from_trajectory
 
     trajectory = await run_bcas(item, ctx.model, ctx.retriever, config)
     extra = {**extra, "agent_tokens_out": trajectory.tokens_out}

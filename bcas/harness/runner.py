@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from bcas.config import RunConfig
-from bcas.report.cost import guard_for, read_stops, stop_lines
-from bcas.report.exports import PYARROW_MISSING, write_parquet
-from bcas.report.progress import message_writer, start_case
+from bcas.harness.cost import guard_for, read_stops, stop_lines
+from bcas.harness.exports import PYARROW_MISSING, write_parquet
+from bcas.harness.progress import message_writer, start_case
 
 
 class CaseFailure(AssertionError):
@@ -56,14 +56,14 @@ class CaseOutcome:
 
 class BcasSession:
     def __init__(self, settings: Any, worker: str | None = None, config: Any = None):
-        from bcas.results import ResultStore, load_price_sheet
+        from bcas.records import ResultStore, load_price_sheet
 
         self.settings = settings
         self.worker = worker
         self.config = config
         self.loop = asyncio.new_event_loop()
         self.store = ResultStore(settings.run_dir, worker=worker)
-        # Checked at session start (bcas.report.startup.resolve_prices); None: --bcas-prices none.
+        # Checked at session start (bcas.harness.startup.resolve_prices); None: --bcas-prices none.
         prices = getattr(settings, "prices", None)
         self.prices = load_price_sheet(prices, getattr(settings, "price_sheet", None)) if prices is not None else None
         self._datasets: dict[tuple[str, int | None, int], Any] = {}
@@ -79,8 +79,8 @@ class BcasSession:
         self.cases_run = 0
         self.unpriced: set[tuple[str, str]] = set()
         self.gate_results: list[Any] = []
-        # Notes and warnings through the terminal's progress display (bcas.report.progress);
-        # --bcas-max-cost's guard (bcas.report.cost).
+        # Notes and warnings through the terminal's progress display (bcas.harness.progress);
+        # --bcas-max-cost's guard (bcas.harness.cost).
         self.progress = message_writer(config)
         self.spend = guard_for(config, settings, self.progress)
 
@@ -265,15 +265,15 @@ class BcasSession:
         if key in self.unpriced:
             return
         self.unpriced.add(key)
-        from bcas.results import missing_price_note
+        from bcas.records import missing_price_note
 
         self.progress(f"[bcas] warning: {missing_price_note(*key)}; its records get cost_usd null")
 
     def limit_for(self, case: Any) -> int | None:
         if self.settings.limit is not None:
             return self.settings.limit
-        from bcas.report.grids import get_grid
-        from bcas.report.plugin import DEFAULT_LIMIT
+        from bcas.grids import get_grid
+        from bcas.harness.settings import DEFAULT_LIMIT
 
         return get_grid(case.grid).limit or DEFAULT_LIMIT
 
@@ -282,7 +282,7 @@ class BcasSession:
 
     def plan_case(self, case: Any) -> CasePlan:
         """What a case runs: its items (this shard's, not yet recorded), configuration and answer identity."""
-        from bcas.report.grids import get_grid
+        from bcas.grids import get_grid
 
         ds = self.dataset(case.dataset, self.limit_for(case), get_grid(case.grid).holdout)
         # The session seed picks the item subset and seeds sampling, so it is part of the config id.
@@ -363,7 +363,7 @@ class BcasSession:
         if floor is not None and acc < floor:
             failures.append(f"regression gate: {case.id}: EM accuracy {acc:.3f} over {n} items is below the floor {floor:.3f}")
         if self.settings.baseline:
-            from bcas.report.gate_power import gate_in_session
+            from bcas.harness.gate_power import gate_in_session
 
             res = gate_in_session(self, case, outcome.records)
             if res is not None:
@@ -473,7 +473,7 @@ class CaseContext:
         return cached
 
     async def run_item(self, item: Any, epoch: int = 0) -> Any:
-        from bcas.report.records import run_item_record
+        from bcas.harness.pipelines import run_item_record
 
         record = await run_item_record(self, item, epoch)
         if self.case.entry.kind == "bcas":
@@ -533,15 +533,15 @@ class FinalResult:
     report_path: Path | None
     table_lines: list[str]
     holm_failures: list[str]
-    gate: Any = None  # bcas.report.gate_report.GateReport when a baseline gate ran
+    gate: Any = None  # bcas.harness.gate_report.GateReport when a baseline gate ran
 
 
 def finalize_run(settings: Any, session: BcasSession | None, token: str = "run") -> FinalResult | None:
     """Merge per-worker files, write summaries and the HTML report, run the session-wide Holm gate."""
-    from bcas.report.grids import GRIDS
+    from bcas.grids import GRIDS
     from bcas.report.html import render_report
     from bcas.report.summary import write_summaries
-    from bcas.results import ResultStore
+    from bcas.records import ResultStore
 
     if session is not None:
         session.close()  # flushes this process's gate results
@@ -554,10 +554,10 @@ def finalize_run(settings: Any, session: BcasSession | None, token: str = "run")
     summaries = write_summaries(settings.run_dir, records, GRIDS, settings.grids)
     rows, comps = summaries.rows, summaries.comparisons
     order = {name: [e.label for e in grid.entries] for name, grid in GRIDS.items()}
-    from bcas.report.gate_report import session_gate_report
+    from bcas.harness.gate_report import session_gate_report
 
     gate = session_gate_report(settings.run_dir, token)  # full Holm step-down per family
-    from bcas.report.manifest import complete_session
+    from bcas.harness.manifest import complete_session
 
     manifest = complete_session(settings.run_dir, token, records, session)  # run.json, shown in the report
     stops = read_stops(settings.run_dir, token)  # cases --bcas-max-cost cut short in this session

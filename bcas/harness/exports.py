@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bcas.records import Record
-from bcas.report.cost import cost_text
+from bcas.harness.cost import cost_text
 
 PARQUET_FILE = "records.parquet"
 NESTED = ("config", "judge", "steps", "extra", "grades")
@@ -30,7 +30,7 @@ PYARROW_MISSING = "pyarrow is not installed (pip install 'bcas[parquet]'); recor
 
 def case_result(stats: Any, outcome: Any, grid: str, label: str) -> dict[str, str]:
     """A finished case's ``bcas_*`` properties (strings): its primary metric, interval, n, cost, and this session's run."""
-    from bcas.report.grids import GRIDS
+    from bcas.grids import GRIDS
     from bcas.report.summary import summarize
 
     props: dict[str, str] = {

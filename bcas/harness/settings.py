@@ -1,12 +1,9 @@
-"""The bcas pytest plugin: options, grid parametrisation, markers, report and gate.
+"""The bcas options and what they resolve to: ``Settings``, model specs, grid cases.
 
-Registered through the ``pytest11`` entry point and by the top-level ``conftest.py``.
-A test function that takes the ``bcas_case`` fixture is parametrised over the chosen
-grids: one case per model x dataset x configuration, with a readable id such as
-``smollm2-135m-hotpotqa-hs+r/s3/t16k/plan`` and markers for its dataset, grid, kind
-and requirements, so ``-m "hotpotqa and search_scaling"``, ``-k s3``, ``--lf`` and
-``-n`` work.  Importing this module is cheap: models, indexes and numpy-heavy code
-load only when a case runs.
+Every option is a command-line flag ``--bcas-NAME`` and an ini option ``bcas_NAME``
+(command line first, then ini, then the default).  ``read_settings`` validates them
+all at configure time; ``expand_cases`` turns the chosen grids, models and datasets
+into cases.
 """
 
 from __future__ import annotations
@@ -83,7 +80,10 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
                                 "generation cache) without running them"),
 ]
 
+
 DEFAULT_LIMIT = 20
+
+
 REQUIREMENT_MARKERS = {
     "gpu": "needs a CUDA GPU",
     "slow": "heavy case or test (the repository's conftest.py skips it unless --runslow)",
@@ -92,27 +92,13 @@ REQUIREMENT_MARKERS = {
 }
 # Runner kinds are markers of their own, apart from grid names: -m madara is the madara
 # grid, -m kind_madara every MADARA treatment case (the smoke grid has some too).
+
+
 KIND_MARKER = "kind_{}"
 
 
 def _opt_name(name: str) -> str:
     return "bcas_" + name.replace("-", "_")
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("bcas", "bcas evaluation suite (each also settable as an ini option bcas_*)")
-    for name, kind, _default, help_text in OPTIONS:
-        flag = f"--bcas-{name}"
-        dest = _opt_name(name)
-        if kind == "append":
-            group.addoption(flag, action="append", dest=dest, default=None, help=help_text)
-            parser.addini(dest, help_text, type="args", default=[])
-        elif kind == "bool":
-            group.addoption(flag, action="store_true", dest=dest, default=None, help=help_text)
-            parser.addini(dest, help_text, type="bool", default=False)
-        else:
-            group.addoption(flag, action="store", dest=dest, default=None, help=help_text)
-            parser.addini(dest, help_text, default=None)
 
 
 def _get(config: pytest.Config, name: str) -> Any:
@@ -185,8 +171,8 @@ def parse_model_spec(value: str | None, default_backend: str, backends: Any) -> 
 
 
 def _model_specs(config: pytest.Config, backend: str, base_url: str | None) -> list[ModelSpec]:
+    from bcas.harness.startup import check_model
     from bcas.llm import BACKENDS
-    from bcas.report.startup import check_model
 
     key_env = _get(config, "api-key-env")
     specs: list[ModelSpec] = []
@@ -271,19 +257,19 @@ def read_settings(config: pytest.Config) -> Settings:
 
     if backend not in BACKENDS:
         raise pytest.UsageError(f"--bcas-backend must be one of {', '.join(sorted(BACKENDS))}, got {backend!r}")
-    from bcas.report import startup
+    from bcas.harness import startup
 
     base_url = _base_urls(config)
     if backend == "openai" and not base_url:
         raise pytest.UsageError("--bcas-backend openai needs --bcas-base-url (e.g. http://127.0.0.1:8000/v1)")
     models = _model_specs(config, backend, base_url)
     grids = [g.strip() for g in str(_get(config, "grid")).split(",") if g.strip()]
-    from bcas.report.grids import GRIDS
+    from bcas.grids import GRIDS
 
     for g in grids:
         if g not in GRIDS:
             raise pytest.UsageError(f"--bcas-grid: unknown grid {g!r}; available: {', '.join(sorted(GRIDS))}")
-    # Every option is checked here, before any model loads or anything is written (bcas.report.startup).
+    # Every option is checked here, before any model loads or anything is written (bcas.harness.startup).
     limit = startup.parse_limit(_get(config, "limit"))
     seed = startup.check_seed(_get(config, "seed"))
     judge, judge_base_url = _get(config, "judge"), startup.check_url("judge-base-url", _get(config, "judge-base-url"))
@@ -388,7 +374,7 @@ def _retrieval_model(config: pytest.Config, role: str) -> str | None:
 
 
 def expand_cases(settings: Settings) -> list[Case]:
-    from bcas.report.grids import get_grid, with_retrieval_models
+    from bcas.grids import get_grid, with_retrieval_models
 
     embedder, reranker = getattr(settings, "embedder", None), getattr(settings, "reranker", None)
     cases = []
@@ -402,293 +388,13 @@ def expand_cases(settings: Settings) -> list[Case]:
     return cases
 
 
-def _xdist_workers(config: pytest.Config) -> int:
-    n = getattr(config.option, "numprocesses", None)
-    if n in (None, 0):
-        return 0
-    if n == "auto" or n == "logical":
-        return os.cpu_count() or 1
-    return int(n)
-
-
-def _add_marker(config: pytest.Config, name: str, text: str) -> None:
-    """Register a marker once: a name already registered (pyproject.toml, a conftest) keeps its line."""
-    known = {str(line).split(":")[0].split("(")[0].strip() for line in config.getini("markers")}
-    if name not in known:
-        config.addinivalue_line("markers", f"{name}: {text}")
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    for marker, text in REQUIREMENT_MARKERS.items():
-        _add_marker(config, marker, text)
-    from bcas.data import DATASETS
-    from bcas.report.grids import GRIDS, KINDS
-
-    for name in DATASETS:
-        _add_marker(config, name, f"cases on the {name} dataset")
-    for name in GRIDS:
-        _add_marker(config, name, f"cases of the {name} grid")
-    for kind in KINDS:
-        _add_marker(config, KIND_MARKER.format(kind), f"cases run by the {kind} runner (in any grid)")
-    _add_marker(config, "min_accuracy(value)", "absolute EM accuracy floor for the regression gate")
-    if getattr(config.option, "help", False):
-        return  # --help lists the options; it checks none of them and needs no settings
-    if hasattr(config, "workerinput"):
-        config._bcas_token = config.workerinput.get("bcas_token", "w")  # type: ignore[attr-defined]
-    else:
-        import uuid
-
-        config._bcas_token = uuid.uuid4().hex[:10]  # type: ignore[attr-defined]
-    config._bcas_settings = read_settings(config)  # type: ignore[attr-defined]  # bad options fail here, early
-    for case in expand_cases(config._bcas_settings):  # a dataset file's marker is its name (NAME= or its stem)
-        if case.dataset not in DATASETS:
-            _add_marker(config, case.dataset_label, f"cases on the dataset {case.dataset}")
-    _gate_options(config)
-    from bcas.report import cost, progress
-
-    cost.configure(config, config._bcas_settings, _get(config, "max-cost"))  # --bcas-max-cost, checked
-    progress.register(config)  # live progress lines in pytest's terminal
-    if _get(config, "estimate"):
-        from bcas.report import estimate
-
-        estimate.register(config)  # --bcas-estimate: prints the estimate instead of running the cases
-    if any(m.backend == "vllm" for m in config._bcas_settings.models) and _xdist_workers(config) > 1:
-        raise pytest.UsageError(
-            "--bcas-backend vllm runs one in-process engine per xdist worker on the same GPU; with "
-            f"-n {_xdist_workers(config)} they would compete for its memory. Run without -n, or start one "
-            "`vllm serve` and use --bcas-backend openai --bcas-base-url http://127.0.0.1:8000/v1 with -n."
-        )
-    if not hasattr(config, "workerinput") and not _get(config, "estimate"):  # run.json: the controller writes it
-        from bcas.report.manifest import ManifestPlugin
-
-        config.pluginmanager.register(ManifestPlugin(config, OPTIONS, _get, _opt_name, expand_cases), "bcas-manifest")
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "bcas_case" not in metafunc.fixturenames:
-        return
-    settings = metafunc.config._bcas_settings
-    params = []
-    for case in expand_cases(settings):
-        marks = [getattr(pytest.mark, case.grid), getattr(pytest.mark, KIND_MARKER.format(case.entry.kind)),
-                 getattr(pytest.mark, case.dataset_label)]
-        for req in case.entry.requires:
-            marks.append(getattr(pytest.mark, req))
-        if case.model.backend == "vllm":
-            marks.append(pytest.mark.vllm)
-        if settings.judge != "none":
-            marks.append(pytest.mark.judge)
-        params.append(pytest.param(case, id=case.id, marks=marks))
-    metafunc.parametrize("bcas_case", params)
-
-
-def _session(config: pytest.Config) -> Any:
-    sess = getattr(config, "_bcas_session", None)
-    if sess is None:
-        from bcas.report.runner import BcasSession
-
-        worker = getattr(config, "workerinput", {}).get("workerid")
-        sess = BcasSession(config._bcas_settings, worker=worker, config=config)
-        config._bcas_session = sess  # type: ignore[attr-defined]
-    return sess
-
-
-@pytest.fixture(scope="session")
-def bcas_session(request: pytest.FixtureRequest) -> Any:
-    """The session's shared runtime: datasets, indexes, models, results store."""
-    sess = _session(request.config)
-    yield sess
-    sess.close()
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    gated = 0
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        if callspec is not None and "bcas_case" in callspec.params:
-            gated += 1
-    config._bcas_n_cases = gated  # type: ignore[attr-defined]
-
-
-def _gate_options(config: pytest.Config) -> None:
-    from bcas.report.gate_power import GATE_OPTIONS, GateOptions
-
-    try:
-        config.stash[GATE_OPTIONS] = GateOptions.parse(
-            _get(config, "alpha"), _get(config, "gate-family"), _get(config, "max-drop"), _get(config, "gate-strict")
-        )
-    except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-
-def pytest_itemcollected(item: pytest.Item) -> None:
-    if "bcas_case" in getattr(getattr(item, "callspec", None), "params", {}):
-        item.config._bcas_any_case = True  # type: ignore[attr-defined]
-
-
-def _warn_without_cases(config: pytest.Config) -> None:
-    """``--bcas-grid`` on the command line of a session that collected no grid case (``pytest tests``)."""
-    grid = config.getoption("bcas_grid", default=None)
-    if grid is None or getattr(config, "_bcas_any_case", False) or _xdist_workers(config) or hasattr(
-            config, "workerinput"):
-        return
-    tr = config.pluginmanager.getplugin("terminalreporter")
-    if tr is not None:
-        tr.write_line(
-            f"[bcas] warning: --bcas-grid {grid} is ignored: no collected test runs grid cases. The cases live "
-            f"in benchmarks/ (python3 -m pytest benchmarks --bcas-grid {grid}, or a folder of your own with a test "
-            "taking bcas_case); pytest without a path runs testpaths, the unit tests.", yellow=True)
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """The regression gate's power, once the cases and their Holm families are known (before any runs)."""
-    config = session.config
-    _warn_without_cases(config)
-    settings = getattr(config, "_bcas_settings", None)
-    if settings is None or not settings.baseline or _get(config, "estimate"):
-        return
-    cases = [item.callspec.params["bcas_case"] for item in session.items
-             if "bcas_case" in getattr(getattr(item, "callspec", None), "params", {})]
-    if not cases:
-        return
-    from bcas.report.gate_power import collected_plan
-    from bcas.report.grids import get_grid
-
-    limits = {c.id: settings.limit if settings.limit is not None else get_grid(c.grid).limit or DEFAULT_LIMIT
-              for c in cases}
-    from bcas.identity import prompt_hash
-    from bcas.llm.fingerprint import model_fingerprint
-
-    prints: dict[Any, str] = {}
-
-    def identity(case: Case) -> tuple[str, str]:
-        spec = case.model
-        if spec not in prints:
-            prints[spec] = model_fingerprint(spec.backend, spec.model, base_url=spec.base_url,
-                                             api_key_env=spec.api_key_env, verify=settings.preflight)
-        return prints[spec], prompt_hash(case.entry.kind)
-
-    collected_plan(config, cases, limits, settings.baseline, settings.seed, settings.run_dir, config._bcas_token,
-                   identity, bool(_get(config, "allow-mismatch")))
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> None:
-    """Per-case gate numbers as JUnit XML properties (``--junitxml``), before the report is made."""
-    sess = getattr(item.config, "_bcas_session", None)
-    if call.when == "call" and sess is not None:
-        from bcas.report.exports import add_case_properties
-        from bcas.report.gate_report import add_junit_properties
-        from bcas.report.progress import progress_for
-
-        add_junit_properties(item, sess.gate_results)
-        plugin = progress_for(item.config)  # the case's metric, interval, n and cost
-        add_case_properties(item, plugin.results if plugin is not None else None)
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    config = session.config
-    sess = getattr(config, "_bcas_session", None)
-    is_worker = hasattr(config, "workerinput")
-    if sess is not None and is_worker:
-        config.workeroutput["bcas_cases"] = sess.cases_run  # type: ignore[attr-defined]
-        sess.close()
-        return
-    if is_worker or exitstatus == pytest.ExitCode.USAGE_ERROR:
-        return
-    # Only a session that ran cases writes: --collect-only, a run whose cases were all
-    # deselected or skipped, and a run stopped at start leave the report folder untouched.
-    if config.option.collectonly or (sess is None and not _ran_cases_elsewhere(config)):
-        return
-    from bcas.report.runner import finalize_run
-
-    result = finalize_run(config._bcas_settings, sess, token=config._bcas_token)
-    config._bcas_final = result  # type: ignore[attr-defined]
-    if result is not None and result.holm_failures and session.exitstatus == 0:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Preflight every server endpoint of the run before any case (bcas.llm.preflight)."""
-    config = session.config
-    if hasattr(config, "workerinput") or config.option.collectonly:
-        return
-    settings = getattr(config, "_bcas_settings", None)
-    if settings is None:
-        return
-    _check_run_dir(settings)
-    if settings.preflight:
-        _preflight(config, settings)
-
-
-def _check_run_dir(settings: Settings) -> None:
-    """A run folder with 0.1.0 records (no fingerprints) is not written into (never mixed)."""
-    if not settings.run_dir.is_dir():
-        return
-    from bcas.results import RecordError, ResultStore
-
-    try:
-        ResultStore(settings.run_dir).check_writable()
-    except RecordError as exc:
-        raise pytest.UsageError(f"--bcas-report: {exc}") from None
-
-
-def _endpoints(settings: Settings) -> list[tuple[str, str, str | None]]:
-    """(base_url, model, api_key_env) of every server the run talks to, models then judge."""
-    from bcas.llm.multi_endpoint import split_base_urls
-
-    seen: list[tuple[str, str, str | None]] = []
-    for spec in settings.models:
-        for url in split_base_urls(spec.base_url) if spec.model else []:  # each server of the model
-            seen.append((url, spec.model, spec.api_key_env))
-    judge = settings.judge
-    if judge not in ("none", "same"):
-        backend, _, name = judge.partition(":")
-        base = settings.judge_base_url or next((m.base_url for m in settings.models if m.base_url), None)
-        if backend == "openai" and base and name:
-            key_env = next((m.api_key_env for m in settings.models if m.base_url == base), None)
-            seen.extend((url, name, key_env) for url in split_base_urls(base))
-    return list(dict.fromkeys(seen))
-
-
-def _preflight(config: pytest.Config, settings: Settings) -> None:
-    from bcas.llm.preflight import PreflightError, preflight
-
-    results = []
-    tr = config.pluginmanager.getplugin("terminalreporter")
-    for base_url, model, key_env in _endpoints(settings):
-        try:
-            result = preflight(base_url, model, api_key_env=key_env)
-        except PreflightError as exc:
-            raise pytest.UsageError(f"preflight failed: {exc} (--bcas-no-preflight skips this check)") from None
-        for warning in result.warnings:
-            if tr is not None:
-                tr.write_line(f"[bcas] warning: {warning}", yellow=True)
-        results.append(result.to_dict())
-    _same_model_everywhere(settings, results)
-    config._bcas_preflight = results  # type: ignore[attr-defined]
-
-
-def _same_model_everywhere(settings: Settings, results: list[dict[str, Any]]) -> None:
-    """The servers of one model must serve the same model (one fingerprint for all its answers)."""
-    from bcas.llm.multi_endpoint import split_base_urls
-
-    for spec in settings.models:
-        urls = split_base_urls(spec.base_url)
-        served = {r["base_url"]: r.get("served_id") for r in results if r["model"] == spec.model and r["base_url"] in urls}
-        if len(set(served.values())) > 1:
-            shown = ", ".join(f"{url} serves {sid!r}" for url, sid in served.items())
-            raise pytest.UsageError(f"preflight failed: the servers of --bcas-model {spec.model} serve different "
-                                    f"models ({shown}); give servers of one model (--bcas-no-preflight skips this)")
-
-
 def _check_prices(settings: Settings) -> None:
     """``--bcas-require-prices``: every evaluated model must have a price in the sheet."""
     if not settings.require_prices:
         return
     if settings.prices is None:
         raise pytest.UsageError("--bcas-require-prices: pricing is off (--bcas-prices none); name a price sheet")
-    from bcas.results import PriceError, load_price_sheet
+    from bcas.records import PriceError, load_price_sheet
 
     try:
         sheet = load_price_sheet(settings.prices, settings.price_sheet)
@@ -699,40 +405,3 @@ def _check_prices(settings: Settings) -> None:
             sheet.price_for(spec.label)
         except PriceError as exc:
             raise pytest.UsageError(f"--bcas-require-prices: {exc}") from None
-
-
-def _ran_cases_elsewhere(config: pytest.Config) -> bool:
-    # Under xdist the controller collects no items itself but its workers ran cases.
-    return getattr(config.option, "dist", "no") != "no" and bool(getattr(config, "_bcas_worker_cases", 0))
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    node.workerinput["bcas_token"] = node.config._bcas_token
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: Any, error: Any) -> None:
-    out = getattr(node, "workeroutput", {}) or {}
-    config = node.config
-    config._bcas_worker_cases = getattr(config, "_bcas_worker_cases", 0) + int(out.get("bcas_cases", 0))
-
-
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    result = getattr(config, "_bcas_final", None)
-    if result is None:
-        return
-    tr = terminalreporter
-    tr.section("bcas summary")
-    for line in result.table_lines:
-        tr.write_line(line)
-    for failure in result.holm_failures:
-        tr.write_line("GATE FAILURE (Holm across the session): " + failure, red=True)
-    tr.write_line(f"records: {result.records_path}")
-    tr.write_line(f"report:  {result.report_path}")
-    gate = getattr(result, "gate", None)
-    if gate is not None:
-        tr.section("regression gate")
-        for line in gate.lines():
-            tr.write_line(line, red=line.startswith("overall: FAIL"),
-                          yellow=line.startswith("overall: CANNOT") or line.startswith("overall: NOTHING"))

@@ -261,7 +261,7 @@ def model_entries(settings: Any, preflight: list[dict[str, Any]]) -> tuple[dict[
 def price_entry(settings: Any) -> dict[str, Any] | None:
     path = Path(settings.prices) if getattr(settings, "prices", None) else None
     if path is None or not path.is_file():
-        return None  # the session prices nothing (bcas.report.runner.BcasSession.prices)
+        return None  # the session prices nothing (bcas.harness.runner.BcasSession.prices)
     return {"path": str(path), "sheet": getattr(settings, "price_sheet", None), "sha256": file_sha256(path)}
 
 
@@ -414,7 +414,7 @@ def _timestamp(text: Any) -> float:
 class ManifestPlugin:
     """Writes the controller's session entry once its cases are known, completes it at the end.
 
-    Registered by :mod:`bcas.report.plugin` on the controller.  Nothing is written under
+    Registered by :mod:`bcas.harness.plugin` on the controller.  Nothing is written under
     ``--collect-only``, for a session without bcas cases, or when the session stops with a
     usage error before its cases (the checks run before this plugin's hooks).
     """

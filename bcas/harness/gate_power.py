@@ -9,7 +9,7 @@ one-sided McNemar test can reject (``bcas.stats.mcnemar_min_discordant``; McNema
 1947, Holm 1979).  With fewer paired items than that the case cannot fail whatever
 the model does; the plan says so, and ``--bcas-gate-strict`` stops the session.
 
-``python -m bcas.report.gate_power`` prints the README's tables: the smallest drop
+``python -m bcas.harness.gate_power`` prints the README's tables: the smallest drop
 each number of paired items can detect for 1, 7 and 30 gated cases, the drop caught
 with 80% power, and the exact size of the tolerance test (Tango 1998) on small n.
 """
@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 from scipy.special import gammaln, xlogy
 
-from bcas.report.gate import (
+from bcas.harness.gate import (
     DEFAULT_METRIC,
     BaselineCase,
     BaselineError,
@@ -201,8 +201,8 @@ def _items_needed(c: CasePlan, o: GateOptions) -> int:
 def primary_metric(grid_name: str, judge: bool = False) -> str:
     """The grid's pass/fail metric: its ``primary_metric`` when it declares one, else ``correct_em``;
     ``judge`` (BCAS grids) is the judge's verdict when a judge is configured, else ``correct_em``."""
-    from bcas.report.grids import get_grid
-    from bcas.report.metrics import resolve
+    from bcas.grids import get_grid
+    from bcas.grading.outcomes import resolve
 
     try:
         grid = get_grid(grid_name)
@@ -227,12 +227,12 @@ def plan_gate(cases: list[Any], limits: dict[str, int | None], baseline: str, se
     ``cases`` are the plugin's ``Case`` objects (id, grid, dataset, entry, model);
     ``limits`` maps a case id to its item limit.  A case is described exactly as its
     records will be (model label, dataset name, seeded config id, hash of the item
-    subset, item content digests) and matched with ``bcas.report.gate.match_baseline``;
+    subset, item content digests) and matched with ``bcas.harness.gate.match_baseline``;
     its paired items are the subset's items the baseline recorded.
     ``BaselineError`` for an unreadable baseline.
     """
     from bcas.data import DatasetError, load_evaluation
-    from bcas.report.grids import get_grid
+    from bcas.grids import get_grid
 
     baselines: dict[str, list[BaselineCase]] = {}
     plans: dict[str, CasePlan] = {}
@@ -262,7 +262,7 @@ def plan_gate(cases: list[Any], limits: dict[str, int | None], baseline: str, se
             fingerprint = f" ({found.fingerprint})" if found.fingerprint else ""
             plan.baseline_model = f"{found.model}{fingerprint}" if note else ""
             if identity is not None:
-                from bcas.report.gate import identity_differences
+                from bcas.harness.gate import identity_differences
 
                 differences = identity_differences(found, *identity(case))
                 if differences and allow_mismatch:
@@ -410,7 +410,7 @@ def power_tables(alpha: float, families: list[int], sizes: list[int], p_better: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bcas.report.gate_power",
+    parser = argparse.ArgumentParser(prog="python -m bcas.harness.gate_power",
                                      description="What the regression gate can detect, by paired items and family size")
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--cases", default="1,7,30", help="gated cases per Holm family, comma-separated")

@@ -28,8 +28,8 @@ import pytest
 
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult
 from bcas.llm.cache import CachedModel
-from bcas.report.cost import record_spend
-from bcas.report.runner import BcasSession, CaseContext
+from bcas.harness.cost import record_spend
+from bcas.harness.runner import BcasSession, CaseContext
 
 # The cache misses of the item being replayed (each item runs in its own task, with its own list):
 # pipelines and the judge turn a failed call into an error record or an unknown verdict, so the

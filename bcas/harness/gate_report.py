@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bcas.report.gate import GateResult, holm_families
-from bcas.report.gate_power import GATE_PLAN, CasePlan, GatePlan, load_plan
+from bcas.harness.gate import GateResult, holm_families
+from bcas.harness.gate_power import GATE_PLAN, CasePlan, GatePlan, load_plan
 
 VERDICT_FAIL = "FAIL"
 VERDICT_PASS = "pass"
