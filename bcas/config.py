@@ -13,9 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from bcas.registry import agent_tool_methods, assess_methods
+from bcas.registry import RETRIEVAL_MODES, agent_tool_methods, assess_methods
 
-RETRIEVAL_MODES = ("bm25", "dense", "hybrid", "hybrid_rerank")
 ACTION_FORMATS = ("json", "text")
 
 
@@ -103,7 +102,7 @@ class RetrievalConfig:
 
     def __post_init__(self) -> None:
         if self.mode not in RETRIEVAL_MODES:
-            raise ConfigError(f"retrieval mode must be one of {RETRIEVAL_MODES}, got {self.mode!r}")
+            raise ConfigError(f"retrieval mode must be one of {tuple(RETRIEVAL_MODES.names())}, got {self.mode!r}")
         if self.k <= 0 or self.candidates <= 0:
             raise ConfigError("k and candidates must be > 0")
         if self.fusion not in ("rrf", "convex"):
@@ -250,9 +249,7 @@ class RunConfig:
     @property
     def label(self) -> str:
         """Short readable label such as ``hs+r/s3/t16k/plan``."""
-        mode = {"bm25": "bm25", "dense": "dense", "hybrid": "hs", "hybrid_rerank": "hs+r"}[
-            self.retrieval.mode
-        ]
+        mode = str(RETRIEVAL_MODES.meta(self.retrieval.mode, "label", self.retrieval.mode))
         if self.retrieval.mode == "bm25" and not self.retrieval.phrase_boost:
             mode = "bm25-plain"
         s = self.budget.max_searches

@@ -52,10 +52,10 @@ from typing import Any
 
 from bcas.config import AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
 from bcas.grading.outcomes import JUDGE, resolve
+from bcas.registry import mode_uses
 
 KINDS = ("bcas", "madara", "rsc")
 HOLM_SCOPES = ("grid", "model_dataset")
-DENSE_MODES = ("dense", "hybrid", "hybrid_rerank")
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ class Grid:
 def _uses(config: dict[str, Any], role: str) -> bool:
     """Does a run configuration (as a dict) use its retrieval ``role`` (embedder, reranker)?"""
     mode = str((config.get("retrieval") or {}).get("mode", ""))
-    return mode in DENSE_MODES if role == "embedder" else mode == "hybrid_rerank"
+    return mode_uses(mode, "dense") if role == "embedder" else mode_uses(mode, "rerank")
 
 
 def with_retrieval_models(entry: GridEntry, embedder: str | None = None, reranker: str | None = None) -> GridEntry:
@@ -176,9 +176,9 @@ def with_retrieval_models(entry: GridEntry, embedder: str | None = None, reranke
     """
     r = entry.config.retrieval
     changes: dict[str, str] = {}
-    if embedder and r.mode in DENSE_MODES and r.embedder != embedder:
+    if embedder and mode_uses(r.mode, "dense") and r.embedder != embedder:
         changes["embedder"] = embedder
-    if reranker and r.mode == "hybrid_rerank" and r.reranker != reranker:
+    if reranker and mode_uses(r.mode, "rerank") and r.reranker != reranker:
         changes["reranker"] = reranker
     if not changes:
         return entry

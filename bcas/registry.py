@@ -185,6 +185,23 @@ for _name, _fn, _meta in (
 ):
     TREATMENTS.register(_name, f"bcas.assess.pipeline:{_fn}", **_meta)
 
+RETRIEVAL_MODES: Registry[Any] = Registry("retrieval mode")
+"""Retrieval modes (BCAS §3.5): a first-stage function ``(retriever, query, n, exclude) ->
+[(chunk position, score)]``.  Metadata: ``label`` (in case ids), ``lexical`` (needs BM25),
+``dense`` (needs an embedder and a dense index), ``rerank`` (a reranker re-orders its
+``candidates``)."""
+RETRIEVAL_MODES.register("bm25", "bcas.retrieval.modes:bm25", label="bm25", lexical=True)
+RETRIEVAL_MODES.register("dense", "bcas.retrieval.modes:dense", label="dense", dense=True)
+RETRIEVAL_MODES.register("hybrid", "bcas.retrieval.modes:hybrid", label="hs", lexical=True, dense=True)
+RETRIEVAL_MODES.register("hybrid_rerank", "bcas.retrieval.modes:hybrid", label="hs+r", lexical=True, dense=True,
+                         rerank=True)
+
+
+def mode_uses(mode: str, need: str) -> bool:
+    """Whether retrieval ``mode`` declares ``need`` (``lexical``, ``dense`` or ``rerank``)."""
+    return mode in RETRIEVAL_MODES and bool(RETRIEVAL_MODES.meta(mode, need))
+
+
 ROUTED_METHOD = "madara"
 """The assessment method that is no treatment but routes to one (MADARA Algorithm 2)."""
 
@@ -206,6 +223,7 @@ def routed_modes() -> dict[str, str]:
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "RETRIEVAL_MODES",
     "ROUTED_METHOD",
     "TREATMENTS",
     "Registry",
@@ -213,5 +231,6 @@ __all__ = [
     "agent_tool_methods",
     "assess_methods",
     "load_plugins",
+    "mode_uses",
     "routed_modes",
 ]

@@ -36,14 +36,14 @@ class RejudgeSummary:
 
 
 def _judge_model(spec: str, base_url: str | None, api_key_env: str | None, cache: bool) -> tuple[Any, str]:
-    from bcas.llm import load_model
+    from bcas.llm import backend_meta, load_model
     from bcas.llm.fingerprint import model_fingerprint
 
     backend, _, name = spec.partition(":")
     options: dict[str, Any] = {}
-    if backend == "openai":
+    if backend_meta(backend, "needs_base_url"):
         if not base_url:
-            raise ValueError("--judge openai:MODEL needs --judge-base-url")
+            raise ValueError(f"--judge {backend}:MODEL needs --judge-base-url")
         options["base_url"] = base_url
         if api_key_env:
             options["api_key_env"] = api_key_env

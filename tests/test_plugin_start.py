@@ -126,7 +126,7 @@ BAD_OPTIONS: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("model-not-gguf", ["--bcas-model", "PATH/notgguf.gguf", "--bcas-grid", "tiny"],
      ("--bcas-model", "is not a GGUF file")),
     ("model-mock-variant", ["--bcas-model", "mock:golden", "--bcas-grid", "tiny"],
-     ("--bcas-model", "unknown mock variant 'golden'", "mock:gold, mock:verbose, mock:random")),
+     ("--bcas-model", "unknown mock model 'golden'", "mock:gold, mock:verbose, mock:random")),
     ("backend", ["--bcas-backend", "bogus"], ("--bcas-backend", "embedded", "mock", "openai", "vllm")),
     ("base-url", ["--bcas-backend", "openai", "--bcas-base-url", "localhost:8000", "--bcas-model", "m"],
      ("--bcas-base-url", "http://")),

@@ -26,10 +26,10 @@ from typing import Any
 
 import pytest
 
-from bcas.llm.base import ChatModel, ChatRequest, ChatResult
-from bcas.llm.cache import CachedModel
 from bcas.harness.cost import record_spend
 from bcas.harness.runner import BcasSession, CaseContext
+from bcas.llm.base import ChatModel, ChatRequest, ChatResult
+from bcas.llm.cache import CachedModel
 
 # The cache misses of the item being replayed (each item runs in its own task, with its own list):
 # pipelines and the judge turn a failed call into an error record or an unknown verdict, so the

@@ -201,8 +201,8 @@ def _items_needed(c: CasePlan, o: GateOptions) -> int:
 def primary_metric(grid_name: str, judge: bool = False) -> str:
     """The grid's pass/fail metric: its ``primary_metric`` when it declares one, else ``correct_em``;
     ``judge`` (BCAS grids) is the judge's verdict when a judge is configured, else ``correct_em``."""
-    from bcas.grids import get_grid
     from bcas.grading.outcomes import resolve
+    from bcas.grids import get_grid
 
     try:
         grid = get_grid(grid_name)

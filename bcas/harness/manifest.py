@@ -29,8 +29,6 @@ The HTML report shows the manifest in its "Run" section (:mod:`bcas.report.html_
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -40,7 +38,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -50,11 +48,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pluggy import HookimplMarker
 
+from bcas.llm import backend_meta
+from bcas.records.manifest import MANIFEST_FILE, locked, read_manifest
+
 hookimpl = HookimplMarker("pytest")
 log = logging.getLogger(__name__)
 
-MANIFEST_FILE = "run.json"
-LOCK_FILE = ".run.lock"
 SCHEMA_VERSION = 1
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 # distribution names per reported package (the first one installed wins)
@@ -210,7 +209,7 @@ def _served(preflight: list[dict[str, Any]], base_url: str | None, model: str | 
 
 def _fingerprint(backend: str, model: str | None, base_url: str | None, preflight: list[dict[str, Any]]) -> str:
     """The model's fingerprint without any network call (servers: from the preflight)."""
-    if backend == "openai":
+    if backend_meta(backend, "needs_base_url"):
         served = _served(preflight, base_url, model)
         if served is not None:
             return served
@@ -250,7 +249,8 @@ def model_entries(settings: Any, preflight: list[dict[str, Any]]) -> tuple[dict[
     else:
         backend, _, name = judge_spec.partition(":")
         base = settings.judge_base_url or next((m.base_url for m in settings.models if m.base_url), None)
-        fingerprint = _try(lambda: _fingerprint(backend, name or None, base if backend == "openai" else None, preflight))
+        fingerprint = _try(lambda: _fingerprint(backend, name or None, base if backend_meta(backend, "needs_base_url") else None,
+                                                 preflight))
     from bcas.identity import grade_id
 
     judge = {"spec": judge_spec, "repeats": settings.judge_repeats, "fingerprint": fingerprint,
@@ -293,32 +293,10 @@ def session_entry(token: str, settings: Any, options: dict[str, Any], preflight:
 # -- the file ----------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _locked(run_dir: Path) -> Iterator[None]:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-
-def read_manifest(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The run folder's manifest, or ``None`` when it has none (or an unreadable one)."""
-    path = Path(run_dir) / MANIFEST_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and isinstance(data.get("sessions"), list) else None
-
-
 def _update(run_dir: Path, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     """Read, change and atomically rewrite ``run.json`` under the folder's lock."""
     path = run_dir / MANIFEST_FILE
-    with _locked(run_dir):
+    with locked(run_dir):
         data = read_manifest(run_dir)
         if data is None:
             if path.exists():  # damaged: keep it for inspection, start a new list

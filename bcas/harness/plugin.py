@@ -28,10 +28,23 @@ from bcas.harness.settings import (
     expand_cases,
     read_settings,
 )
+from bcas.llm import backend_meta
+
+
+def registered_extensions() -> str:
+    """What is registered now (a conftest or a bcas.plugins entry point may add to it)."""
+    from bcas.formats import FORMATS
+    from bcas.grids import GRIDS
+    from bcas.llm import BACKENDS
+    from bcas.registry import RETRIEVAL_MODES, TREATMENTS
+
+    return "; ".join([BACKENDS.describe(), FORMATS.describe(), RETRIEVAL_MODES.describe(), TREATMENTS.describe(),
+                      f"grids: {', '.join(sorted(GRIDS))}"])
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("bcas", "bcas evaluation suite (each also settable as an ini option bcas_*)")
+    group = parser.getgroup("bcas", "bcas evaluation suite (each also settable as an ini option bcas_*); "
+                                    + registered_extensions())
     for name, kind, _default, help_text in OPTIONS:
         flag = f"--bcas-{name}"
         dest = _opt_name(name)
@@ -96,9 +109,10 @@ def pytest_configure(config: pytest.Config) -> None:
         from bcas.harness import estimate
 
         estimate.register(config)  # --bcas-estimate: prints the estimate instead of running the cases
-    if any(m.backend == "vllm" for m in config._bcas_settings.models) and _xdist_workers(config) > 1:
+    exclusive = sorted({m.backend for m in config._bcas_settings.models if backend_meta(m.backend, "one_per_process")})
+    if exclusive and _xdist_workers(config) > 1:
         raise pytest.UsageError(
-            "--bcas-backend vllm runs one in-process engine per xdist worker on the same GPU; with "
+            f"--bcas-backend {exclusive[0]} runs one in-process engine per xdist worker on the same GPU; with "
             f"-n {_xdist_workers(config)} they would compete for its memory. Run without -n, or start one "
             "`vllm serve` and use --bcas-backend openai --bcas-base-url http://127.0.0.1:8000/v1 with -n."
         )
@@ -118,8 +132,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                  getattr(pytest.mark, case.dataset_label)]
         for req in case.entry.requires:
             marks.append(getattr(pytest.mark, req))
-        if case.model.backend == "vllm":
-            marks.append(pytest.mark.vllm)
+        for req in backend_meta(case.model.backend, "requires", ()):  # e.g. vllm: the vllm marker
+            marks.append(getattr(pytest.mark, req))
         if settings.judge != "none":
             marks.append(pytest.mark.judge)
         params.append(pytest.param(case, id=case.id, marks=marks))

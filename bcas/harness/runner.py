@@ -22,6 +22,8 @@ from bcas.config import RunConfig
 from bcas.harness.cost import guard_for, read_stops, stop_lines
 from bcas.harness.exports import PYARROW_MISSING, write_parquet
 from bcas.harness.progress import message_writer, start_case
+from bcas.llm import backend_meta
+from bcas.registry import mode_uses
 
 
 class CaseFailure(AssertionError):
@@ -151,7 +153,7 @@ class BcasSession:
             from bcas.llm import load_model
 
             options: dict[str, Any] = {}
-            if spec.backend == "openai":
+            if backend_meta(spec.backend, "needs_base_url"):
                 options["base_url"] = spec.base_url
                 if spec.api_key_env:
                     options["api_key_env"] = spec.api_key_env
@@ -163,7 +165,7 @@ class BcasSession:
     def retriever(self, dataset_name: str, rconfig: Any, model: Any) -> Any:
         from bcas.retrieval import build_retriever
 
-        needs_model = rconfig.mode == "hybrid_rerank" and rconfig.reranker == "llm"
+        needs_model = mode_uses(rconfig.mode, "rerank") and rconfig.reranker == "llm"
         corpus = self.corpus()
         # One index over the corpus serves every dataset; without one, each dataset's documents.
         source = dataset_name if corpus is None else ("corpus", str(corpus.path))
@@ -198,7 +200,7 @@ class BcasSession:
 
                 backend, _, name = spec.partition(":")
                 options: dict[str, Any] = {}
-                if backend == "openai":
+                if backend_meta(backend, "needs_base_url"):
                     options["base_url"] = self.settings.judge_base_url or self.settings.models[0].base_url
                 judge_model = load_model(backend, name or None, cache=self.settings.cache, **options)
             self._judge = LLMJudge(judge_model, repeats=self.settings.judge_repeats)
@@ -539,9 +541,9 @@ class FinalResult:
 def finalize_run(settings: Any, session: BcasSession | None, token: str = "run") -> FinalResult | None:
     """Merge per-worker files, write summaries and the HTML report, run the session-wide Holm gate."""
     from bcas.grids import GRIDS
+    from bcas.records import ResultStore
     from bcas.report.html import render_report
     from bcas.report.summary import write_summaries
-    from bcas.records import ResultStore
 
     if session is not None:
         session.close()  # flushes this process's gate results

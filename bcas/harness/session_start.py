@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from bcas.harness.settings import Settings
+from bcas.llm import BACKENDS, backend_meta
 
 
 def _check_run_dir(settings: Settings) -> None:
@@ -33,7 +34,7 @@ def _endpoints(settings: Settings) -> list[tuple[str, str, str | None]]:
     if judge not in ("none", "same"):
         backend, _, name = judge.partition(":")
         base = settings.judge_base_url or next((m.base_url for m in settings.models if m.base_url), None)
-        if backend == "openai" and base and name:
+        if backend in BACKENDS and backend_meta(backend, "needs_base_url") and base and name:
             key_env = next((m.api_key_env for m in settings.models if m.base_url == base), None)
             seen.extend((url, name, key_env) for url in split_base_urls(base))
     return list(dict.fromkeys(seen))

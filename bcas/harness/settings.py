@@ -16,13 +16,16 @@ from typing import Any
 
 import pytest
 
+from bcas.llm import BACKENDS, backend_meta
+
 OPTIONS: list[tuple[str, str, Any, str]] = [
     # (name, kind, default, help)
     ("model", "append", None, "model to evaluate (repeatable): BACKEND:MODEL (embedded:path.gguf, openai:qwen3-8b, "
                               "vllm:Qwen/Qwen3-8B, mock:gold|verbose|random), a bare backend name for its default "
                               "model, or a plain GGUF path / served name / HF id of --bcas-backend; default: the "
                               "backend's default (embedded: SmolLM2-135M-Instruct)"),
-    ("backend", "str", "embedded", "model backend: embedded | openai | vllm"),
+    ("backend", "str", "embedded", "model backend for a plain --bcas-model: a registered backend (embedded, openai, "
+                                   "vllm, mock, or one a plugin registers)"),
     ("base-url", "append", None, "base URL of an OpenAI-compatible server (openai backend); repeat it or give a "
                                  "comma list for several servers of one model (requests go to the least busy, a "
                                  "failing one is left for a while)"),
@@ -146,11 +149,11 @@ class ModelSpec:
         if self.name:
             return self.name
         if self.model is None:
-            return {"embedded": "smollm2-135m"}.get(self.backend, self.backend)
+            return str(backend_meta(self.backend, "label") or self.backend)
         stem = Path(self.model).name if os.sep in self.model or self.model.endswith(".gguf") else self.model
         stem = re.sub(r"\.gguf$", "", stem.split("/")[-1])
         stem = re.sub(r"[^A-Za-z0-9_.+-]+", "-", stem).lower()
-        return f"mock-{stem}" if self.backend == "mock" else stem
+        return str(backend_meta(self.backend, "label_prefix", "")) + stem
 
 
 def parse_model_spec(value: str | None, default_backend: str, backends: Any) -> tuple[str, str | None]:
@@ -172,20 +175,19 @@ def parse_model_spec(value: str | None, default_backend: str, backends: Any) -> 
 
 def _model_specs(config: pytest.Config, backend: str, base_url: str | None) -> list[ModelSpec]:
     from bcas.harness.startup import check_model
-    from bcas.llm import BACKENDS
 
     key_env = _get(config, "api-key-env")
     specs: list[ModelSpec] = []
     for raw in _get(config, "model") or [None]:
         chosen, model = parse_model_spec(raw, backend, BACKENDS)
         check_model("model", raw, chosen, model)
-        if chosen == "openai" and not base_url:
+        served = bool(backend_meta(chosen, "needs_base_url"))
+        if served and not base_url:
             raise pytest.UsageError(
-                f"--bcas-model {raw}: the openai backend needs --bcas-base-url (e.g. http://127.0.0.1:8000/v1)"
+                f"--bcas-model {raw}: the {chosen} backend needs --bcas-base-url (e.g. http://127.0.0.1:8000/v1)"
             )
-        if chosen == "openai" and not model:
-            raise pytest.UsageError(f"--bcas-model {raw}: the openai backend needs a model name (openai:NAME)")
-        served = chosen == "openai"
+        if served and not model:
+            raise pytest.UsageError(f"--bcas-model {raw}: the {chosen} backend needs a model name ({chosen}:NAME)")
         specs.append(ModelSpec(chosen, model, base_url if served else None, key_env if served else None))
     if len(set(specs)) != len(specs):
         raise pytest.UsageError(f"--bcas-model: a model is given twice: {[s.model for s in specs]}")
@@ -253,15 +255,14 @@ def _positive(value: int, name: str) -> int:
 
 def read_settings(config: pytest.Config) -> Settings:
     backend = _get(config, "backend")
-    from bcas.llm import BACKENDS
 
     if backend not in BACKENDS:
         raise pytest.UsageError(f"--bcas-backend must be one of {', '.join(sorted(BACKENDS))}, got {backend!r}")
     from bcas.harness import startup
 
     base_url = _base_urls(config)
-    if backend == "openai" and not base_url:
-        raise pytest.UsageError("--bcas-backend openai needs --bcas-base-url (e.g. http://127.0.0.1:8000/v1)")
+    if backend_meta(backend, "needs_base_url") and not base_url:
+        raise pytest.UsageError(f"--bcas-backend {backend} needs --bcas-base-url (e.g. http://127.0.0.1:8000/v1)")
     models = _model_specs(config, backend, base_url)
     grids = [g.strip() for g in str(_get(config, "grid")).split(",") if g.strip()]
     from bcas.grids import GRIDS
@@ -305,7 +306,7 @@ def read_settings(config: pytest.Config) -> Settings:
         seed=seed,
         epochs=_positive(_get(config, "epochs"), "epochs"),
         concurrency=_positive(concurrency, "concurrency") if concurrency is not None
-        else (1 if any(m.backend == "embedded" for m in models) else 8),
+        else min(int(backend_meta(m.backend, "concurrency", 8)) for m in models),
         judge=judge,
         judge_base_url=judge_base_url,
         judge_repeats=_positive(_get(config, "judge-repeats"), "judge-repeats"),

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from bcas.llm import BACKENDS, backend_meta
+
 # --bcas-limit all: every item.  Dataset.subset keeps a dataset whole for any limit at
 # least its length, so the whole-dataset case needs no special path through the runner.
 ALL_ITEMS = sys.maxsize
@@ -72,7 +74,8 @@ def check_model(option: str, raw: str | None, backend: str, model: str | None) -
     the preflight in ``pytest_sessionstart``.
     """
     given = raw or backend
-    if backend == "embedded":
+    identity = backend_meta(backend, "identity") if backend in BACKENDS else None
+    if identity == "gguf":
         from bcas.llm.base import ModelError
         from bcas.llm.embedded import default_gguf_path
 
@@ -89,13 +92,12 @@ def check_model(option: str, raw: str | None, backend: str, model: str | None) -
         with path.open("rb") as fh:
             if fh.read(4) != b"GGUF":
                 raise usage(option, f"{given}: {path} is not a GGUF file (it does not start with 'GGUF')")
-    elif backend == "mock":
-        from bcas.testing.mock import VARIANTS
-
-        if model is not None and model not in VARIANTS:
-            accepted = ", ".join(f"mock:{v}" for v in VARIANTS)
-            raise usage(option, f"{given}: unknown mock variant {model!r}; accepted: {accepted}")
-    elif backend == "vllm" and model is not None:
+    elif backend_meta(backend, "models"):  # a backend with a fixed set of models (mock) declares it
+        known = backend_meta(backend, "models")
+        if model is not None and model not in known:
+            accepted = ", ".join(f"{backend}:{v}" for v in known)
+            raise usage(option, f"{given}: unknown {backend} model {model!r}; accepted: {accepted}")
+    elif identity == "checkpoint" and model is not None:
         path = Path(model).expanduser()
         if model.startswith(("/", "./", "../", "~")) and not path.exists():
             raise usage(option, f"{given}: no model folder at {path}; accepted: a local checkpoint folder or a "
@@ -104,7 +106,6 @@ def check_model(option: str, raw: str | None, backend: str, model: str | None) -
 
 def check_judge(spec: str, model_urls: Sequence[str | None], judge_base_url: str | None) -> None:
     """``--bcas-judge``: none, same, or BACKEND[:MODEL] of a registered backend."""
-    from bcas.llm import BACKENDS
 
     if spec in ("none", "same"):
         return
@@ -113,12 +114,12 @@ def check_judge(spec: str, model_urls: Sequence[str | None], judge_base_url: str
     backend, _, name = spec.partition(":")
     if backend not in BACKENDS:
         raise usage("judge", f"unknown backend {backend!r} in {spec!r}; {accepted}")
-    if backend == "openai":
+    if backend_meta(backend, "needs_base_url"):
         if not (judge_base_url or any(model_urls)):
-            raise usage("judge", f"{spec}: an openai judge needs --bcas-judge-base-url (or a model served at "
+            raise usage("judge", f"{spec}: a {backend} judge needs --bcas-judge-base-url (or a model served at "
                         "--bcas-base-url)")
         if not name:
-            raise usage("judge", f"{spec}: an openai judge needs a model name (openai:NAME)")
+            raise usage("judge", f"{spec}: a {backend} judge needs a model name ({backend}:NAME)")
     check_model("judge", spec, backend, name or None)
 
 

@@ -13,7 +13,10 @@ plus what the harness needs to know about it, declared by the backend itself:
 * ``identity``: how the model is fingerprinted (``gguf``, ``checkpoint``, ``served``,
   ``mock``; otherwise the model object's ``fingerprint()`` or ``<backend>:<model>``);
 * ``one_per_process``: one in-process engine per process (xdist workers would compete
-  for the device).
+  for the device);
+* ``requires``: requirement markers its cases carry (``vllm``: the ``vllm`` marker);
+* ``models``: the only model names the backend knows (``mock``: gold, verbose, random),
+  checked at session start.
 
 ``register_backend("name", "package.module:create", **meta)`` adds one (from a
 ``conftest.py``, a ``-p`` plugin or a package's ``bcas.plugins`` entry point).
@@ -33,9 +36,9 @@ BACKENDS.register("embedded", "bcas.llm.embedded:create", label="smollm2-135m", 
 BACKENDS.register("openai", "bcas.llm.multi_endpoint:create", concurrency=8, needs_base_url=True,
                   identity="served")  # one server, or several for one model
 BACKENDS.register("vllm", "bcas.llm.vllm_engine:create", concurrency=8, identity="checkpoint",
-                  one_per_process=True)
+                  one_per_process=True, requires=("vllm",))
 BACKENDS.register("mock", "bcas.testing.mock:create", label="mock-gold", label_prefix="mock-", concurrency=8,
-                  identity="mock")
+                  identity="mock", models=("gold", "verbose", "random"))
 
 
 def register_backend(name: str, target: Any, **meta: Any) -> None:

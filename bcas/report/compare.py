@@ -31,9 +31,9 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from bcas.harness.manifest import read_manifest
-from bcas.report.paired import paired
 from bcas.records import Record, RecordError, load_records
+from bcas.records.manifest import read_manifest
+from bcas.report.paired import paired
 from bcas.stats import mcnemar_exact, newcombe_paired_diff
 
 GroupKey = tuple[str, str, str]  # (model label, dataset, configuration label)

@@ -20,6 +20,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from bcas.grading.outcomes import outcome
 from bcas.grids import GRIDS
 from bcas.report.html_cost import cost_section, stops_section
 from bcas.report.html_figures import figures
@@ -28,7 +29,6 @@ from bcas.report.html_interactive import SCRIPT, SCRIPT_HASH, filter_bar, fr_att
 from bcas.report.html_items import items_section
 from bcas.report.html_models import model_sections
 from bcas.report.html_run import manifest_section
-from bcas.grading.outcomes import outcome
 from bcas.report.summary import Comparison, SummaryRow, grid_notes, group_key
 
 CSS = """

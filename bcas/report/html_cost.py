@@ -12,8 +12,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from bcas.report.html_interactive import fr_attrs
 from bcas.grading.outcomes import METRIC_NAMES
+from bcas.report.html_interactive import fr_attrs
 from bcas.report.pareto import AXIS_NAMES, COST, Panel, Point, cheapest_within, panels
 from bcas.report.plots import cost_scatter
 

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from bcas.report.html_interactive import fr_attrs
 from bcas.grading.outcomes import outcome
+from bcas.report.html_interactive import fr_attrs
 from bcas.report.summary import grid_metrics, grouped
 
 ITEM_LIMIT = 1000  # rows per dataset table; a larger run lists its first items (the drill-down has the rest)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from bcas.harness.manifest import MANIFEST_FILE
+from bcas.records.manifest import MANIFEST_FILE
 
 
 def _kv(rows: list[tuple[str, Any]]) -> str:

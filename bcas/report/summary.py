@@ -35,8 +35,8 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from bcas.grids import with_retrieval_models
 from bcas.grading.outcomes import METRIC_NAMES, outcome, outcome_fn, resolve, token_f1_of
+from bcas.grids import with_retrieval_models
 from bcas.report.paired import accuracy, epochs_of, paired, per_item_means
 from bcas.stats import holm_bonferroni
 

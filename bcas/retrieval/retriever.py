@@ -40,6 +40,7 @@ import numpy as np
 from bcas.config import RetrievalConfig
 from bcas.data import Document
 from bcas.llm.base import ChatModel
+from bcas.registry import RETRIEVAL_MODES, mode_uses
 from bcas.retrieval.ann import DenseIndexError, DenseIndexSpec
 from bcas.retrieval.bm25 import BM25_B, BM25_K1, DEFAULT_STEMMER, BM25Index
 from bcas.retrieval.chunking import Chunk, chunk_documents, collection_hash
@@ -52,7 +53,6 @@ from bcas.retrieval.dense import (
     embedder_names,
     load_embedder,
 )
-from bcas.retrieval.hybrid import convex_fuse, rrf_fuse
 from bcas.retrieval.index import IndexCache
 from bcas.retrieval.rerank import Reranker, load_reranker, reranker_known, reranker_names
 from bcas.retrieval.store import ChunkList, ChunkStore
@@ -60,8 +60,6 @@ from bcas.retrieval.streamed import bm25_component, chunk_store, dense_component
 
 log = logging.getLogger(__name__)
 
-LEXICAL_MODES = ("bm25", "hybrid", "hybrid_rerank")
-DENSE_MODES = ("dense", "hybrid", "hybrid_rerank")
 
 
 class RetrievalError(RuntimeError):
@@ -92,12 +90,12 @@ class Retriever:
         owns_reranker: bool = False,
         collection: str | None = None,
     ) -> None:
-        if config.mode in LEXICAL_MODES and bm25 is None:
+        if mode_uses(config.mode, "lexical") and bm25 is None:
             raise RetrievalError(f"mode {config.mode!r} needs a BM25 index")
-        if config.mode in DENSE_MODES and (dense is None or embedder is None):
+        if mode_uses(config.mode, "dense") and (dense is None or embedder is None):
             raise RetrievalError(f"mode {config.mode!r} needs a dense index and its embedder")
-        if config.mode == "hybrid_rerank" and reranker is None:
-            raise RetrievalError("mode 'hybrid_rerank' needs a reranker")
+        if mode_uses(config.mode, "rerank") and reranker is None:
+            raise RetrievalError(f"mode {config.mode!r} needs a reranker")
         # On disk (a ChunkStore, read by position) or in memory; either answers ``positions``.
         self.chunks: ChunkStore | ChunkList = chunks if isinstance(chunks, ChunkStore) else ChunkList(chunks)
         self.config = config
@@ -139,19 +137,8 @@ class Retriever:
 
     def first_stage(self, query: str, n: int, exclude: np.ndarray | None = None) -> list[tuple[int, float]]:
         """Ranked (chunk position, score) pairs of the mode before any re-ranking, at most ``n``."""
-        mode = self.config.mode
-        if mode == "bm25":
-            return self.lexical(query, n, exclude)
-        if mode == "dense":
-            return self.semantic(query, n, exclude)
-        depth = max(self.config.candidates, n)
-        lexical = self.lexical(query, depth, exclude)
-        semantic = self.semantic(query, depth, exclude)
-        if self.config.fusion == "rrf":
-            fused = rrf_fuse([[i for i, _ in lexical], [i for i, _ in semantic]], self.config.rrf_k)
-        else:
-            fused = convex_fuse(lexical, semantic, self.config.fusion_alpha)
-        return fused[:n]
+        ranked: list[tuple[int, float]] = RETRIEVAL_MODES.get(self.config.mode)(self, query, n, exclude)
+        return ranked
 
     def _hits(self, ranked: Sequence[tuple[int, float]]) -> list[Hit]:
         out = []
@@ -174,7 +161,7 @@ class Retriever:
         """The top ``k`` (default ``config.k``) hits for ``query``, best first."""
         k = self._check_query(query, k)
         exclude = self._excluded(exclude_ids)
-        if self.config.mode != "hybrid_rerank":
+        if not mode_uses(self.config.mode, "rerank"):
             return self._hits(self.first_stage(query, k, exclude))
         assert self.reranker is not None
         pool = self.first_stage(query, max(self.config.candidates, k), exclude)
@@ -189,7 +176,7 @@ class Retriever:
 
     def search(self, query: str, k: int | None = None, exclude_ids: Iterable[str] = ()) -> list[Hit]:
         """Synchronous ``asearch`` (see the module docstring for event-loop rules)."""
-        if self.config.mode != "hybrid_rerank":
+        if not mode_uses(self.config.mode, "rerank"):
             k = self._check_query(query, k)
             return self._hits(self.first_stage(query, k, self._excluded(exclude_ids)))
         try:
@@ -291,15 +278,15 @@ def build_retriever(
     embedder_choice = embedder if embedder is not None else config.embedder
     reranker_choice = reranker if reranker is not None else config.reranker
     # Fail on unknown names before any expensive build.
-    if mode in DENSE_MODES and isinstance(embedder_choice, str) and not embedder_known(embedder_choice):
+    if mode_uses(mode, "dense") and isinstance(embedder_choice, str) and not embedder_known(embedder_choice):
         raise RetrievalError(f"unknown embedder {embedder_choice!r}; known embedders: {', '.join(embedder_names())}")
-    if mode == "hybrid_rerank" and isinstance(reranker_choice, str) and not reranker_known(reranker_choice):
+    if mode_uses(mode, "rerank") and isinstance(reranker_choice, str) and not reranker_known(reranker_choice):
         raise RetrievalError(f"unknown reranker {reranker_choice!r}; known rerankers: {', '.join(reranker_names())}")
 
     # The configured reranker loads first: if it cannot run, fail before minutes of indexing.
     reranker_obj: Reranker | None = None
     owns = False
-    if mode == "hybrid_rerank":
+    if mode_uses(mode, "rerank"):
         if isinstance(reranker_choice, str):
             reranker_obj = load_reranker(reranker_choice, model=model)
             owns = True
@@ -308,7 +295,7 @@ def build_retriever(
 
     cache = None if cache_dir is False else IndexCache(None if cache_dir in (None, True) else Path(cache_dir))
     embedder_obj: Embedder | None = None
-    if mode in DENSE_MODES:
+    if mode_uses(mode, "dense"):
         embedder_obj = shared_embedder(embedder_choice) if isinstance(embedder_choice, str) else embedder_choice
     if cache is None:
         chunks, bm25_index, dense_index = _build_in_memory(documents, config, spec, embedder_obj, progress)
@@ -319,7 +306,7 @@ def build_retriever(
         if not len(store):
             raise RetrievalError("the collection has no text to index (no documents, or only empty ones)")
         chunks, collection, bm25_index, dense_index = store, store.collection, None, None
-        if mode in LEXICAL_MODES:
+        if mode_uses(mode, "lexical"):
             bm25_index = bm25_component(store, cache, _bm25_params(config), phrase_slop=config.phrase_slop,
                                         stemmer=DEFAULT_STEMMER, progress=progress)
         if embedder_obj is not None:
@@ -355,7 +342,7 @@ def _build_in_memory(
         raise RetrievalError("the collection has no text to index (no documents, or only empty ones)")
     texts = [c.indexed_text for c in chunks]
     bm25_index = None
-    if config.mode in LEXICAL_MODES:
+    if mode_uses(config.mode, "lexical"):
         bm25_index = BM25Index.build(texts, phrase_slop=config.phrase_slop, progress=progress)
     dense_index = None
     if embedder is not None:

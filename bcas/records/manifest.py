@@ -1,0 +1,44 @@
+"""The run manifest file (``run.json``): where it is, how it is read and locked.
+
+The harness writes the manifest (:mod:`bcas.harness.manifest`); reports and
+``compare`` read it.  Updates hold an ``fcntl`` lock on the run folder's ``.run.lock``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+MANIFEST_FILE = "run.json"
+LOCK_FILE = ".run.lock"
+
+
+@contextlib.contextmanager
+def locked(run_dir: Path) -> Iterator[None]:
+    """Hold the run folder's manifest lock (exclusive)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def read_manifest(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The run folder's manifest, or ``None`` when it has none (or an unreadable one)."""
+    path = Path(run_dir) / MANIFEST_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("sessions"), list) else None
+
+
+__all__ = ["LOCK_FILE", "MANIFEST_FILE", "locked", "read_manifest"]
