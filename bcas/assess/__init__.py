@@ -30,7 +30,8 @@ from bcas.assess.aggregate import (
     sda_select,
     weighted_scores,
 )
-from bcas.assess.pipeline import AssessError, assess_hits, run_madara, treatment
+from bcas.assess.hits import assess_hits
+from bcas.assess.pipeline import AssessError, run_madara, treatment
 from bcas.assess.router import TAU_NF, RoutingDecision, decide, route
 from bcas.assess.rsc import RSCProfile, probe, trend_coefficient
 from bcas.assess.usage import Ledger, Usage

@@ -64,7 +64,7 @@ from bcas.config import AssessConfig, RunConfig
 from bcas.grading import score_prediction, strict_exact_match
 from bcas.llm.base import ChatModel, ModelError
 from bcas.records import Record
-from bcas.registry import TREATMENTS, agent_tool_methods, routed_modes
+from bcas.registry import TREATMENTS, routed_modes
 
 
 class AssessError(RuntimeError):
@@ -445,69 +445,3 @@ async def run_nf_for_probe(
 
     results = await asyncio.gather(*(one(i, d) for i, d in zip(items, per_item_docs, strict=True)))
     return (sum(results) / len(results) if results else 0.0), ledger.usage()
-
-
-# --------------------------------------------------------------------------- BCAS hook
-
-
-
-async def assess_hits(
-    question: str,
-    hits: Sequence[Any],
-    model: ChatModel,
-    method: str,
-    k: int,
-    *,
-    config: AssessConfig | None = None,
-    task: str = "factoid",
-) -> tuple[list[Any], dict[str, Any]]:
-    """Post-process a search tool's hits with a MADARA treatment (beyond the paper).
-
-    For the BCAS ``search_database`` tool when ``AgentConfig.assess`` is not
-    ``none``.  ``hits`` are ``bcas.retrieval.Hit``s (anything with ``doc_id``,
-    ``title``, ``text``); the returned hits are the same objects.
-
-    - ``none``: the first ``k`` hits, no calls.
-    - ``sda``: the three agents score every hit (base prompts); SDA top-k.
-    - ``atf``: the same scores, weighted (0.4, 0.3, 0.3); hits >= mu - 0.5 sigma,
-      at least 2, at most k.
-    - ``pde``: weighted top-k hits, one extraction call per kept hit; the hits
-      come back with the winning answer's supporters first, and
-      ``usage["candidates"]`` / ``usage["answer"]`` carry the per-hit answers and
-      the score-weighted vote, so the agent can show them in its observation.
-
-    ``usage`` holds ``llm_calls``, ``assessment_calls``, ``generation_calls``,
-    ``tokens_in`` and ``tokens_out`` (provider-reported), which the agent must
-    add to its budget ledger, plus ``method``, ``scores`` (m x 3, ``None`` for
-    missing), ``doc_scores`` and ``selected`` (indices into ``hits``).
-    """
-    if method not in agent_tool_methods():
-        raise AssessError(f"assess_hits method must be one of {agent_tool_methods()}, got {method!r}")
-    if k < 1:
-        raise AssessError(f"k must be >= 1, got {k}")
-    cfg = config or AssessConfig(method="3-agent")
-    hits = list(hits)
-    ledger = Ledger()
-    info: dict[str, Any] = {"method": method, "scores": None, "doc_scores": None, "candidates": [], "answer": None}
-    if method == "none" or not hits:
-        selected = list(range(min(k, len(hits))))
-    else:
-        docs = [AssessDocument.from_any(h) for h in hits]
-        assessment = await score_documents(model, question, docs, cfg, cot=False, ledger=ledger)
-        S = assessment.matrix
-        ws = [float(v) for v in weighted_scores(S, cfg.weights)]
-        info["scores"], info["doc_scores"] = S, ws
-        if method == "sda":
-            selected = sda_select(S, k)
-        elif method == "atf":
-            selected = atf_filter(ws, k, cfg.atf_kappa)
-        else:
-            top = order_best_first(ws)[:k]
-            ctx = TreatmentContext(model, question, docs, task, cfg, 0, ledger)
-            winner, candidates, groups = await _extract_and_vote(ctx, top, [ws[i] for i in top])
-            supporters = groups[0]["members"] if groups else []
-            selected = supporters + [i for i in top if i not in supporters]
-            info["candidates"], info["answer"] = candidates, winner
-    info["selected"] = selected
-    usage = {**ledger.usage().to_dict(), **info}
-    return [hits[i] for i in selected], usage

@@ -12,7 +12,7 @@ made):
 * ``run.json``: every input's sessions, each keeping its ``shard``, and ``merged_from``
   (the input folders and their shards);
 * ``summary.csv``, ``summary.json``, ``index.html``: built from the merged records as
-  :func:`bcas.harness.runner.finalize_run` builds them at the end of a session.
+  :func:`bcas.harness.finalize.finalize_run` builds them at the end of a session.
 
 Checks before anything is written: inputs exist and hold records or profiles; ``--out``
 is none of them and holds no records yet; when the inputs' manifests say they are
@@ -31,8 +31,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from bcas.harness.finalize import finalize_run
 from bcas.harness.manifest import MANIFEST_FILE, read_manifest
-from bcas.harness.runner import finalize_run
 from bcas.records import RECORDS_FILE, RecordError, dedupe, read_records_file, record_files
 
 

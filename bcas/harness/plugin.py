@@ -258,7 +258,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # deselected or skipped, and a run stopped at start leave the report folder untouched.
     if config.option.collectonly or (sess is None and not _ran_cases_elsewhere(config)):
         return
-    from bcas.harness.runner import finalize_run
+    from bcas.harness.finalize import finalize_run
 
     result = finalize_run(config._bcas_settings, sess, token=config._bcas_token)
     config._bcas_final = result  # type: ignore[attr-defined]

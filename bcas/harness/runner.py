@@ -15,12 +15,11 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from bcas.config import RunConfig
-from bcas.harness.cost import guard_for, read_stops, stop_lines
-from bcas.harness.exports import PYARROW_MISSING, write_parquet
+from bcas.harness.cost import guard_for
+from bcas.harness.invariants import check_invariants
 from bcas.harness.progress import message_writer, start_case
 from bcas.llm import backend_meta
 from bcas.registry import mode_uses
@@ -483,136 +482,9 @@ class CaseContext:
         return record
 
 
-def check_invariants(
-    case: Any, ds: Any, config: RunConfig, records: list[dict[str, Any]], allow_errors: bool, epochs: int | None = None
-) -> list[str]:
-    """Every item recorded once; budgets respected; no errored items unless allowed."""
-    problems = []
-    keys = [(str(r.get("item_id")), int(r.get("epoch") or 0)) for r in records]
-    epochs = max([e for _, e in keys] + [0]) + 1 if epochs is None else epochs
-    expected = {(it.id, e) for it in ds.items for e in range(epochs)}
-    missing = expected - set(keys)
-    if missing:
-        shown = sorted(i if e == 0 else f"{i}@epoch{e}" for i, e in missing)[:5]
-        problems.append(f"{len(missing)} items not recorded: {shown}")
-    counts: dict[tuple[str, int], int] = {}
-    for key in keys:
-        counts[key] = counts.get(key, 0) + 1
-    dupes = {i for (i, _), n in counts.items() if n > 1}
-    if dupes:
-        problems.append(f"items recorded more than once: {sorted(dupes)[:5]}")
-    if case.entry.kind == "bcas":
-        b = config.budget
-        for r in records:
-            if b.max_searches is not None and int(r.get("searches_used") or 0) > b.max_searches:
-                problems.append(f"{r.get('item_id')}: searches_used {r.get('searches_used')} > {b.max_searches}")
-            agent_out = int((r.get("extra") or {}).get("agent_tokens_out", r.get("tokens_out") or 0))
-            if agent_out > b.max_total_tokens + b.forced_answer_tokens:
-                problems.append(
-                    f"{r.get('item_id')}: completion tokens {agent_out} > budget {b.max_total_tokens} "
-                    f"+ forced-answer allowance {b.forced_answer_tokens}"
-                )
-    if not allow_errors:
-        errs = [r for r in records if r.get("stop_reason") == "error"]
-        if errs:
-            distinct: dict[str, list[str]] = {}
-            for r in errs:
-                distinct.setdefault(str(r.get("error")), []).append(str(r.get("item_id")))
-            shown = "; ".join(
-                f"{len(ids)}x {message} (e.g. {ids[0]})" for message, ids in list(distinct.items())[:5]
-            )
-            more = f"; and {len(distinct) - 5} more distinct errors" if len(distinct) > 5 else ""
-            problems.append(
-                f"{len(errs)} items ended in error, {len(distinct)} distinct: {shown}{more}; "
-                "pass --bcas-allow-errors to accept"
-            )
-    return problems
-
-
-@dataclass
-class FinalResult:
-    records_path: Path
-    report_path: Path | None
-    table_lines: list[str]
-    holm_failures: list[str]
-    gate: Any = None  # bcas.harness.gate_report.GateReport when a baseline gate ran
-
-
-def finalize_run(settings: Any, session: BcasSession | None, token: str = "run") -> FinalResult | None:
-    """Merge per-worker files, write summaries and the HTML report, run the session-wide Holm gate."""
-    from bcas.grids import GRIDS
-    from bcas.records import ResultStore
-    from bcas.report.html import render_report
-    from bcas.report.summary import write_summaries
-
-    if session is not None:
-        session.close()  # flushes this process's gate results
-    store = ResultStore(settings.run_dir)
-    store.merge()
-    records = [r.to_dict() for r in store.records()]
-    profiles = read_profiles(settings.run_dir)
-    if not records and not profiles:
-        return None
-    summaries = write_summaries(settings.run_dir, records, GRIDS, settings.grids)
-    rows, comps = summaries.rows, summaries.comparisons
-    order = {name: [e.label for e in grid.entries] for name, grid in GRIDS.items()}
-    from bcas.harness.gate_report import session_gate_report
-
-    gate = session_gate_report(settings.run_dir, token)  # full Holm step-down per family
-    from bcas.harness.manifest import complete_session
-
-    manifest = complete_session(settings.run_dir, token, records, session)  # run.json, shown in the report
-    stops = read_stops(settings.run_dir, token)  # cases --bcas-max-cost cut short in this session
-    report = render_report(
-        settings.run_dir, records, rows, comps, order, title=f"bcas — {settings.run_dir.name}", profiles=profiles,
-        gate=gate, model_comparisons=summaries.model_comparisons, matrix=summaries.matrix, manifest=manifest,
-        stops=stops,
-    )
-    parquet = write_parquet(settings.run_dir, records) if records else None  # records.parquet beside the JSONL
-    lines = [f"{'grid':<16}{'model':<16}{'dataset':<18}{'config':<28}{'n':>4}{'acc%':>7}{'95% CI':>14}{'srch':>6}"
-             f"{'tok out':>9}{'cost $':>10}"]
-    for r in rows:
-        lines.append(
-            f"{r.grid[:15]:<16}{r.model[:15]:<16}{r.dataset[:17]:<18}{r.label[:27]:<28}{r.n:>4}{r.accuracy * 100:>7.1f}"
-            f"{f'{r.ci_lo * 100:.0f}-{r.ci_hi * 100:.0f}':>14}{r.mean_searches:>6.2f}{r.mean_tokens_out:>9.0f}"
-            f"{'—' if r.cost_usd is None else f'{r.cost_usd:.4f}':>10}"  # unknown cost: no number, never 0
-        )
-    lines.extend(f"note: {note}" for note in getattr(summaries, "notes", []))  # each grid's metric, retrieval models
-    if summaries.model_comparisons:
-        lines.append("models compared on the same items (exact McNemar or paired t on per-item means; Holm per grid x dataset):")
-        for c in summaries.model_comparisons:
-            mark = " *" if c.significant else ""
-            lines.append(
-                f"  {c.grid}/{c.dataset}/{c.label}: {c.model} - {c.reference} = {c.diff * 100:+.1f} pts "
-                f"[{c.ci_lo * 100:+.1f}, {c.ci_hi * 100:+.1f}] on {c.n_paired} items, p={c.p_value:.3g}, "
-                f"Holm p={c.p_holm:.3g}{mark}"
-            )
-    holm_failures: list[str] = gate.holm_failures if gate is not None else []
-    lines.extend(stop_lines(stops))
-    if records:
-        lines.append(f"parquet: {parquet}" if parquet is not None else f"parquet: not written: {PYARROW_MISSING}")
-    for prof in profiles:
-        dec = prof.get("decision") or {}
-        lines.append(
-            f"RSC {prof.get('model_label')} / {prof.get('dataset')}: rho_hat={prof.get('rho_hat')} "
-            f"rho*={prof.get('rho_star')} class={prof.get('classification')} -> {dec.get('mode')}"
-        )
-    return FinalResult(store.path, report, lines, holm_failures, gate)
-
-
 def _plain_decision(decision: Any) -> dict[str, Any]:
     if hasattr(decision, "to_dict"):
         return decision.to_dict()
     from dataclasses import asdict, is_dataclass
 
     return asdict(decision) if is_dataclass(decision) else {"treatment": str(decision)}
-
-
-def read_profiles(run_dir: Path) -> list[dict[str, Any]]:
-    out = []
-    for path in sorted((run_dir / "rsc").glob("*.json")):
-        try:
-            out.append(json.loads(path.read_text(encoding="utf-8")))
-        except json.JSONDecodeError:
-            continue
-    return out

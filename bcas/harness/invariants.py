@@ -1,0 +1,55 @@
+"""The invariants a finished case must hold: every item (and epoch) recorded once,
+budgets respected, no errored item unless allowed (the case's failure message lists the
+distinct errors)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bcas.config import RunConfig
+
+
+def check_invariants(
+    case: Any, ds: Any, config: RunConfig, records: list[dict[str, Any]], allow_errors: bool, epochs: int | None = None
+) -> list[str]:
+    """Every item recorded once; budgets respected; no errored items unless allowed."""
+    problems = []
+    keys = [(str(r.get("item_id")), int(r.get("epoch") or 0)) for r in records]
+    epochs = max([e for _, e in keys] + [0]) + 1 if epochs is None else epochs
+    expected = {(it.id, e) for it in ds.items for e in range(epochs)}
+    missing = expected - set(keys)
+    if missing:
+        shown = sorted(i if e == 0 else f"{i}@epoch{e}" for i, e in missing)[:5]
+        problems.append(f"{len(missing)} items not recorded: {shown}")
+    counts: dict[tuple[str, int], int] = {}
+    for key in keys:
+        counts[key] = counts.get(key, 0) + 1
+    dupes = {i for (i, _), n in counts.items() if n > 1}
+    if dupes:
+        problems.append(f"items recorded more than once: {sorted(dupes)[:5]}")
+    if case.entry.kind == "bcas":
+        b = config.budget
+        for r in records:
+            if b.max_searches is not None and int(r.get("searches_used") or 0) > b.max_searches:
+                problems.append(f"{r.get('item_id')}: searches_used {r.get('searches_used')} > {b.max_searches}")
+            agent_out = int((r.get("extra") or {}).get("agent_tokens_out", r.get("tokens_out") or 0))
+            if agent_out > b.max_total_tokens + b.forced_answer_tokens:
+                problems.append(
+                    f"{r.get('item_id')}: completion tokens {agent_out} > budget {b.max_total_tokens} "
+                    f"+ forced-answer allowance {b.forced_answer_tokens}"
+                )
+    if not allow_errors:
+        errs = [r for r in records if r.get("stop_reason") == "error"]
+        if errs:
+            distinct: dict[str, list[str]] = {}
+            for r in errs:
+                distinct.setdefault(str(r.get("error")), []).append(str(r.get("item_id")))
+            shown = "; ".join(
+                f"{len(ids)}x {message} (e.g. {ids[0]})" for message, ids in list(distinct.items())[:5]
+            )
+            more = f"; and {len(distinct) - 5} more distinct errors" if len(distinct) > 5 else ""
+            problems.append(
+                f"{len(errs)} items ended in error, {len(distinct)} distinct: {shown}{more}; "
+                "pass --bcas-allow-errors to accept"
+            )
+    return problems
