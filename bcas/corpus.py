@@ -98,13 +98,24 @@ class CorpusFormat:
 CORPUS_FORMATS: dict[str, CorpusFormat] = {
     f.name: f
     for f in (
-        CorpusFormat("flashrag", "FlashRAG corpus JSONL: id, contents = title\\ntext", _flashrag,
-                     lambda k: "contents" in k),
+        CorpusFormat(
+            "flashrag", "FlashRAG corpus JSONL: id, contents = title\\ntext", _flashrag, lambda k: "contents" in k
+        ),
         CorpusFormat("beir", "BEIR corpus.jsonl: _id, title, text", _beir, lambda k: {"_id", "text"} <= k),
-        CorpusFormat("fever-wiki", "FEVER wiki-pages JSONL: id, text, lines", _fever_wiki,
-                     lambda k: {"id", "text", "lines"} <= k, aliases=("wiki-pages",)),
-        CorpusFormat("documents", "our documents JSONL: id, title, text", _documents,
-                     lambda k: {"id", "text"} <= k and not k & {"lines", "contents", "question"}, aliases=("bcas",)),
+        CorpusFormat(
+            "fever-wiki",
+            "FEVER wiki-pages JSONL: id, text, lines",
+            _fever_wiki,
+            lambda k: {"id", "text", "lines"} <= k,
+            aliases=("wiki-pages",),
+        ),
+        CorpusFormat(
+            "documents",
+            "our documents JSONL: id, title, text",
+            _documents,
+            lambda k: {"id", "text"} <= k and not k & {"lines", "contents", "question"},
+            aliases=("bcas",),
+        ),
     )
 }
 
@@ -159,7 +170,9 @@ class Corpus:
     __iter__ = iter_documents
 
     def _stat_key(self) -> tuple:
-        return (self.format.name,) + tuple((str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in self.files)
+        return (self.format.name,) + tuple(
+            (str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in self.files
+        )
 
     def scan(self) -> CorpusStats:
         """Validate every line and compute the content hash (once per process and file state).
@@ -238,8 +251,10 @@ def detect_corpus_format(path: Path) -> CorpusFormat:
         names = ", ".join(sorted(f.name for f in found))
         raise DatasetError(files[0], line, f"the corpus layout is ambiguous: it fits {names}; name one as FORMAT:PATH")
     raise DatasetError(
-        files[0], line, f"no known corpus layout has these keys ({', '.join(sorted(keys)[:12])}); "
-        f"name one as FORMAT:PATH; corpus formats: {every}"
+        files[0],
+        line,
+        f"no known corpus layout has these keys ({', '.join(sorted(keys)[:12])}); "
+        f"name one as FORMAT:PATH; corpus formats: {every}",
     )
 
 

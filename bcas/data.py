@@ -164,7 +164,8 @@ class Dataset:
             raise ValueError(f"calibration_n must be >= 1, got {calibration_n}")
         if len(self.items) < calibration_n:
             raise DatasetError(
-                self.path, None,
+                self.path,
+                None,
                 f"dataset {self.name!r} has {len(self.items)} items, fewer than the {calibration_n} calibration "
                 "items MADARA's probe and router need (Algorithm 2, AssessConfig.calibration_n): pass a larger "
                 "file (--bcas-datasets FORMAT:PATH) or lower calibration_n",
@@ -273,8 +274,10 @@ def resolve_spec(name_or_path: str | Path) -> DatasetSpec:
     if path.suffix == ".jsonl" or path.exists():
         return DatasetSpec(path.stem, str(path.resolve()), "factoid", "qa", "ad-hoc JSONL file")
     raise DatasetError(
-        key, None, f"unknown dataset; registered names are {sorted(DATASETS)}, or give a file path "
-        "or FORMAT:PATH (python -m bcas.data --formats lists the formats)"
+        key,
+        None,
+        f"unknown dataset; registered names are {sorted(DATASETS)}, or give a file path "
+        "or FORMAT:PATH (python -m bcas.data --formats lists the formats)",
     )
 
 
@@ -308,7 +311,8 @@ def load_evaluation(name_or_path: str | Path, limit: int | None = None, seed: in
     _, rest = load_dataset(name_or_path, None, seed).calibration_split(holdout, seed)
     if not rest.items:
         raise DatasetError(
-            rest.path, None,
+            rest.path,
+            None,
             f"dataset {rest.name!r} has only the {holdout} calibration items and none left to evaluate (they must "
             "be disjoint, MADARA Algorithm 2): pass a larger file (--bcas-datasets FORMAT:PATH)",
         )

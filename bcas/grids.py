@@ -113,8 +113,10 @@ class Grid:
         for entry in self.entries:
             for other, _family in entry.compare:
                 if other not in labels or other == entry.label:
-                    raise ValueError(f"grid {self.name!r}: entry {entry.label!r} is compared with {other!r}, "
-                                     f"which is not another entry of the grid ({labels})")
+                    raise ValueError(
+                        f"grid {self.name!r}: entry {entry.label!r} is compared with {other!r}, "
+                        f"which is not another entry of the grid ({labels})"
+                    )
 
     def metric(self, judge: bool | None = None, records: Iterable[dict[str, Any]] = ()) -> str:
         """The primary metric as used (:func:`bcas.grading.outcomes.resolve`)."""

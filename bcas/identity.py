@@ -38,9 +38,12 @@ PROMPT_DIRS: dict[str, tuple[str, ...]] = {
     "madara": ("assess/prompts",),
     "rsc": ("assess/prompts",),
 }
-JUDGE_PROMPTS = ("grading/prompts/judge.txt", "grading/prompts/judge_format_json.txt",
-                 "grading/prompts/judge_format_text.txt",
-                 "grading/prompts/judge_retry.txt")
+JUDGE_PROMPTS = (
+    "grading/prompts/judge.txt",
+    "grading/prompts/judge_format_json.txt",
+    "grading/prompts/judge_format_text.txt",
+    "grading/prompts/judge_retry.txt",
+)
 _FINGERPRINT_CACHE = "fingerprints.json"
 
 
@@ -124,8 +127,12 @@ def hf_fingerprint(model: str) -> str:
     if not folder.is_dir():
         return f"hf:{model}"
     digest = hashlib.sha256()
-    for name in ("config.json", "model.safetensors.index.json", "pytorch_model.bin.index.json",
-                 "generation_config.json"):
+    for name in (
+        "config.json",
+        "model.safetensors.index.json",
+        "pytorch_model.bin.index.json",
+        "generation_config.json",
+    ):
         part = folder / name
         if part.is_file():
             digest.update(name.encode() + b"\0" + part.read_bytes() + b"\0")

@@ -23,7 +23,7 @@ class DatasetError(ValueError):
         self.field = field
         where = f"{self.path}:{line}" if line is not None else self.path
         if field and message.startswith("is missing"):  # "missing field 'answers'" reads as what it is
-            super().__init__(f"{where}: missing field '{field}'{message[len('is missing'):]}")
+            super().__init__(f"{where}: missing field '{field}'{message[len('is missing') :]}")
             return
         what = f"field '{field}' " if field else ""
         super().__init__(f"{where}: {what}{message}")

@@ -68,8 +68,7 @@ class Registry(Generic[T]):
         self._entries: dict[str, _Entry[T]] = {}
 
     # -- registering -------------------------------------------------------------------
-    def register(self, name: str, target: T | str | None = None, *, replace: bool = True,
-                 **meta: Any) -> Any:
+    def register(self, name: str, target: T | str | None = None, *, replace: bool = True, **meta: Any) -> Any:
         """Register ``target`` (an object or ``"module:attr"``) as ``name``, with metadata.
 
         Without ``target`` it is a decorator: ``@registry.register("name")``.  ``replace``
@@ -77,6 +76,7 @@ class Registry(Generic[T]):
         built-in should; ``replace=False`` refuses a taken name.
         """
         if target is None:
+
             def decorate(obj: T) -> T:
                 self.register(name, obj, replace=replace, **meta)
                 return obj
@@ -193,8 +193,9 @@ RETRIEVAL_MODES: Registry[Any] = Registry("retrieval mode")
 RETRIEVAL_MODES.register("bm25", "bcas.retrieval.modes:bm25", label="bm25", lexical=True)
 RETRIEVAL_MODES.register("dense", "bcas.retrieval.modes:dense", label="dense", dense=True)
 RETRIEVAL_MODES.register("hybrid", "bcas.retrieval.modes:hybrid", label="hs", lexical=True, dense=True)
-RETRIEVAL_MODES.register("hybrid_rerank", "bcas.retrieval.modes:hybrid", label="hs+r", lexical=True, dense=True,
-                         rerank=True)
+RETRIEVAL_MODES.register(
+    "hybrid_rerank", "bcas.retrieval.modes:hybrid", label="hs+r", lexical=True, dense=True, rerank=True
+)
 
 
 def mode_uses(mode: str, need: str) -> bool:

@@ -90,5 +90,11 @@ def rejudge(
     todo = [r for r in records if gid not in (r.grades or {})]
     graded = asyncio.run(_grade_all(todo, LLMJudge(model, repeats=repeats), gid, store, concurrency)) if todo else []
     verdicts = [r.judge_verdict for r in graded]
-    return RejudgeSummary(gid, len(graded), len(records) - len(todo), sum(v is True for v in verdicts),
-                          sum(v is False for v in verdicts), sum(v is None for v in verdicts))
+    return RejudgeSummary(
+        gid,
+        len(graded),
+        len(records) - len(todo),
+        sum(v is True for v in verdicts),
+        sum(v is False for v in verdicts),
+        sum(v is None for v in verdicts),
+    )

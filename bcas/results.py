@@ -71,11 +71,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     rj.add_argument("--api-key-env", default=None, help="NAME of the environment variable holding the judge's key")
     rj.add_argument("--repeats", type=int, default=1, help="ask the judge this many times per answer")
     rj.add_argument("--no-cache", action="store_true", help="disable the generation cache")
-    mg = sub.add_parser("merge", help="merge per-worker records.<worker>.jsonl files into records.jsonl; with several "
-                                      "run folders (the shards of a --bcas-shard run) and --out, join them into one run")
+    mg = sub.add_parser(
+        "merge",
+        help="merge per-worker records.<worker>.jsonl files into records.jsonl; with several "
+        "run folders (the shards of a --bcas-shard run) and --out, join them into one run",
+    )
     mg.add_argument("run_dir", nargs="+", help="a run folder, or several with --out")
-    mg.add_argument("--out", default=None, help="the new run folder that joins the given ones (records, run.json, "
-                                                "summaries and report)")
+    mg.add_argument(
+        "--out",
+        default=None,
+        help="the new run folder that joins the given ones (records, run.json, summaries and report)",
+    )
     mg.add_argument("--partial", action="store_true", help="join the shards given even when some are missing")
     mg.add_argument("--keep", action="store_true", help="keep the worker files (one run folder, no --out)")
     args = parser.parse_args(argv)
@@ -85,8 +91,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             if args.repeats < 1:
                 raise RecordError(f"--repeats must be >= 1, got {args.repeats}")
-            summary = rejudge(args.run_dir, args.judge, base_url=args.judge_base_url, api_key_env=args.api_key_env,
-                              repeats=args.repeats, cache=not args.no_cache)
+            summary = rejudge(
+                args.run_dir,
+                args.judge,
+                base_url=args.judge_base_url,
+                api_key_env=args.api_key_env,
+                repeats=args.repeats,
+                cache=not args.no_cache,
+            )
             print("\n".join(summary.lines()))
             return 0
         if args.command == "merge":

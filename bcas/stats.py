@@ -293,8 +293,9 @@ def _mcnemar_critical(n: int, threshold: float) -> np.ndarray:
     return crit
 
 
-def mcnemar_power(n: int, p_worse: float, p_better: float, threshold: float,
-                  _critical: np.ndarray | None = None) -> float:
+def mcnemar_power(
+    n: int, p_worse: float, p_better: float, threshold: float, _critical: np.ndarray | None = None
+) -> float:
     """Exact probability that the one-sided exact McNemar test rejects at ``threshold``.
 
     Each of ``n`` paired items independently falls in "only the baseline right" with

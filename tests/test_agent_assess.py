@@ -10,9 +10,9 @@ import asyncio
 import json
 
 from bcas.agent import run_bcas
-from bcas.testing.scripted import FakeRetriever, ScriptedModel
 from bcas.config import AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
 from bcas.data import Document, Item
+from bcas.testing.scripted import FakeRetriever, ScriptedModel
 
 PASSAGES = [
     ("d0", "Paris", "Paris is the capital of France and its largest city."),

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from bcas.agent import SEARCH_TOOL, STOP_REASONS, run_bcas
 from bcas.agent.budget import turn_bound
 from bcas.agent.loop import Trajectory
-from bcas.testing.scripted import BrokenRetriever, FakeRetriever, ScriptedModel
 from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
 from bcas.data import Document, Item
 from bcas.llm.base import ChatRequest
 from bcas.results import record_from_trajectory
+from bcas.testing.scripted import BrokenRetriever, FakeRetriever, ScriptedModel
 
 PASSAGES = [
     (

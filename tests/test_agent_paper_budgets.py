@@ -15,12 +15,12 @@ import pytest
 from bcas.agent import run_bcas
 from bcas.agent.budget import MAX_TURNS_SAFETY, BudgetLedger, turn_bound
 from bcas.agent.protocol import QUERY_MAX_CHARS, action_schema
-from bcas.testing.scripted import ScriptedModel
 from bcas.config import AgentConfig, Budget, ConfigError, RetrievalConfig, RunConfig
 from bcas.data import Dataset, load_dataset
+from bcas.grids import ABLATION, CONTEXT_SCALING, SEARCH_SCALING, SMOKE
 from bcas.llm.base import ChatRequest
 from bcas.testing.mock import MockModel
-from bcas.grids import ABLATION, CONTEXT_SCALING, SEARCH_SCALING, SMOKE
+from bcas.testing.scripted import ScriptedModel
 
 PAPER_GRIDS = (SEARCH_SCALING, CONTEXT_SCALING, ABLATION)
 BM25 = RetrievalConfig(mode="bm25")

@@ -217,7 +217,11 @@ def test_cut_off_json_keeps_an_action_whose_fields_were_complete() -> None:
     cut = '{ "action": "search_database", "query": "Candy Coburn" ,"thought": "You have to find a na'
     assert parse_json_action(cut, TOOLS) == Action(SEARCH_TOOL, "Candy Coburn", "")
     assert parse_json_action('{"action": "ready_to_answer", "query": "x', TOOLS).tool == ANSWER_TOOL
-    for unusable in ('{"action": "search_database", "query": "Candy Co', '{"thought": "first I', '{"action": "search_da'):
+    for unusable in (
+        '{"action": "search_database", "query": "Candy Co',
+        '{"thought": "first I',
+        '{"action": "search_da',
+    ):
         with pytest.raises(ActionParseError, match="not a complete JSON object"):
             parse_json_action(unusable, TOOLS)
     with pytest.raises(ActionParseError, match="not available this turn"):

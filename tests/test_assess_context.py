@@ -18,8 +18,8 @@ import pytest
 
 from bcas.assess import run_madara
 from bcas.data import load_calibration, load_dataset, load_evaluation
-from bcas.llm import load_model
 from bcas.grids import MADARA, MADARA_RETRIEVAL
+from bcas.llm import load_model
 from bcas.retrieval import build_retriever
 
 N_ITEMS = 12

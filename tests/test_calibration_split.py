@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bcas.data import Dataset, DatasetError, load_calibration, load_evaluation
-from bcas.items import Document, Item, content_hash
 from bcas.grids import GRIDS, MADARA
+from bcas.items import Document, Item, content_hash
 
 
 def _dataset(n: int) -> Dataset:
@@ -33,7 +33,9 @@ def _dataset(n: int) -> Dataset:
     limit=st.one_of(st.none(), st.integers(min_value=1, max_value=300)),
     seed=st.integers(min_value=0, max_value=2**31),
 )
-def test_calibration_and_evaluated_ids_never_intersect(n: int, calibration_n: int, limit: int | None, seed: int) -> None:
+def test_calibration_and_evaluated_ids_never_intersect(
+    n: int, calibration_n: int, limit: int | None, seed: int
+) -> None:
     ds = _dataset(n)
     if n < calibration_n:
         with pytest.raises(DatasetError, match=f"{n} items, fewer than the {calibration_n} calibration"):
@@ -72,8 +74,9 @@ def test_too_few_items_is_a_clear_error() -> None:
 
 def test_grids_that_route_hold_out_their_calibration_items() -> None:
     routed = [g for g in GRIDS.values() for e in g.entries if e.kind == "madara" and e.config.assess.method == "madara"]
-    assert routed and all(g.holdout >= e.config.assess.calibration_n for g in routed for e in g.entries
-                          if e.kind == "madara")
+    assert routed and all(
+        g.holdout >= e.config.assess.calibration_n for g in routed for e in g.entries if e.kind == "madara"
+    )
 
 
 def test_session_probe_items_are_the_calibration_split_and_never_evaluated(tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 import bcas.agent  # noqa: F401  (loaded once: pytester runs in this process)
-import bcas.report.html  # noqa: F401
 import bcas.harness.pipelines  # noqa: F401
 import bcas.harness.runner  # noqa: F401
+import bcas.report.html  # noqa: F401
 import bcas.retrieval  # noqa: F401
 from bcas.report.compare import compare_runs, load_run, main
 from bcas.results import Record, ResultStore
@@ -37,11 +37,22 @@ def _rec(item: int, right: bool, *, label: str = "bm25/s1/t2k", epoch: int = 0, 
     fields = {"model_fingerprint": "gguf:sha256:aaaa", "dataset_hash": "d" * 64, "prompt_hash": "p" * 16}
     fields.update(identity)
     return Record(
-        run_id="r", config_id=f"cfg-{label}", model="smollm2-135m", dataset="hotpotqa", item_id=f"q{item}",
-        question=f"question {item}?", answers=["alpha"], prediction="alpha" if right else "beta", correct_em=right,
-        f1=1.0 if right else 0.0, label=label, epoch=epoch,
-        steps=[{"kind": "search", "query": f"query {item}", "output": "{}", "docs": [f"d{item}"], "titles": [f"T{item}"]},
-               {"kind": "answer", "output": "alpha" if right else "beta"}],
+        run_id="r",
+        config_id=f"cfg-{label}",
+        model="smollm2-135m",
+        dataset="hotpotqa",
+        item_id=f"q{item}",
+        question=f"question {item}?",
+        answers=["alpha"],
+        prediction="alpha" if right else "beta",
+        correct_em=right,
+        f1=1.0 if right else 0.0,
+        label=label,
+        epoch=epoch,
+        steps=[
+            {"kind": "search", "query": f"query {item}", "output": "{}", "docs": [f"d{item}"], "titles": [f"T{item}"]},
+            {"kind": "answer", "output": "alpha" if right else "beta"},
+        ],
         **fields,
     )
 
@@ -52,8 +63,10 @@ def _run(path: Path, records: list[Record]) -> Path:
 
 
 def _pair(tmp_path: Path, b_identity: dict[str, str] | None = None) -> tuple[Path, Path]:
-    a = _run(tmp_path / "A", [_rec(i, i in A_RIGHT) for i in range(10)] + [_rec(i, True, label="bm25/s2/t2k")
-                                                                           for i in range(4)])
+    a = _run(
+        tmp_path / "A",
+        [_rec(i, i in A_RIGHT) for i in range(10)] + [_rec(i, True, label="bm25/s2/t2k") for i in range(4)],
+    )
     b_recs = [_rec(i, i in B_RIGHT, **(b_identity or {})) for i in range(11)]  # q10: only in B
     b = _run(tmp_path / "B", b_recs + [_rec(i, True, label="bm25/s2/t2k") for i in range(4)])
     return a, b
@@ -83,8 +96,10 @@ def test_flipped_items_match_the_hand_count(tmp_path: Path, capsys: pytest.Captu
     assert "T4" in html and "query 6" in html
 
 
-@pytest.mark.parametrize(("field", "named"), [("dataset_hash", "dataset hash"), ("prompt_hash", "prompt hash"),
-                                              ("model_fingerprint", "model fingerprint")])
+@pytest.mark.parametrize(
+    ("field", "named"),
+    [("dataset_hash", "dataset hash"), ("prompt_hash", "prompt hash"), ("model_fingerprint", "model fingerprint")],
+)
 def test_incomparable_answers_are_refused_naming_the_difference(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, named: str
 ) -> None:
@@ -104,8 +119,12 @@ def test_incomparable_answers_are_refused_naming_the_difference(
 
 def test_hostile_text_is_escaped_in_the_page(tmp_path: Path) -> None:
     a = _run(tmp_path / "A", [_rec(0, True).replace(question=HOSTILE, answers=[HOSTILE]), _rec(1, False)])
-    evil = _rec(0, False).replace(prediction=HOSTILE, question=HOSTILE, answers=[HOSTILE],
-                                  steps=[{"kind": HOSTILE, "query": HOSTILE, "titles": [HOSTILE]}])
+    evil = _rec(0, False).replace(
+        prediction=HOSTILE,
+        question=HOSTILE,
+        answers=[HOSTILE],
+        steps=[{"kind": HOSTILE, "query": HOSTILE, "titles": [HOSTILE]}],
+    )
     b = _run(tmp_path / "B", [evil, _rec(1, False)])
     out_html = tmp_path / "cmp.html"
     assert main([str(a), str(b), "--html", str(out_html)]) == 0
@@ -143,11 +162,25 @@ def test_mock_gold_against_mock_random_end_to_end(
     runs = {}
     for variant in ("gold", "random"):
         runs[variant] = pytester.path / variant
-        result = pytester.runpytest("--bcas-model", f"mock:{variant}", "--bcas-grid", "smoke", "-k", "bm25 and s1",
-                                    "--bcas-limit", "5", "--bcas-report", str(runs[variant]), "-p", "no:cacheprovider")
+        result = pytester.runpytest(
+            "--bcas-model",
+            f"mock:{variant}",
+            "--bcas-grid",
+            "smoke",
+            "-k",
+            "bm25 and s1",
+            "--bcas-limit",
+            "5",
+            "--bcas-report",
+            str(runs[variant]),
+            "-p",
+            "no:cacheprovider",
+        )
         result.assert_outcomes(passed=1)
-    outcome = {v: {r["item_id"]: r["correct_em"] for r in map(json.loads, (p / "records.jsonl").read_text().splitlines())}
-               for v, p in runs.items()}
+    outcome = {
+        v: {r["item_id"]: r["correct_em"] for r in map(json.loads, (p / "records.jsonl").read_text().splitlines())}
+        for v, p in runs.items()
+    }
     assert len(outcome["gold"]) == 5 and set(outcome["gold"]) == set(outcome["random"])
     capsys.readouterr()
 

@@ -338,8 +338,9 @@ def test_command_line_lists_formats_and_loads_a_path(tmp_path: Path, capsys: pyt
 
 
 def test_file_of_ours_with_label_answers_is_a_label_task(tmp_path: Path) -> None:
-    claims = load_dataset(_write(tmp_path / "claims.jsonl", [_item(0, answers=["SUPPORTS"]),
-                                                              _item(1, answers=["REFUTES"])]))
+    claims = load_dataset(
+        _write(tmp_path / "claims.jsonl", [_item(0, answers=["SUPPORTS"]), _item(1, answers=["REFUTES"])])
+    )
     assert (claims.task, claims.scoring) == ("fact-verification", "label")
     yes_no = load_dataset(_write(tmp_path / "yn.jsonl", [_item(0, answers=["yes"]), _item(1, answers=["no"])]))
     assert (yes_no.task, yes_no.scoring) == ("yes-no-conflict", "label")
@@ -349,12 +350,21 @@ def test_file_of_ours_with_label_answers_is_a_label_task(tmp_path: Path) -> None
 
 NOT_JSONL = {
     "csv": ("my.csv", "id,question,answers\nq1,Where?,Paris\n", ("expected JSONL: one JSON object per line", "CSV")),
-    "pretty JSON array": ("arr.jsonl", "[\n" + json.dumps(_item(0)) + "\n]\n",
-                          ("expected JSONL: one JSON object per line", "JSON array")),
-    "one-line JSON array": ("arr1.jsonl", json.dumps([_item(0)]) + "\n",
-                            ("expected JSONL: one JSON object per line, got a JSON array",)),
-    "misspelt answers": ("typo.jsonl", json.dumps({k if k != "answers" else "answer": v for k, v in _item(0).items()})
-                         + "\n", ("missing field 'answers'", "did you mean 'answers'?")),
+    "pretty JSON array": (
+        "arr.jsonl",
+        "[\n" + json.dumps(_item(0)) + "\n]\n",
+        ("expected JSONL: one JSON object per line", "JSON array"),
+    ),
+    "one-line JSON array": (
+        "arr1.jsonl",
+        json.dumps([_item(0)]) + "\n",
+        ("expected JSONL: one JSON object per line, got a JSON array",),
+    ),
+    "misspelt answers": (
+        "typo.jsonl",
+        json.dumps({k if k != "answers" else "answer": v for k, v in _item(0).items()}) + "\n",
+        ("missing field 'answers'", "did you mean 'answers'?"),
+    ),
 }
 
 

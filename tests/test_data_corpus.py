@@ -15,9 +15,9 @@ import pytest
 
 import bcas
 import bcas.agent  # noqa: F401  (pytester runs restore sys.modules; import what a run touches up front)
-import bcas.report.html  # noqa: F401
 import bcas.harness.pipelines  # noqa: F401
 import bcas.harness.runner  # noqa: F401
+import bcas.report.html  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
 from bcas.corpus import (
@@ -40,8 +40,9 @@ pytest_plugins = ["pytester"]
 
 def _documents_jsonl(path: Path, name: str = "hotpotqa") -> Path:
     docs = load_dataset(name).documents
-    path.write_text("".join(json.dumps({"id": str(j), "title": d.title, "text": d.text}) + "\n"
-                            for j, d in enumerate(docs)))
+    path.write_text(
+        "".join(json.dumps({"id": str(j), "title": d.title, "text": d.text}) + "\n" for j, d in enumerate(docs))
+    )
     return path
 
 
@@ -244,8 +245,9 @@ def test_flashrag_pair_runs_through_a_grid_with_evidence_recall(suite: pytest.Py
     dataset, corpus, items = official.flashrag_pair(suite.path / "data", n=4)
     run = suite.path / "run"
     args = [a if a != "instant" else "asker" for a in BASE]
-    result = suite.runpytest(*args, "--bcas-datasets", f"flashrag:{dataset}", "--bcas-corpus", str(corpus),
-                             "--bcas-report", str(run))
+    result = suite.runpytest(
+        *args, "--bcas-datasets", f"flashrag:{dataset}", "--bcas-corpus", str(corpus), "--bcas-report", str(run)
+    )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*hotpotqa-dev*"])
     records = [json.loads(ln) for ln in (run / "records.jsonl").read_text().splitlines() if ln.strip()]
@@ -272,8 +274,9 @@ def test_questions_only_without_corpus_and_bad_corpus_are_usage_errors(suite: py
     lines = corpus.read_text().splitlines()
     lines[2] = json.dumps({"id": "x"})
     corpus.write_text("\n".join(lines) + "\n")
-    result = suite.runpytest(*BASE, "--bcas-datasets", str(dataset), "--bcas-corpus", str(corpus),
-                             "--bcas-report", str(suite.path / "b"))
+    result = suite.runpytest(
+        *BASE, "--bcas-datasets", str(dataset), "--bcas-corpus", str(corpus), "--bcas-report", str(suite.path / "b")
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert f"--bcas-corpus: {corpus}:3: missing field 'contents'" in result.stderr.str()
     assert not (suite.path / "b" / "records.jsonl").exists()
@@ -300,8 +303,15 @@ def test_every_official_layout_runs_through_a_grid(suite: pytest.Pytester) -> No
     result.assert_outcomes(passed=len(own))
     claims, wiki = official.fever(root / "fever" / "paper_dev.jsonl", root / "fever" / "wiki-pages", n=2)
     questions = [str(claims), str(official.nq_open(root / "NQ-open.dev.jsonl", n=2))]
-    result = suite.runpytest(*BASE, "--bcas-datasets", ",".join(questions), "--bcas-corpus", str(wiki),
-                             "--bcas-report", str(suite.path / "wiki"))
+    result = suite.runpytest(
+        *BASE,
+        "--bcas-datasets",
+        ",".join(questions),
+        "--bcas-corpus",
+        str(wiki),
+        "--bcas-report",
+        str(suite.path / "wiki"),
+    )
     result.assert_outcomes(passed=len(questions))
     records = [json.loads(ln) for ln in (suite.path / "wiki" / "records.jsonl").read_text().splitlines() if ln]
     assert {r["dataset"] for r in records} == {"paper_dev", "NQ-open.dev"} and len(records) == 4
@@ -321,8 +331,10 @@ def test_a_non_editable_install_collects_the_smoke_grid(tmp_path: Path) -> None:
         shutil.copy(ROOT / name, src / name)
     wheels = tmp_path / "wheels"
     run = {"check": True, "capture_output": True, "text": True}
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(wheels), str(src)], **run)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(src)],
+        **run,
+    )
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], **run)
     python = str(venv / "bin" / "python")
@@ -330,11 +342,27 @@ def test_a_non_editable_install_collects_the_smoke_grid(tmp_path: Path) -> None:
     user = tmp_path / "user"
     user.mkdir()
     (user / "test_grids.py").write_text((ROOT / "benchmarks" / "test_grids.py").read_text())
-    probe = ("import bcas, bcas.data as d, bcas.resources as r, bcas.results as res; "
-             "print(bcas.__file__); [d.load_dataset(n) for n in d.DATASETS]; "
-             "print(len(res.load_price_sheet(r.resource_path('prices.toml')).models))")
+    probe = (
+        "import bcas, bcas.data as d, bcas.resources as r, bcas.results as res; "
+        "print(bcas.__file__); [d.load_dataset(n) for n in d.DATASETS]; "
+        "print(len(res.load_price_sheet(r.resource_path('prices.toml')).models))"
+    )
     out = subprocess.run([python, "-c", probe], cwd=user, **run).stdout.split()
     assert out[0].startswith(str(venv)) and int(out[1]) > 0
-    collected = subprocess.run([python, "-m", "pytest", "test_grids.py", "--collect-only", "-q", "-p",
-                                "no:cacheprovider", "--bcas-grid", "smoke"], cwd=user, **run).stdout
+    collected = subprocess.run(
+        [
+            python,
+            "-m",
+            "pytest",
+            "test_grids.py",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--bcas-grid",
+            "smoke",
+        ],
+        cwd=user,
+        **run,
+    ).stdout
     assert "smollm2-135m-hotpotqa-bm25/s1" in collected and "conflictqa-madara/nf" in collected

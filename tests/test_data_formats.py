@@ -124,11 +124,17 @@ def test_conflictqa_gold_side_agrees_with_the_sample(tmp_path: Path) -> None:
 
 
 def test_conflictqa_popqa_ground_truths_are_answers(tmp_path: Path) -> None:
-    row = {"question": "What is George Rankin's occupation?", "popularity": 142,
-           "ground_truth": ["politician", "political leader"], "memory_answer": "He is a photographer.",
-           "parametric_memory": "As a photographer ...", "counter_answer": "He is a politician.",
-           "counter_memory": "Rankin has been in politics ...", "parametric_memory_aligned_evidence": "A portfolio.",
-           "counter_memory_aligned_evidence": "Major General George James Rankin was a politician."}
+    row = {
+        "question": "What is George Rankin's occupation?",
+        "popularity": 142,
+        "ground_truth": ["politician", "political leader"],
+        "memory_answer": "He is a photographer.",
+        "parametric_memory": "As a photographer ...",
+        "counter_answer": "He is a politician.",
+        "counter_memory": "Rankin has been in politics ...",
+        "parametric_memory_aligned_evidence": "A portfolio.",
+        "counter_memory_aligned_evidence": "Major General George James Rankin was a politician.",
+    }
     path = tmp_path / "conflictQA-popQA-chatgpt.json"
     path.write_text(json.dumps(row) + "\n")
     ds = load_dataset(path)
@@ -136,7 +142,9 @@ def test_conflictqa_popqa_ground_truths_are_answers(tmp_path: Path) -> None:
     item = ds.items[0]
     assert item.answers == ("politician", "political leader") and item.meta["gold_side"] == "counter"
     assert [d.title for d in item.documents if d.id in item.supporting] == [
-        "counter_memory", "counter_memory_aligned_evidence"]
+        "counter_memory",
+        "counter_memory_aligned_evidence",
+    ]
 
 
 def test_nq_open_ids_by_position_and_retrieval_contexts(files: dict[str, Path], tmp_path: Path) -> None:
@@ -144,9 +152,15 @@ def test_nq_open_ids_by_position_and_retrieval_contexts(files: dict[str, Path], 
     sample = load_dataset("nq_open").items
     assert [it.id for it in ds.items] == [f"nq_open-{n}" for n in range(len(ds))]
     assert [(it.question, it.answers) for it in ds.items] == [(it.question, it.answers) for it in sample[: len(ds)]]
-    row = {"question": "who wrote it", "answers": ["Ann"], "nq_annotated_gold": {"title": "Ann (writer)"},
-           "ctxs": [{"id": "9", "title": "Other", "text": "x y", "hasanswer": False, "isgold": False},
-                    {"id": "3", "title": "Ann (writer)", "text": "Ann wrote it.", "hasanswer": True, "isgold": True}]}
+    row = {
+        "question": "who wrote it",
+        "answers": ["Ann"],
+        "nq_annotated_gold": {"title": "Ann (writer)"},
+        "ctxs": [
+            {"id": "9", "title": "Other", "text": "x y", "hasanswer": False, "isgold": False},
+            {"id": "3", "title": "Ann (writer)", "text": "Ann wrote it.", "hasanswer": True, "isgold": True},
+        ],
+    }
     path = tmp_path / "nq-open-oracle.jsonl"
     path.write_text(json.dumps(row) + "\n")
     item = load_dataset(f"nq_open:{path}").items[0]
@@ -163,12 +177,17 @@ def test_flashrag_dataset_is_questions_with_gold_titles(files: dict[str, Path], 
         assert set(got.gold) == {d.title for d in want.documents if d.id in want.supporting}
     # FlashRAG's HotpotQA copies keep the distractor context in metadata (columnar form).
     it = sample[0]
-    meta = {"context": {"title": [d.title for d in it.documents],
-                        "sentences": [official.sentences(d.text) for d in it.documents]},
-            "supporting_facts": {"title": [d.title for d in it.documents if d.id in it.supporting], "sent_id": [0, 0]}}
+    meta = {
+        "context": {
+            "title": [d.title for d in it.documents],
+            "sentences": [official.sentences(d.text) for d in it.documents],
+        },
+        "supporting_facts": {"title": [d.title for d in it.documents if d.id in it.supporting], "sent_id": [0, 0]},
+    }
     path = tmp_path / "with_context.jsonl"
-    path.write_text(json.dumps({"id": it.id, "question": it.question, "golden_answers": list(it.answers),
-                                "metadata": meta}) + "\n")
+    path.write_text(
+        json.dumps({"id": it.id, "question": it.question, "golden_answers": list(it.answers), "metadata": meta}) + "\n"
+    )
     got = load_dataset(f"flashrag:{path}").items[0]
     assert _docs(got) == _docs(it) and got.supporting == it.supporting
 
@@ -223,17 +242,30 @@ def _lines(path: Path, rows: list[Any]) -> Path:
 
 
 def _hotpot(i: int, **kw: Any) -> dict[str, Any]:
-    row = {"_id": f"h{i}", "question": f"q{i}?", "answer": "a", "supporting_facts": [["T", 0]],
-           "context": [["T", ["A sentence."]], ["U", ["Another."]]], "level": "easy", "type": "bridge"}
+    row = {
+        "_id": f"h{i}",
+        "question": f"q{i}?",
+        "answer": "a",
+        "supporting_facts": [["T", 0]],
+        "context": [["T", ["A sentence."]], ["U", ["Another."]]],
+        "level": "easy",
+        "type": "bridge",
+    }
     row.update(kw)
     return row
 
 
 def _trivia(tmp: Path, answer: dict[str, Any]) -> Path:
     (tmp / "evidence" / "wikipedia").mkdir(parents=True)
-    data = [{"QuestionId": "t1", "Question": "q?", "Answer": {"Value": "x", "Aliases": ["x"]},
-             "EntityPages": [{"Filename": "missing.txt", "Title": "X"}]},
-            {"QuestionId": "t2", "Question": "q2?", "Answer": answer, "EntityPages": []}]
+    data = [
+        {
+            "QuestionId": "t1",
+            "Question": "q?",
+            "Answer": {"Value": "x", "Aliases": ["x"]},
+            "EntityPages": [{"Filename": "missing.txt", "Title": "X"}],
+        },
+        {"QuestionId": "t2", "Question": "q2?", "Answer": answer, "EntityPages": []},
+    ]
     path = tmp / "qa" / "wikipedia-dev.json"
     path.parent.mkdir()
     path.write_text(json.dumps({"Data": data}, indent=1))
@@ -242,36 +274,89 @@ def _trivia(tmp: Path, answer: dict[str, Any]) -> Path:
 
 MALFORMED = {
     "hotpotqa-missing-question": (
-        lambda t: _array(t / "h.json", [_hotpot(0), _hotpot(1, question=None), _hotpot(2)]), 3, "question"),
+        lambda t: _array(t / "h.json", [_hotpot(0), _hotpot(1, question=None), _hotpot(2)]),
+        3,
+        "question",
+    ),
     "hotpotqa-context-not-a-pair": (
         lambda t: _array(t / "h.json", [_hotpot(0), _hotpot(1), _hotpot(2, context=[["T", ["s"]], ["U"]])]),
-        4, "context[1]"),
+        4,
+        "context[1]",
+    ),
     "hotpotqa-duplicate-id": (lambda t: _array(t / "h.json", [_hotpot(0), _hotpot(0)]), 3, "id"),
-    "2wiki-answer-not-a-string": (
-        lambda t: _array(t / "w.json", [_hotpot(0, evidences=[], answer=7)]), 2, "answer"),
-    "musique-bad-flag": (lambda t: _lines(t / "m.jsonl", [{"id": "m1", "question": "q?", "answer": "a",
-                                                           "paragraphs": [{"title": "T", "paragraph_text": "p",
-                                                                           "is_supporting": "yes"}]}]),
-                         1, "paragraphs[0].is_supporting"),
-    "fever-unknown-label": (lambda t: _lines(t / "f.jsonl", [{"id": 1, "claim": "c", "label": "SUPPORTS",
-                                                              "evidence": [[[1, 1, "P", 0]]]},
-                                                             {"id": 2, "claim": "c", "label": "MAYBE",
-                                                              "evidence": []}]), 2, "label"),
-    "fever-short-evidence": (lambda t: _lines(t / "f.jsonl", [{"id": 1, "claim": "c", "label": "REFUTES",
-                                                               "evidence": [[[1, 1, "P"]]]}]), 1, "evidence[0][0]"),
-    "nq-open-empty-answers": (lambda t: _lines(t / "n.jsonl", [{"question": "q", "answer": ["a"]},
-                                                               {"question": "q2", "answer": []}]), 2, "answer"),
-    "conflictqa-both-truths": (lambda t: _lines(t / "c.json", [{
-        "question": "q?", "ground_truth": ["True", "False"], "memory_answer": "m", "counter_answer": "c",
-        "parametric_memory": "p", "counter_memory": "c", "parametric_memory_aligned_evidence": "e",
-        "counter_memory_aligned_evidence": "e"}]), 1, "ground_truth"),
-    "flashrag-metadata-not-object": (lambda t: _lines(t / "dev.jsonl", [{"id": "1", "question": "q",
-                                                                         "golden_answers": ["a"], "metadata": []}]),
-                                     1, "metadata"),
+    "2wiki-answer-not-a-string": (lambda t: _array(t / "w.json", [_hotpot(0, evidences=[], answer=7)]), 2, "answer"),
+    "musique-bad-flag": (
+        lambda t: _lines(
+            t / "m.jsonl",
+            [
+                {
+                    "id": "m1",
+                    "question": "q?",
+                    "answer": "a",
+                    "paragraphs": [{"title": "T", "paragraph_text": "p", "is_supporting": "yes"}],
+                }
+            ],
+        ),
+        1,
+        "paragraphs[0].is_supporting",
+    ),
+    "fever-unknown-label": (
+        lambda t: _lines(
+            t / "f.jsonl",
+            [
+                {"id": 1, "claim": "c", "label": "SUPPORTS", "evidence": [[[1, 1, "P", 0]]]},
+                {"id": 2, "claim": "c", "label": "MAYBE", "evidence": []},
+            ],
+        ),
+        2,
+        "label",
+    ),
+    "fever-short-evidence": (
+        lambda t: _lines(t / "f.jsonl", [{"id": 1, "claim": "c", "label": "REFUTES", "evidence": [[[1, 1, "P"]]]}]),
+        1,
+        "evidence[0][0]",
+    ),
+    "nq-open-empty-answers": (
+        lambda t: _lines(t / "n.jsonl", [{"question": "q", "answer": ["a"]}, {"question": "q2", "answer": []}]),
+        2,
+        "answer",
+    ),
+    "conflictqa-both-truths": (
+        lambda t: _lines(
+            t / "c.json",
+            [
+                {
+                    "question": "q?",
+                    "ground_truth": ["True", "False"],
+                    "memory_answer": "m",
+                    "counter_answer": "c",
+                    "parametric_memory": "p",
+                    "counter_memory": "c",
+                    "parametric_memory_aligned_evidence": "e",
+                    "counter_memory_aligned_evidence": "e",
+                }
+            ],
+        ),
+        1,
+        "ground_truth",
+    ),
+    "flashrag-metadata-not-object": (
+        lambda t: _lines(t / "dev.jsonl", [{"id": "1", "question": "q", "golden_answers": ["a"], "metadata": []}]),
+        1,
+        "metadata",
+    ),
     "triviaqa-missing-evidence-file": (lambda t: _trivia(t, {"Value": "y"}), 3, "EntityPages[0].Filename"),
 }
-FORMAT_OF = {"hotpotqa": "hotpotqa", "2wiki": "2wikimultihopqa", "musique": "musique", "fever": "fever",
-             "nq": "nq_open", "conflictqa": "conflictqa", "flashrag": "flashrag", "triviaqa": "triviaqa"}
+FORMAT_OF = {
+    "hotpotqa": "hotpotqa",
+    "2wiki": "2wikimultihopqa",
+    "musique": "musique",
+    "fever": "fever",
+    "nq": "nq_open",
+    "conflictqa": "conflictqa",
+    "flashrag": "flashrag",
+    "triviaqa": "triviaqa",
+}
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
@@ -316,7 +401,7 @@ def tiny_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_strings_with_brackets_quotes_and_escapes_across_chunk_edges(tmp_path: Path, tiny_chunks: None) -> None:
-    values = [{"a": "]}[{", "b": 'q"uote\\', "c": ["\\\"", "é\u2028✓"]}, [], {}, "s]", 1.5e3, None, [[["deep"]]]]
+    values = [{"a": "]}[{", "b": 'q"uote\\', "c": ['\\"', "é\u2028✓"]}, [], {}, "s]", 1.5e3, None, [[["deep"]]]]
     path = tmp_path / "a.json"
     path.write_text("[\n" + ",\n".join(json.dumps(v, ensure_ascii=False) for v in values) + "\n]")
     got = list(iter_json_array(path))
@@ -327,10 +412,13 @@ def test_strings_with_brackets_quotes_and_escapes_across_chunk_edges(tmp_path: P
 @settings(max_examples=60, deadline=None)
 @given(
     values=st.lists(
-        st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=12),
-                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-                     max_leaves=8),
-        max_size=6),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=12),
+            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+            max_leaves=8,
+        ),
+        max_size=6,
+    ),
     indent=st.sampled_from([None, 1, 3]),
     chunk=st.integers(min_value=1, max_value=17),
 )
@@ -357,7 +445,7 @@ def test_streamed_array_equals_json_loads(values: list[Any], indent: int | None,
         ('[\n{"a": 1},\n{"a": 2}\n', 4, "expected ',' or ']', got end of file"),
         ('[\n{"a": 1},\n]', 3, "unexpected ']'"),
         ('[\n{"a": "open\n', 2, "not closed"),
-        ('[1, 2]\n[3]', 2, "extra data"),
+        ("[1, 2]\n[3]", 2, "extra data"),
         ('{"a": 1}', 1, "expected a JSON array"),
     ],
 )
@@ -375,7 +463,7 @@ def test_missing_member_and_jsonl_by_suffix(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="missing field 'Data'"):
         list(iter_json_array(path, member="Data"))
     lines = tmp_path / "x.jsonl"
-    lines.write_text('[1]\n[2]\n')  # a .jsonl file is JSON Lines even when a line is an array
+    lines.write_text("[1]\n[2]\n")  # a .jsonl file is JSON Lines even when a line is an array
     assert [v for _, v in iter_records(lines)] == [[1], [2]]
 
 

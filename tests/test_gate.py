@@ -34,9 +34,18 @@ from bcas.stats import holm_bonferroni, mcnemar_exact_one_sided
 
 
 def _rec(item: str, correct: bool, model: str = "m", config: str = "c1", dhash: str = "h1", **kw) -> dict:
-    return {"model": model, "dataset": "ds", "config_id": config, "dataset_hash": dhash, "item_id": item,
-            "correct_em": correct, "question": f"question {item}", "answers": [f"answer {item}"], "label": "cfg",
-            **kw}
+    return {
+        "model": model,
+        "dataset": "ds",
+        "config_id": config,
+        "dataset_hash": dhash,
+        "item_id": item,
+        "correct_em": correct,
+        "question": f"question {item}",
+        "answers": [f"answer {item}"],
+        "label": "cfg",
+        **kw,
+    }
 
 
 def test_baseline_round_trip_keeps_metrics_digests_and_fingerprint(tmp_path: Path) -> None:
@@ -62,8 +71,21 @@ def test_epochs_vote_per_item() -> None:
 
 def test_hand_edited_v1_baseline_and_errors_name_the_case(tmp_path: Path) -> None:
     path = tmp_path / "base.json"
-    path.write_text(json.dumps({"cases": {"k": {"model": "m", "dataset": "ds", "config_id": "c1",
-                                                "dataset_hash": "h1", "items": {"q1": True, "q2": True}}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "cases": {
+                    "k": {
+                        "model": "m",
+                        "dataset": "ds",
+                        "config_id": "c1",
+                        "dataset_hash": "h1",
+                        "items": {"q1": True, "q2": True},
+                    }
+                }
+            }
+        )
+    )
     (case,) = load_baseline_cases(path)
     assert case.items == {"q1": True, "q2": True} and case.digests == {}
     path.write_text(json.dumps({"cases": {"k": {"items": {"q1": "yes"}}}}))
@@ -117,15 +139,37 @@ def test_paired_result_numbers() -> None:
     assert res.threshold == 0.025 and res.failed_now
     assert res.min_discordant == 6 and res.min_drop == pytest.approx(0.6)
     msg = res.message()
-    for piece in ("accuracy 0.300 vs baseline 1.000", "on 10 shared items", "baseline-only correct 7",
-                  "current-only correct 0", "p = 0.007812", "0.025", "2 gated cases"):
+    for piece in (
+        "accuracy 0.300 vs baseline 1.000",
+        "on 10 shared items",
+        "baseline-only correct 7",
+        "current-only correct 0",
+        "p = 0.007812",
+        "0.025",
+        "2 gated cases",
+    ):
         assert piece in msg, piece
 
 
 def _result(case: str, p: float, family: str = "session", size: int = 3, n: int = 50, **kw) -> GateResult:
     threshold = 0.05 / size
-    return GateResult(case, "k", n, 0.5, 0.6, 5, 1, p, threshold, p <= threshold, family=family, family_size=size,
-                      min_discordant=8, min_drop=8 / n, **kw)
+    return GateResult(
+        case,
+        "k",
+        n,
+        0.5,
+        0.6,
+        5,
+        1,
+        p,
+        threshold,
+        p <= threshold,
+        family=family,
+        family_size=size,
+        min_discordant=8,
+        min_drop=8 / n,
+        **kw,
+    )
 
 
 def test_holm_runs_within_families_and_pads_missing_cases() -> None:
@@ -151,8 +195,11 @@ def test_report_verdicts_holm_thresholds_and_step_down_failures() -> None:
     assert verdicts == {"a": VERDICT_FAIL, "b": VERDICT_FAIL, "c": VERDICT_CANNOT_FAIL}
     thresholds = {r.case_id: r.holm_threshold for r in report.rows}
     assert thresholds == {"a": pytest.approx(0.05 / 3), "b": pytest.approx(0.05 / 2), "c": pytest.approx(0.05)}
-    assert len(report.holm_failures) == 1 and "b:" in report.holm_failures[0] and "Holm step-down" in \
-        report.holm_failures[0]
+    assert (
+        len(report.holm_failures) == 1
+        and "b:" in report.holm_failures[0]
+        and "Holm step-down" in report.holm_failures[0]
+    )
     assert report.overall.startswith("FAIL: 2 of 3")
     text = "\n".join(report.lines())
     assert "overall: FAIL" in text and "cannot fail" in text
@@ -180,8 +227,13 @@ def test_junit_properties_carry_the_numbers() -> None:
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [({"alpha": 0}, "--bcas-alpha"), ({"alpha": "1.5"}, "--bcas-alpha"), ({"family": "run"}, "--bcas-gate-family"),
-     ({"max_drop_points": 100}, "--bcas-max-drop"), ({"max_drop_points": -1}, "--bcas-max-drop")],
+    [
+        ({"alpha": 0}, "--bcas-alpha"),
+        ({"alpha": "1.5"}, "--bcas-alpha"),
+        ({"family": "run"}, "--bcas-gate-family"),
+        ({"max_drop_points": 100}, "--bcas-max-drop"),
+        ({"max_drop_points": -1}, "--bcas-max-drop"),
+    ],
 )
 def test_options_are_validated(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -202,8 +254,13 @@ def _plugin_cases(n_configs: int = 3):
     from bcas.grids import GridEntry
     from bcas.harness.settings import Case, ModelSpec
 
-    entries = [GridEntry("bcas", RunConfig(budget=Budget(max_searches=s, max_total_tokens=2000),
-                                           retrieval=RetrievalConfig(mode="bm25"))) for s in range(1, n_configs + 1)]
+    entries = [
+        GridEntry(
+            "bcas",
+            RunConfig(budget=Budget(max_searches=s, max_total_tokens=2000), retrieval=RetrievalConfig(mode="bm25")),
+        )
+        for s in range(1, n_configs + 1)
+    ]
     return [Case(ModelSpec("mock", "gold"), "hotpotqa", "smoke", e) for e in entries]
 
 
@@ -217,9 +274,18 @@ def _baseline_for(cases, limit: int, seed: int, correct: bool, path: Path, model
         ds = load_dataset(case.dataset, limit=limit, seed=seed)
         cid = replace(case.entry.config, seed=seed).config_id
         for it in ds.items:
-            recs.append({"model": model or case.model.label, "dataset": ds.name, "config_id": cid,
-                         "dataset_hash": ds.hash, "item_id": it.id, "correct_em": correct,
-                         "question": it.question, "answers": list(it.answers)})
+            recs.append(
+                {
+                    "model": model or case.model.label,
+                    "dataset": ds.name,
+                    "config_id": cid,
+                    "dataset_hash": ds.hash,
+                    "item_id": it.id,
+                    "correct_em": correct,
+                    "question": it.question,
+                    "answers": list(it.answers),
+                }
+            )
     path.write_text(json.dumps(build_baseline(recs)))
     return path
 

@@ -19,9 +19,9 @@ import pytest
 import bcas.agent  # noqa: F401
 import bcas.harness.gate_power  # noqa: F401
 import bcas.harness.gate_report  # noqa: F401
-import bcas.report.html  # noqa: F401
 import bcas.harness.pipelines  # noqa: F401
 import bcas.harness.runner  # noqa: F401
+import bcas.report.html  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
 from bcas.harness.gate import main as gate_main
@@ -54,16 +54,24 @@ TINY = [*INSTANT, "--bcas-grid", "gate_tiny", "--bcas-limit", "40"]
 def _dataset(path: Path, n: int) -> Path:
     lines = []
     for i in range(n):
-        lines.append(json.dumps({
-            "id": f"q{i}",
-            "question": f"Which greek letter is the codename of project number {i}?",
-            "answers": ["alpha"],
-            "documents": [
-                {"id": f"q{i}::0", "title": f"Project {i}", "text": f"Project number {i} has the codename alpha."},
-                {"id": f"q{i}::1", "title": "Other", "text": f"An unrelated note about gardening, number {i}."},
-            ],
-            "supporting": [f"q{i}::0"],
-        }))
+        lines.append(
+            json.dumps(
+                {
+                    "id": f"q{i}",
+                    "question": f"Which greek letter is the codename of project number {i}?",
+                    "answers": ["alpha"],
+                    "documents": [
+                        {
+                            "id": f"q{i}::0",
+                            "title": f"Project {i}",
+                            "text": f"Project number {i} has the codename alpha.",
+                        },
+                        {"id": f"q{i}::1", "title": "Other", "text": f"An unrelated note about gardening, number {i}."},
+                    ],
+                    "supporting": [f"q{i}::0"],
+                }
+            )
+        )
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -129,8 +137,9 @@ def test_a_gate_that_cannot_fail_says_so_and_strict_stops_the_session(project: p
     assert 'id="regression-gate"' in html and "CANNOT FAIL: none of the 3 gated cases" in html
 
     strict_dir = project.path / "strict"
-    strict = project.runpytest(*SMOKE_HOTPOTQA, "--bcas-report", str(strict_dir), "--bcas-baseline", str(baseline),
-                               "--bcas-gate-strict")
+    strict = project.runpytest(
+        *SMOKE_HOTPOTQA, "--bcas-report", str(strict_dir), "--bcas-baseline", str(baseline), "--bcas-gate-strict"
+    )
     assert strict.ret == pytest.ExitCode.USAGE_ERROR
     err = strict.stderr.str()
     assert "3 of 3 gated cases cannot fail at alpha 0.05" in err and "--bcas-gate-strict" in err
@@ -138,8 +147,15 @@ def test_a_gate_that_cannot_fail_says_so_and_strict_stops_the_session(project: p
     assert not (strict_dir / "records.jsonl").exists()  # nothing ran
 
     # Each case its own Holm family: alone at 0.05, losing 5 of 5 (p = 0.031) is a regression.
-    per_case = project.runpytest(*SMOKE_HOTPOTQA, "--bcas-report", str(project.path / "per_case"),
-                                 "--bcas-baseline", str(baseline), "--bcas-gate-family", "case")
+    per_case = project.runpytest(
+        *SMOKE_HOTPOTQA,
+        "--bcas-report",
+        str(project.path / "per_case"),
+        "--bcas-baseline",
+        str(baseline),
+        "--bcas-gate-family",
+        "case",
+    )
     outcomes = per_case.parseoutcomes()
     lost_all = sum(1 for v in current.values() if not any(v))
     assert outcomes.get("failed", 0) == lost_all > 0
@@ -156,14 +172,20 @@ def test_a_regression_fails_with_its_numbers_in_message_summary_report_and_junit
     monkeypatch.setenv("BCAS_INSTANT_ANSWER", "beta")  # every answer wrong now
     run_dir = project.path / "worse"
     junit = project.path / "junit.xml"
-    result = project.runpytest(*TINY, "--bcas-report", str(run_dir), "--bcas-baseline", str(base_dir),
-                               f"--junitxml={junit}")
+    result = project.runpytest(
+        *TINY, "--bcas-report", str(run_dir), "--bcas-baseline", str(base_dir), f"--junitxml={junit}"
+    )
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
     assert "2 gated cases can fail; the smallest drop each can detect: 15.0-15.0 points" in out
-    for piece in ("correct_em accuracy 0.000 vs baseline 1.000 on 40 shared items", "baseline-only correct 40",
-                  "current-only correct 0", "one-sided exact McNemar p = 9.095e-13", "threshold 0.025",
-                  "2 gated cases in family session"):
+    for piece in (
+        "correct_em accuracy 0.000 vs baseline 1.000 on 40 shared items",
+        "baseline-only correct 40",
+        "current-only correct 0",
+        "one-sided exact McNemar p = 9.095e-13",
+        "threshold 0.025",
+        "2 gated cases in family session",
+    ):
         assert piece in out, piece
     assert "overall: FAIL: 2 of 2 gated cases significantly worse" in out
 
@@ -182,8 +204,15 @@ def test_a_regression_fails_with_its_numbers_in_message_summary_report_and_junit
         assert float(p["bcas_gate_p"]) == pytest.approx(2**-40) and p["bcas_gate_holm_threshold"] == "0.025"
 
     # A tolerance: a 100-point drop is significantly larger than 50 points.
-    tolerant = project.runpytest(*TINY, "--bcas-report", str(project.path / "tolerant"), "--bcas-baseline",
-                                 str(base_dir), "--bcas-max-drop", "50")
+    tolerant = project.runpytest(
+        *TINY,
+        "--bcas-report",
+        str(project.path / "tolerant"),
+        "--bcas-baseline",
+        str(base_dir),
+        "--bcas-max-drop",
+        "50",
+    )
     tolerant.assert_outcomes(failed=2)
     assert "Tango score test, drop > 50 pts p = " in tolerant.stdout.str()
     assert "significantly worse by more than 50 points" in tolerant.stdout.str()
@@ -194,8 +223,15 @@ def test_mock_gold_baseline_against_mock_random_run_fails_with_the_numbers(proje
     gold_dir = project.path / "gold"
     project.runpytest("--bcas-model", "mock:gold", *mock, "--bcas-report", str(gold_dir)).assert_outcomes(passed=2)
     # A baseline written for one model refuses to gate another ...
-    refused = project.runpytest("--bcas-model", "mock:random", *mock, "--bcas-report", str(project.path / "no"),
-                                "--bcas-baseline", str(gold_dir))
+    refused = project.runpytest(
+        "--bcas-model",
+        "mock:random",
+        *mock,
+        "--bcas-report",
+        str(project.path / "no"),
+        "--bcas-baseline",
+        str(gold_dir),
+    )
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     err = refused.stderr.str()
     assert "refuses to compare answers of different identity" in err
@@ -203,8 +239,16 @@ def test_mock_gold_baseline_against_mock_random_run_fails_with_the_numbers(proje
     assert not (project.path / "no" / "records.jsonl").exists()
     # ... unless told to, and then the override is written into the report.
     run_dir = project.path / "random"
-    result = project.runpytest("--bcas-model", "mock:random", *mock, "--bcas-report", str(run_dir),
-                               "--bcas-baseline", str(gold_dir), "--bcas-allow-mismatch")
+    result = project.runpytest(
+        "--bcas-model",
+        "mock:random",
+        *mock,
+        "--bcas-report",
+        str(run_dir),
+        "--bcas-baseline",
+        str(gold_dir),
+        "--bcas-allow-mismatch",
+    )
     out = result.stdout.str()
     assert "compared with the baseline's model mock-gold (mock:gold)" in out
     assert "compared despite --bcas-allow-mismatch: model fingerprint mock:gold" in out
@@ -216,19 +260,22 @@ def test_mock_gold_baseline_against_mock_random_run_fails_with_the_numbers(proje
     for case_id, k in correct.items():
         lost = 40 - k
         assert lost >= 6  # a random span is rarely the answer; 6 lost items reach 0.05/2
-        assert (f"{case_id}: correct_em accuracy {k / 40:.3f} vs baseline 1.000 (mock-gold (mock:gold) [compared "
-                f"despite --bcas-allow-mismatch: model fingerprint mock:gold (mock-gold, baseline) vs mock:random "
-                f"(this run)]) on 40 shared "
-                f"items; baseline-only correct {lost}, current-only correct 0; one-sided exact McNemar "
-                f"p = {2.0**-lost:.4g} <= Holm first-step threshold 0.025") in out
+        assert (
+            f"{case_id}: correct_em accuracy {k / 40:.3f} vs baseline 1.000 (mock-gold (mock:gold) [compared "
+            f"despite --bcas-allow-mismatch: model fingerprint mock:gold (mock-gold, baseline) vs mock:random "
+            f"(this run)]) on 40 shared "
+            f"items; baseline-only correct {lost}, current-only correct 0; one-sided exact McNemar "
+            f"p = {2.0**-lost:.4g} <= Holm first-step threshold 0.025"
+        ) in out
     result.assert_outcomes(failed=2)
 
 
 def test_an_equal_run_passes_and_can_fail(project: pytest.Pytester) -> None:
     base_dir = project.path / "base"
     project.runpytest(*TINY, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)
-    result = project.runpytest(*TINY, "--bcas-report", str(project.path / "same"), "--bcas-baseline", str(base_dir),
-                               "--bcas-gate-strict")
+    result = project.runpytest(
+        *TINY, "--bcas-report", str(project.path / "same"), "--bcas-baseline", str(base_dir), "--bcas-gate-strict"
+    )
     result.assert_outcomes(passed=2)
     out = result.stdout.str()
     assert "CANNOT FAIL" not in out and "overall: PASS" in out
@@ -239,8 +286,9 @@ def test_xdist_workers_plan_and_the_controller_reports(project: pytest.Pytester,
     project.runpytest(*TINY, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)
     monkeypatch.setenv("BCAS_INSTANT_ANSWER", "beta")
     run_dir = project.path / "xd"
-    result = project.runpytest_subprocess(*TINY, "--bcas-report", str(run_dir), "--bcas-baseline", str(base_dir),
-                                          "-n", "2")
+    result = project.runpytest_subprocess(
+        *TINY, "--bcas-report", str(run_dir), "--bcas-baseline", str(base_dir), "-n", "2"
+    )
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
     assert "overall: FAIL: 2 of 2 gated cases" in out and "threshold 0.025" in out
@@ -249,9 +297,11 @@ def test_xdist_workers_plan_and_the_controller_reports(project: pytest.Pytester,
 
 @pytest.mark.parametrize(
     "args, message",
-    [(["--bcas-alpha", "1.5"], "--bcas-alpha must lie strictly between 0 and 1"),
-     (["--bcas-gate-family", "run"], "--bcas-gate-family must be one of session, grid, case"),
-     (["--bcas-max-drop", "120"], "--bcas-max-drop is in accuracy points")],
+    [
+        (["--bcas-alpha", "1.5"], "--bcas-alpha must lie strictly between 0 and 1"),
+        (["--bcas-gate-family", "run"], "--bcas-gate-family must be one of session, grid, case"),
+        (["--bcas-max-drop", "120"], "--bcas-max-drop is in accuracy points"),
+    ],
 )
 def test_bad_gate_options_are_usage_errors(project: pytest.Pytester, args: list[str], message: str) -> None:
     result = project.runpytest(*TINY, *args, "--collect-only")

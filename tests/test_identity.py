@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 
 import bcas.agent  # noqa: F401  (loaded once: pytester runs in this process)
-import bcas.report.html  # noqa: F401
 import bcas.harness.pipelines  # noqa: F401
 import bcas.harness.runner  # noqa: F401
+import bcas.report.html  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
-from bcas.identity import answer_key, epoch_seed, gguf_fingerprint, prompt_hash, server_fingerprint
-from bcas.testing.servers import FaultServer
 from bcas.harness.settings import parse_model_spec
+from bcas.identity import answer_key, epoch_seed, gguf_fingerprint, prompt_hash, server_fingerprint
 from bcas.results import Record, RecordError, ResultStore, load_records
+from bcas.testing.servers import FaultServer
 
 pytest_plugins = ["pytester"]
 
@@ -132,8 +132,11 @@ def test_prompt_hash_changes_with_a_template(tmp_path: Path, monkeypatch: pytest
 
 def test_embedded_and_mock_in_one_session_are_compared_pairwise(project: pytest.Pytester) -> None:
     run_dir = project.path / "run"
-    result = project.runpytest(*_smoke("--bcas-model", "embedded", "--bcas-model", "mock:gold",
-                                       "--bcas-limit", "2", "--bcas-report", str(run_dir)))
+    result = project.runpytest(
+        *_smoke(
+            "--bcas-model", "embedded", "--bcas-model", "mock:gold", "--bcas-limit", "2", "--bcas-report", str(run_dir)
+        )
+    )
     result.assert_outcomes(passed=2)
     records = load_records(run_dir)
     by_model: dict[str, list[Record]] = {}
@@ -154,11 +157,22 @@ def test_embedded_and_mock_in_one_session_are_compared_pairwise(project: pytest.
 
 def test_models_one_after_the_other_equal_one_session(project: pytest.Pytester) -> None:
     together, apart = project.path / "together", project.path / "apart"
-    project.runpytest(*_smoke("--bcas-model", "mock:gold", "--bcas-model", "mock:random", "--bcas-limit", "4",
-                              "--bcas-report", str(together))).assert_outcomes(passed=2)
+    project.runpytest(
+        *_smoke(
+            "--bcas-model",
+            "mock:gold",
+            "--bcas-model",
+            "mock:random",
+            "--bcas-limit",
+            "4",
+            "--bcas-report",
+            str(together),
+        )
+    ).assert_outcomes(passed=2)
     for model in ("mock:gold", "mock:random"):
-        project.runpytest(*_smoke("--bcas-model", model, "--bcas-limit", "4",
-                                  "--bcas-report", str(apart))).assert_outcomes(passed=1)
+        project.runpytest(
+            *_smoke("--bcas-model", model, "--bcas-limit", "4", "--bcas-report", str(apart))
+        ).assert_outcomes(passed=1)
     a, b = _answers(together), _answers(apart)
     assert len(a) == 8 and a == b
     summary = json.loads((apart / "summary.json").read_text())
@@ -191,8 +205,18 @@ def test_rejudge_changes_grades_and_nothing_else(project: pytest.Pytester) -> No
     from bcas.rejudge import rejudge
 
     run_dir = project.path / "run"
-    project.runpytest(*_smoke("--bcas-model", "mock:gold", "--bcas-limit", "4", "--bcas-judge", "mock:random",
-                              "--bcas-report", str(run_dir))).assert_outcomes(passed=1)
+    project.runpytest(
+        *_smoke(
+            "--bcas-model",
+            "mock:gold",
+            "--bcas-limit",
+            "4",
+            "--bcas-judge",
+            "mock:random",
+            "--bcas-report",
+            str(run_dir),
+        )
+    ).assert_outcomes(passed=1)
     before = {r.key: r.to_dict() for r in load_records(run_dir)}
     assert all(len(r["grades"]) == 1 for r in before.values())
     summary = rejudge(run_dir, "mock:gold")
@@ -227,8 +251,20 @@ def test_a_new_judge_grades_only_what_it_has_not(project: pytest.Pytester) -> No
 
 def test_epochs_give_n_records_per_item_with_distinct_seeds(project: pytest.Pytester) -> None:
     run_dir = project.path / "run"
-    project.runpytest(*_smoke("--bcas-model", "mock:random", "--bcas-limit", "3", "--bcas-epochs", "3",
-                              "--bcas-seed", "5", "--bcas-report", str(run_dir))).assert_outcomes(passed=1)
+    project.runpytest(
+        *_smoke(
+            "--bcas-model",
+            "mock:random",
+            "--bcas-limit",
+            "3",
+            "--bcas-epochs",
+            "3",
+            "--bcas-seed",
+            "5",
+            "--bcas-report",
+            str(run_dir),
+        )
+    ).assert_outcomes(passed=1)
     records = load_records(run_dir)
     assert len(records) == 9
     by_item: dict[str, list[Record]] = {}
@@ -257,8 +293,19 @@ def test_clustered_interval_matches_statsmodels() -> None:
             p = rng.random()
             for e in range(epochs):
                 ok = rng.random() < p
-                recs.append({"item_id": f"q{i}", "epoch": e, "correct_em": ok, "model": "m", "dataset": "d",
-                             "label": "c", "config_id": "c", "extra": {"grid": "g"}, "cost_usd": 0.0})
+                recs.append(
+                    {
+                        "item_id": f"q{i}",
+                        "epoch": e,
+                        "correct_em": ok,
+                        "model": "m",
+                        "dataset": "d",
+                        "label": "c",
+                        "config_id": "c",
+                        "extra": {"grid": "g"},
+                        "cost_usd": 0.0,
+                    }
+                )
                 y.append(float(ok))
                 groups.append(i)
         (row,) = summarize(recs)
@@ -289,9 +336,20 @@ def test_paired_epochs_use_a_paired_t_test_on_item_means() -> None:
 
 
 def _v1_line() -> str:
-    rec = {"run_id": "r", "config_id": "c", "model": "smollm2-135m", "dataset": "hotpotqa", "dataset_hash": "h",
-           "item_id": "q1", "question": "?", "answers": ["a"], "prediction": "a", "correct_em": True, "f1": 1.0,
-           "schema_version": 1}
+    rec = {
+        "run_id": "r",
+        "config_id": "c",
+        "model": "smollm2-135m",
+        "dataset": "hotpotqa",
+        "dataset_hash": "h",
+        "item_id": "q1",
+        "question": "?",
+        "answers": ["a"],
+        "prediction": "a",
+        "correct_em": True,
+        "f1": 1.0,
+        "schema_version": 1,
+    }
     return json.dumps(rec) + "\n"
 
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from bcas.testing.scripted import FakeRetriever, ScriptedModel
 from bcas.grading import JUDGE_SCHEMA, JudgeResult, LLMJudge, judge_agreement, parse_verdict
+from bcas.testing.scripted import FakeRetriever, ScriptedModel
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,8 @@ from bcas.llm import load_model
 from bcas.llm.base import ChatRequest, ChatResult
 from bcas.llm.cache import CachedModel, CacheError, GenerationCache
 from bcas.llm.openai_compat import OpenAICompatModel
-from bcas.testing.servers import FaultServer
 from bcas.paths import cache_dir
+from bcas.testing.servers import FaultServer
 
 
 def _request(text: str = "hello", **fields: object) -> ChatRequest:

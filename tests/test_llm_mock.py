@@ -12,7 +12,6 @@ import jsonschema
 import pytest
 
 from bcas.agent import run_bcas
-from bcas.testing.scripted import FakeRetriever
 from bcas.assess import run_madara
 from bcas.assess.rsc import probe
 from bcas.config import AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
@@ -20,8 +19,9 @@ from bcas.data import Dataset, Document, Item, load_dataset
 from bcas.grading import LLMJudge
 from bcas.llm import load_model
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ModelError
-from bcas.testing.mock import VARIANTS, MockModel, count_tokens
 from bcas.retrieval.rerank import LLMReranker
+from bcas.testing.mock import VARIANTS, MockModel, count_tokens
+from bcas.testing.scripted import FakeRetriever
 
 PASSAGES = [
     (

@@ -45,7 +45,10 @@ def two_servers():
 
 def test_base_urls_from_repeats_and_comma_lists() -> None:
     assert split_base_urls(["http://a:1/v1/, http://b:2/v1", "http://a:1/v1", "http://c:3/v1"]) == [
-        "http://a:1/v1", "http://b:2/v1", "http://c:3/v1"]
+        "http://a:1/v1",
+        "http://b:2/v1",
+        "http://c:3/v1",
+    ]
     assert split_base_urls(None) == [] and split_base_urls("http://a:1/v1") == ["http://a:1/v1"]
     one = load_model("openai", "m", base_url="http://127.0.0.1:9/v1", cache=False)
     several = load_model("openai", "m", base_url="http://127.0.0.1:9/v1,http://127.0.0.1:10/v1", cache=False)
@@ -180,8 +183,10 @@ def test_servers_of_one_model_must_serve_the_same_model() -> None:
     from bcas.harness.settings import ModelSpec
 
     settings = SimpleNamespace(models=[ModelSpec("openai", "m", "http://a:1/v1,http://b:2/v1")])
-    agree = [{"base_url": "http://a:1/v1", "model": "m", "served_id": "m-7b"},
-             {"base_url": "http://b:2/v1", "model": "m", "served_id": "m-7b"}]
+    agree = [
+        {"base_url": "http://a:1/v1", "model": "m", "served_id": "m-7b"},
+        {"base_url": "http://b:2/v1", "model": "m", "served_id": "m-7b"},
+    ]
     _same_model_everywhere(settings, agree)  # one served model: fine
     differ = [agree[0], {**agree[1], "served_id": "other-1b"}]
     with pytest.raises(pytest.UsageError, match="http://b:2/v1 serves 'other-1b'"):
@@ -203,7 +208,9 @@ register_grid(Grid("multi", (GridEntry("bcas", RunConfig(budget=Budget(max_searc
 
 
 def test_the_plugin_spreads_a_run_over_repeated_base_urls(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
     two_servers: tuple[FaultServer, FaultServer],
 ) -> None:
     import bcas.harness.runner  # noqa: F401 - loaded before pytester restores sys.modules
@@ -212,16 +219,41 @@ def test_the_plugin_spreads_a_run_over_repeated_base_urls(
     a.latency = b.latency = 0.05
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
     data = pytester.path / "tiny.jsonl"
-    data.write_text("".join(json.dumps({
-        "id": f"q{i}", "question": f"What is the codename of project {i}?", "answers": ["alpha"],
-        "documents": [{"id": f"d{i}", "title": f"Project {i}", "text": f"Project {i} is called alpha."}],
-    }) + "\n" for i in range(6)))
+    data.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"q{i}",
+                    "question": f"What is the codename of project {i}?",
+                    "answers": ["alpha"],
+                    "documents": [{"id": f"d{i}", "title": f"Project {i}", "text": f"Project {i} is called alpha."}],
+                }
+            )
+            + "\n"
+            for i in range(6)
+        )
+    )
     pytester.makeconftest(CONFTEST.replace("DATASET", str(data)))
     pytester.makepyfile(test_grids=(Path(__file__).resolve().parents[1] / "benchmarks" / "test_grids.py").read_text())
     run_dir = pytester.path / "run"
-    result = pytester.runpytest("--bcas-backend", "openai", "--bcas-model", "openai:served", "--bcas-base-url",
-                                a.base_url, "--bcas-base-url", b.base_url, "--bcas-grid", "multi", "--bcas-no-cache",
-                                "--bcas-allow-errors", "--bcas-report", str(run_dir), "-p", "no:cacheprovider")
+    result = pytester.runpytest(
+        "--bcas-backend",
+        "openai",
+        "--bcas-model",
+        "openai:served",
+        "--bcas-base-url",
+        a.base_url,
+        "--bcas-base-url",
+        b.base_url,
+        "--bcas-grid",
+        "multi",
+        "--bcas-no-cache",
+        "--bcas-allow-errors",
+        "--bcas-report",
+        str(run_dir),
+        "-p",
+        "no:cacheprovider",
+    )
     result.assert_outcomes(passed=1)
     for server in (a, b):  # each endpoint was preflighted (a 1-token request) and then served the run
         assert any((r.body or {}).get("max_tokens") == 1 for r in server.log)

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 import bcas.assess  # noqa: F401  (pytester restores sys.modules: import heavy modules once, up front)
-import bcas.report.html  # noqa: F401
 import bcas.harness.pipelines  # noqa: F401
 import bcas.harness.runner  # noqa: F401
+import bcas.report.html  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
 
@@ -54,8 +54,17 @@ def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     pytester.makepyfile(test_grids=GRID_FILE)
     run_dir = pytester.path / "run"
     result = pytester.runpytest_inprocess(
-        "--bcas-model", "mock:gold", "--bcas-grid", "routed", "--bcas-limit", "4", "--bcas-report", str(run_dir),
-        "-p", "no:cacheprovider", "-q",
+        "--bcas-model",
+        "mock:gold",
+        "--bcas-grid",
+        "routed",
+        "--bcas-limit",
+        "4",
+        "--bcas-report",
+        str(run_dir),
+        "-p",
+        "no:cacheprovider",
+        "-q",
     )
     assert result.ret == 0, result.stdout.str()[-3000:]
     return run_dir

@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 
 import bcas.agent  # noqa: F401  (loaded once: pytester runs in this process)
-import bcas.report.html  # noqa: F401
 import bcas.harness.pipelines  # noqa: F401
 import bcas.harness.runner  # noqa: F401
+import bcas.report.html  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
-from bcas.report.html_run import manifest_section
 from bcas.harness.manifest import MANIFEST_FILE, plain, read_manifest, safe_url, start_session
 from bcas.harness.settings import OPTIONS
+from bcas.report.html_run import manifest_section
 from bcas.resources import resource_path
 
 pytest_plugins = ["pytester"]
@@ -46,8 +46,9 @@ def _records(run_dir: Path) -> list[dict]:
 
 def test_a_run_writes_a_complete_manifest_without_the_key(project: pytest.Pytester) -> None:
     run_dir = project.path / "run"
-    result = project.runpytest("--bcas-model", "mock:gold", "--bcas-report", str(run_dir),
-                               "--bcas-api-key-env", "BCAS_MANIFEST_TEST_KEY", *RUN)
+    result = project.runpytest(
+        "--bcas-model", "mock:gold", "--bcas-report", str(run_dir), "--bcas-api-key-env", "BCAS_MANIFEST_TEST_KEY", *RUN
+    )
     result.assert_outcomes(passed=1)
     text = (run_dir / MANIFEST_FILE).read_text()
     assert SECRET not in text and SECRET not in (run_dir / "index.html").read_text()
@@ -55,8 +56,15 @@ def test_a_run_writes_a_complete_manifest_without_the_key(project: pytest.Pytest
     [entry] = manifest["sessions"]
     assert entry["bcas"]["version"] == metadata.version("bcas")
     assert entry["python"] == platform.python_version()
-    assert set(entry["packages"]) >= {"llama-cpp-python", "vllm", "torch", "transformers", "sentence-transformers",
-                                      "bm25s", "faiss"}
+    assert set(entry["packages"]) >= {
+        "llama-cpp-python",
+        "vllm",
+        "torch",
+        "transformers",
+        "sentence-transformers",
+        "bm25s",
+        "faiss",
+    }
     assert entry["packages"]["bm25s"] == metadata.version("bm25s")
     assert entry["models"]["mock-gold"]["fingerprint"] == "mock:gold"
     recs = _records(run_dir)
@@ -79,8 +87,9 @@ def test_sessions_into_one_folder_are_appended_and_a_failing_run_says_so(project
     project.runpytest("--bcas-model", "mock:random", "--bcas-report", str(run_dir), *RUN).assert_outcomes(passed=1)
     first = read_manifest(run_dir)["sessions"][0]
     # The second session resumes (writes nothing new) and fails the accuracy floor.
-    result = project.runpytest("--bcas-model", "mock:random", "--bcas-report", str(run_dir),
-                               "--bcas-min-accuracy", "0.9", *RUN)
+    result = project.runpytest(
+        "--bcas-model", "mock:random", "--bcas-report", str(run_dir), "--bcas-min-accuracy", "0.9", *RUN
+    )
     result.assert_outcomes(failed=1)
     sessions = read_manifest(run_dir)["sessions"]
     assert len(sessions) == 2 and sessions[0] == first
@@ -110,10 +119,24 @@ def test_no_manifest_without_a_real_run(project: pytest.Pytester) -> None:
 
 def test_urls_and_secret_fields_are_cleaned() -> None:
     assert safe_url("https://user:pw@example.org:8443/v1?api_key=abc") == "https://example.org:8443/v1"
-    cleaned = plain({"base_url": "http://u:p@h/v1?key=x", "api_key": "abc", "api_key_env": "MY_KEY",
-                     "nested": [{"token": "t0k"}], "seed": 3, "path": Path("/x")})
-    assert cleaned == {"base_url": "http://h/v1", "api_key": "<withheld>", "api_key_env": "MY_KEY",
-                       "nested": [{"token": "<withheld>"}], "seed": 3, "path": "/x"}
+    cleaned = plain(
+        {
+            "base_url": "http://u:p@h/v1?key=x",
+            "api_key": "abc",
+            "api_key_env": "MY_KEY",
+            "nested": [{"token": "t0k"}],
+            "seed": 3,
+            "path": Path("/x"),
+        }
+    )
+    assert cleaned == {
+        "base_url": "http://h/v1",
+        "api_key": "<withheld>",
+        "api_key_env": "MY_KEY",
+        "nested": [{"token": "<withheld>"}],
+        "seed": 3,
+        "path": "/x",
+    }
 
 
 def test_damaged_manifest_is_kept_aside_and_a_new_one_started(tmp_path: Path) -> None:
@@ -126,7 +149,15 @@ def test_damaged_manifest_is_kept_aside_and_a_new_one_started(tmp_path: Path) ->
 
 def test_report_section_escapes_manifest_text() -> None:
     hostile = "<img src=x onerror=alert(1)>"
-    html = manifest_section({"sessions": [{"session": "s", "models": {hostile: {"backend": "mock", "model": hostile,
-                                                                                  "fingerprint": hostile}},
-                                           "options": {"grid": {"value": hostile, "source": "ini"}}}]})
+    html = manifest_section(
+        {
+            "sessions": [
+                {
+                    "session": "s",
+                    "models": {hostile: {"backend": "mock", "model": hostile, "fingerprint": hostile}},
+                    "options": {"grid": {"value": hostile, "source": "ini"}},
+                }
+            ]
+        }
+    )
     assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html

@@ -19,10 +19,10 @@ import pytest
 from statsmodels.stats.multitest import multipletests
 
 from bcas.grading import exact_match, strict_exact_match, strict_token_f1, token_f1
+from bcas.grading.outcomes import outcome, resolve
+from bcas.grids import GRIDS, ISOLATION, MADARA, NF, ROUTED, SCORING
 from bcas.harness.gate import build_baseline, item_outcomes
 from bcas.harness.gate_power import primary_metric
-from bcas.grids import GRIDS, ISOLATION, MADARA, NF, ROUTED, SCORING
-from bcas.grading.outcomes import outcome, resolve
 from bcas.report.summary import build_summaries, compare_to_reference, summarize
 
 # -- strict EM ------------------------------------------------------------------------
@@ -53,14 +53,35 @@ def test_strict_token_f1_counts_punctuation_as_part_of_a_token() -> None:
 # -- records ----------------------------------------------------------------------------
 
 
-def _rec(item: str, label: str, config: Any, *, grid: str, model: str = "m", dataset: str = "ds",
-         prediction: str = "x", answers: tuple[str, ...] = ("x",), correct_em: bool | None = None,
-         judge: bool | None = None, error: str | None = None) -> dict[str, Any]:
+def _rec(
+    item: str,
+    label: str,
+    config: Any,
+    *,
+    grid: str,
+    model: str = "m",
+    dataset: str = "ds",
+    prediction: str = "x",
+    answers: tuple[str, ...] = ("x",),
+    correct_em: bool | None = None,
+    judge: bool | None = None,
+    error: str | None = None,
+) -> dict[str, Any]:
     rec = {
-        "item_id": item, "label": label, "model": model, "dataset": dataset, "model_fingerprint": model,
-        "config_id": config.config_id, "config": config.to_dict(), "prediction": prediction,
-        "answers": list(answers), "correct_em": prediction in answers if correct_em is None else correct_em,
-        "f1": 1.0, "judge_verdict": judge, "error": error, "stop_reason": "error" if error else "answered",
+        "item_id": item,
+        "label": label,
+        "model": model,
+        "dataset": dataset,
+        "model_fingerprint": model,
+        "config_id": config.config_id,
+        "config": config.to_dict(),
+        "prediction": prediction,
+        "answers": list(answers),
+        "correct_em": prediction in answers if correct_em is None else correct_em,
+        "f1": 1.0,
+        "judge_verdict": judge,
+        "error": error,
+        "stop_reason": "error" if error else "answered",
         "extra": {"grid": grid},
     }
     if judge is not None:
@@ -109,8 +130,9 @@ def test_madara_grids_use_strict_em_with_strict_token_f1() -> None:
     entry = next(e for e in MADARA.entries if e.reference)
     config = replace(entry.config, seed=0)
     recs = [
-        _rec("q0", entry.label, config, grid="madara", prediction="The Beatles.", answers=("Beatles",),
-             correct_em=True),
+        _rec(
+            "q0", entry.label, config, grid="madara", prediction="The Beatles.", answers=("Beatles",), correct_em=True
+        ),
         _rec("q1", entry.label, config, grid="madara", prediction="beatles", answers=("Beatles",), correct_em=True),
     ]
     (row,) = summarize(recs, GRIDS)
@@ -153,8 +175,18 @@ def _madara_records(seed: int) -> list[dict[str, Any]]:
                 flip = rng.uniform(0.0, 0.6)
                 for i, ok in enumerate(base):
                     right = ok if rng.random() > flip else rng.random() < 0.8
-                    recs.append(_rec(f"q{i}", entry.label, config, grid="madara", model=model, dataset=dataset,
-                                     prediction="yes" if right else "no", answers=("yes",)))
+                    recs.append(
+                        _rec(
+                            f"q{i}",
+                            entry.label,
+                            config,
+                            grid="madara",
+                            model=model,
+                            dataset=dataset,
+                            prediction="yes" if right else "no",
+                            answers=("yes",),
+                        )
+                    )
     return recs
 
 
@@ -172,8 +204,12 @@ def test_madara_holm_families_match_statsmodels(seed: int) -> None:
         if family == SCORING:
             assert pairs == {(f"madara/{m}", NF) for m in ("3-agent", "cot", "sda", "sda-cot", "atf")}
         elif family == ISOLATION:
-            assert pairs == {("madara/pde", NF), ("madara/pde", "madara/3-agent"), ("madara/pde-unif", NF),
-                             ("madara/pde-random", NF)}
+            assert pairs == {
+                ("madara/pde", NF),
+                ("madara/pde", "madara/3-agent"),
+                ("madara/pde-unif", NF),
+                ("madara/pde-random", NF),
+            }
         else:
             assert pairs == {("madara/madara", NF)}
         reject, adjusted, _, _ = multipletests([c.p_value for c in members], alpha=0.05, method="holm")
@@ -188,8 +224,10 @@ def test_bcas_grids_keep_one_family_per_grid() -> None:
     for model in ("m1", "m2"):
         for entry in grid.entries:
             config = replace(entry.config, seed=0)
-            recs += [_rec(f"q{i}", entry.label, config, grid="ablation", model=model, correct_em=rng.random() < 0.5)
-                     for i in range(30)]
+            recs += [
+                _rec(f"q{i}", entry.label, config, grid="ablation", model=model, correct_em=rng.random() < 0.5)
+                for i in range(30)
+            ]
     comps = compare_to_reference(recs, grids=GRIDS)
     assert len(comps) == 2 * (len(grid.entries) - 1) and {c.family for c in comps} == {""}
     _, adjusted, _, _ = multipletests([c.p_value for c in comps], method="holm")

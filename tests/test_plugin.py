@@ -14,9 +14,9 @@ import pytest
 # In-process pytester runs restore sys.modules afterwards; numpy and friends cannot be
 # imported twice in one process, so load everything a run touches up front.
 import bcas.agent  # noqa: F401,E402
-import bcas.report.html  # noqa: F401,E402
 import bcas.harness.pipelines  # noqa: F401,E402
 import bcas.harness.runner  # noqa: F401,E402
+import bcas.report.html  # noqa: F401,E402
 import bcas.results  # noqa: F401,E402
 import bcas.retrieval  # noqa: F401,E402
 
@@ -43,16 +43,24 @@ register_grid(Grid("tiny", (GridEntry("bcas", _cfg(1), reference=True), GridEntr
 def _dataset(path: Path, n: int = 10) -> Path:
     lines = []
     for i in range(n):
-        lines.append(json.dumps({
-            "id": f"q{i}",
-            "question": f"Which greek letter is the codename of project number {i}?",
-            "answers": ["alpha"],
-            "documents": [
-                {"id": f"q{i}::0", "title": f"Project {i}", "text": f"Project number {i} has the codename alpha."},
-                {"id": f"q{i}::1", "title": "Other", "text": f"An unrelated note about gardening, number {i}."},
-            ],
-            "supporting": [f"q{i}::0"],
-        }))
+        lines.append(
+            json.dumps(
+                {
+                    "id": f"q{i}",
+                    "question": f"Which greek letter is the codename of project number {i}?",
+                    "answers": ["alpha"],
+                    "documents": [
+                        {
+                            "id": f"q{i}::0",
+                            "title": f"Project {i}",
+                            "text": f"Project number {i} has the codename alpha.",
+                        },
+                        {"id": f"q{i}::1", "title": "Other", "text": f"An unrelated note about gardening, number {i}."},
+                    ],
+                    "supporting": [f"q{i}::0"],
+                }
+            )
+        )
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -80,8 +88,20 @@ BASE = ["--bcas-backend", "instant", "--bcas-grid", "tiny", "--bcas-no-cache", "
 def test_help_documents_every_option(suite: pytest.Pytester) -> None:
     result = suite.runpytest("--help")
     out = result.stdout.str()
-    for name in ("model", "backend", "base-url", "datasets", "grid", "limit", "seed", "concurrency", "judge",
-                 "prices", "baseline", "report"):
+    for name in (
+        "model",
+        "backend",
+        "base-url",
+        "datasets",
+        "grid",
+        "limit",
+        "seed",
+        "concurrency",
+        "judge",
+        "prices",
+        "baseline",
+        "report",
+    ):
         assert f"--bcas-{name}" in out, name
 
 

@@ -27,6 +27,12 @@ import pytest
 
 import bcas.agent  # noqa: F401
 import bcas.corpus  # noqa: F401
+import bcas.harness.gate  # noqa: F401
+import bcas.harness.gate_power  # noqa: F401
+import bcas.harness.manifest  # noqa: F401
+import bcas.harness.pipelines  # noqa: F401
+import bcas.harness.runner  # noqa: F401
+import bcas.harness.startup  # noqa: F401
 import bcas.llm
 
 # In-process pytester runs restore sys.modules afterwards; load what a run touches first
@@ -34,13 +40,7 @@ import bcas.llm
 # inside a run would be discarded, and the preflight's transport errors escape unmapped).
 import bcas.llm.openai_compat  # noqa: F401
 import bcas.llm.preflight  # noqa: F401
-import bcas.harness.gate  # noqa: F401
-import bcas.harness.gate_power  # noqa: F401
 import bcas.report.html  # noqa: F401
-import bcas.harness.manifest  # noqa: F401
-import bcas.harness.pipelines  # noqa: F401
-import bcas.harness.runner  # noqa: F401
-import bcas.harness.startup  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
 import bcas.testing.mock  # noqa: F401
@@ -62,16 +62,25 @@ register_grid(Grid("tiny", (GridEntry("bcas", _cfg(1), reference=True), GridEntr
 
 
 def _items(n: int, tag: str = "") -> list[str]:
-    return [json.dumps({
-        "id": f"q{i}",
-        "question": f"Which greek letter is the codename of project {tag}{i}?",
-        "answers": ["alpha"],
-        "documents": [
-            {"id": f"q{i}::0", "title": f"Project {tag}{i}", "text": f"Project {tag}{i} has the codename alpha."},
-            {"id": f"q{i}::1", "title": "Other", "text": f"An unrelated note about gardening, number {i}."},
-        ],
-        "supporting": [f"q{i}::0"],
-    }) for i in range(n)]
+    return [
+        json.dumps(
+            {
+                "id": f"q{i}",
+                "question": f"Which greek letter is the codename of project {tag}{i}?",
+                "answers": ["alpha"],
+                "documents": [
+                    {
+                        "id": f"q{i}::0",
+                        "title": f"Project {tag}{i}",
+                        "text": f"Project {tag}{i} has the codename alpha.",
+                    },
+                    {"id": f"q{i}::1", "title": "Other", "text": f"An unrelated note about gardening, number {i}."},
+                ],
+                "supporting": [f"q{i}::0"],
+            }
+        )
+        for i in range(n)
+    ]
 
 
 def _write_items(path: Path, n: int, tag: str = "") -> Path:
@@ -121,17 +130,32 @@ def _files(project: pytest.Pytester) -> dict[str, str]:
 
 # (id, arguments, words the one error line must hold: the option and what it accepts)
 BAD_OPTIONS: list[tuple[str, list[str], tuple[str, ...]]] = [
-    ("model-missing-gguf", ["--bcas-model", "missing.gguf", "--bcas-grid", "tiny"],
-     ("--bcas-model", "missing.gguf", "no GGUF file", "BACKEND:MODEL")),
-    ("model-not-gguf", ["--bcas-model", "PATH/notgguf.gguf", "--bcas-grid", "tiny"],
-     ("--bcas-model", "is not a GGUF file")),
-    ("model-mock-variant", ["--bcas-model", "mock:golden", "--bcas-grid", "tiny"],
-     ("--bcas-model", "unknown mock model 'golden'", "mock:gold, mock:verbose, mock:random")),
+    (
+        "model-missing-gguf",
+        ["--bcas-model", "missing.gguf", "--bcas-grid", "tiny"],
+        ("--bcas-model", "missing.gguf", "no GGUF file", "BACKEND:MODEL"),
+    ),
+    (
+        "model-not-gguf",
+        ["--bcas-model", "PATH/notgguf.gguf", "--bcas-grid", "tiny"],
+        ("--bcas-model", "is not a GGUF file"),
+    ),
+    (
+        "model-mock-variant",
+        ["--bcas-model", "mock:golden", "--bcas-grid", "tiny"],
+        ("--bcas-model", "unknown mock model 'golden'", "mock:gold, mock:verbose, mock:random"),
+    ),
     ("backend", ["--bcas-backend", "bogus"], ("--bcas-backend", "embedded", "mock", "openai", "vllm")),
-    ("base-url", ["--bcas-backend", "openai", "--bcas-base-url", "localhost:8000", "--bcas-model", "m"],
-     ("--bcas-base-url", "http://")),
-    ("judge-bogus", [*MOCK, "--bcas-judge", "bogus"],
-     ("--bcas-judge", "unknown backend 'bogus'", "none, same", "embedded", "mock", "openai", "vllm")),
+    (
+        "base-url",
+        ["--bcas-backend", "openai", "--bcas-base-url", "localhost:8000", "--bcas-model", "m"],
+        ("--bcas-base-url", "http://"),
+    ),
+    (
+        "judge-bogus",
+        [*MOCK, "--bcas-judge", "bogus"],
+        ("--bcas-judge", "unknown backend 'bogus'", "none, same", "embedded", "mock", "openai", "vllm"),
+    ),
     ("judge-openai-no-url", [*MOCK, "--bcas-judge", "openai:gpt-4o-mini"], ("--bcas-judge", "--bcas-judge-base-url")),
     ("judge-missing-gguf", [*MOCK, "--bcas-judge", "embedded:missing.gguf"], ("--bcas-judge", "no GGUF file")),
     ("limit-negative", [*MOCK, "--bcas-limit", "-1"], ("--bcas-limit", ">= 1", "'all'")),
@@ -143,20 +167,34 @@ BAD_OPTIONS: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("judge-repeats", [*MOCK, "--bcas-judge-repeats", "0"], ("--bcas-judge-repeats", ">= 1")),
     ("concurrency", [*MOCK, "--bcas-concurrency", "0"], ("--bcas-concurrency", ">= 1")),
     ("min-accuracy", [*MOCK, "--bcas-min-accuracy", "1.5"], ("--bcas-min-accuracy", "from 0 to 1")),
-    ("baseline-missing", [*MOCK, "--bcas-baseline", "missing.json"],
-     ("--bcas-baseline", "not found", "a run folder")),
-    ("baseline-format", [*MOCK, "--bcas-baseline", "PATH/notabaseline.json"],
-     ("--bcas-baseline", "not a bcas baseline")),
-    ("prices-typo", [*MOCK, "--bcas-prices", "prices.tmol"],
-     ("--bcas-prices", "no sheet 'prices.tmol'", "batch", "none (no pricing")),
+    ("baseline-missing", [*MOCK, "--bcas-baseline", "missing.json"], ("--bcas-baseline", "not found", "a run folder")),
+    (
+        "baseline-format",
+        [*MOCK, "--bcas-baseline", "PATH/notabaseline.json"],
+        ("--bcas-baseline", "not a bcas baseline"),
+    ),
+    (
+        "prices-typo",
+        [*MOCK, "--bcas-prices", "prices.tmol"],
+        ("--bcas-prices", "no sheet 'prices.tmol'", "batch", "none (no pricing"),
+    ),
     ("prices-missing-file", [*MOCK, "--bcas-prices", "nowhere/prices.toml"], ("--bcas-prices", "does not exist")),
     ("prices-bad-toml", [*MOCK, "--bcas-prices", "PATH/broken.toml"], ("--bcas-prices", "not valid TOML")),
-    ("require-prices-off", [*MOCK, "--bcas-prices", "none", "--bcas-require-prices"],
-     ("--bcas-require-prices", "pricing is off")),
-    ("report-under-a-file", [*MOCK, "--bcas-report", "PATH/afile.txt/run"],
-     ("--bcas-report", "afile.txt is a file", "can be created")),
-    ("report-is-a-file", [*MOCK, "--bcas-report", "PATH/afile.txt"],
-     ("--bcas-report", "is not a folder", "can be created")),
+    (
+        "require-prices-off",
+        [*MOCK, "--bcas-prices", "none", "--bcas-require-prices"],
+        ("--bcas-require-prices", "pricing is off"),
+    ),
+    (
+        "report-under-a-file",
+        [*MOCK, "--bcas-report", "PATH/afile.txt/run"],
+        ("--bcas-report", "afile.txt is a file", "can be created"),
+    ),
+    (
+        "report-is-a-file",
+        [*MOCK, "--bcas-report", "PATH/afile.txt"],
+        ("--bcas-report", "is not a folder", "can be created"),
+    ),
     ("grid", ["--bcas-model", "mock:gold", "--bcas-grid", "nonesuch"], ("--bcas-grid", "unknown grid", "smoke")),
     ("datasets", [*MOCK, "--bcas-datasets", "missing.jsonl"], ("--bcas-datasets", "missing.jsonl", "no such file")),
 ]
@@ -195,9 +233,16 @@ def test_good_spellings_of_the_same_options_are_accepted(project: pytest.Pyteste
     gguf = project.path / "tiny.gguf"
     gguf.write_bytes(b"GGUF" + bytes(60))
     report = project.path / "not" / "yet" / "there"
-    for extra in (["--bcas-limit", "all"], ["--bcas-limit", "3", "--bcas-seed", "7"], ["--bcas-prices", "batch"],
-                  ["--bcas-prices", "none"], ["--bcas-judge", "mock:gold"], ["--bcas-judge", "same"],
-                  ["--bcas-report", str(report)], ["--bcas-model", f"embedded:{gguf}"]):
+    for extra in (
+        ["--bcas-limit", "all"],
+        ["--bcas-limit", "3", "--bcas-seed", "7"],
+        ["--bcas-prices", "batch"],
+        ["--bcas-prices", "none"],
+        ["--bcas-judge", "mock:gold"],
+        ["--bcas-judge", "same"],
+        ["--bcas-report", str(report)],
+        ["--bcas-model", f"embedded:{gguf}"],
+    ):
         result = project.runpytest(*MOCK, "--collect-only", "-q", *extra)
         assert result.ret == pytest.ExitCode.OK, (extra, result.stderr.str())
     assert not (project.path / "not").exists()
@@ -218,7 +263,7 @@ def test_unpriced_model_shows_no_number_for_cost_anywhere(project: pytest.Pytest
     assert [row["cost_usd"] for row in summary["rows"]] == [None]
     header, row = (run_dir / "summary.csv").read_text().splitlines()[:2]
     assert row.split(",")[header.split(",").index("cost_usd")] == ""
-    table = out[out.index("bcas summary"):].splitlines()
+    table = out[out.index("bcas summary") :].splitlines()
     head = next(line for line in table if line.startswith("grid"))
     line = next(line for line in table if line.startswith("tiny"))
     assert head.rstrip().endswith("cost $") and line.rstrip().endswith("—"), line
@@ -228,7 +273,7 @@ def test_unpriced_model_shows_no_number_for_cost_anywhere(project: pytest.Pytest
 
     # The same run priced by the packaged sheet (mock is priced at 0): the control shows a number.
     priced = project.runpytest(*MOCK, "-k", "s1", "--bcas-report", str(project.path / "priced"))
-    assert "0.0000" in priced.stdout.str()[priced.stdout.str().index("bcas summary"):]
+    assert "0.0000" in priced.stdout.str()[priced.stdout.str().index("bcas summary") :]
 
 
 def test_prices_none_turns_pricing_off(project: pytest.Pytester) -> None:
@@ -250,28 +295,55 @@ def test_collect_help_markers_and_failed_starts_leave_the_run_folder_untouched(p
 
     assert gate_main(["write", str(run_dir), str(baseline)]) == 0
     assert {"records.jsonl", "index.html", "summary.csv", "summary.json", "run.json"} <= {
-        p.name for p in run_dir.iterdir()}
+        p.name for p in run_dir.iterdir()
+    }
     before = _snapshot(project.path)
     time.sleep(0.05)  # a rewrite would show in the modification times
     runs = {
         "collect-only": project.runpytest(*MOCK, "--bcas-report", str(run_dir), "--collect-only", "-q"),
-        "collect-only, gated": project.runpytest(*MOCK, "--bcas-report", str(run_dir), "--bcas-baseline",
-                                                 str(baseline), "--collect-only", "-q"),
+        "collect-only, gated": project.runpytest(
+            *MOCK, "--bcas-report", str(run_dir), "--bcas-baseline", str(baseline), "--collect-only", "-q"
+        ),
         "help": project.runpytest(*MOCK, "--bcas-report", str(run_dir), "--help"),
         "markers": project.runpytest(*MOCK, "--bcas-report", str(run_dir), "--markers"),
         "deselected": project.runpytest(*MOCK, "--bcas-report", str(run_dir), "-m", "nothing_has_this"),
         "bad option": project.runpytest(*MOCK, "--bcas-report", str(run_dir), "--bcas-limit", "-1"),
-        "strict gate": project.runpytest(*MOCK, "--bcas-report", str(run_dir), "--bcas-baseline", str(baseline),
-                                         "--bcas-gate-strict", "--bcas-limit", "2"),
-        "closed server": project.runpytest("--bcas-backend", "openai", "--bcas-base-url",
-                                           f"http://127.0.0.1:{_closed_port()}/v1", "--bcas-model", "m",
-                                           "--bcas-grid", "tiny", "--bcas-report", str(run_dir),
-                                           "-p", "no:cacheprovider"),
+        "strict gate": project.runpytest(
+            *MOCK,
+            "--bcas-report",
+            str(run_dir),
+            "--bcas-baseline",
+            str(baseline),
+            "--bcas-gate-strict",
+            "--bcas-limit",
+            "2",
+        ),
+        "closed server": project.runpytest(
+            "--bcas-backend",
+            "openai",
+            "--bcas-base-url",
+            f"http://127.0.0.1:{_closed_port()}/v1",
+            "--bcas-model",
+            "m",
+            "--bcas-grid",
+            "tiny",
+            "--bcas-report",
+            str(run_dir),
+            "-p",
+            "no:cacheprovider",
+        ),
     }
     codes = {name: r.ret for name, r in runs.items()}
-    assert codes == {"collect-only": 0, "collect-only, gated": 0, "help": 0, "markers": 0,
-                     "deselected": pytest.ExitCode.NO_TESTS_COLLECTED, "bad option": pytest.ExitCode.USAGE_ERROR,
-                     "strict gate": pytest.ExitCode.USAGE_ERROR, "closed server": pytest.ExitCode.USAGE_ERROR}
+    assert codes == {
+        "collect-only": 0,
+        "collect-only, gated": 0,
+        "help": 0,
+        "markers": 0,
+        "deselected": pytest.ExitCode.NO_TESTS_COLLECTED,
+        "bad option": pytest.ExitCode.USAGE_ERROR,
+        "strict gate": pytest.ExitCode.USAGE_ERROR,
+        "closed server": pytest.ExitCode.USAGE_ERROR,
+    }
     assert "bcas summary" not in runs["collect-only"].stdout.str()
     assert _snapshot(project.path) == before
     fresh = project.path / "fresh"
@@ -293,8 +365,9 @@ def _closed_port() -> int:
 def test_limit_all_runs_every_item_and_the_default_is_the_grids(project: pytest.Pytester) -> None:
     project.runpytest(*MOCK, "-k", "s1", "--bcas-report", str(project.path / "d")).assert_outcomes(passed=1)
     assert len(_records(project.path / "d")) == 4  # the tiny grid's limit
-    project.runpytest(*MOCK, "-k", "s1", "--bcas-limit", "all",
-                      "--bcas-report", str(project.path / "a")).assert_outcomes(passed=1)
+    project.runpytest(
+        *MOCK, "-k", "s1", "--bcas-limit", "all", "--bcas-report", str(project.path / "a")
+    ).assert_outcomes(passed=1)
     assert len(_records(project.path / "a")) == 10
 
 
@@ -311,8 +384,9 @@ def test_dataset_file_marker_name_and_files_named_alike(project: pytest.Pytester
     assert len(ids) == 2 and all("mock-gold-y-data-" in line for line in ids), result.stdout.str()
 
     run_dir = project.path / "named"
-    result = project.runpytest(*MOCK, "-k", "s1", "--bcas-datasets", f"{one},{two},mine={mine}",
-                               "--bcas-report", str(run_dir))
+    result = project.runpytest(
+        *MOCK, "-k", "s1", "--bcas-datasets", f"{one},{two},mine={mine}", "--bcas-report", str(run_dir)
+    )
     result.assert_outcomes(passed=3)
     by_name: dict[str, set[str]] = {}
     for rec in _records(run_dir):
@@ -341,8 +415,16 @@ def test_grid_given_to_a_session_without_cases_warns(pytester: pytest.Pytester) 
 
 
 def test_grid_and_kind_markers_are_distinct(project: pytest.Pytester) -> None:
-    args = ["--bcas-model", "mock:gold", "--bcas-grid", "smoke,madara", "--collect-only", "-q", "-p",
-            "no:cacheprovider"]
+    args = [
+        "--bcas-model",
+        "mock:gold",
+        "--bcas-grid",
+        "smoke,madara",
+        "--collect-only",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
     grid = [line for line in project.runpytest(*args, "-m", "madara").stdout.lines if "test_case[" in line]
     kind = [line for line in project.runpytest(*args, "-m", "kind_madara").stdout.lines if "test_case[" in line]
     from bcas.grids import GRIDS
@@ -357,14 +439,21 @@ def test_grid_and_kind_markers_are_distinct(project: pytest.Pytester) -> None:
 
 
 def test_each_marker_is_registered_once_in_the_repository() -> None:
-    out = subprocess.run([sys.executable, "-m", "pytest", "--markers", "-p", "no:cacheprovider"], cwd=REPO,
-                         capture_output=True, text=True, check=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-                         ).stdout
-    names = [line.split(":")[0].removeprefix("@pytest.mark.").split("(")[0] for line in out.splitlines()
-             if line.startswith("@pytest.mark.")]
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--markers", "-p", "no:cacheprovider"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    ).stdout
+    names = [
+        line.split(":")[0].removeprefix("@pytest.mark.").split("(")[0]
+        for line in out.splitlines()
+        if line.startswith("@pytest.mark.")
+    ]
     repeated = sorted({n for n in names if names.count(n) > 1})
     assert not repeated, repeated
-    for name in ("slow", "gpu", "vllm", "judge", "smoke", "madara", "kind_madara", "kind_bcas", "kind_rsc",
-                 "hotpotqa"):
+    for name in ("slow", "gpu", "vllm", "judge", "smoke", "madara", "kind_madara", "kind_bcas", "kind_rsc", "hotpotqa"):
         assert name in names, name
     assert "bcas" not in names  # a runner kind is only ever kind_bcas

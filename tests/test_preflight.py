@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 
 import bcas.agent  # noqa: F401  (loaded once: pytester runs in this process)
-import bcas.report.html  # noqa: F401
 import bcas.harness.pipelines  # noqa: F401
 import bcas.harness.runner  # noqa: F401
+import bcas.report.html  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
 from bcas.llm.preflight import PreflightError, preflight
+from bcas.results import ModelPrice, PriceSheet, Record, reprice_record
 from bcas.testing.servers import Fault, FaultServer, free_port
-from bcas.results import PriceSheet, ModelPrice, Record, reprice_record
 
 pytest_plugins = ["pytester"]
 
@@ -132,8 +132,20 @@ def test_a_client_error_is_not_asked_again() -> None:
 
 def _record(model: str) -> Record:
     return Record(
-        run_id="r", config_id="c", model=model, dataset="d", dataset_hash="h", item_id="i", question="q",
-        answers=["a"], prediction="a", correct_em=True, f1=1.0, tokens_in=1000, tokens_out=100, searches_used=2,
+        run_id="r",
+        config_id="c",
+        model=model,
+        dataset="d",
+        dataset_hash="h",
+        item_id="i",
+        question="q",
+        answers=["a"],
+        prediction="a",
+        correct_em=True,
+        f1=1.0,
+        tokens_in=1000,
+        tokens_out=100,
+        searches_used=2,
     )
 
 
@@ -187,8 +199,24 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path
 
 
 def _own_server_args(url: str, model: str, run_dir: Path) -> list[str]:
-    return ["--bcas-backend", "openai", "--bcas-base-url", url, "--bcas-model", model, "--bcas-grid", "smoke",
-            "-k", "bm25 and s1", "--bcas-limit", "2", "--bcas-report", str(run_dir), "-p", "no:cacheprovider"]
+    return [
+        "--bcas-backend",
+        "openai",
+        "--bcas-base-url",
+        url,
+        "--bcas-model",
+        model,
+        "--bcas-grid",
+        "smoke",
+        "-k",
+        "bm25 and s1",
+        "--bcas-limit",
+        "2",
+        "--bcas-report",
+        str(run_dir),
+        "-p",
+        "no:cacheprovider",
+    ]
 
 
 def test_closed_port_stops_the_session_naming_the_url(project: pytest.Pytester) -> None:
@@ -228,15 +256,17 @@ def test_401_stops_the_session_naming_the_variable(project: pytest.Pytester, mon
 
 def test_no_preflight_skips_the_check(project: pytest.Pytester) -> None:
     url = f"http://127.0.0.1:{_closed_port()}/v1"
-    result = project.runpytest(*_own_server_args(url, "m", project.path / "run"), "--bcas-no-preflight",
-                               "--collect-only", "-q")
+    result = project.runpytest(
+        *_own_server_args(url, "m", project.path / "run"), "--bcas-no-preflight", "--collect-only", "-q"
+    )
     assert result.ret == pytest.ExitCode.OK
 
 
 def test_require_prices_stops_at_session_start(project: pytest.Pytester) -> None:
     with FaultServer(model="m") as server:
-        result = project.runpytest(*_own_server_args(server.base_url, "Qwen/Qwen3-8B", project.path / "run"),
-                                   "--bcas-require-prices")
+        result = project.runpytest(
+            *_own_server_args(server.base_url, "Qwen/Qwen3-8B", project.path / "run"), "--bcas-require-prices"
+        )
         assert server.requests == 0  # stopped before the preflight and before any case
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "no price for model 'qwen3-8b'" in result.stderr.str()

@@ -22,20 +22,18 @@ from pathlib import Path
 import httpx
 import pytest
 from support import openai_client
-
-from bcas.testing.servers import FAULT_KINDS, FaultServer
 from support.proofs import by_key, first_difference, raw_records, write_project
 
 # In-process pytester runs restore sys.modules afterwards; load what a run touches first.
 import bcas.agent  # noqa: F401
-import bcas.llm.openai_compat  # noqa: F401
-import bcas.report.html  # noqa: F401
 import bcas.harness.pipelines  # noqa: F401
 import bcas.harness.runner  # noqa: F401
+import bcas.llm.openai_compat  # noqa: F401
+import bcas.report.html  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
 from bcas import llm
-from bcas.testing.servers import LlamaCppServer
+from bcas.testing.servers import FAULT_KINDS, FaultServer, LlamaCppServer
 
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.server

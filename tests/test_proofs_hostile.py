@@ -24,10 +24,10 @@ from support.proofs import TESTS_DIR, write_project
 
 # In-process pytester runs restore sys.modules afterwards; load what a run touches first.
 import bcas.agent  # noqa: F401
-import bcas.llm.openai_compat  # noqa: F401
-import bcas.report.html  # noqa: F401
 import bcas.harness.pipelines  # noqa: F401
 import bcas.harness.runner  # noqa: F401
+import bcas.llm.openai_compat  # noqa: F401
+import bcas.report.html  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
 from bcas.testing.servers import Fault, FaultServer

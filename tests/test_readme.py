@@ -47,11 +47,11 @@ import bcas.agent  # noqa: F401
 import bcas.corpus  # noqa: F401
 import bcas.harness.gate  # noqa: F401
 import bcas.harness.gate_power  # noqa: F401
-import bcas.report.html  # noqa: F401
 import bcas.harness.manifest  # noqa: F401
 import bcas.harness.pipelines  # noqa: F401
 import bcas.harness.runner  # noqa: F401
 import bcas.harness.startup  # noqa: F401
+import bcas.report.html  # noqa: F401
 import bcas.results  # noqa: F401
 import bcas.retrieval  # noqa: F401
 import bcas.testing.mock  # noqa: F401
@@ -105,8 +105,14 @@ def _flashrag_questions(path: Path, dataset: str, n: int) -> None:
     for it in load_dataset(dataset).items[:n]:
         by_id = {d.id: d for d in it.documents}
         gold = [by_id[s].title for s in it.supporting]
-        rows.append({"id": it.id, "question": it.question, "golden_answers": list(it.answers),
-                     "metadata": {"supporting_facts": {"title": gold, "sent_id": [0] * len(gold)}}})
+        rows.append(
+            {
+                "id": it.id,
+                "question": it.question,
+                "golden_answers": list(it.answers),
+                "metadata": {"supporting_facts": {"title": gold, "sent_id": [0] * len(gold)}},
+            }
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
@@ -117,8 +123,9 @@ def _flashrag_corpus(path: Path, datasets: tuple[str, ...], n: int) -> None:
     lines = []
     for name in datasets:
         for it in load_dataset(name).items[:n]:
-            lines.extend(json.dumps({"id": f"{name}-{d.id}", "contents": f'"{d.title}"\n{d.text}'})
-                         for d in it.documents)
+            lines.extend(
+                json.dumps({"id": f"{name}-{d.id}", "contents": f'"{d.title}"\n{d.text}'}) for d in it.documents
+            )
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -152,8 +159,9 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def sandbox(template: Path, cache_dir: Path, pytester: pytest.Pytester,
-            monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def sandbox(
+    template: Path, cache_dir: Path, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
     """A fresh copy of the template as the working folder of in-process pytest runs (``pytester``).
 
     The example's conftest.py registers a grid and a dataset in this process: the
@@ -180,8 +188,9 @@ def _env(cache_dir: Path) -> dict[str, str]:
 
 
 def _run(args: list[str], cwd: Path, cache_dir: Path, expect: int = 0) -> str:
-    proc = subprocess.run([sys.executable, *args], cwd=cwd, env=_env(cache_dir), capture_output=True, text=True,
-                          timeout=PYTEST_TIMEOUT_S)
+    proc = subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=_env(cache_dir), capture_output=True, text=True, timeout=PYTEST_TIMEOUT_S
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == expect, f"{shlex.join(args)} exited {proc.returncode}:\n{out[-4000:]}"
     return out
@@ -226,8 +235,11 @@ def _without(args: list[str], flag: str, takes_value: bool = True) -> list[str]:
 def _needs_a_server(args: list[str]) -> bool:
     backends = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--bcas-backend"]
     models = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--bcas-model"]
-    return (any(b in ("openai", "vllm") for b in backends) or any(o in args for o in SERVER_OPTIONS)
-            or any(m.startswith(("openai:", "vllm:")) for m in models))
+    return (
+        any(b in ("openai", "vllm") for b in backends)
+        or any(o in args for o in SERVER_OPTIONS)
+        or any(m.startswith(("openai:", "vllm:")) for m in models)
+    )
 
 
 def _on_mock(args: list[str]) -> list[str]:
@@ -284,8 +296,22 @@ def _prepare(folder: str, pytester: pytest.Pytester, shard: str | None = None) -
     """An input run folder a command expects: a cheap mock run of the smoke grid's BM25 cases."""
     if (pytester.path / folder).is_dir():
         return
-    args = ["benchmarks", "--bcas-grid", "smoke", "-m", "hotpotqa", "--bcas-model", "mock:gold",
-            "--bcas-limit", "20", "--bcas-report", folder, "-q", "-p", "no:cacheprovider"]
+    args = [
+        "benchmarks",
+        "--bcas-grid",
+        "smoke",
+        "-m",
+        "hotpotqa",
+        "--bcas-model",
+        "mock:gold",
+        "--bcas-limit",
+        "20",
+        "--bcas-report",
+        folder,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
     result = pytester.runpytest(*args, *(["--bcas-shard", shard] if shard else []))
     assert result.ret == 0, result.stdout.str()[-3000:]
 
@@ -323,8 +349,15 @@ def _run_command(command: str, pytester: pytest.Pytester, cache_dir: Path, full:
 
 
 @pytest.mark.parametrize(("line", "lang", "body"), RUN, ids=[f"README.md:{line}" for line, _, _ in RUN])
-def test_readme_example_runs(line: int, lang: str, body: str, sandbox: Path, cache_dir: Path,
-                             pytester: pytest.Pytester, request: pytest.FixtureRequest) -> None:
+def test_readme_example_runs(
+    line: int,
+    lang: str,
+    body: str,
+    sandbox: Path,
+    cache_dir: Path,
+    pytester: pytest.Pytester,
+    request: pytest.FixtureRequest,
+) -> None:
     if lang == "python":
         _run(["-c", body], sandbox, cache_dir)
         return
@@ -354,9 +387,12 @@ def test_case_ids_quoted_in_the_readme_exist(tmp_path: Path) -> None:
     quoted = set(re.findall(r"`(smollm2-135m-[^`\s]+)`", README))
     assert quoted
     grids = _run(["-c", "from bcas.grids import GRIDS; print(','.join(GRIDS))"], REPO, tmp_path).strip()
-    out = _run(["-m", "pytest", "benchmarks", "--bcas-grid", grids, "--collect-only", "-q", "-p",
-                "no:cacheprovider"], REPO, tmp_path)
-    ids = {m[len("::test_case["):-1] for m in _CASE.findall(out)}
+    out = _run(
+        ["-m", "pytest", "benchmarks", "--bcas-grid", grids, "--collect-only", "-q", "-p", "no:cacheprovider"],
+        REPO,
+        tmp_path,
+    )
+    ids = {m[len("::test_case[") : -1] for m in _CASE.findall(out)}
     assert quoted <= ids, sorted(quoted - ids)
 
 
@@ -375,7 +411,8 @@ def test_tox_environments_named_in_the_readme_exist(tmp_path: Path) -> None:
     named = set(re.findall(r"tox -e (\w+)", README))
     assert named >= {"perf", "vllm"}
     shutil.copy(REPO / "tox.ini", tmp_path / "tox.ini")  # tox lists without writing into the checkout
-    listed = subprocess.run([sys.executable, "-m", "tox", "list"], cwd=tmp_path, capture_output=True, text=True,
-                            check=True).stdout
+    listed = subprocess.run(
+        [sys.executable, "-m", "tox", "list"], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout
     envs = {line.split(" ->")[0].strip() for line in listed.splitlines() if " -> " in line}
     assert named <= envs, sorted(named - envs)

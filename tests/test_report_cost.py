@@ -18,8 +18,11 @@ from tests.support.mockruns import make_project, run_pytest
 
 GOLD = ["--bcas-model", "mock:gold", "--bcas-grid", "pages", "--bcas-prices", "prices.toml", "--bcas-concurrency", "1"]
 PACED = ["--bcas-backend", "paced", "--bcas-grid", "brief", "--bcas-prices", "prices.toml"]
-TOTAL = re.compile(r"^total: (\d+) items, ([\d,]+) calls, ([\d,]+) tokens in, ([\d,]+) tokens out, cost \$([\d.]+)"
-                   r"( \+ (\d+) case\(s\) of unknown cost)?$", re.M)
+TOTAL = re.compile(
+    r"^total: (\d+) items, ([\d,]+) calls, ([\d,]+) tokens in, ([\d,]+) tokens out, cost \$([\d.]+)"
+    r"( \+ (\d+) case\(s\) of unknown cost)?$",
+    re.M,
+)
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +75,19 @@ def test_max_cost_stops_within_one_item_of_the_cap_and_resumes(project: Path, fu
 
 
 def test_cost_options_are_checked_before_anything_runs(project: Path) -> None:
-    off = run_pytest(project, "--bcas-model", "mock:gold", "--bcas-grid", "brief", "--bcas-prices", "none",
-                     "--bcas-max-cost", "1", "--bcas-report", "refused")
+    off = run_pytest(
+        project,
+        "--bcas-model",
+        "mock:gold",
+        "--bcas-grid",
+        "brief",
+        "--bcas-prices",
+        "none",
+        "--bcas-max-cost",
+        "1",
+        "--bcas-report",
+        "refused",
+    )
     assert off.returncode == pytest.ExitCode.USAGE_ERROR and "pricing is off" in off.stderr
     zero = run_pytest(project, *GOLD, "--bcas-max-cost", "0", "--bcas-report", "refused")
     assert zero.returncode == pytest.ExitCode.USAGE_ERROR and "above 0" in zero.stderr
@@ -120,8 +134,16 @@ def test_estimate_replays_the_generation_cache_and_extrapolates_the_rest(project
     assert items == 20 and unknown == 0 and cost > spent
     assert re.search(r"paced-hotpotqa-bm25/s1/t2k\s+10\s+6\s.*rest from the case's replayed items", more.stdout)
     # An empty cache gives no basis: the cost is unknown, never 0.
-    cold = run_pytest(project, *PACED, "--bcas-report", "paced-b", "--bcas-limit", "10", "--bcas-estimate", env={"BCAS_CACHE_DIR": str(
-        project / "empty-cache")})
+    cold = run_pytest(
+        project,
+        *PACED,
+        "--bcas-report",
+        "paced-b",
+        "--bcas-limit",
+        "10",
+        "--bcas-estimate",
+        env={"BCAS_CACHE_DIR": str(project / "empty-cache")},
+    )
     items, _, cost, unknown = estimate_total(cold.stdout)
     assert items == 20 and unknown == 2 and cost == 0.0
     assert "unknown" in cold.stdout

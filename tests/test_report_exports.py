@@ -40,8 +40,19 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_a_run_writes_parquet_and_junit_properties(project: Path) -> None:
     junit = project / "junit.xml"
-    result = run_pytest(project, "--bcas-model", "mock:gold", "--bcas-grid", "brief", "--bcas-prices", "prices.toml",
-                        "--bcas-report", "out", f"--junitxml={junit}", "-q")
+    result = run_pytest(
+        project,
+        "--bcas-model",
+        "mock:gold",
+        "--bcas-grid",
+        "brief",
+        "--bcas-prices",
+        "prices.toml",
+        "--bcas-report",
+        "out",
+        f"--junitxml={junit}",
+        "-q",
+    )
     assert result.returncode == 0, result.stdout[-3000:]
     out = project / "out"
     assert f"parquet: {Path('out') / PARQUET_FILE}" in result.stdout
@@ -68,9 +79,19 @@ def test_without_pyarrow_the_run_says_so_and_keeps_the_jsonl(project: Path) -> N
     blocker = project / "no-pyarrow" / "pyarrow"
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ImportError('pyarrow is not installed in this test')\n")
-    result = run_pytest(project, "--bcas-model", "mock:gold", "--bcas-grid", "brief", "--bcas-prices", "prices.toml",
-                        "--bcas-report", "plain", "-q",
-                        env={"PYTHONPATH": f"{blocker.parent}:{Path(__file__).resolve().parents[1]}"})
+    result = run_pytest(
+        project,
+        "--bcas-model",
+        "mock:gold",
+        "--bcas-grid",
+        "brief",
+        "--bcas-prices",
+        "prices.toml",
+        "--bcas-report",
+        "plain",
+        "-q",
+        env={"PYTHONPATH": f"{blocker.parent}:{Path(__file__).resolve().parents[1]}"},
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "parquet: not written: pyarrow is not installed (pip install 'bcas[parquet]')" in result.stdout
     assert (project / "plain" / "records.jsonl").is_file() and not (project / "plain" / PARQUET_FILE).exists()

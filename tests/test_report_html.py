@@ -248,8 +248,10 @@ def test_scaling_chart_escapes_every_label() -> None:
 
 
 def test_cost_scatter_escapes_every_label() -> None:
-    points = [(TRICKY[i % 3], label, 0.001 * (i + 1), 0.1 * i, 0.05 * i, 0.15 * i, i % 2 == 0)
-              for i, label in enumerate(TRICKY)]
+    points = [
+        (TRICKY[i % 3], label, 0.001 * (i + 1), 0.1 * i, 0.05 * i, 0.15 * i, i % 2 == 0)
+        for i, label in enumerate(TRICKY)
+    ]
     svg = cost_scatter("cost <b>&\"'", 'axis "<x>"', points, money=True)
     elements, texts = _svg_texts(svg)
     assert set(elements.names()) <= {"svg", "text", "line", "polyline", "circle", "title"}

@@ -27,8 +27,20 @@ pytestmark = [pytest.mark.browser, skip_if_no_chromium]
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     project = make_project(tmp_path_factory.mktemp("pages"))
-    result = run_pytest(project, "--bcas-model", "mock:gold", "--bcas-model", "coin", "--bcas-grid", "pages",
-                        "--bcas-prices", "prices.toml", "--bcas-report", "out", "-q")
+    result = run_pytest(
+        project,
+        "--bcas-model",
+        "mock:gold",
+        "--bcas-model",
+        "coin",
+        "--bcas-grid",
+        "pages",
+        "--bcas-prices",
+        "prices.toml",
+        "--bcas-report",
+        "out",
+        "-q",
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return project / "out"
 
@@ -55,19 +67,30 @@ def expected_frontiers(rows: list[dict[str, Any]]) -> dict[str, list[tuple[str, 
                 points.setdefault((r["model"], r["config_id"]), r)
         costs = [p["mean_cost_usd"] for p in points.values()]
         use_cost = all(c is not None for c in costs) and any(c > 0 for c in costs)
-        xy = [((p["mean_cost_usd"] if use_cost else p["mean_tokens_out"]), p["accuracy"], p["model"], p["label"])
-              for p in points.values()]
-        front = [(x, a, m, lab) for x, a, m, lab in xy
-                 if not any(x2 <= x and a2 >= a and (x2 < x or a2 > a) for x2, a2, _, _ in xy)]
+        xy = [
+            ((p["mean_cost_usd"] if use_cost else p["mean_tokens_out"]), p["accuracy"], p["model"], p["label"])
+            for p in points.values()
+        ]
+        front = [
+            (x, a, m, lab)
+            for x, a, m, lab in xy
+            if not any(x2 <= x and a2 >= a and (x2 < x or a2 > a) for x2, a2, _, _ in xy)
+        ]
         out[dataset] = [(m, lab) for _, _, m, lab in sorted(front, key=lambda t: (t[0], -t[1]))]
     return out
 
 
-def flipped_items(recs: list[dict[str, Any]], dataset: str, first: tuple[str, str], second: tuple[str, str]) -> list[str]:
+def flipped_items(
+    recs: list[dict[str, Any]], dataset: str, first: tuple[str, str], second: tuple[str, str]
+) -> list[str]:
     """Items of ``dataset`` whose SQuAD EM outcome differs between (model, label) ``first`` and ``second``."""
+
     def outcomes(model: str, label: str) -> dict[str, bool]:
-        return {r["item_id"]: bool(r["correct_em"]) for r in recs
-                if r["dataset"] == dataset and r["model"] == model and r["label"] == label}
+        return {
+            r["item_id"]: bool(r["correct_em"])
+            for r in recs
+            if r["dataset"] == dataset and r["model"] == model and r["label"] == label
+        }
 
     a, b = outcomes(*first), outcomes(*second)
     return sorted(i for i in set(a) & set(b) if a[i] != b[i])

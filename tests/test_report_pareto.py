@@ -20,20 +20,27 @@ from bcas.report.plots import cost_scatter, scaling_chart
 
 
 def _point(i: int, x: float, acc: float) -> Point:
-    return Point(f"m{i % 2}", f"cfg{i}", "g", "d", f"id{i}", "correct_em", acc, max(0.0, acc - 0.1),
-                 min(1.0, acc + 0.1), 10, x)
+    return Point(
+        f"m{i % 2}", f"cfg{i}", "g", "d", f"id{i}", "correct_em", acc, max(0.0, acc - 0.1), min(1.0, acc + 0.1), 10, x
+    )
 
 
 def brute_frontier(points: list[Point]) -> set[tuple[str, str]]:
     def dominated(p: Point) -> bool:
-        return any(q.x <= p.x and q.accuracy >= p.accuracy and (q.x < p.x or q.accuracy > p.accuracy)
-                   for q in points if q is not p)
+        return any(
+            q.x <= p.x and q.accuracy >= p.accuracy and (q.x < p.x or q.accuracy > p.accuracy)
+            for q in points
+            if q is not p
+        )
 
     return {p.key for p in points if not dominated(p)}
 
 
-values = st.lists(st.tuples(st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.0]), st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0])),
-                  min_size=1, max_size=12)
+values = st.lists(
+    st.tuples(st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.0]), st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0])),
+    min_size=1,
+    max_size=12,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -66,10 +73,22 @@ def test_axis_is_cost_only_when_every_point_has_a_price() -> None:
 
 
 def test_panels_merge_a_configuration_shared_by_grids() -> None:
-    base = {"model": "m", "dataset": "d", "metric": "correct_em", "accuracy": 0.5, "ci_lo": 0.3, "ci_hi": 0.7, "n": 10,
-            "mean_cost_usd": 0.01, "mean_tokens_out": 40.0}
-    rows = [{**base, "grid": "a", "label": "x", "config_id": "c1"}, {**base, "grid": "b", "label": "x", "config_id": "c1"},
-            {**base, "grid": "b", "label": "y", "config_id": "c2", "accuracy": 0.7, "mean_cost_usd": 0.02}]
+    base = {
+        "model": "m",
+        "dataset": "d",
+        "metric": "correct_em",
+        "accuracy": 0.5,
+        "ci_lo": 0.3,
+        "ci_hi": 0.7,
+        "n": 10,
+        "mean_cost_usd": 0.01,
+        "mean_tokens_out": 40.0,
+    }
+    rows = [
+        {**base, "grid": "a", "label": "x", "config_id": "c1"},
+        {**base, "grid": "b", "label": "x", "config_id": "c1"},
+        {**base, "grid": "b", "label": "y", "config_id": "c2", "accuracy": 0.7, "mean_cost_usd": 0.02},
+    ]
     (panel,) = panels(rows)
     assert [(p.grid, p.label) for p in panel.points] == [("a", "x"), ("b", "y")]
     assert panel.axis == COST and [p.label for p in panel.frontier] == ["x", "y"]
@@ -94,8 +113,10 @@ def test_budget_axis_of_the_paper_grids() -> None:
 
 
 def test_categorical_configurations_are_never_joined() -> None:
-    series = {"m1": [(0.2, 0.1, 0.3), (0.4, 0.3, 0.5), (0.5, 0.4, 0.6), (0.6, 0.5, 0.7)],
-              "m2": [(0.3, 0.2, 0.4), None, (0.5, 0.4, 0.6), (0.7, 0.6, 0.8)]}
+    series = {
+        "m1": [(0.2, 0.1, 0.3), (0.4, 0.3, 0.5), (0.5, 0.4, 0.6), (0.6, 0.5, 0.7)],
+        "m2": [(0.3, 0.2, 0.4), None, (0.5, 0.4, 0.6), (0.7, 0.6, 0.8)],
+    }
     svg = scaling_chart("t", ["s1", "s2"], ["plan", "plan+rf"], series)
     lines = re.findall(r'<polyline class="budget-line" points="([^"]*)"', svg)
     assert [len(pts.split()) for pts in lines] == [2, 1]  # only the ordered budgets, per model
@@ -105,8 +126,11 @@ def test_categorical_configurations_are_never_joined() -> None:
 
 
 def test_cost_scatter_draws_the_frontier_through_its_points() -> None:
-    pts = [("m", "a", 1.0, 0.2, 0.1, 0.3, True), ("m", "b", 2.0, 0.1, 0.0, 0.2, False),
-           ("m<x>", "c", 3.0, 0.6, 0.5, 0.7, True)]
+    pts = [
+        ("m", "a", 1.0, 0.2, 0.1, 0.3, True),
+        ("m", "b", 2.0, 0.1, 0.0, 0.2, False),
+        ("m<x>", "c", 3.0, 0.6, 0.5, 0.7, True),
+    ]
     svg = cost_scatter("cost <&>", "USD", pts, money=True)
     assert svg.count('class="on-frontier"') == 2 and svg.count('class="point"') == 1
     assert len(re.findall(r'class="frontier" points="([^"]*)"', svg)[0].split()) == 3  # a step: 2 points + corner

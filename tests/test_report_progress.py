@@ -22,12 +22,26 @@ from tests.support.terminal import replay, run_on_terminal
 pytest_plugins = ["pytester"]
 
 CASES = ("paced-hotpotqa-bm25/s1/t2k", "paced-hotpotqa-bm25/s2/t2k")
-RUN = ["--bcas-backend", "paced", "--bcas-grid", "brief", "--bcas-prices", "prices.toml", "--bcas-concurrency", "1",
-       "-p", "no:benchmark"]
-LIVE = re.compile(r"^(\[gw\d\] )?(?P<case>\S+): (?P<done>\d)/6 items, (?P<rate>[\d.]+|-) items/s, "
-                  r"ETA (?P<eta>[\dhms.]+|\?), [\d.k]+ tokens, \$\d+\.\d{4}$")
-END = re.compile(r"^\[bcas\] (\[gw\d\] )?(?P<case>\S+): 6/6 items in [\d.]+s, [\d.]+ items/s, [\d.k]+ tokens, "
-                 r"\$\d+\.\d{4}; correct_em [\d.]+% \[[\d.]+, [\d.]+\] n=6")
+RUN = [
+    "--bcas-backend",
+    "paced",
+    "--bcas-grid",
+    "brief",
+    "--bcas-prices",
+    "prices.toml",
+    "--bcas-concurrency",
+    "1",
+    "-p",
+    "no:benchmark",
+]
+LIVE = re.compile(
+    r"^(\[gw\d\] )?(?P<case>\S+): (?P<done>\d)/6 items, (?P<rate>[\d.]+|-) items/s, "
+    r"ETA (?P<eta>[\dhms.]+|\?), [\d.k]+ tokens, \$\d+\.\d{4}$"
+)
+END = re.compile(
+    r"^\[bcas\] (\[gw\d\] )?(?P<case>\S+): 6/6 items in [\d.]+s, [\d.]+ items/s, [\d.k]+ tokens, "
+    r"\$\d+\.\d{4}; correct_em [\d.]+% \[[\d.]+, [\d.]+\] n=6"
+)
 
 
 @pytest.fixture
@@ -40,8 +54,18 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
 
 
 def on_terminal(project: pytest.Pytester, *args: str) -> tuple[int, str]:
-    argv = [sys.executable, "-m", "pytest", "test_grids.py", "-p", "no:cacheprovider", "--rootdir", str(project.path),
-            *RUN, *args]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "test_grids.py",
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(project.path),
+        *RUN,
+        *args,
+    ]
     return run_on_terminal(argv, project.path, dict(os.environ))
 
 
@@ -69,7 +93,9 @@ def test_terminal_shows_one_live_line_per_running_case_then_pytests_result(proje
     assert set(frames) == set(CASES), screen.seen
     for case, seen in frames.items():
         # A running line counts items, and once an item is done it has a rate and an ETA.
-        assert any(m.group("rate") != "-" and m.group("eta") != "?" and 0 < int(m.group("done")) < 6 for m in seen), case
+        assert any(m.group("rate") != "-" and m.group("eta") != "?" and 0 < int(m.group("done")) < 6 for m in seen), (
+            case
+        )
     assert "\x1b[J" in output  # each live line is erased before pytest writes
     assert_collapsed(screen.text(), re.compile(r"^test_grids\.py \.\. +\[100%\]$"))
     assert not [line for line in screen.text() if line.startswith("[bcas]")]
@@ -117,14 +143,15 @@ def test_quiet_shows_no_progress_but_keeps_the_summary(project: pytest.Pytester)
     assert Path(project.path / "quiet" / "records.jsonl").is_file()
 
 
-def test_a_long_case_in_a_log_gets_a_line_every_interval(project: pytest.Pytester,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_long_case_in_a_log_gets_a_line_every_interval(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Plain lines while a case runs (every 30 s in a real log; every item here), then its end line."""
     import bcas.harness.progress as progress
 
     monkeypatch.setattr(progress, "PLAIN_EVERY_S", 0.0)
     result = project.runpytest(*RUN, "--bcas-report", str(project.path / "periodic"), "-k", "s1")
     result.assert_outcomes(passed=1)
-    running = [LIVE.match(line[len("[bcas] "):]) for line in result.outlines if line.startswith("[bcas] ")]
+    running = [LIVE.match(line[len("[bcas] ") :]) for line in result.outlines if line.startswith("[bcas] ")]
     assert [m.group("done") for m in running if m] == ["0", "1", "2", "3", "4", "5", "6"], result.outlines
     assert sum(bool(END.match(line)) for line in result.outlines) == 1

@@ -60,8 +60,10 @@ def test_engine_recall_at_5_matches_our_bm25_on_the_same_chunks(engine_url: str,
         recall_local += recall_and_rr(ours, gold[item.id], 5)[0]
         same_lists += [h.chunk_id for h in theirs] == [h.chunk_id for h in ours]
     recall_engine, recall_local = recall_engine / len(items), recall_local / len(items)
-    print(f"recall@5 over {len(items)} questions: engine {recall_engine:.4f}, local {recall_local:.4f}; "
-          f"identical top-5 lists {same_lists}")
+    print(
+        f"recall@5 over {len(items)} questions: engine {recall_engine:.4f}, local {recall_local:.4f}; "
+        f"identical top-5 lists {same_lists}"
+    )
     assert len(items) == 400
     assert abs(recall_engine - recall_local) <= 0.03
     # Plain BM25 is the same function on both sides: the same lists, the same scores.
@@ -100,23 +102,48 @@ register_grid(Grid("eng", (GridEntry("bcas", RunConfig(budget=Budget(max_searche
 
 
 def test_the_plugin_sends_bm25_searches_to_the_engine(
-    engine_url: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    engine_url: str,
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     import bcas.harness.runner  # noqa: F401 - loaded before pytester restores sys.modules
     import bcas.retrieval.engine  # noqa: F401
 
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
     data = pytester.path / "tiny.jsonl"
-    data.write_text("".join(json.dumps({
-        "id": f"q{i}", "question": f"What is the codename of project {i}?", "answers": ["alpha"],
-        "documents": [{"id": f"d{i}", "title": f"Project {i}", "text": f"Project {i} is called alpha."},
-                      {"id": f"n{i}", "title": "Gardening", "text": f"Note {i} on roses."}],
-    }) + "\n" for i in range(5)))
+    data.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"q{i}",
+                    "question": f"What is the codename of project {i}?",
+                    "answers": ["alpha"],
+                    "documents": [
+                        {"id": f"d{i}", "title": f"Project {i}", "text": f"Project {i} is called alpha."},
+                        {"id": f"n{i}", "title": "Gardening", "text": f"Note {i} on roses."},
+                    ],
+                }
+            )
+            + "\n"
+            for i in range(5)
+        )
+    )
     pytester.makeconftest(CONFTEST.replace("DATASET", str(data)))
     pytester.makepyfile(test_grids=(Path(__file__).resolve().parents[1] / "benchmarks" / "test_grids.py").read_text())
     run_dir = pytester.path / "run"
-    result = pytester.runpytest("--bcas-model", "mock:gold", "--bcas-grid", "eng", "--bcas-retriever", engine_url,
-                                "--bcas-report", str(run_dir), "-p", "no:cacheprovider")
+    result = pytester.runpytest(
+        "--bcas-model",
+        "mock:gold",
+        "--bcas-grid",
+        "eng",
+        "--bcas-retriever",
+        engine_url,
+        "--bcas-report",
+        str(run_dir),
+        "-p",
+        "no:cacheprovider",
+    )
     result.assert_outcomes(passed=1)
     records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
     assert len(records) == 5 and all(r["extra"]["retriever"] == engine_url for r in records)

@@ -63,7 +63,8 @@ def test_cross_encoder_loads_from_a_local_folder_and_scores_as_its_predict(cross
     passages = [d.text for d in DOCS]
     scores = asyncio.run(reranker.score("who wrote hamlet", passages))
     direct = CrossEncoder(str(cross_encoder_dir), local_files_only=True, device="cpu").predict(
-        [("who wrote hamlet", p) for p in passages])
+        [("who wrote hamlet", p) for p in passages]
+    )
     assert scores == pytest.approx([float(x) for x in direct], abs=1e-5)
     assert len(set(round(s, 6) for s in scores)) > 1
 
@@ -76,8 +77,9 @@ def test_hybrid_rerank_orders_hits_by_the_chosen_cross_encoder(cross_encoder_dir
         assert isinstance(retriever.reranker, CrossEncoderReranker)
         hits = retriever.search("who wrote hamlet")
         pool = retriever.first_stage("who wrote hamlet", 5)
-        scores = asyncio.run(retriever.reranker.score("who wrote hamlet",
-                                                      [retriever.chunks[p].indexed_text for p, _ in pool]))
+        scores = asyncio.run(
+            retriever.reranker.score("who wrote hamlet", [retriever.chunks[p].indexed_text for p, _ in pool])
+        )
         expected = [retriever.chunks[pool[j][0]].id for j in sorted(range(len(pool)), key=lambda j: -scores[j])[:3]]
         assert [h.chunk_id for h in hits] == expected
     finally:
@@ -109,15 +111,22 @@ def test_the_choice_is_part_of_the_configuration_identity() -> None:
     assert with_retrieval_models(bm25, "bge-m3", "bge-reranker-v2-m3") is bm25
     hybrid = ablation.entries[-2]
     assert with_retrieval_models(hybrid, None, "bge-reranker-v2-m3") is hybrid  # hybrid does not re-rank
-    assert RunConfig(retrieval=RetrievalConfig(reranker="cross-encoder:/a")).config_id != \
-        RunConfig(retrieval=RetrievalConfig(reranker="cross-encoder:/b")).config_id
+    assert (
+        RunConfig(retrieval=RetrievalConfig(reranker="cross-encoder:/a")).config_id
+        != RunConfig(retrieval=RetrievalConfig(reranker="cross-encoder:/b")).config_id
+    )
 
 
 def test_plugin_applies_the_choice_to_the_cases_that_use_it() -> None:
     from bcas.harness.settings import expand_cases
 
-    settings = SimpleNamespace(grids=["ablation"], datasets=None, models=[SimpleNamespace(label="m")],
-                               embedder="bge-m3", reranker="cross-encoder:/models/ce")
+    settings = SimpleNamespace(
+        grids=["ablation"],
+        datasets=None,
+        models=[SimpleNamespace(label="m")],
+        embedder="bge-m3",
+        reranker="cross-encoder:/models/ce",
+    )
     cases = expand_cases(settings)  # type: ignore[arg-type]
     used = {c.entry.label: (c.entry.config.retrieval.embedder, c.entry.config.retrieval.reranker) for c in cases}
     assert used["hs+r/sinf/t16k"] == ("bge-m3", "cross-encoder:/models/ce")
@@ -132,9 +141,20 @@ def test_report_says_which_models_a_paper_grid_ran_with() -> None:
         out = []
         for entry in grid.entries:
             config = replace(with_retrieval_models(entry, embedder, reranker).config, seed=0)
-            out.append({"item_id": "q0", "label": entry.label, "model": "m", "dataset": "hotpotqa",
-                        "config_id": config.config_id, "config": config.to_dict(), "correct_em": True,
-                        "prediction": "x", "answers": ["x"], "extra": {"grid": "ablation"}})
+            out.append(
+                {
+                    "item_id": "q0",
+                    "label": entry.label,
+                    "model": "m",
+                    "dataset": "hotpotqa",
+                    "config_id": config.config_id,
+                    "config": config.to_dict(),
+                    "correct_em": True,
+                    "prediction": "x",
+                    "answers": ["x"],
+                    "extra": {"grid": "ablation"},
+                }
+            )
         return out
 
     default = build_summaries(records(None, None), GRIDS)

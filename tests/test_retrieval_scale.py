@@ -128,14 +128,13 @@ def _short_docs(hotpot, n):
 
 
 @pytest.mark.parametrize("kind", list(DENSE_KINDS))
-def test_each_faiss_index_kind_builds_searches_and_records_its_parameters(
-    dense_cache, hotpot, minilm_embedder, kind
-):
+def test_each_faiss_index_kind_builds_searches_and_records_its_parameters(dense_cache, hotpot, minilm_embedder, kind):
     docs = _short_docs(hotpot, 200)
     cfg = RetrievalConfig(mode="dense", dense_index=kind, k=5, **DENSE_KINDS[kind])
     r = build_retriever(docs, cfg, embedder=minilm_embedder, cache_dir=dense_cache, progress=False)
-    exact = build_retriever(docs, RetrievalConfig(mode="dense", k=5), embedder=minilm_embedder,
-                            cache_dir=dense_cache, progress=False)
+    exact = build_retriever(
+        docs, RetrievalConfig(mode="dense", k=5), embedder=minilm_embedder, cache_dir=dense_cache, progress=False
+    )
     assert r.dense.kind == kind and r.dense.size == len(r)
     hits = r.search(docs[37].text)
     assert len(hits) == 5 and hits[0].doc_id == docs[37].id  # a passage finds itself
@@ -162,7 +161,9 @@ def test_index_parameters_are_part_of_the_configuration_id(tmp_path):
         ids.add(RunConfig(retrieval=RetrievalConfig(**change)).config_id)
     assert len(ids) == 5
     with pytest.raises(RetrievalError, match="ivf_nprobe must be > 0"):
-        build_retriever([Document("a", "A", "x y")], RetrievalConfig(dense_index="ivf", ivf_nprobe=0), cache_dir=tmp_path)
+        build_retriever(
+            [Document("a", "A", "x y")], RetrievalConfig(dense_index="ivf", ivf_nprobe=0), cache_dir=tmp_path
+        )
 
 
 def test_ivf_pq_refuses_too_few_vectors_to_train(tmp_path, hotpot, minilm_embedder):
@@ -194,8 +195,9 @@ def test_embeddings_resume_after_sigkill_and_equal_an_uninterrupted_build(tmp_pa
     killed = tmp_path / "killed"
     script = EMBED_SCRIPT.replace("N]", f"{N_DOCS}]").replace("SHARD,", f"{SHARD},")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", script, str(killed)], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(killed)], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 120
     work = None
     while time.monotonic() < deadline and proc.poll() is None:
@@ -231,14 +233,37 @@ def test_embeddings_resume_after_sigkill_and_equal_an_uninterrupted_build(tmp_pa
 
 def test_scale_benchmark_runs_at_a_tiny_scale(tmp_path):
     out = subprocess.run(
-        [sys.executable, "benchmarks/perf/bench_scale.py", "--passages", "3000", "--dense-scales", "1500,3000",
-         "--encode-sample", "48", "--queries", "20", "--workdir", str(tmp_path)],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "benchmarks/perf/bench_scale.py",
+            "--passages",
+            "3000",
+            "--dense-scales",
+            "1500,3000",
+            "--encode-sample",
+            "48",
+            "--queries",
+            "20",
+            "--workdir",
+            str(tmp_path),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     text = out.stdout
-    for needle in ("BM25 (phrase-boosted)", "BM25 (plain)", "encode throughput", "synthetic vectors for index timing",
-                   "flat", "ivf-pq", "hnsw", "21M passages"):
+    for needle in (
+        "BM25 (phrase-boosted)",
+        "BM25 (plain)",
+        "encode throughput",
+        "synthetic vectors for index timing",
+        "flat",
+        "ivf-pq",
+        "hnsw",
+        "21M passages",
+    ):
         assert needle in text, f"{needle!r} missing from the benchmark output:\n{text}"
 
 
@@ -254,7 +279,10 @@ def test_vocabularies_too_large_for_packed_trigram_keys_hash_them_with_the_same_
     assert len(hashed.phrases.keys) == len(packed.phrases.keys)  # no two trigrams of the collection collide
     for item in hotpot.items[:40]:
         # the same phrases match; their boosts are summed in another order (key order), so equal to rounding
-        np.testing.assert_allclose(hashed.scores(item.question, 20, 60), packed.scores(item.question, 20, 60),
-                                   rtol=1e-12)
-        assert hashed.search(item.question, 10, bigram_boost=20, trigram_boost=60)[0].tolist() == packed.search(
-            item.question, 10, bigram_boost=20, trigram_boost=60)[0].tolist()
+        np.testing.assert_allclose(
+            hashed.scores(item.question, 20, 60), packed.scores(item.question, 20, 60), rtol=1e-12
+        )
+        assert (
+            hashed.search(item.question, 10, bigram_boost=20, trigram_boost=60)[0].tolist()
+            == packed.search(item.question, 10, bigram_boost=20, trigram_boost=60)[0].tolist()
+        )

@@ -15,10 +15,10 @@ import pytest
 
 # In-process pytester runs restore sys.modules afterwards; load what a run touches up front.
 import bcas.agent  # noqa: F401,E402
-import bcas.report.html  # noqa: F401,E402
 import bcas.harness.merge  # noqa: F401,E402
 import bcas.harness.pipelines  # noqa: F401,E402
 import bcas.harness.runner  # noqa: F401,E402
+import bcas.report.html  # noqa: F401,E402
 import bcas.results  # noqa: F401,E402
 import bcas.retrieval  # noqa: F401,E402
 from bcas.results import main as results_main
@@ -43,17 +43,24 @@ VOLATILE = {"run_id", "created_at", "latency_s"}
 def _dataset(path: Path, n: int) -> Path:
     lines = []
     for i in range(n):
-        lines.append(json.dumps({
-            "id": f"q{i}",
-            "question": f"Which greek letter is the codename of project number {i}?",
-            "answers": ["alpha" if i % 3 else "beta"],
-            "documents": [
-                {"id": f"q{i}::0", "title": f"Project {i}", "text": f"Project number {i} has the codename "
-                                                                    f"{'alpha' if i % 3 else 'beta'}."},
-                {"id": f"q{i}::1", "title": "Other", "text": f"An unrelated note about gardening, number {i}."},
-            ],
-            "supporting": [f"q{i}::0"],
-        }))
+        lines.append(
+            json.dumps(
+                {
+                    "id": f"q{i}",
+                    "question": f"Which greek letter is the codename of project number {i}?",
+                    "answers": ["alpha" if i % 3 else "beta"],
+                    "documents": [
+                        {
+                            "id": f"q{i}::0",
+                            "title": f"Project {i}",
+                            "text": f"Project number {i} has the codename {'alpha' if i % 3 else 'beta'}.",
+                        },
+                        {"id": f"q{i}::1", "title": "Other", "text": f"An unrelated note about gardening, number {i}."},
+                    ],
+                    "supporting": [f"q{i}::0"],
+                }
+            )
+        )
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -67,8 +74,20 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path
     return pytester
 
 
-RUN = ["--bcas-model", "mock:gold", "--bcas-model", "mock:random", "--bcas-grid", "shardy", "--bcas-epochs", "2",
-       "--bcas-limit", "16", "-p", "no:cacheprovider"]
+RUN = [
+    "--bcas-model",
+    "mock:gold",
+    "--bcas-model",
+    "mock:random",
+    "--bcas-grid",
+    "shardy",
+    "--bcas-epochs",
+    "2",
+    "--bcas-limit",
+    "16",
+    "-p",
+    "no:cacheprovider",
+]
 
 
 def _records(run_dir: Path) -> list[dict]:
@@ -76,8 +95,14 @@ def _records(run_dir: Path) -> list[dict]:
 
 
 def _key(rec: dict) -> tuple:
-    return (rec["model_fingerprint"], rec["config_id"], rec["dataset_hash"], rec["item_id"], rec["prompt_hash"],
-            rec["epoch"])
+    return (
+        rec["model_fingerprint"],
+        rec["config_id"],
+        rec["dataset_hash"],
+        rec["item_id"],
+        rec["prompt_hash"],
+        rec["epoch"],
+    )
 
 
 def _answer(rec: dict) -> dict:

@@ -23,8 +23,10 @@ def test_schedule_faults_exactly_rate_per_block_and_cycles_kinds() -> None:
 
 
 def test_proxy_forwards_and_injects() -> None:
-    with FaultServer(model="up") as upstream, FaultServer.proxy(upstream.base_url, rate=0.5, seed=1, block=4,
-                                                                 hold_s=0.2, retry_after=0.05) as proxy:
+    with (
+        FaultServer(model="up") as upstream,
+        FaultServer.proxy(upstream.base_url, rate=0.5, seed=1, block=4, hold_s=0.2, retry_after=0.05) as proxy,
+    ):
         with httpx.Client(timeout=5.0) as client:
             models = client.get(f"{proxy.base_url}/models").json()
             assert models["data"][0]["id"] == "up"  # relayed
@@ -40,8 +42,13 @@ def test_proxy_forwards_and_injects() -> None:
     assert len(kinds) == 8 and kinds.count("forward") == 4
     assert upstream.requests == 4  # faulted requests never reach the upstream
     for kind, status in zip(kinds, statuses, strict=True):
-        expected = {"forward": (200, True), "500": (500, False), "429": (429, False), "timeout": ("dropped", False),
-                    "malformed": (200, False)}[kind]
+        expected = {
+            "forward": (200, True),
+            "500": (500, False),
+            "429": (429, False),
+            "timeout": ("dropped", False),
+            "malformed": (200, False),
+        }[kind]
         assert status == expected, (kind, status)
     assert sum(proxy.faults.values()) == 4 and proxy.requests == 8
 

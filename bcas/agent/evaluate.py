@@ -48,7 +48,9 @@ async def evaluate_bcas(
     fingerprint = model_fingerprint or f"model:{model.model_id}"
     phash = prompt_hash("bcas")
     done = store.done_keys(include_errors=False) if store is not None else set()
-    todo = [item for item in dataset.items if (fingerprint, config.config_id, dataset.hash, item.id, phash, 0) not in done]
+    todo = [
+        item for item in dataset.items if (fingerprint, config.config_id, dataset.hash, item.id, phash, 0) not in done
+    ]
     gate = asyncio.Semaphore(concurrency)
 
     async def one(item: Any) -> Record:

@@ -75,26 +75,71 @@ def _formats() -> list[Format]:
 
 
 for _fmt in (
-    Format("bcas", "our JSONL schema (bcas/resources/data/README.md)", _read_native,
-           lambda k: {"question", "answers", "documents"} <= k, infer_labels=True, aliases=("jsonl",)),
-    Format("flashrag", "FlashRAG dataset JSONL: id, question, golden_answers, metadata", read_flashrag,
-           lambda k: {"question", "golden_answers"} <= k, infer_labels=True),
-    Format("hotpotqa", "official HotpotQA JSON (distractor or fullwiki)", read_hotpotqa,
-           lambda k: {"_id", "context"} <= k and ("level" in k or "evidences" not in k), task="multi-hop"),
-    Format("2wikimultihopqa", "official 2WikiMultihopQA JSON (dev.json)", read_2wiki,
-           lambda k: {"_id", "context"} <= k and ("evidences" in k or "level" not in k), task="multi-hop",
-           aliases=("2wiki",)),
-    Format("musique", "official MuSiQue JSONL (ans or full)", read_musique,
-           lambda k: {"question", "paragraphs"} <= k, task="multi-hop"),
-    Format("triviaqa", "official TriviaQA rc / unfiltered JSON (+ evidence/ folder)", read_triviaqa,
-           lambda k: "QuestionId" in k or "Question" in k),
-    Format("fever", "official FEVER claims JSONL (wiki-pages as --bcas-corpus)", read_fever,
-           lambda k: "claim" in k, task="fact-verification", scoring="label"),
-    Format("nq_open", "official NQ-open JSONL: question, answer", read_nq_open,
-           lambda k: "question" in k and bool(k & {"answer", "answers"}) and not k & _OTHER_QA_KEYS,
-           aliases=("nq-open", "nq")),
-    Format("conflictqa", "official ConflictQA JSON(L): question, ground_truth, memory/counter evidence",
-           read_conflictqa, lambda k: "memory_answer" in k or "counter_memory" in k, infer_labels=True),
+    Format(
+        "bcas",
+        "our JSONL schema (bcas/resources/data/README.md)",
+        _read_native,
+        lambda k: {"question", "answers", "documents"} <= k,
+        infer_labels=True,
+        aliases=("jsonl",),
+    ),
+    Format(
+        "flashrag",
+        "FlashRAG dataset JSONL: id, question, golden_answers, metadata",
+        read_flashrag,
+        lambda k: {"question", "golden_answers"} <= k,
+        infer_labels=True,
+    ),
+    Format(
+        "hotpotqa",
+        "official HotpotQA JSON (distractor or fullwiki)",
+        read_hotpotqa,
+        lambda k: {"_id", "context"} <= k and ("level" in k or "evidences" not in k),
+        task="multi-hop",
+    ),
+    Format(
+        "2wikimultihopqa",
+        "official 2WikiMultihopQA JSON (dev.json)",
+        read_2wiki,
+        lambda k: {"_id", "context"} <= k and ("evidences" in k or "level" not in k),
+        task="multi-hop",
+        aliases=("2wiki",),
+    ),
+    Format(
+        "musique",
+        "official MuSiQue JSONL (ans or full)",
+        read_musique,
+        lambda k: {"question", "paragraphs"} <= k,
+        task="multi-hop",
+    ),
+    Format(
+        "triviaqa",
+        "official TriviaQA rc / unfiltered JSON (+ evidence/ folder)",
+        read_triviaqa,
+        lambda k: "QuestionId" in k or "Question" in k,
+    ),
+    Format(
+        "fever",
+        "official FEVER claims JSONL (wiki-pages as --bcas-corpus)",
+        read_fever,
+        lambda k: "claim" in k,
+        task="fact-verification",
+        scoring="label",
+    ),
+    Format(
+        "nq_open",
+        "official NQ-open JSONL: question, answer",
+        read_nq_open,
+        lambda k: "question" in k and bool(k & {"answer", "answers"}) and not k & _OTHER_QA_KEYS,
+        aliases=("nq-open", "nq"),
+    ),
+    Format(
+        "conflictqa",
+        "official ConflictQA JSON(L): question, ground_truth, memory/counter evidence",
+        read_conflictqa,
+        lambda k: "memory_answer" in k or "counter_memory" in k,
+        infer_labels=True,
+    ),
 ):
     register_format(_fmt)
 
@@ -151,8 +196,10 @@ def detect_format(path: str | Path, default: Format | None = None) -> Format:
     every = ", ".join(format_names())
     if found:
         raise DatasetError(
-            path, line, f"the layout is ambiguous: it fits {names}; name one as FORMAT:PATH "
-            f"(e.g. {sorted(f.name for f in found)[0]}:{path}); formats: {every}"
+            path,
+            line,
+            f"the layout is ambiguous: it fits {names}; name one as FORMAT:PATH "
+            f"(e.g. {sorted(f.name for f in found)[0]}:{path}); formats: {every}",
         )
     shown = ", ".join(sorted(keys)[:12])
     raise DatasetError(

@@ -19,8 +19,14 @@ from bcas.items import DatasetError, Document, Item
 
 FIELDS = ("id", "question", "answers", "documents", "supporting", "meta", "gold")
 DOCUMENT_FIELDS = ("id", "title", "text")
-_JSON_TYPES = {"list": "a JSON array", "str": "a JSON string", "int": "a number", "float": "a number",
-               "bool": "true/false", "NoneType": "null"}
+_JSON_TYPES = {
+    "list": "a JSON array",
+    "str": "a JSON string",
+    "int": "a number",
+    "float": "a number",
+    "bool": "true/false",
+    "NoneType": "null",
+}
 
 
 def not_an_object(value: object) -> str:
@@ -29,8 +35,9 @@ def not_an_object(value: object) -> str:
     return f"{JSONL_HINT}, got {_JSON_TYPES.get(kind, kind)}"
 
 
-def _missing(path: Path, line: int, obj: dict, key: str, where: str = "", fields: tuple[str, ...] = FIELDS,
-             note: str = "") -> DatasetError:
+def _missing(
+    path: Path, line: int, obj: dict, key: str, where: str = "", fields: tuple[str, ...] = FIELDS, note: str = ""
+) -> DatasetError:
     """``missing field 'key'``, naming a misspelt key of the line when one is close (``answer``)."""
     unknown = [k for k in obj if isinstance(k, str) and k not in fields]
     near = difflib.get_close_matches(key, unknown, n=1, cutoff=0.75)
@@ -66,11 +73,7 @@ def parse_item(path: Path, line: int, obj: Any, allow_no_documents: bool = False
     if "answers" not in obj:
         raise _missing(path, line, obj, "answers", note="a list of gold answers; for a label task, the label")
     answers = obj.get("answers")
-    if (
-        not isinstance(answers, list)
-        or not answers
-        or not all(isinstance(a, str) and a.strip() for a in answers)
-    ):
+    if not isinstance(answers, list) or not answers or not all(isinstance(a, str) and a.strip() for a in answers):
         raise DatasetError(path, line, "must be a non-empty list of non-empty strings", "answers")
     if "documents" not in obj and not allow_no_documents:
         raise _missing(path, line, obj, "documents", note="a list of {id, title, text}")
@@ -126,7 +129,9 @@ def iter_native(path: Path, data: bytes, allow_no_documents: bool = False) -> It
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise DatasetError(path, line_no, f"invalid JSON: {exc.msg} at column {exc.colno} {jsonl_hint(raw)}") from None
+            raise DatasetError(
+                path, line_no, f"invalid JSON: {exc.msg} at column {exc.colno} {jsonl_hint(raw)}"
+            ) from None
         yield line_no, parse_item(path, line_no, obj, allow_no_documents)
 
 

@@ -27,7 +27,7 @@ CHUNK_CHARS = 1 << 20
 # end of the buffer: read more and scan again from that quote).
 _TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}"]')
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
-_SCALAR = re.compile(r'[^\s,\]\}:]*')
+_SCALAR = re.compile(r"[^\s,\]\}:]*")
 _SPACE = re.compile(r"[ \t\r\n]*")
 
 
@@ -38,8 +38,10 @@ def jsonl_hint(raw: bytes | str) -> str:
     """``(expected JSONL ...)`` for a line that is not JSON, with what the file seems to hold instead."""
     line = (raw.encode("utf-8", "replace") if isinstance(raw, str) else raw).strip()
     if line.startswith(b"["):
-        return f"({JSONL_HINT}; this file holds a JSON array: write one object per line, or name its layout " \
-               "as FORMAT:PATH)"
+        return (
+            f"({JSONL_HINT}; this file holds a JSON array: write one object per line, or name its layout "
+            "as FORMAT:PATH)"
+        )
     if b"," in line and not line.startswith(b"{"):
         return f"({JSONL_HINT}; this looks like CSV, which is not read: convert each row to a JSON object)"
     return f"({JSONL_HINT})"

@@ -41,7 +41,9 @@ def _judge_template(name: str) -> Template:
     try:
         return Template(path.read_text(encoding="utf-8").rstrip("\n"))
     except FileNotFoundError:
-        raise FileNotFoundError(f"judge prompt template {path} is missing; reinstall bcas with its package data") from None
+        raise FileNotFoundError(
+            f"judge prompt template {path} is missing; reinstall bcas with its package data"
+        ) from None
 
 
 def parse_verdict(text: str) -> bool | None:
@@ -310,8 +312,12 @@ async def grade_record(record: Any, judge: LLMJudge, grade_id: str | None) -> An
     errored item is graded ``None`` ("no answer"), never sent to the judge.
     """
     if record.error is not None:
-        details: dict[str, Any] = {"verdict": None, "reason": "the item ended in error; nothing to judge",
-                                    "model": getattr(judge.model, "model_id", ""), "repeats": 0}
+        details: dict[str, Any] = {
+            "verdict": None,
+            "reason": "the item ended in error; nothing to judge",
+            "model": getattr(judge.model, "model_id", ""),
+            "repeats": 0,
+        }
     else:
         result = await judge.judge(record.question, list(record.answers), record.prediction)
         details = result.to_dict()

@@ -62,8 +62,9 @@ def configure(config: pytest.Config, settings: Any, max_cost: float | None) -> N
         if not max_cost > 0:
             raise pytest.UsageError(f"--bcas-max-cost: expected a number of US dollars above 0, got {max_cost:g}")
         if getattr(settings, "prices", None) is None:
-            raise pytest.UsageError("--bcas-max-cost: pricing is off (--bcas-prices none); name a price sheet, or "
-                                    "drop the cap")
+            raise pytest.UsageError(
+                "--bcas-max-cost: pricing is off (--bcas-prices none); name a price sheet, or drop the cap"
+            )
     config.stash[MAX_COST] = max_cost
 
 
@@ -159,8 +160,10 @@ class CostGuard:
         self._first[case.id].set()
         if cost is None and case.model.label not in self.unpriced:
             self.unpriced.add(case.model.label)
-            self.message(f"[bcas] warning: --bcas-max-cost cannot count {case.model.label}: the price sheet has "
-                         "no price for it, so its items count 0 against the cap")
+            self.message(
+                f"[bcas] warning: --bcas-max-cost cannot count {case.model.label}: the price sheet has "
+                "no price for it, so its items count 0 against the cap"
+            )
 
     def stopped_items(self, case: Any) -> int:
         return self.refused.get(case.id, 0)
@@ -171,15 +174,23 @@ class CostGuard:
             self._stop(case, recorded, total, self.spent())
 
     def _stop(self, case: Any, recorded: int, total: int, spent: float) -> None:
-        entry = {"session": self.token, "cap_usd": self.cap, "spent_usd": spent, "case_id": case.id,
-                 "recorded": recorded, "total": total,
-                 "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+        entry = {
+            "session": self.token,
+            "cap_usd": self.cap,
+            "spent_usd": spent,
+            "case_id": case.id,
+            "recorded": recorded,
+            "total": total,
+            "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        }
         self.run_dir.mkdir(parents=True, exist_ok=True)
         with open(self.run_dir / STOPS_FILE, "a", encoding="utf-8") as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             handle.write(json.dumps(entry) + "\n")
-        pytest.skip(f"--bcas-max-cost {self.cap:g} USD reached (session spend ${spent:.4f}): {recorded} of {total} "
-                    "items recorded; run the same command again to resume")
+        pytest.skip(
+            f"--bcas-max-cost {self.cap:g} USD reached (session spend ${spent:.4f}): {recorded} of {total} "
+            "items recorded; run the same command again to resume"
+        )
 
 
 def guard_for(config: Any, settings: Any, message: Any = None) -> CostGuard:
@@ -207,6 +218,8 @@ def stop_lines(stops: list[dict[str, Any]]) -> list[str]:
     if not stops:
         return []
     spent = max(float(s.get("spent_usd") or 0.0) for s in stops)
-    return [f"stopped by --bcas-max-cost {float(stops[0].get('cap_usd') or 0):g} USD at ${spent:.4f} spent: "
-            f"{len(stops)} case(s) not finished ({', '.join(str(s.get('case_id')) for s in stops[:5])}"
-            f"{', ...' if len(stops) > 5 else ''}); run the same command again to resume"]
+    return [
+        f"stopped by --bcas-max-cost {float(stops[0].get('cap_usd') or 0):g} USD at ${spent:.4f} spent: "
+        f"{len(stops)} case(s) not finished ({', '.join(str(s.get('case_id')) for s in stops[:5])}"
+        f"{', ...' if len(stops) > 5 else ''}); run the same command again to resume"
+    ]

@@ -186,8 +186,9 @@ def estimate(settings: Any, cases: list[Any]) -> list[CaseEstimate]:
             sess.close()
     for est in out:
         if est.basis == "no basis" and est.kind != "rsc" and est.replayed == 0 and est.items:
-            similar = [row for other in out if other.model == est.model and other.kind == est.kind
-                       for row in other.known]
+            similar = [
+                row for other in out if other.model == est.model and other.kind == est.kind for row in other.known
+            ]
             est.basis = "replayed"
             est.extrapolate(_means(similar), f"other {est.kind} cases of {est.model} (rough)")
     return out
@@ -200,18 +201,29 @@ def _cost(value: float | None) -> str:
 def lines(estimates: list[CaseEstimate], settings: Any) -> list[str]:
     """The terminal's estimate table and its total."""
     sheet = "pricing off" if getattr(settings, "prices", None) is None else f"price sheet {settings.prices}"
-    out = [f"expected spend of {len(estimates)} selected case(s) ({sheet}; generation cache; nothing was run)",
-           f"{'case':<48}{'items':>7}{'replayed':>10}{'calls':>9}{'tokens in':>12}{'tokens out':>12}{'cost $':>14}"]
+    out = [
+        f"expected spend of {len(estimates)} selected case(s) ({sheet}; generation cache; nothing was run)",
+        f"{'case':<48}{'items':>7}{'replayed':>10}{'calls':>9}{'tokens in':>12}{'tokens out':>12}{'cost $':>14}",
+    ]
     for e in estimates:
-        note = ("" if e.replayed == e.items else "  (no basis: nothing of this model cached)" if e.cost is None
-                else f"  (rest from {e.basis})")
-        out.append(f"{e.case_id[:47]:<48}{e.items:>7}{e.replayed:>10}{e.calls:>9.0f}{e.tokens_in:>12,.0f}"
-                   f"{e.tokens_out:>12,.0f}{_cost(e.cost):>14}{note}")
+        note = (
+            ""
+            if e.replayed == e.items
+            else "  (no basis: nothing of this model cached)"
+            if e.cost is None
+            else f"  (rest from {e.basis})"
+        )
+        out.append(
+            f"{e.case_id[:47]:<48}{e.items:>7}{e.replayed:>10}{e.calls:>9.0f}{e.tokens_in:>12,.0f}"
+            f"{e.tokens_out:>12,.0f}{_cost(e.cost):>14}{note}"
+        )
     priced = [e.cost for e in estimates if e.cost is not None]
     unknown = [e.case_id for e in estimates if e.cost is None]
-    out.append(f"total: {sum(e.items for e in estimates)} items, {sum(e.calls for e in estimates):,.0f} calls, "
-               f"{sum(e.tokens_in for e in estimates):,.0f} tokens in, {sum(e.tokens_out for e in estimates):,.0f} "
-               f"tokens out, cost ${sum(priced):.6f}" + (f" + {len(unknown)} case(s) of unknown cost" if unknown else ""))
+    out.append(
+        f"total: {sum(e.items for e in estimates)} items, {sum(e.calls for e in estimates):,.0f} calls, "
+        f"{sum(e.tokens_in for e in estimates):,.0f} tokens in, {sum(e.tokens_out for e in estimates):,.0f} "
+        f"tokens out, cost ${sum(priced):.6f}" + (f" + {len(unknown)} case(s) of unknown cost" if unknown else "")
+    )
     return out
 
 
@@ -225,8 +237,11 @@ class EstimatePlugin:
     def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
         if self.config.option.collectonly:
             return None  # --collect-only lists the cases; the estimate needs a session that would run them
-        cases = [item.callspec.params["bcas_case"] for item in session.items
-                 if "bcas_case" in getattr(getattr(item, "callspec", None), "params", {})]
+        cases = [
+            item.callspec.params["bcas_case"]
+            for item in session.items
+            if "bcas_case" in getattr(getattr(item, "callspec", None), "params", {})
+        ]
         settings = self.config._bcas_settings
         tr = self.config.pluginmanager.getplugin("terminalreporter")
         rows = lines(estimate(settings, cases), settings) if cases else ["no bcas cases selected"]

@@ -50,15 +50,17 @@ def case_result(stats: Any, outcome: Any, grid: str, label: str) -> dict[str, st
     row = next((r for r in rows if r.grid == grid and r.label == label), rows[0] if rows else None)
     if row is None:
         return props
-    props.update({
-        "bcas_metric": row.metric,
-        "bcas_accuracy": f"{row.accuracy:.4f}",
-        "bcas_ci_low": f"{row.ci_lo:.4f}",
-        "bcas_ci_high": f"{row.ci_hi:.4f}",
-        "bcas_interval": f"95% {row.interval}",
-        "bcas_n": str(row.n),
-        "bcas_cost_usd": "unknown" if row.cost_usd is None else f"{row.cost_usd:.6f}",
-    })
+    props.update(
+        {
+            "bcas_metric": row.metric,
+            "bcas_accuracy": f"{row.accuracy:.4f}",
+            "bcas_ci_low": f"{row.ci_lo:.4f}",
+            "bcas_ci_high": f"{row.ci_hi:.4f}",
+            "bcas_interval": f"95% {row.interval}",
+            "bcas_n": str(row.n),
+            "bcas_cost_usd": "unknown" if row.cost_usd is None else f"{row.cost_usd:.6f}",
+        }
+    )
     return props
 
 
@@ -99,8 +101,9 @@ def records_table(records: list[dict[str, Any]]) -> Any:
         for name in schema.names:
             if name.endswith("_json") and name[:-5] in NESTED:
                 value = rec.get(name[:-5])
-                columns[name].append(None if value is None else json.dumps(value, ensure_ascii=False,
-                                                                           sort_keys=True, default=str))
+                columns[name].append(
+                    None if value is None else json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+                )
             elif name == "answers":
                 columns[name].append([str(a) for a in rec.get("answers") or []])
             else:

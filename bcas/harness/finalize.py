@@ -48,13 +48,24 @@ def finalize_run(settings: Any, session: Any, token: str = "run") -> FinalResult
     manifest = complete_session(settings.run_dir, token, records, session)  # run.json, shown in the report
     stops = read_stops(settings.run_dir, token)  # cases --bcas-max-cost cut short in this session
     report = render_report(
-        settings.run_dir, records, rows, comps, order, title=f"bcas — {settings.run_dir.name}", profiles=profiles,
-        gate=gate, model_comparisons=summaries.model_comparisons, matrix=summaries.matrix, manifest=manifest,
+        settings.run_dir,
+        records,
+        rows,
+        comps,
+        order,
+        title=f"bcas — {settings.run_dir.name}",
+        profiles=profiles,
+        gate=gate,
+        model_comparisons=summaries.model_comparisons,
+        matrix=summaries.matrix,
+        manifest=manifest,
         stops=stops,
     )
     parquet = write_parquet(settings.run_dir, records) if records else None  # records.parquet beside the JSONL
-    lines = [f"{'grid':<16}{'model':<16}{'dataset':<18}{'config':<28}{'n':>4}{'acc%':>7}{'95% CI':>14}{'srch':>6}"
-             f"{'tok out':>9}{'cost $':>10}"]
+    lines = [
+        f"{'grid':<16}{'model':<16}{'dataset':<18}{'config':<28}{'n':>4}{'acc%':>7}{'95% CI':>14}{'srch':>6}"
+        f"{'tok out':>9}{'cost $':>10}"
+    ]
     for r in rows:
         lines.append(
             f"{r.grid[:15]:<16}{r.model[:15]:<16}{r.dataset[:17]:<18}{r.label[:27]:<28}{r.n:>4}{r.accuracy * 100:>7.1f}"
@@ -63,7 +74,9 @@ def finalize_run(settings: Any, session: Any, token: str = "run") -> FinalResult
         )
     lines.extend(f"note: {note}" for note in getattr(summaries, "notes", []))  # each grid's metric, retrieval models
     if summaries.model_comparisons:
-        lines.append("models compared on the same items (exact McNemar or paired t on per-item means; Holm per grid x dataset):")
+        lines.append(
+            "models compared on the same items (exact McNemar or paired t on per-item means; Holm per grid x dataset):"
+        )
         for c in summaries.model_comparisons:
             mark = " *" if c.significant else ""
             lines.append(
@@ -82,7 +95,6 @@ def finalize_run(settings: Any, session: Any, token: str = "run") -> FinalResult
             f"rho*={prof.get('rho_star')} class={prof.get('classification')} -> {dec.get('mode')}"
         )
     return FinalResult(store.path, report, lines, holm_failures, gate)
-
 
 
 def read_profiles(run_dir: Path) -> list[dict[str, Any]]:

@@ -115,14 +115,20 @@ def build_baseline(records: list[dict[str, Any]]) -> dict[str, Any]:
         items = metrics[DEFAULT_METRIC]
         n = len(items)
         cases[key] = {
-            "model": first.get("model"), "model_fingerprint": first.get("model_fingerprint"),
+            "model": first.get("model"),
+            "model_fingerprint": first.get("model_fingerprint"),
             "prompt_hash": first.get("prompt_hash"),
-            "dataset": first.get("dataset"), "label": first.get("label"), "config_id": first.get("config_id"),
-            "dataset_hash": first.get("dataset_hash"), "items": items,
+            "dataset": first.get("dataset"),
+            "label": first.get("label"),
+            "config_id": first.get("config_id"),
+            "dataset_hash": first.get("dataset_hash"),
+            "items": items,
             "metrics": {k: v for k, v in metrics.items() if v},
-            "digests": {str(r.get("item_id")): item_digest(r.get("question"), r.get("answers")) for r in recs
-                        if "question" in r},
-            "n": n, "accuracy": sum(items.values()) / n if n else 0.0,
+            "digests": {
+                str(r.get("item_id")): item_digest(r.get("question"), r.get("answers")) for r in recs if "question" in r
+            },
+            "n": n,
+            "accuracy": sum(items.values()) / n if n else 0.0,
         }
     return {"version": BASELINE_VERSION, "cases": cases}
 
@@ -158,8 +164,9 @@ def _case_items(path: Path, key: str, case: Any, metric: str) -> dict[str, bool]
     out = {}
     for item_id, value in values.items():
         if not isinstance(value, bool) and value is not None:
-            raise BaselineError(f"{path}: case {key!r}: item {item_id!r}: {metric} must be true or false, "
-                                f"got {value!r}")
+            raise BaselineError(
+                f"{path}: case {key!r}: item {item_id!r}: {metric} must be true or false, got {value!r}"
+            )
         if value is not None:
             out[str(item_id)] = value
     return out
@@ -177,8 +184,10 @@ def _read_baseline_data(path: Path) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise BaselineError(f"{path}: invalid JSON ({exc.msg})") from None
     if not isinstance(data, dict) or not isinstance(data.get("cases"), dict):
-        raise BaselineError(f"{path}: not a bcas baseline (no 'cases'); write one with "
-                            "`python -m bcas.harness.gate write RUN_DIR OUT.json`")
+        raise BaselineError(
+            f"{path}: not a bcas baseline (no 'cases'); write one with "
+            "`python -m bcas.harness.gate write RUN_DIR OUT.json`"
+        )
     return data
 
 
@@ -193,12 +202,20 @@ def load_baseline_cases(path: str | Path, metric: str = DEFAULT_METRIC) -> list[
         if items is None:
             continue
         digests = case.get("digests") if isinstance(case.get("digests"), dict) else {}
-        out.append(BaselineCase(
-            str(key), str(case.get("model") or ""), str(case.get("model_fingerprint") or ""),
-            str(case.get("dataset") or ""), str(case.get("config_id") or ""), str(case.get("dataset_hash") or ""),
-            str(case.get("label") or ""), items, {str(k): str(v) for k, v in digests.items()},
-            str(case.get("prompt_hash") or ""),
-        ))
+        out.append(
+            BaselineCase(
+                str(key),
+                str(case.get("model") or ""),
+                str(case.get("model_fingerprint") or ""),
+                str(case.get("dataset") or ""),
+                str(case.get("config_id") or ""),
+                str(case.get("dataset_hash") or ""),
+                str(case.get("label") or ""),
+                items,
+                {str(k): str(v) for k, v in digests.items()},
+                str(case.get("prompt_hash") or ""),
+            )
+        )
     return out
 
 
@@ -208,7 +225,11 @@ def load_baseline(path: str | Path, metric: str = DEFAULT_METRIC) -> dict[str, d
 
 
 def match_baseline(
-    cases: list[BaselineCase], model: str, dataset: str, config_id: str, dataset_hash: str,
+    cases: list[BaselineCase],
+    model: str,
+    dataset: str,
+    config_id: str,
+    dataset_hash: str,
     digests: dict[str, str],
 ) -> tuple[BaselineCase | None, dict[str, bool], str]:
     """The baseline case to compare a case with, its paired items' outcomes, and a note.
@@ -240,8 +261,14 @@ def match_baseline(
             if c.dataset_hash == dataset_hash:
                 break
     if best[0] is None or not best[1]:
-        return None, {}, ("no item of this case's subset is in the baseline with the same content "
-                          "(a baseline written before item digests pairs only the same item subset)")
+        return (
+            None,
+            {},
+            (
+                "no item of this case's subset is in the baseline with the same content "
+                "(a baseline written before item digests pairs only the same item subset)"
+            ),
+        )
     return best[0], best[1], note
 
 
@@ -346,8 +373,9 @@ def check_case(
     base = baseline.get(key)
     if not base:
         return None
-    return paired_result(case_id, key, records, base, n_gated, alpha, metric=metric, max_drop=max_drop,
-                         family=family, grid=grid)
+    return paired_result(
+        case_id, key, records, base, n_gated, alpha, metric=metric, max_drop=max_drop, family=family, grid=grid
+    )
 
 
 def paired_result(
@@ -378,9 +406,26 @@ def paired_result(
     threshold = alpha / m
     k, drop = min_detectable(n, threshold, max_drop)
     return GateResult(
-        case_id, key, n, (a + b) / n, (a + c) / n, c, b, p, threshold, p <= threshold,
-        family=family, family_size=m, alpha=alpha, max_drop=max_drop, metric=metric, test=test, grid=grid,
-        min_discordant=k, min_drop=drop, baseline=baseline,
+        case_id,
+        key,
+        n,
+        (a + b) / n,
+        (a + c) / n,
+        c,
+        b,
+        p,
+        threshold,
+        p <= threshold,
+        family=family,
+        family_size=m,
+        alpha=alpha,
+        max_drop=max_drop,
+        metric=metric,
+        test=test,
+        grid=grid,
+        min_discordant=k,
+        min_drop=drop,
+        baseline=baseline,
     )
 
 
@@ -434,8 +479,10 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
     sizes = sorted({case["n"] for case in data["cases"].values()})
-    print(f"wrote {args.out}: {len(data['cases'])} cases, {'/'.join(map(str, sizes))} items each; "
-          "`python -m bcas.harness.gate_power` prints the drop each case size can detect")
+    print(
+        f"wrote {args.out}: {len(data['cases'])} cases, {'/'.join(map(str, sizes))} items each; "
+        "`python -m bcas.harness.gate_power` prints the drop each case size can detect"
+    )
     return 0
 
 

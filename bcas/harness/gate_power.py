@@ -59,8 +59,9 @@ class GateOptions:
     strict: bool = False
 
     @classmethod
-    def parse(cls, alpha: Any = None, family: Any = None, max_drop_points: Any = None, strict: Any = False
-              ) -> GateOptions:
+    def parse(
+        cls, alpha: Any = None, family: Any = None, max_drop_points: Any = None, strict: Any = False
+    ) -> GateOptions:
         """Validate option values; ``ValueError`` names the option at fault."""
         a = 0.05 if alpha is None else float(alpha)
         if not 0.0 < a < 1.0:
@@ -124,8 +125,11 @@ class GatePlan:
         return [c for c in self.gated if not c.can_fail]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"baseline": self.baseline, "options": asdict(self.options),
-                "cases": [asdict(c) for c in self.cases.values()]}
+        return {
+            "baseline": self.baseline,
+            "options": asdict(self.options),
+            "cases": [asdict(c) for c in self.cases.values()],
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GatePlan:
@@ -144,24 +148,31 @@ class GatePlan:
     def usage_problem(self) -> str | None:
         """Why ``--bcas-gate-strict`` refuses this plan, or None."""
         if not self.gated:
-            return (f"regression gate: the baseline {self.baseline} matches none of the {len(self.cases)} "
-                    "collected cases (same model, dataset, configuration and item subset), so it gates nothing")
+            return (
+                f"regression gate: the baseline {self.baseline} matches none of the {len(self.cases)} "
+                "collected cases (same model, dataset, configuration and item subset), so it gates nothing"
+            )
         bad = self.cannot_fail
         if not bad:
             return None
         worst = bad[0]
-        return (f"regression gate: {len(bad)} of {len(self.gated)} gated cases cannot fail at alpha "
-                f"{self.options.alpha:g}: " + "; ".join(_cannot_fail_text(c) for c in bad[:5])
-                + ("; ..." if len(bad) > 5 else "")
-                + f". Give each case more items (--bcas-limit, e.g. {_items_needed(worst, self.options)}), "
-                "fewer gated cases per Holm family (--bcas-gate-family), or a larger --bcas-alpha")
+        return (
+            f"regression gate: {len(bad)} of {len(self.gated)} gated cases cannot fail at alpha "
+            f"{self.options.alpha:g}: "
+            + "; ".join(_cannot_fail_text(c) for c in bad[:5])
+            + ("; ..." if len(bad) > 5 else "")
+            + f". Give each case more items (--bcas-limit, e.g. {_items_needed(worst, self.options)}), "
+            "fewer gated cases per Holm family (--bcas-gate-family), or a larger --bcas-alpha"
+        )
 
     def lines(self) -> list[str]:
         """What the gate can catch, for the terminal before the cases run."""
         o = self.options
         gated = self.gated
-        out = [f"regression gate: baseline {self.baseline}; {o.test} on the grid's primary metric, alpha {o.alpha:g}, "
-               f"Holm over each {o.family} family; {len(gated)} of {len(self.cases)} collected cases gated"]
+        out = [
+            f"regression gate: baseline {self.baseline}; {o.test} on the grid's primary metric, alpha {o.alpha:g}, "
+            f"Holm over each {o.family} family; {len(gated)} of {len(self.cases)} collected cases gated"
+        ]
         skipped = [c for c in self.cases.values() if not c.gated]
         for c in skipped[:5]:
             out.append(f"  not gated: {c.case_id}: {c.reason}")
@@ -175,17 +186,21 @@ class GatePlan:
         able = [c for c in gated if c.can_fail]
         if able:
             drops = sorted(c.min_drop or 0.0 for c in able)
-            out.append(f"  {len(able)} gated cases can fail; the smallest drop each can detect: "
-                       f"{drops[0] * 100:.1f}-{drops[-1] * 100:.1f} points")
+            out.append(
+                f"  {len(able)} gated cases can fail; the smallest drop each can detect: "
+                f"{drops[0] * 100:.1f}-{drops[-1] * 100:.1f} points"
+            )
         if gated and not able:
             out.append("  THE GATE CANNOT FAIL: no gated case can reach significance, whatever the model does")
         return out
 
 
 def _cannot_fail_text(c: CasePlan) -> str:
-    return (f"{c.case_id}: {c.n_paired} paired items; its Holm threshold is {c.threshold:.4g} "
-            f"({c.family_size} gated cases in family {c.family}) and even {c.n_paired} of {c.n_paired} items "
-            "lost cannot reach it")
+    return (
+        f"{c.case_id}: {c.n_paired} paired items; its Holm threshold is {c.threshold:.4g} "
+        f"({c.family_size} gated cases in family {c.family}) and even {c.n_paired} of {c.n_paired} items "
+        "lost cannot reach it"
+    )
 
 
 def _items_needed(c: CasePlan, o: GateOptions) -> int:
@@ -219,9 +234,16 @@ def family_of(options: GateOptions, case: Any) -> str:
     return "session"
 
 
-def plan_gate(cases: list[Any], limits: dict[str, int | None], baseline: str, seed: int,
-              options: GateOptions, identity: Any = None, allow_mismatch: bool = False,
-              judge: bool = False) -> GatePlan:
+def plan_gate(
+    cases: list[Any],
+    limits: dict[str, int | None],
+    baseline: str,
+    seed: int,
+    options: GateOptions,
+    identity: Any = None,
+    allow_mismatch: bool = False,
+    judge: bool = False,
+) -> GatePlan:
     """Pair every collected case with the baseline and compute what each can detect.
 
     ``cases`` are the plugin's ``Case`` objects (id, grid, dataset, entry, model);
@@ -245,14 +267,15 @@ def plan_gate(cases: list[Any], limits: dict[str, int | None], baseline: str, se
             plans[case.id] = CasePlan(case.id, case.grid, metric, "", reason="RSC probe: no per-item records")
             continue
         try:
-            ds = load_evaluation(case.dataset, limit=limits.get(case.id), seed=seed, holdout=get_grid(case.grid).holdout)
+            ds = load_evaluation(
+                case.dataset, limit=limits.get(case.id), seed=seed, holdout=get_grid(case.grid).holdout
+            )
         except DatasetError as exc:  # the case itself stops with this message when it runs
             plans[case.id] = CasePlan(case.id, case.grid, metric, "", reason=str(exc))
             continue
         config_id = replace(case.entry.config, seed=seed).config_id
         digests = {it.id: item_digest(it.question, it.answers) for it in ds.items}
-        found, paired, note = match_baseline(baselines[metric], case.model.label, ds.name, config_id, ds.hash,
-                                             digests)
+        found, paired, note = match_baseline(baselines[metric], case.model.label, ds.name, config_id, ds.hash, digests)
         plan = CasePlan(case.id, case.grid, metric, found.key if found else "")
         if found is None:
             plan.reason = note
@@ -268,7 +291,8 @@ def plan_gate(cases: list[Any], limits: dict[str, int | None], baseline: str, se
                 if differences and allow_mismatch:
                     plan.mismatch = "; ".join(differences)
                     plan.baseline_model = (plan.baseline_model or found.model) + (
-                        f" [compared despite --bcas-allow-mismatch: {plan.mismatch}]")
+                        f" [compared despite --bcas-allow-mismatch: {plan.mismatch}]"
+                    )
                 elif differences:
                     plan.reason = "refused: the answers differ in identity: " + "; ".join(differences)
                     plan.refused = True
@@ -303,9 +327,17 @@ def load_plan(run_dir: Path, token: str) -> GatePlan | None:
         return None
 
 
-def collected_plan(config: pytest.Config, cases: list[Any], limits: dict[str, int | None], baseline: str,
-                   seed: int, run_dir: Path, token: str, identity: Any = None,
-                   allow_mismatch: bool = False) -> GatePlan:
+def collected_plan(
+    config: pytest.Config,
+    cases: list[Any],
+    limits: dict[str, int | None],
+    baseline: str,
+    seed: int,
+    run_dir: Path,
+    token: str,
+    identity: Any = None,
+    allow_mismatch: bool = False,
+) -> GatePlan:
     """Plan the gate for the collected cases, keep it in ``config.stash``, write it, and report it.
 
     Raises ``pytest.UsageError`` for an unreadable baseline, and under ``--bcas-gate-strict``
@@ -321,8 +353,8 @@ def collected_plan(config: pytest.Config, cases: list[Any], limits: dict[str, in
     if refused:
         raise pytest.UsageError(
             f"--bcas-baseline: the gate refuses to compare answers of different identity: {refused[0].case_id}: "
-            f"{refused[0].reason.removeprefix('refused: ')}" + (f" (and {len(refused) - 1} more cases)"
-                                                                 if len(refused) > 1 else "")
+            f"{refused[0].reason.removeprefix('refused: ')}"
+            + (f" (and {len(refused) - 1} more cases)" if len(refused) > 1 else "")
             + ". Pass --bcas-allow-mismatch to compare them anyway (the override is written into the report)."
         )
     config.stash[GATE_PLAN] = plan
@@ -339,7 +371,6 @@ def collected_plan(config: pytest.Config, cases: list[Any], limits: dict[str, in
     return plan
 
 
-
 def gate_in_session(session: Any, case: Any, records: list[dict[str, Any]]) -> GateResult | None:
     """The paired test of one finished case, against the plan made at collection.
 
@@ -349,15 +380,31 @@ def gate_in_session(session: Any, case: Any, records: list[dict[str, Any]]) -> G
     plan = config.stash.get(GATE_PLAN, None) if config is not None else None
     if plan is None or case.id not in plan.cases:
         options = config.stash.get(GATE_OPTIONS, GateOptions()) if config is not None else GateOptions()
-        plan = plan_gate([case], {case.id: session.limit_for(case)}, session.settings.baseline,
-                         session.settings.seed, options, judge=getattr(session.settings, "judge", "none") != "none")
+        plan = plan_gate(
+            [case],
+            {case.id: session.limit_for(case)},
+            session.settings.baseline,
+            session.settings.seed,
+            options,
+            judge=getattr(session.settings, "judge", "none") != "none",
+        )
     cp = plan.cases[case.id]
     if not cp.gated:
         return None
     o = plan.options
-    return paired_result(case.id, cp.key, records, plan.items[case.id], cp.family_size, o.alpha,
-                         metric=cp.metric, max_drop=o.max_drop, family=cp.family, grid=cp.grid,
-                         baseline=cp.baseline_model)
+    return paired_result(
+        case.id,
+        cp.key,
+        records,
+        plan.items[case.id],
+        cp.family_size,
+        o.alpha,
+        metric=cp.metric,
+        max_drop=o.max_drop,
+        family=cp.family,
+        grid=cp.grid,
+        baseline=cp.baseline_model,
+    )
 
 
 # -- the README's tables --------------------------------------------------------------
@@ -390,16 +437,25 @@ def power_tables(alpha: float, families: list[int], sizes: list[int], p_better: 
     """Markdown tables of the smallest detectable drop and the drop caught with 80% power."""
     head = "| paired items | " + " | ".join(f"{k} gated case{'s' if k > 1 else ''}" for k in families) + " |"
     rule = "|---:|" + "---:|" * len(families)
-    out = [f"Smallest drop that can be significant (points; every discordant item lost), alpha {alpha:g}:", "",
-           head, rule]
+    out = [
+        f"Smallest drop that can be significant (points; every discordant item lost), alpha {alpha:g}:",
+        "",
+        head,
+        rule,
+    ]
     for n in sizes:
         cells = []
         for k in families:
             drop = mcnemar_min_detectable_drop(n, alpha / k)
             cells.append("cannot fail" if drop is None else f"{drop * 100:.1f}")
         out.append(f"| {n} | " + " | ".join(cells) + " |")
-    out += ["", f"True drop caught with 80% power when {p_better * 100:g}% of items also flip the other way "
-                "(points):", "", head, rule]
+    out += [
+        "",
+        f"True drop caught with 80% power when {p_better * 100:g}% of items also flip the other way (points):",
+        "",
+        head,
+        rule,
+    ]
     for n in sizes:
         cells = []
         for k in families:
@@ -410,13 +466,19 @@ def power_tables(alpha: float, families: list[int], sizes: list[int], p_better: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bcas.harness.gate_power",
-                                     description="What the regression gate can detect, by paired items and family size")
+    parser = argparse.ArgumentParser(
+        prog="python -m bcas.harness.gate_power",
+        description="What the regression gate can detect, by paired items and family size",
+    )
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--cases", default="1,7,30", help="gated cases per Holm family, comma-separated")
     parser.add_argument("--n", default="5,10,20,30,50,100,200,300,500,1000", help="paired items, comma-separated")
-    parser.add_argument("--p-better", type=float, default=0.05,
-                        help="share of items flipping to correct in the power table (default 0.05)")
+    parser.add_argument(
+        "--p-better",
+        type=float,
+        default=0.05,
+        help="share of items flipping to correct in the power table (default 0.05)",
+    )
     parser.add_argument("--tango-size", action="store_true", help="also print the tolerance test's exact size")
     args = parser.parse_args(argv)
     families = [int(x) for x in args.cases.split(",") if x.strip()]

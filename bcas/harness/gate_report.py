@@ -72,8 +72,10 @@ class GateReport:
             return "NOTHING GATED: the baseline matches no case of this run"
         stuck = len(self.cannot_fail)
         if stuck == len(self.rows):
-            return (f"CANNOT FAIL: none of the {stuck} gated cases has enough paired items to reach significance "
-                    f"at alpha {self.alpha:g}; this pass measures nothing")
+            return (
+                f"CANNOT FAIL: none of the {stuck} gated cases has enough paired items to reach significance "
+                f"at alpha {self.alpha:g}; this pass measures nothing"
+            )
         not_run = sum(r.verdict == VERDICT_NOT_RUN for r in self.rows)
         notes = []
         if stuck:
@@ -84,10 +86,12 @@ class GateReport:
 
     def lines(self) -> list[str]:
         """The terminal summary section."""
-        out = [f"baseline {self.baseline}; {self.test} on {', '.join(self.metrics)}; alpha {self.alpha:g}, "
-               f"Holm over each {self.family} family",
-               f"{'case':<44}{'n':>5}{'base%':>7}{'cur%':>7}{'b-only':>7}{'c-only':>7}{'p':>10}{'Holm thr':>10}"
-               f"{'Holm p':>9}{'min drop':>9}  verdict"]
+        out = [
+            f"baseline {self.baseline}; {self.test} on {', '.join(self.metrics)}; alpha {self.alpha:g}, "
+            f"Holm over each {self.family} family",
+            f"{'case':<44}{'n':>5}{'base%':>7}{'cur%':>7}{'b-only':>7}{'c-only':>7}{'p':>10}{'Holm thr':>10}"
+            f"{'Holm p':>9}{'min drop':>9}  verdict",
+        ]
         for r in self.rows:
             out.append(
                 f"{r.case_id[:43]:<44}{r.n_paired:>5}{_pct(r.baseline_acc):>7}{_pct(r.current_acc):>7}"
@@ -98,10 +102,12 @@ class GateReport:
             out.append(f"not gated: {case_id}: {reason}")
         if len(self.not_gated) > 10:
             out.append(f"not gated: ... and {len(self.not_gated) - 10} more")
-        out.append("b-only: items only the baseline got right; c-only: only the current run; Holm thr: alpha over "
-                   "the cases left at the case's rank (the step-down stops at the first p above its threshold, so "
-                   "FAIL <=> Holm p <= alpha); min drop: the smallest accuracy drop (points) the case could call "
-                   "significant, '-' when none")
+        out.append(
+            "b-only: items only the baseline got right; c-only: only the current run; Holm thr: alpha over "
+            "the cases left at the case's rank (the step-down stops at the first p above its threshold, so "
+            "FAIL <=> Holm p <= alpha); min drop: the smallest accuracy drop (points) the case could call "
+            "significant, '-' when none"
+        )
         out.append(f"overall: {self.overall}")
         return out
 
@@ -162,15 +168,47 @@ def build_report(plan: GatePlan | None, results: list[GateResult]) -> GateReport
         r = latest.get(case_id)
         cp = planned.get(case_id)
         if r is None and cp is not None:
-            rows.append(GateRow(case_id, cp.grid, cp.family, cp.family_size, cp.n_paired, None, None, None, None,
-                                None, None, None, cp.min_drop, VERDICT_NOT_RUN))
+            rows.append(
+                GateRow(
+                    case_id,
+                    cp.grid,
+                    cp.family,
+                    cp.family_size,
+                    cp.n_paired,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    cp.min_drop,
+                    VERDICT_NOT_RUN,
+                )
+            )
             continue
         assert r is not None
         rejected, threshold, adjusted = verdicts[case_id]
         verdict = VERDICT_FAIL if rejected or r.failed_now else (VERDICT_PASS if r.can_fail else VERDICT_CANNOT_FAIL)
-        rows.append(GateRow(case_id, r.grid, r.family, r.family_size, r.n_paired, r.baseline_acc, r.current_acc,
-                            r.worse_only, r.better_only, r.p_value, threshold, adjusted, r.min_drop, verdict,
-                            r.baseline))
+        rows.append(
+            GateRow(
+                case_id,
+                r.grid,
+                r.family,
+                r.family_size,
+                r.n_paired,
+                r.baseline_acc,
+                r.current_acc,
+                r.worse_only,
+                r.better_only,
+                r.p_value,
+                threshold,
+                adjusted,
+                r.min_drop,
+                verdict,
+                r.baseline,
+            )
+        )
     if plan is not None:
         alpha, family, test, baseline = plan.options.alpha, plan.options.family, plan.options.test, plan.baseline
         not_gated = [(c.case_id, c.reason) for c in planned.values() if not c.gated]
@@ -203,8 +241,11 @@ def junit_properties(result: GateResult | None, plan: CasePlan | None) -> list[t
         return [("bcas_gate", "not gated: " + plan.reason)] if plan is not None else []
     if result is None:
         assert plan is not None
-        return [("bcas_gate", VERDICT_NOT_RUN), ("bcas_gate_n_paired", str(plan.n_paired)),
-                ("bcas_gate_can_fail", str(plan.can_fail).lower())]
+        return [
+            ("bcas_gate", VERDICT_NOT_RUN),
+            ("bcas_gate_n_paired", str(plan.n_paired)),
+            ("bcas_gate_can_fail", str(plan.can_fail).lower()),
+        ]
     verdict = VERDICT_FAIL if result.failed_now else (VERDICT_PASS if result.can_fail else VERDICT_CANNOT_FAIL)
     return [
         ("bcas_gate", verdict),

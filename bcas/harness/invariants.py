@@ -44,9 +44,7 @@ def check_invariants(
             distinct: dict[str, list[str]] = {}
             for r in errs:
                 distinct.setdefault(str(r.get("error")), []).append(str(r.get("item_id")))
-            shown = "; ".join(
-                f"{len(ids)}x {message} (e.g. {ids[0]})" for message, ids in list(distinct.items())[:5]
-            )
+            shown = "; ".join(f"{len(ids)}x {message} (e.g. {ids[0]})" for message, ids in list(distinct.items())[:5])
             more = f"; and {len(distinct) - 5} more distinct errors" if len(distinct) > 5 else ""
             problems.append(
                 f"{len(errs)} items ended in error, {len(distinct)} distinct: {shown}{more}; "

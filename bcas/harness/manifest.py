@@ -127,8 +127,9 @@ def gpu_names(timeout: float = 5.0) -> list[str]:
     if exe is None:
         return []
     try:
-        done = subprocess.run([exe, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True,
-                              timeout=timeout)
+        done = subprocess.run(
+            [exe, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=timeout
+        )
     except (OSError, subprocess.SubprocessError):
         return []
     return [line.strip() for line in done.stdout.splitlines() if line.strip()] if done.returncode == 0 else []
@@ -178,8 +179,9 @@ def plain(value: Any, key: str = "") -> Any:
 # -- the session entry -------------------------------------------------------------------------
 
 
-def resolved_options(config: Any, options: list[tuple[str, str, Any, str]], get: Callable[[Any, str], Any],
-                     dest: Callable[[str], str]) -> dict[str, dict[str, Any]]:
+def resolved_options(
+    config: Any, options: list[tuple[str, str, Any, str]], get: Callable[[Any, str], Any], dest: Callable[[str], str]
+) -> dict[str, dict[str, Any]]:
     """Every bcas option's resolved value and where it came from."""
     out: dict[str, dict[str, Any]] = {}
     for name, _kind, _default, _help in options:
@@ -236,7 +238,9 @@ def model_entries(settings: Any, preflight: list[dict[str, Any]]) -> tuple[dict[
     models: dict[str, Any] = {}
     for spec in settings.models:
         models[spec.label] = {
-            "backend": spec.backend, "model": spec.model, "base_url": plain(spec.base_url, "base_url"),
+            "backend": spec.backend,
+            "model": spec.model,
+            "base_url": plain(spec.base_url, "base_url"),
             "endpoints": [safe_url(u) for u in _split_urls(spec.base_url)],
             "fingerprint": _try(lambda s=spec: _fingerprint(s.backend, s.model, s.base_url, preflight)),
         }
@@ -249,12 +253,19 @@ def model_entries(settings: Any, preflight: list[dict[str, Any]]) -> tuple[dict[
     else:
         backend, _, name = judge_spec.partition(":")
         base = settings.judge_base_url or next((m.base_url for m in settings.models if m.base_url), None)
-        fingerprint = _try(lambda: _fingerprint(backend, name or None, base if backend_meta(backend, "needs_base_url") else None,
-                                                 preflight))
+        fingerprint = _try(
+            lambda: _fingerprint(
+                backend, name or None, base if backend_meta(backend, "needs_base_url") else None, preflight
+            )
+        )
     from bcas.identity import grade_id
 
-    judge = {"spec": judge_spec, "repeats": settings.judge_repeats, "fingerprint": fingerprint,
-             "grade_id": _try(lambda: grade_id(fingerprint, settings.judge_repeats))}
+    judge = {
+        "spec": judge_spec,
+        "repeats": settings.judge_repeats,
+        "fingerprint": fingerprint,
+        "grade_id": _try(lambda: grade_id(fingerprint, settings.judge_repeats)),
+    }
     return models, judge
 
 
@@ -265,8 +276,9 @@ def price_entry(settings: Any) -> dict[str, Any] | None:
     return {"path": str(path), "sheet": getattr(settings, "price_sheet", None), "sha256": file_sha256(path)}
 
 
-def session_entry(token: str, settings: Any, options: dict[str, Any], preflight: list[dict[str, Any]],
-                  started_at: str | None = None) -> dict[str, Any]:
+def session_entry(
+    token: str, settings: Any, options: dict[str, Any], preflight: list[dict[str, Any]], started_at: str | None = None
+) -> dict[str, Any]:
     """The start of one session's entry (see the module docstring)."""
     models, judge = model_entries(settings, preflight)
     return {
@@ -319,13 +331,16 @@ def start_session(run_dir: Path, entry: dict[str, Any]) -> dict[str, Any]:
     """Append ``entry`` to the run folder's manifest (replacing an entry of the same session)."""
 
     def change(data: dict[str, Any]) -> None:
-        data["sessions"] = [s for s in data["sessions"] if not (isinstance(s, dict) and s.get("session") ==
-                                                                 entry["session"])] + [entry]
+        data["sessions"] = [
+            s for s in data["sessions"] if not (isinstance(s, dict) and s.get("session") == entry["session"])
+        ] + [entry]
 
     return _update(run_dir, change)
 
 
-def complete_session(run_dir: Path, token: str, records: list[dict[str, Any]], session: Any = None) -> dict[str, Any] | None:
+def complete_session(
+    run_dir: Path, token: str, records: list[dict[str, Any]], session: Any = None
+) -> dict[str, Any] | None:
     """Fill this session's entry at the end (datasets, recorded fingerprints, end time); return the manifest.
 
     ``records``: the run's records (dicts); those written since the session started count.
@@ -397,8 +412,14 @@ class ManifestPlugin:
     usage error before its cases (the checks run before this plugin's hooks).
     """
 
-    def __init__(self, config: Any, options: list[tuple[str, str, Any, str]], get: Callable[[Any, str], Any],
-                 dest: Callable[[str], str], expand_cases: Callable[[Any], list[Any]]) -> None:
+    def __init__(
+        self,
+        config: Any,
+        options: list[tuple[str, str, Any, str]],
+        get: Callable[[Any, str], Any],
+        dest: Callable[[str], str],
+        expand_cases: Callable[[Any], list[Any]],
+    ) -> None:
         self.config = config
         self.options = options
         self.get = get
@@ -434,7 +455,7 @@ class ManifestPlugin:
         if self.started:
             return
         wanted = {f"[{case.id}]" for case in self.expand_cases(self.settings)}
-        if any(nodeid[nodeid.find("["):] in wanted for nodeid in ids if "[" in nodeid):
+        if any(nodeid[nodeid.find("[") :] in wanted for nodeid in ids if "[" in nodeid):
             self._start()
 
     @hookimpl(trylast=True)  # after the report and the gate, which may still change the exit status

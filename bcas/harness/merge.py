@@ -53,9 +53,11 @@ class MergeSummary:
 
     def lines(self) -> list[str]:
         shown = ", ".join(f"{p} ({s or 'unsharded'})" for p, s in zip(self.inputs, self.shards, strict=True))
-        lines = [f"merged {len(self.inputs)} run folders: {shown}",
-                 f"records: {self.records_out} answers ({self.records_in} records read) -> {self.out / RECORDS_FILE}",
-                 f"RSC profiles: {self.profiles}"]
+        lines = [
+            f"merged {len(self.inputs)} run folders: {shown}",
+            f"records: {self.records_out} answers ({self.records_in} records read) -> {self.out / RECORDS_FILE}",
+            f"RSC profiles: {self.profiles}",
+        ]
         if self.report is not None:
             lines.append(f"report: {self.report}")
         lines.extend(f"warning: {w}" for w in self.warnings)
@@ -74,16 +76,19 @@ def _check_shards(runs: Sequence[Path], manifests: Sequence[dict[str, Any] | Non
     for run, manifest in zip(runs, manifests, strict=True):
         found = _shards_of(manifest)
         if len(found) > 1:
-            raise MergeError(f"{run}: its sessions ran different shards {sorted(map(str, found))}; merge one "
-                             "shard folder per shard")
+            raise MergeError(
+                f"{run}: its sessions ran different shards {sorted(map(str, found))}; merge one shard folder per shard"
+            )
         labels.append(next(iter(found)))
     sharded = [label for label in labels if label is not None]
     if not sharded:
         return labels
     if len(sharded) != len(labels):
         plain = [str(r) for r, label in zip(runs, labels, strict=True) if label is None]
-        raise MergeError(f"{', '.join(plain)}: not a shard (its run.json records no --bcas-shard), while the other "
-                         "folders are; merge the shards of one run only")
+        raise MergeError(
+            f"{', '.join(plain)}: not a shard (its run.json records no --bcas-shard), while the other "
+            "folders are; merge the shards of one run only"
+        )
     counts = {int(label.split("/")[1]) for label in sharded}
     if len(counts) > 1:
         raise MergeError(f"the folders are shards of different counts {sorted(counts)}: {sharded}")
@@ -95,8 +100,10 @@ def _check_shards(runs: Sequence[Path], manifests: Sequence[dict[str, Any] | Non
         seen[label] = run
     missing = [f"{k}/{count}" for k in range(1, count + 1) if f"{k}/{count}" not in seen]
     if missing and not partial:
-        raise MergeError(f"shards {missing} are missing (given: {sorted(seen)}); the merged run would lack their "
-                         "items. Pass --partial to merge what is there")
+        raise MergeError(
+            f"shards {missing} are missing (given: {sorted(seen)}); the merged run would lack their "
+            "items. Pass --partial to merge what is there"
+        )
     return labels
 
 
@@ -104,7 +111,7 @@ def _grids(manifests: Sequence[dict[str, Any] | None]) -> list[str]:
     grids: list[str] = []
     for manifest in manifests:
         for session in (manifest or {}).get("sessions", []):
-            for name in ((session.get("settings") or {}).get("grids") or []):
+            for name in (session.get("settings") or {}).get("grids") or []:
                 if name not in grids:
                     grids.append(str(name))
     return grids
@@ -131,8 +138,10 @@ def merge_runs(runs: Sequence[str | Path], out: str | Path, *, partial: bool = F
     read = [rec for run in inputs for path in record_files(run) for rec in read_records_file(path)]
     merged = dedupe(read)
     if any(r.legacy for r in merged):
-        raise MergeError("an input holds records written by bcas 0.1.0 (no model fingerprint); they cannot be "
-                         "told apart from new answers and are not merged")
+        raise MergeError(
+            "an input holds records written by bcas 0.1.0 (no model fingerprint); they cannot be "
+            "told apart from new answers and are not merged"
+        )
     target.mkdir(parents=True, exist_ok=True)
     payload = "".join(r.to_json() + "\n" for r in merged)
     tmp = target / f"{RECORDS_FILE}.tmp"
@@ -158,13 +167,24 @@ def merge_runs(runs: Sequence[str | Path], out: str | Path, *, partial: bool = F
         "sessions": sessions,
         "merged_from": [{"run": str(run), "shard": label} for run, label in zip(inputs, shards, strict=True)],
     }
-    (target / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1, ensure_ascii=False, default=str) + "\n",
-                                        encoding="utf-8")
+    (target / MANIFEST_FILE).write_text(
+        json.dumps(manifest, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8"
+    )
 
-    grids = _grids(manifests) or sorted({str((r.extra or {}).get("grid")) for r in merged if (r.extra or {}).get("grid")})
+    grids = _grids(manifests) or sorted(
+        {str((r.extra or {}).get("grid")) for r in merged if (r.extra or {}).get("grid")}
+    )
     final = finalize_run(SimpleNamespace(run_dir=target, grids=grids), None, token="merge")
-    return MergeSummary(target, inputs, shards, len(read), len(merged), profiles,
-                        final.report_path if final is not None else None, warnings)
+    return MergeSummary(
+        target,
+        inputs,
+        shards,
+        len(read),
+        len(merged),
+        profiles,
+        final.report_path if final is not None else None,
+        warnings,
+    )
 
 
 __all__ = ["MergeError", "MergeSummary", "merge_runs"]

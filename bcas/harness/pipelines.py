@@ -60,8 +60,15 @@ async def run_item_record(ctx: Any, item: Any, epoch: int = 0) -> Any:
         )
     merged = {**(record.extra or {}), **extra}
     record = record.replace(
-        model=case.model.label, label=case.entry.label, run_id=run_id, extra=merged,
-        config_id=ctx.config.config_id, config=ctx.config.to_dict(), epoch=epoch, seed=seed, **ctx.identity,
+        model=case.model.label,
+        label=case.entry.label,
+        run_id=run_id,
+        extra=merged,
+        config_id=ctx.config.config_id,
+        config=ctx.config.to_dict(),
+        epoch=epoch,
+        seed=seed,
+        **ctx.identity,
     )
     judge = session.judge()
     if judge is not None and record.error is None and record.prediction:

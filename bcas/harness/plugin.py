@@ -38,13 +38,21 @@ def registered_extensions() -> str:
     from bcas.llm import BACKENDS
     from bcas.registry import RETRIEVAL_MODES, TREATMENTS
 
-    return "; ".join([BACKENDS.describe(), FORMATS.describe(), RETRIEVAL_MODES.describe(), TREATMENTS.describe(),
-                      f"grids: {', '.join(sorted(GRIDS))}"])
+    return "; ".join(
+        [
+            BACKENDS.describe(),
+            FORMATS.describe(),
+            RETRIEVAL_MODES.describe(),
+            TREATMENTS.describe(),
+            f"grids: {', '.join(sorted(GRIDS))}",
+        ]
+    )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("bcas", "bcas evaluation suite (each also settable as an ini option bcas_*); "
-                                    + registered_extensions())
+    group = parser.getgroup(
+        "bcas", "bcas evaluation suite (each also settable as an ini option bcas_*); " + registered_extensions()
+    )
     for name, kind, _default, help_text in OPTIONS:
         flag = f"--bcas-{name}"
         dest = _opt_name(name)
@@ -128,8 +136,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     settings = metafunc.config._bcas_settings
     params = []
     for case in expand_cases(settings):
-        marks = [getattr(pytest.mark, case.grid), getattr(pytest.mark, KIND_MARKER.format(case.entry.kind)),
-                 getattr(pytest.mark, case.dataset_label)]
+        marks = [
+            getattr(pytest.mark, case.grid),
+            getattr(pytest.mark, KIND_MARKER.format(case.entry.kind)),
+            getattr(pytest.mark, case.dataset_label),
+        ]
         for req in case.entry.requires:
             marks.append(getattr(pytest.mark, req))
         for req in backend_meta(case.model.backend, "requires", ()):  # e.g. vllm: the vllm marker
@@ -187,15 +198,21 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 def _warn_without_cases(config: pytest.Config) -> None:
     """``--bcas-grid`` on the command line of a session that collected no grid case (``pytest tests``)."""
     grid = config.getoption("bcas_grid", default=None)
-    if grid is None or getattr(config, "_bcas_any_case", False) or _xdist_workers(config) or hasattr(
-            config, "workerinput"):
+    if (
+        grid is None
+        or getattr(config, "_bcas_any_case", False)
+        or _xdist_workers(config)
+        or hasattr(config, "workerinput")
+    ):
         return
     tr = config.pluginmanager.getplugin("terminalreporter")
     if tr is not None:
         tr.write_line(
             f"[bcas] warning: --bcas-grid {grid} is ignored: no collected test runs grid cases. The cases live "
             f"in benchmarks/ (python3 -m pytest benchmarks --bcas-grid {grid}, or a folder of your own with a test "
-            "taking bcas_case); pytest without a path runs testpaths, the unit tests.", yellow=True)
+            "taking bcas_case); pytest without a path runs testpaths, the unit tests.",
+            yellow=True,
+        )
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -205,15 +222,19 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     settings = getattr(config, "_bcas_settings", None)
     if settings is None or not settings.baseline or _get(config, "estimate"):
         return
-    cases = [item.callspec.params["bcas_case"] for item in session.items
-             if "bcas_case" in getattr(getattr(item, "callspec", None), "params", {})]
+    cases = [
+        item.callspec.params["bcas_case"]
+        for item in session.items
+        if "bcas_case" in getattr(getattr(item, "callspec", None), "params", {})
+    ]
     if not cases:
         return
     from bcas.grids import get_grid
     from bcas.harness.gate_power import collected_plan
 
-    limits = {c.id: settings.limit if settings.limit is not None else get_grid(c.grid).limit or DEFAULT_LIMIT
-              for c in cases}
+    limits = {
+        c.id: settings.limit if settings.limit is not None else get_grid(c.grid).limit or DEFAULT_LIMIT for c in cases
+    }
     from bcas.identity import prompt_hash
     from bcas.llm.fingerprint import model_fingerprint
 
@@ -222,12 +243,26 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     def identity(case: Case) -> tuple[str, str]:
         spec = case.model
         if spec not in prints:
-            prints[spec] = model_fingerprint(spec.backend, spec.model, base_url=spec.base_url,
-                                             api_key_env=spec.api_key_env, verify=settings.preflight)
+            prints[spec] = model_fingerprint(
+                spec.backend,
+                spec.model,
+                base_url=spec.base_url,
+                api_key_env=spec.api_key_env,
+                verify=settings.preflight,
+            )
         return prints[spec], prompt_hash(case.entry.kind)
 
-    collected_plan(config, cases, limits, settings.baseline, settings.seed, settings.run_dir, config._bcas_token,
-                   identity, bool(_get(config, "allow-mismatch")))
+    collected_plan(
+        config,
+        cases,
+        limits,
+        settings.baseline,
+        settings.seed,
+        settings.run_dir,
+        config._bcas_token,
+        identity,
+        bool(_get(config, "allow-mismatch")),
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -312,5 +347,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if gate is not None:
         tr.section("regression gate")
         for line in gate.lines():
-            tr.write_line(line, red=line.startswith("overall: FAIL"),
-                          yellow=line.startswith("overall: CANNOT") or line.startswith("overall: NOTHING"))
+            tr.write_line(
+                line,
+                red=line.startswith("overall: FAIL"),
+                yellow=line.startswith("overall: CANNOT") or line.startswith("overall: NOTHING"),
+            )

@@ -95,11 +95,13 @@ class CaseStats:
         elapsed = (now if now is not None else time.time()) - self.started
         rate = self.done / elapsed if self.done and elapsed > 0 else None
         left = max(0, self.total - self.resumed - self.done)
-        parts = [f"{self.resumed + self.done}/{self.total} items",
-                 f"{rate:.2f} items/s" if rate else "- items/s",
-                 ("stopped at the cost cap" if self.stopped else
-                  f"ETA {format_duration(left / rate)}" if rate else "ETA ?"),
-                 f"{format_tokens(self.tokens)} tokens", cost_text(self.cost, self.unpriced, self.priced)]
+        parts = [
+            f"{self.resumed + self.done}/{self.total} items",
+            f"{rate:.2f} items/s" if rate else "- items/s",
+            ("stopped at the cost cap" if self.stopped else f"ETA {format_duration(left / rate)}" if rate else "ETA ?"),
+            f"{format_tokens(self.tokens)} tokens",
+            cost_text(self.cost, self.unpriced, self.priced),
+        ]
         return f"{self.case_id}: " + ", ".join(parts)
 
 
@@ -119,7 +121,7 @@ class LiveScreen:
     def _write(self, text: str) -> None:
         data = text.encode("utf-8", "replace")
         while data:
-            data = data[os.write(self.fd, data):]
+            data = data[os.write(self.fd, data) :]
 
     def clear(self) -> None:
         with self.lock:
@@ -398,12 +400,20 @@ def end_line(props: dict[str, Any], gateway: Any = None) -> str:
     rate = f", {ran / wall:.2f} items/s" if ran and wall > 0 else ""
     tail = f" ({resumed} already recorded)" if resumed else ""
     acc = props.get("bcas_accuracy")
-    score = (f"; {props.get('bcas_metric')} {float(acc) * 100:.1f}% [{float(props['bcas_ci_low']) * 100:.1f}, "
-             f"{float(props['bcas_ci_high']) * 100:.1f}] n={props.get('bcas_n')}") if acc not in (None, "") else ""
+    score = (
+        (
+            f"; {props.get('bcas_metric')} {float(acc) * 100:.1f}% [{float(props['bcas_ci_low']) * 100:.1f}, "
+            f"{float(props['bcas_ci_high']) * 100:.1f}] n={props.get('bcas_n')}"
+        )
+        if acc not in (None, "")
+        else ""
+    )
     stop = "; stopped at the cost cap" if props.get("bcas_stopped") == "true" else ""
-    return (f"[bcas] {prefix}{case_id}: {resumed + ran}/{total} items{tail} in {format_duration(wall)}{rate}, "
-            f"{format_tokens(int(props.get('bcas_run_tokens') or 0))} tokens, {props.get('bcas_run_cost')}"
-            f"{score}{stop}")
+    return (
+        f"[bcas] {prefix}{case_id}: {resumed + ran}/{total} items{tail} in {format_duration(wall)}{rate}, "
+        f"{format_tokens(int(props.get('bcas_run_tokens') or 0))} tokens, {props.get('bcas_run_cost')}"
+        f"{score}{stop}"
+    )
 
 
 def _is_terminal(tr: Any) -> bool:

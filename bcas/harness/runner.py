@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bcas.config import RunConfig
+from bcas.harness.context import CaseContext, _teach
 from bcas.harness.cost import guard_for
 from bcas.harness.invariants import check_invariants
 from bcas.harness.progress import message_writer, start_case
@@ -131,7 +132,11 @@ class BcasSession:
         if not groups or record.error is not None:
             return record
         docs = [d for step in record.steps for d in (step.get("docs") or [])]
-        extra = {**(record.extra or {}), "evidence_recall": evidence_recall(docs, groups), "gold_documents": len(groups)}
+        extra = {
+            **(record.extra or {}),
+            "evidence_recall": evidence_recall(docs, groups),
+            "gold_documents": len(groups),
+        }
         return record.replace(extra=extra)
 
     def collection(self, name: str) -> Any:
@@ -178,11 +183,17 @@ class BcasSession:
                 self._retrievers[key] = EngineRetriever.open(engine, shared, rconfig)
                 return self._retrievers[key]
             if engine:
-                self.progress(f"[bcas] --bcas-retriever serves BM25 cases; mode {rconfig.mode} searches the local index")
+                self.progress(
+                    f"[bcas] --bcas-retriever serves BM25 cases; mode {rconfig.mode} searches the local index"
+                )
             docs = iter(corpus) if corpus is not None else self.collection(dataset_name).documents
             # A corpus is streamed into on-disk indexes; its content hash finds them again unread.
-            self._retrievers[key] = build_retriever(docs, rconfig, model=model if needs_model else None,
-                                                    source_hash=corpus.hash if corpus is not None else None)
+            self._retrievers[key] = build_retriever(
+                docs,
+                rconfig,
+                model=model if needs_model else None,
+                source_hash=corpus.hash if corpus is not None else None,
+            )
         return self._retrievers[key]
 
     def judge(self) -> Any:
@@ -213,8 +224,12 @@ class BcasSession:
 
             loaded = self._models.get(spec)
             self._fingerprints[spec] = model_fingerprint(
-                spec.backend, spec.model, base_url=spec.base_url, api_key_env=spec.api_key_env,
-                verify=getattr(self.settings, "preflight", True), loaded=loaded,
+                spec.backend,
+                spec.model,
+                base_url=spec.base_url,
+                api_key_env=spec.api_key_env,
+                verify=getattr(self.settings, "preflight", True),
+                loaded=loaded,
             )
         return self._fingerprints[spec]
 
@@ -249,9 +264,14 @@ class BcasSession:
 
         by_id = {it.id: it for it in ds.items}
         stale = [
-            r for r in self.store.records()
-            if r.config_id == config_id and r.dataset_hash == ds.hash and r.model_fingerprint == fingerprint
-            and r.prompt_hash == phash and r.item_id in by_id and gid not in (r.grades or {})
+            r
+            for r in self.store.records()
+            if r.config_id == config_id
+            and r.dataset_hash == ds.hash
+            and r.model_fingerprint == fingerprint
+            and r.prompt_hash == phash
+            and r.item_id in by_id
+            and gid not in (r.grades or {})
         ]
         for rec in stale:
             graded = await grade_record(rec, judge, gid)
@@ -315,7 +335,12 @@ class BcasSession:
                 return CaseOutcome(case.id, [], 0, 0, time.perf_counter() - t0)
             self.spend.before_case(case, 1, 0)  # a probe's calls are not items: it only stops once the cap has
             return await self._run_rsc(case, ds, config, t0)
-        config_id, fingerprint, phash, epochs = config.config_id, plan.fingerprint, plan.prompt_hash, self.settings.epochs
+        config_id, fingerprint, phash, epochs = (
+            config.config_id,
+            plan.fingerprint,
+            plan.prompt_hash,
+            self.settings.epochs,
+        )
         wanted, todo, skipped = plan.wanted, plan.todo, plan.skipped
         self.spend.before_case(case, len(wanted), skipped)  # --bcas-max-cost: skipped once the session stopped
         model = self.model(case.model)
@@ -343,9 +368,14 @@ class BcasSession:
         self.cases_run += 1
         item_ids = {it.id for it in ds.items}
         records = [
-            r.to_dict() for r in self.store.records()
-            if r.config_id == config_id and r.dataset_hash == ds.hash and r.model_fingerprint == fingerprint
-            and r.prompt_hash == phash and r.item_id in item_ids and r.epoch < epochs
+            r.to_dict()
+            for r in self.store.records()
+            if r.config_id == config_id
+            and r.dataset_hash == ds.hash
+            and r.model_fingerprint == fingerprint
+            and r.prompt_hash == phash
+            and r.item_id in item_ids
+            and r.epoch < epochs
         ]
         outcome = CaseOutcome(case.id, records, len(todo), skipped, time.perf_counter() - t0)
         outcome.violations = check_invariants(case, ds, config, records, self.settings.allow_errors, epochs)
@@ -362,7 +392,9 @@ class BcasSession:
         acc = sum(bool(r.get("correct_em")) for r in outcome.records) / n if n else 0.0
         floor = floor if floor is not None else self.settings.min_accuracy
         if floor is not None and acc < floor:
-            failures.append(f"regression gate: {case.id}: EM accuracy {acc:.3f} over {n} items is below the floor {floor:.3f}")
+            failures.append(
+                f"regression gate: {case.id}: EM accuracy {acc:.3f} over {n} items is below the floor {floor:.3f}"
+            )
         if self.settings.baseline:
             from bcas.harness.gate_power import gate_in_session
 
@@ -410,6 +442,7 @@ class BcasSession:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps([asdict(r) for r in self.gate_results], indent=1), encoding="utf-8")
             self.gate_results = []
+
         async def _close_all() -> None:
             for m in self._models.values():
                 await m.aclose()
@@ -422,64 +455,6 @@ class BcasSession:
             finally:
                 self.loop.close()
         self._models.clear()
-
-
-
-def _teach(model: Any, dataset: Any) -> None:
-    """Give a model that asks for them (the ``mock`` backend's ``gold``) the gold answers."""
-    register = getattr(model, "register_items", None)
-    if callable(register):
-        register(dataset.items)
-
-
-class CaseContext:
-    """Per-case state shared by its items (retriever, RSC profile)."""
-
-    def __init__(self, session: BcasSession, case: Any, dataset: Any, config: RunConfig, model: Any):
-        self.session = session
-        self.case = case
-        self.dataset = dataset
-        self.config = config
-        self.model = model
-        self.retriever = None
-        self.identity: dict[str, str] = {}
-        self.extra_base = {
-            "grid": case.grid,
-            "kind": case.entry.kind,
-            "reference": case.entry.reference,
-            "case_id": case.id,
-            "worker": session.worker,
-        }
-
-    async def prepare(self, todo: list[Any]) -> None:
-        kind = self.case.entry.kind
-        needs_retriever = kind == "bcas" or (kind in ("madara", "rsc") and self.config.assess.doc_source == "retrieval")
-        if needs_retriever and todo:
-            self.retriever = self.session.retriever(self.case.dataset, self.config.retrieval, self.model)
-            engine = getattr(self.retriever, "engine_url", None)
-            if engine:  # records say which engine answered their searches
-                self.extra_base["retriever"] = engine
-        if kind == "madara" and self.config.assess.method == "madara" and todo:
-            self.profile = await self.session_rsc_profile()
-
-    async def session_rsc_profile(self) -> Any:
-        from bcas.assess import rsc as rsc_mod
-
-        key = (self.case.model.label, self.case.dataset)
-        cached = self.session._rsc_profiles.get(key)
-        if cached is None:
-            calib = self.session.calibration(self.case.dataset, self.config.assess.calibration_n)
-            cached = await rsc_mod.probe(self.model, list(calib.items), self.retriever, self.config)
-            self.session._rsc_profiles[key] = cached
-        return cached
-
-    async def run_item(self, item: Any, epoch: int = 0) -> Any:
-        from bcas.harness.pipelines import run_item_record
-
-        record = await run_item_record(self, item, epoch)
-        if self.case.entry.kind == "bcas":
-            record = self.session.with_evidence_recall(self.case.dataset, item, record)
-        return record
 
 
 def _plain_decision(decision: Any) -> dict[str, Any]:

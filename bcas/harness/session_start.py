@@ -64,8 +64,12 @@ def _same_model_everywhere(settings: Settings, results: list[dict[str, Any]]) ->
 
     for spec in settings.models:
         urls = split_base_urls(spec.base_url)
-        served = {r["base_url"]: r.get("served_id") for r in results if r["model"] == spec.model and r["base_url"] in urls}
+        served = {
+            r["base_url"]: r.get("served_id") for r in results if r["model"] == spec.model and r["base_url"] in urls
+        }
         if len(set(served.values())) > 1:
             shown = ", ".join(f"{url} serves {sid!r}" for url, sid in served.items())
-            raise pytest.UsageError(f"preflight failed: the servers of --bcas-model {spec.model} serve different "
-                                    f"models ({shown}); give servers of one model (--bcas-no-preflight skips this)")
+            raise pytest.UsageError(
+                f"preflight failed: the servers of --bcas-model {spec.model} serve different "
+                f"models ({shown}); give servers of one model (--bcas-no-preflight skips this)"
+            )

@@ -87,8 +87,11 @@ def check_model(option: str, raw: str | None, backend: str, model: str | None) -
             return
         path = Path(model).expanduser()
         if not path.is_file():
-            raise usage(option, f"{given}: no GGUF file at {path}; accepted: a local .gguf path for the embedded "
-                        "backend, or BACKEND:MODEL (openai:NAME, vllm:HF_ID_OR_FOLDER, mock:gold|verbose|random)")
+            raise usage(
+                option,
+                f"{given}: no GGUF file at {path}; accepted: a local .gguf path for the embedded "
+                "backend, or BACKEND:MODEL (openai:NAME, vllm:HF_ID_OR_FOLDER, mock:gold|verbose|random)",
+            )
         with path.open("rb") as fh:
             if fh.read(4) != b"GGUF":
                 raise usage(option, f"{given}: {path} is not a GGUF file (it does not start with 'GGUF')")
@@ -100,8 +103,11 @@ def check_model(option: str, raw: str | None, backend: str, model: str | None) -
     elif identity == "checkpoint" and model is not None:
         path = Path(model).expanduser()
         if model.startswith(("/", "./", "../", "~")) and not path.exists():
-            raise usage(option, f"{given}: no model folder at {path}; accepted: a local checkpoint folder or a "
-                        "Hugging Face id present in the local cache")
+            raise usage(
+                option,
+                f"{given}: no model folder at {path}; accepted: a local checkpoint folder or a "
+                "Hugging Face id present in the local cache",
+            )
 
 
 def check_judge(spec: str, model_urls: Sequence[str | None], judge_base_url: str | None) -> None:
@@ -109,15 +115,18 @@ def check_judge(spec: str, model_urls: Sequence[str | None], judge_base_url: str
 
     if spec in ("none", "same"):
         return
-    accepted = (f"accepted: none, same (the first evaluated model), or BACKEND[:MODEL] with BACKEND one of "
-                f"{', '.join(sorted(BACKENDS))} (e.g. openai:gpt-4o-mini, embedded, mock:gold)")
+    accepted = (
+        f"accepted: none, same (the first evaluated model), or BACKEND[:MODEL] with BACKEND one of "
+        f"{', '.join(sorted(BACKENDS))} (e.g. openai:gpt-4o-mini, embedded, mock:gold)"
+    )
     backend, _, name = spec.partition(":")
     if backend not in BACKENDS:
         raise usage("judge", f"unknown backend {backend!r} in {spec!r}; {accepted}")
     if backend_meta(backend, "needs_base_url"):
         if not (judge_base_url or any(model_urls)):
-            raise usage("judge", f"{spec}: a {backend} judge needs --bcas-judge-base-url (or a model served at "
-                        "--bcas-base-url)")
+            raise usage(
+                "judge", f"{spec}: a {backend} judge needs --bcas-judge-base-url (or a model served at --bcas-base-url)"
+            )
         if not name:
             raise usage("judge", f"{spec}: a {backend} judge needs a model name ({backend}:NAME)")
     check_model("judge", spec, backend, name or None)
@@ -142,8 +151,11 @@ def resolve_prices(value: str | None) -> tuple[Path | None, str | None]:
             names = sorted(tomllib.loads(DEFAULT_PRICES.read_text(encoding="utf-8")).get("sheets", {}))
         except (OSError, ValueError):
             names = []
-        raise usage("prices", f"{exc}; accepted: a price TOML path, PATH:SHEET, a sheet name of the packaged "
-                    f"sheet ({', '.join(names)}), or none (no pricing: every cost_usd is null)") from None
+        raise usage(
+            "prices",
+            f"{exc}; accepted: a price TOML path, PATH:SHEET, a sheet name of the packaged "
+            f"sheet ({', '.join(names)}), or none (no pricing: every cost_usd is null)",
+        ) from None
     return path, sheet
 
 
@@ -156,8 +168,11 @@ def check_baseline(value: str | None) -> None:
     try:
         load_baseline_cases(value)
     except BaselineError as exc:
-        raise usage("baseline", f"{exc}; accepted: a run folder, its records.jsonl, or a baseline JSON "
-                    "(python -m bcas.harness.gate write RUN_DIR OUT.json)") from None
+        raise usage(
+            "baseline",
+            f"{exc}; accepted: a run folder, its records.jsonl, or a baseline JSON "
+            "(python -m bcas.harness.gate write RUN_DIR OUT.json)",
+        ) from None
 
 
 def check_report_dir(path: Path) -> None:

@@ -33,12 +33,26 @@ from bcas.registry import Registry, RegistryError
 
 BACKENDS: Registry[Any] = Registry("backend")
 BACKENDS.register("embedded", "bcas.llm.embedded:create", label="smollm2-135m", concurrency=1, identity="gguf")
-BACKENDS.register("openai", "bcas.llm.multi_endpoint:create", concurrency=8, needs_base_url=True,
-                  identity="served")  # one server, or several for one model
-BACKENDS.register("vllm", "bcas.llm.vllm_engine:create", concurrency=8, identity="checkpoint",
-                  one_per_process=True, requires=("vllm",))
-BACKENDS.register("mock", "bcas.testing.mock:create", label="mock-gold", label_prefix="mock-", concurrency=8,
-                  identity="mock", models=("gold", "verbose", "random"))
+BACKENDS.register(
+    "openai", "bcas.llm.multi_endpoint:create", concurrency=8, needs_base_url=True, identity="served"
+)  # one server, or several for one model
+BACKENDS.register(
+    "vllm",
+    "bcas.llm.vllm_engine:create",
+    concurrency=8,
+    identity="checkpoint",
+    one_per_process=True,
+    requires=("vllm",),
+)
+BACKENDS.register(
+    "mock",
+    "bcas.testing.mock:create",
+    label="mock-gold",
+    label_prefix="mock-",
+    concurrency=8,
+    identity="mock",
+    models=("gold", "verbose", "random"),
+)
 
 
 def register_backend(name: str, target: Any, **meta: Any) -> None:

@@ -159,16 +159,25 @@ class MultiEndpointModel(ChatModel):
     def stats(self) -> list[dict[str, Any]]:
         """Per endpoint: URL, requests given, answered, failures, whether it is down now."""
         now = self.clock()
-        return [{"url": e.url, "assigned": e.assigned, "answered": e.answered, "failures": e.failures,
-                 "down": not e.up(now)} for e in self.endpoints]
+        return [
+            {
+                "url": e.url,
+                "assigned": e.assigned,
+                "answered": e.answered,
+                "failures": e.failures,
+                "down": not e.up(now),
+            }
+            for e in self.endpoints
+        ]
 
     async def aclose(self) -> None:
         for endpoint in self.endpoints:
             await endpoint.model.aclose()
 
 
-def create(model: str | None = None, *, base_url: str | Sequence[str] | None = None,
-           **options: Any) -> OpenAICompatModel | MultiEndpointModel:
+def create(
+    model: str | None = None, *, base_url: str | Sequence[str] | None = None, **options: Any
+) -> OpenAICompatModel | MultiEndpointModel:
     """Factory of backend ``openai``: one server, or several (a comma list or a list of URLs)."""
     if model is None:
         raise ModelError("the openai backend needs a model name (the one the server serves)")

@@ -106,9 +106,7 @@ def preflight(
     if api_key_env:
         key = os.environ.get(api_key_env)
         if not key:
-            raise PreflightError(
-                f"{base}: model {model!r}: the API key variable {api_key_env} is not set or empty"
-            )
+            raise PreflightError(f"{base}: model {model!r}: the API key variable {api_key_env} is not set or empty")
     headers = {"Content-Type": "application/json"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
@@ -161,7 +159,9 @@ def preflight(
             raise fail(auth_cause(status, _server_text(response)))
         if status == 404:
             served = ", ".join(result.served) if result.served else "(it lists none)"
-            raise fail(f"the server does not serve this model (HTTP 404: {_server_text(response)}); it serves: {served}")
+            raise fail(
+                f"the server does not serve this model (HTTP 404: {_server_text(response)}); it serves: {served}"
+            )
         if status >= 400:
             raise fail(f"a 1-token request answered HTTP {status}: {_server_text(response)}")
         try:

@@ -188,5 +188,3 @@ def reprice_record(record: Record, sheet: PriceSheet) -> Record:
 def reprice(records: Iterable[Record], sheet: PriceSheet) -> list[Record]:
     """Recompute the cost of stored records under another sheet (nothing is rerun)."""
     return [reprice_record(r, sheet) for r in records]
-
-

@@ -277,5 +277,3 @@ class ResultStore:
                 for path in workers:
                     path.unlink()
         return main
-
-

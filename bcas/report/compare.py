@@ -104,8 +104,11 @@ def _values(records: list[Record], name: str) -> list[str]:
 def identity_differences(recs_a: list[Record], recs_b: list[Record]) -> list[str]:
     """What makes two groups' answers incomparable: model fingerprint, dataset hash, prompt hash."""
     out = []
-    for name, what in (("model_fingerprint", "model fingerprint"), ("dataset_hash", "dataset hash"),
-                       ("prompt_hash", "prompt hash")):
+    for name, what in (
+        ("model_fingerprint", "model fingerprint"),
+        ("dataset_hash", "dataset hash"),
+        ("prompt_hash", "prompt hash"),
+    ):
         a, b = _values(recs_a, name), _values(recs_b, name)
         if a != b:
             out.append(f"{what} differs: A {', '.join(a)} vs B {', '.join(b)}")
@@ -121,8 +124,9 @@ def _outcome(rec: Record, metric: str) -> bool | None:
     return bool(rec.correct_em)
 
 
-def compare_groups(model_a: str, model_b: str, dataset: str, label: str, recs_a: list[Record],
-                   recs_b: list[Record], metric: str = "em") -> GroupComparison:
+def compare_groups(
+    model_a: str, model_b: str, dataset: str, label: str, recs_a: list[Record], recs_b: list[Record], metric: str = "em"
+) -> GroupComparison:
     """Paired comparison of two groups on the items both hold (module docstring)."""
     by_item_a: dict[str, list[Record]] = defaultdict(list)
     by_item_b: dict[str, list[Record]] = defaultdict(list)
@@ -145,11 +149,29 @@ def compare_groups(model_a: str, model_b: str, dataset: str, label: str, recs_a:
         p_value, test = mcnemar_exact(len(b_only), len(a_only)), "exact McNemar"
     else:
         result = paired(means_b, means_a, binary=False)
-        diff, lo, hi, p_value, test = result.diff, result.ci_lo, result.ci_hi, result.p_value, "paired t on per-item means"
+        diff, lo, hi, p_value, test = (
+            result.diff,
+            result.ci_lo,
+            result.ci_hi,
+            result.p_value,
+            "paired t on per-item means",
+        )
     out = GroupComparison(
-        model_a, model_b, dataset, label, n,
-        sum(means_a.values()) / n if n else 0.0, sum(means_b.values()) / n if n else 0.0,
-        a_only, b_only, diff, lo, hi, p_value, test, epochs,
+        model_a,
+        model_b,
+        dataset,
+        label,
+        n,
+        sum(means_a.values()) / n if n else 0.0,
+        sum(means_b.values()) / n if n else 0.0,
+        a_only,
+        b_only,
+        diff,
+        lo,
+        hi,
+        p_value,
+        test,
+        epochs,
     )
     for item in a_only + b_only:
         out.records_a[item] = by_item_a[item][0]
@@ -210,8 +232,10 @@ def run_lines(run_a: Run, run_b: Run) -> list[str]:
 
 
 def table_lines(comps: list[GroupComparison]) -> list[str]:
-    lines = [f"{'model':<24}{'dataset':<16}{'config':<24}{'n':>5}{'A %':>7}{'B %':>7}{'B-A pts':>9}"
-             f"{'95% CI':>16}{'A only':>8}{'B only':>8}{'p':>9}"]
+    lines = [
+        f"{'model':<24}{'dataset':<16}{'config':<24}{'n':>5}{'A %':>7}{'B %':>7}{'B-A pts':>9}"
+        f"{'95% CI':>16}{'A only':>8}{'B only':>8}{'p':>9}"
+    ]
     for c in comps:
         lines.append(
             f"{c.model[:23]:<24}{c.dataset[:15]:<16}{c.label[:23]:<24}{c.n:>5}{c.acc_a * 100:>7.1f}"
@@ -265,7 +289,7 @@ def _trajectory(tag: str, run: Run, rec: Record, metric: str) -> str:
         f'<div class="side"><h4>{escape(tag)}: {escape(run.name)} · {escape(rec.model)}'
         f"{escape(f' · epoch {rec.epoch}' if rec.epoch else '')}</h4>"
         f'<div>prediction: <b>{escape(rec.prediction)}</b> <span class="{"ok" if ok else "bad"}">'
-        f'{"right" if ok else "wrong"}</span></div>'
+        f"{'right' if ok else 'wrong'}</span></div>"
         f"<div>stop {escape(str(rec.stop_reason))} · searches {rec.searches_used} · tokens "
         f"{rec.tokens_in} in / {rec.tokens_out} out</div>"
         + (f"<div>error: {escape(str(rec.error))}</div>" if rec.error else "")
@@ -274,27 +298,64 @@ def _trajectory(tag: str, run: Run, rec: Record, metric: str) -> str:
 
 
 def _row(cells: list[str]) -> str:
-    return "<tr>" + "".join(f'<td class="t">{c}</td>' if i < 3 else f"<td>{c}</td>" for i, c in enumerate(cells)) + "</tr>"
+    return (
+        "<tr>" + "".join(f'<td class="t">{c}</td>' if i < 3 else f"<td>{c}</td>" for i, c in enumerate(cells)) + "</tr>"
+    )
 
 
-def render_html(run_a: Run, run_b: Run, comps: list[GroupComparison], unmatched: list[str],
-                overridden: list[str], metric: str = "em") -> str:
+def render_html(
+    run_a: Run,
+    run_b: Run,
+    comps: list[GroupComparison],
+    unmatched: list[str],
+    overridden: list[str],
+    metric: str = "em",
+) -> str:
     """The comparison as one self-contained page (every text escaped; no script)."""
-    head = ["model", "dataset", "config", "n paired", "A %", "B %", "B − A pts", "95% CI", "A right, B wrong",
-            "A wrong, B right", "p", "test"]
+    head = [
+        "model",
+        "dataset",
+        "config",
+        "n paired",
+        "A %",
+        "B %",
+        "B − A pts",
+        "95% CI",
+        "A right, B wrong",
+        "A wrong, B right",
+        "p",
+        "test",
+    ]
     rows = "".join(
-        _row([escape(c.model), escape(c.dataset), escape(c.label), str(c.n), f"{c.acc_a * 100:.1f}",
-              f"{c.acc_b * 100:.1f}", f"{c.diff * 100:+.1f}", f"{c.ci_lo * 100:+.1f} – {c.ci_hi * 100:+.1f}",
-              str(len(c.a_only)), str(len(c.b_only)), f"{c.p_value:.4f}", escape(c.test)])
+        _row(
+            [
+                escape(c.model),
+                escape(c.dataset),
+                escape(c.label),
+                str(c.n),
+                f"{c.acc_a * 100:.1f}",
+                f"{c.acc_b * 100:.1f}",
+                f"{c.diff * 100:+.1f}",
+                f"{c.ci_lo * 100:+.1f} – {c.ci_hi * 100:+.1f}",
+                str(len(c.a_only)),
+                str(len(c.b_only)),
+                f"{c.p_value:.4f}",
+                escape(c.test),
+            ]
+        )
         for c in comps
     )
-    table = (f'<table id="groups"><thead><tr>{"".join(f"<th>{escape(h)}</th>" for h in head)}</tr></thead>'
-             f"<tbody>{rows}</tbody></table>")
+    table = (
+        f'<table id="groups"><thead><tr>{"".join(f"<th>{escape(h)}</th>" for h in head)}</tr></thead>'
+        f"<tbody>{rows}</tbody></table>"
+    )
     override = ""
     if overridden:
         items = "".join(f"<li>{escape(m)}</li>" for m in overridden)
-        override = (f'<div class="warn" id="override"><b>Compared despite differences (--allow-mismatch)</b>'
-                    f"<ul>{items}</ul></div>")
+        override = (
+            f'<div class="warn" id="override"><b>Compared despite differences (--allow-mismatch)</b>'
+            f"<ul>{items}</ul></div>"
+        )
     notes = [f"{c.title}: {n}" for c in comps for n in c.notes] + unmatched
     notes_html = f"<h2>Notes</h2><ul>{''.join(f'<li>{escape(n)}</li>' for n in notes)}</ul>" if notes else ""
     flips = []
@@ -315,15 +376,18 @@ def render_html(run_a: Run, run_b: Run, comps: list[GroupComparison], unmatched:
     runs = "".join(f"<li>{escape(line)}</li>" for line in run_lines(run_a, run_b))
     title = f"bcas compare — {run_a.name} vs {run_b.name}"
     return (
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
-        "img-src data:\">"
+        'img-src data:">'
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body><h1>{escape(title)}</h1>"
         f"<ul>{runs}</ul>{override}"
         f"<h2>Paired comparison ({escape('EM' if metric == 'em' else 'judge verdict')})</h2>"
         "<p>On the items both runs hold: difference B − A with Newcombe's (1998) paired 95% interval and the "
         "exact McNemar p-value (with several epochs: per-item means, paired t-test).</p>"
-        + table + notes_html + "<h2>Flipped items</h2>" + ("".join(flips) or "<p>None.</p>")
+        + table
+        + notes_html
+        + "<h2>Flipped items</h2>"
+        + ("".join(flips) or "<p>None.</p>")
         + "</body></html>"
     )
 
@@ -336,10 +400,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("run_a", help="run folder (or records file) A")
     parser.add_argument("run_b", help="run folder (or records file) B")
     parser.add_argument("--html", default=None, help="write the comparison page here")
-    parser.add_argument("--allow-mismatch", action="store_true",
-                        help="compare even when model fingerprints, dataset hashes or prompt hashes differ")
-    parser.add_argument("--metric", choices=("em", "judge"), default="em",
-                        help="outcome compared: exact match (default) or the recorded judge verdict")
+    parser.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="compare even when model fingerprints, dataset hashes or prompt hashes differ",
+    )
+    parser.add_argument(
+        "--metric",
+        choices=("em", "judge"),
+        default="em",
+        help="outcome compared: exact match (default) or the recorded judge verdict",
+    )
     args = parser.parse_args(argv)
     try:
         run_a, run_b = load_run(args.run_a), load_run(args.run_b)

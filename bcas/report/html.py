@@ -42,12 +42,19 @@ summary,td.t{overflow-wrap:anywhere}
 .ok{color:#137333}.bad{color:#b3261e} .fig{display:inline-block;margin:4px}
 """
 
+
 def _pct(v: float | None) -> str:
     return "" if v is None else f"{v * 100:.1f}"
 
 
-def _table(headers: list[str], rows: list[list[str]], cls: str = "sortable", row_classes: list[str] | None = None,
-           table_id: str = "", row_attrs: list[str] | None = None) -> str:
+def _table(
+    headers: list[str],
+    rows: list[list[str]],
+    cls: str = "sortable",
+    row_classes: list[str] | None = None,
+    table_id: str = "",
+    row_attrs: list[str] | None = None,
+) -> str:
     """A table; ``row_attrs``: each row's filter attributes (``fr_attrs``), which make it filterable."""
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = []
@@ -62,14 +69,47 @@ def _table(headers: list[str], rows: list[list[str]], cls: str = "sortable", row
 
 
 def _summary_table(rows: list[SummaryRow]) -> str:
-    headers = ["grid", "model", "dataset", "config", "n", "acc %", "95% CI", "judge %", "judge n",
-               "F1", "searches", "tokens in", "tokens out", "LLM calls", "cost $", "errors", "metric", "SQuAD EM %"]
+    headers = [
+        "grid",
+        "model",
+        "dataset",
+        "config",
+        "n",
+        "acc %",
+        "95% CI",
+        "judge %",
+        "judge n",
+        "F1",
+        "searches",
+        "tokens in",
+        "tokens out",
+        "LLM calls",
+        "cost $",
+        "errors",
+        "metric",
+        "SQuAD EM %",
+    ]
     body = [
-        [escape(r.grid), escape(r.model), escape(r.dataset), escape(r.label) + (" (ref)" if r.reference else ""),
-         str(r.n), _pct(r.accuracy), f"{_pct(r.ci_lo)}–{_pct(r.ci_hi)}", _pct(r.judge_accuracy), str(r.judge_n),
-         f"{r.mean_f1:.3f}", f"{r.mean_searches:.2f}", f"{r.mean_tokens_in:.0f}", f"{r.mean_tokens_out:.0f}",
-         f"{r.mean_llm_calls:.1f}", "—" if r.cost_usd is None else f"{r.cost_usd:.4f}", str(r.errors),
-         escape(getattr(r, "metric", "correct_em")), _pct(getattr(r, "em_squad", None))]
+        [
+            escape(r.grid),
+            escape(r.model),
+            escape(r.dataset),
+            escape(r.label) + (" (ref)" if r.reference else ""),
+            str(r.n),
+            _pct(r.accuracy),
+            f"{_pct(r.ci_lo)}–{_pct(r.ci_hi)}",
+            _pct(r.judge_accuracy),
+            str(r.judge_n),
+            f"{r.mean_f1:.3f}",
+            f"{r.mean_searches:.2f}",
+            f"{r.mean_tokens_in:.0f}",
+            f"{r.mean_tokens_out:.0f}",
+            f"{r.mean_llm_calls:.1f}",
+            "—" if r.cost_usd is None else f"{r.cost_usd:.4f}",
+            str(r.errors),
+            escape(getattr(r, "metric", "correct_em")),
+            _pct(getattr(r, "em_squad", None)),
+        ]
         for r in rows
     ]
     attrs = [fr_attrs(grid=r.grid, model=r.model, dataset=r.dataset, config=r.label) for r in rows]
@@ -77,17 +117,45 @@ def _summary_table(rows: list[SummaryRow]) -> str:
 
 
 def _comparison_table(comps: list[Comparison]) -> str:
-    headers = ["grid", "model", "dataset", "config vs ref", "n paired", "diff pts", "Newcombe 95% CI",
-               "b (cfg only)", "c (ref only)", "McNemar p", "Holm p", "Holm family"]
+    headers = [
+        "grid",
+        "model",
+        "dataset",
+        "config vs ref",
+        "n paired",
+        "diff pts",
+        "Newcombe 95% CI",
+        "b (cfg only)",
+        "c (ref only)",
+        "McNemar p",
+        "Holm p",
+        "Holm family",
+    ]
     body = [
-        [escape(c.grid), escape(c.model), escape(c.dataset), f"{escape(c.label)} vs {escape(c.reference)}",
-         str(c.n_paired), f"{c.diff * 100:+.1f}", f"{c.ci_lo * 100:+.1f} – {c.ci_hi * 100:+.1f}", str(c.b), str(c.c),
-         f"{c.p_value:.4f}", f"{c.p_holm:.4f}", escape(getattr(c, "family", "") or "grid")]
+        [
+            escape(c.grid),
+            escape(c.model),
+            escape(c.dataset),
+            f"{escape(c.label)} vs {escape(c.reference)}",
+            str(c.n_paired),
+            f"{c.diff * 100:+.1f}",
+            f"{c.ci_lo * 100:+.1f} – {c.ci_hi * 100:+.1f}",
+            str(c.b),
+            str(c.c),
+            f"{c.p_value:.4f}",
+            f"{c.p_holm:.4f}",
+            escape(getattr(c, "family", "") or "grid"),
+        ]
         for c in comps
     ]
     attrs = [fr_attrs(grid=c.grid, model=c.model, dataset=c.dataset, config=c.label) for c in comps]
-    return _table(headers, body, row_classes=["sig" if c.significant else "" for c in comps], table_id="comparisons",
-                  row_attrs=attrs)
+    return _table(
+        headers,
+        body,
+        row_classes=["sig" if c.significant else "" for c in comps],
+        table_id="comparisons",
+        row_attrs=attrs,
+    )
 
 
 def _madara_table(records: list[dict[str, Any]]) -> str:
@@ -98,8 +166,19 @@ def _madara_table(records: list[dict[str, Any]]) -> str:
             groups[group_key(rec)].append(rec)
     if not groups:
         return ""
-    headers = ["grid", "model", "dataset", "method", "n", "strict EM %", "LLM calls/item", "assessment calls/item",
-               "generation calls/item", "tokens in/item", "routing decision"]
+    headers = [
+        "grid",
+        "model",
+        "dataset",
+        "method",
+        "n",
+        "strict EM %",
+        "LLM calls/item",
+        "assessment calls/item",
+        "generation calls/item",
+        "tokens in/item",
+        "routing decision",
+    ]
     body = []
     for (grid, model, dataset, label), recs in sorted(groups.items()):
         n = len(recs)
@@ -107,15 +186,21 @@ def _madara_table(records: list[dict[str, Any]]) -> str:
         # RoutingDecision.to_dict() names the routed treatment ``mode`` (PDE, SDA, CoT, ATF).
         routes = sorted({str(e["routing"].get("mode", "")) for e in ex if isinstance(e.get("routing"), dict)})
         reasons = sorted({str(e["routing"].get("reason", "")) for e in ex if isinstance(e.get("routing"), dict)})
-        body.append([
-            escape(grid), escape(model), escape(dataset), escape(label), str(n),
-            _pct(sum(bool(outcome(r, "strict_em")) for r in recs) / n),
-            f"{sum(r.get('llm_calls') or 0 for r in recs) / n:.1f}",
-            f"{sum(e.get('assessment_calls') or 0 for e in ex) / n:.1f}",
-            f"{sum(e.get('generation_calls') or 0 for e in ex) / n:.1f}",
-            f"{sum(r.get('tokens_in') or 0 for r in recs) / n:.0f}",
-            escape(" / ".join(routes) + (": " + "; ".join(reasons) if reasons else "")),
-        ])
+        body.append(
+            [
+                escape(grid),
+                escape(model),
+                escape(dataset),
+                escape(label),
+                str(n),
+                _pct(sum(bool(outcome(r, "strict_em")) for r in recs) / n),
+                f"{sum(r.get('llm_calls') or 0 for r in recs) / n:.1f}",
+                f"{sum(e.get('assessment_calls') or 0 for e in ex) / n:.1f}",
+                f"{sum(e.get('generation_calls') or 0 for e in ex) / n:.1f}",
+                f"{sum(r.get('tokens_in') or 0 for r in recs) / n:.0f}",
+                escape(" / ".join(routes) + (": " + "; ".join(reasons) if reasons else "")),
+            ]
+        )
     return "<h2>MADARA methods</h2>" + _table(headers, body, table_id="madara")
 
 
@@ -127,13 +212,20 @@ def _profiles_table(profiles: list[dict[str, Any]]) -> str:
     for p in profiles:
         dec = p.get("decision") or {}
         rho = p.get("rho_hat") or []
-        body.append([
-            escape(str(p.get("model_label", p.get("model", "")))), escape(str(p.get("dataset", ""))),
-            escape(str(p.get("n_queries", ""))), escape(" ".join(f"{float(r):.2f}" for r in rho)),
-            escape(str(p.get("rho_star", ""))), escape(f"{float(p.get('rho_bar') or 0):.3f}"),
-            escape(str(p.get("classification", ""))), escape(str(p.get("em_nf", ""))),
-            escape(str(dec.get("mode", ""))), escape(str(dec.get("reason", ""))),
-        ])
+        body.append(
+            [
+                escape(str(p.get("model_label", p.get("model", "")))),
+                escape(str(p.get("dataset", ""))),
+                escape(str(p.get("n_queries", ""))),
+                escape(" ".join(f"{float(r):.2f}" for r in rho)),
+                escape(str(p.get("rho_star", ""))),
+                escape(f"{float(p.get('rho_bar') or 0):.3f}"),
+                escape(str(p.get("classification", ""))),
+                escape(str(p.get("em_nf", ""))),
+                escape(str(dec.get("mode", ""))),
+                escape(str(dec.get("reason", ""))),
+            ]
+        )
     return "<h2>RSC profiles and routing</h2>" + _table(headers, body, table_id="rsc")
 
 
@@ -169,8 +261,12 @@ def _drilldown(records: list[dict[str, Any]], limit: int = 2000) -> str:
             + f"<ol>{''.join(steps)}</ol>"
         )
         extra = rec.get("extra") or {}
-        attrs = fr_attrs(model=str(rec.get("model")), dataset=str(rec.get("dataset")), grid=str(extra.get("grid", "")),
-                         config=str(rec.get("label") or rec.get("config_id")))
+        attrs = fr_attrs(
+            model=str(rec.get("model")),
+            dataset=str(rec.get("dataset")),
+            grid=str(extra.get("grid", "")),
+            config=str(rec.get("label") or rec.get("config_id")),
+        )
         parts.append(f'<details class="fr"{attrs}><summary>{head}</summary>{body}</details>')
     return "".join(parts)
 
@@ -181,8 +277,11 @@ def _notes(records: list[dict[str, Any]], grid_lines: list[str] | None = None) -
     from bcas.records import missing_price_note
 
     missing = sorted(
-        {(str(m.get("model")), str(m.get("sheet"))) for r in records
-         if isinstance(m := (r.get("extra") or {}).get("price_missing"), dict)}
+        {
+            (str(m.get("model")), str(m.get("sheet")))
+            for r in records
+            if isinstance(m := (r.get("extra") or {}).get("price_missing"), dict)
+        }
     )
     lines = list(grid_lines or []) + [missing_price_note(model, sheet) for model, sheet in missing]
     if not lines:
@@ -195,25 +294,52 @@ def _gate_section(gate: Any) -> str:
     """The regression gate: per gated case the paired numbers and verdict, then the overall verdict."""
     if gate is None:
         return ""
-    headers = ["case", "grid", "Holm family", "verdict", "n paired", "baseline %", "current %", "baseline only",
-               "current only", "p", "Holm threshold", "Holm p", "min detectable drop (pts)"]
+    headers = [
+        "case",
+        "grid",
+        "Holm family",
+        "verdict",
+        "n paired",
+        "baseline %",
+        "current %",
+        "baseline only",
+        "current only",
+        "p",
+        "Holm threshold",
+        "Holm p",
+        "min detectable drop (pts)",
+    ]
 
     def num(v: Any, fmt: str) -> str:
         return "" if v is None else escape(format(v, fmt))
 
     body = [
-        [escape(r.case_id), escape(r.grid), escape(f"{r.family} ({r.family_size})"), escape(r.verdict),
-         str(r.n_paired), _pct(r.baseline_acc), _pct(r.current_acc), num(r.worse_only, "d"), num(r.better_only, "d"),
-         num(r.p_value, ".4g"), num(r.holm_threshold, ".4g"), num(r.p_holm, ".4g"),
-         "" if r.min_drop is None else f"{r.min_drop * 100:.1f}"]
+        [
+            escape(r.case_id),
+            escape(r.grid),
+            escape(f"{r.family} ({r.family_size})"),
+            escape(r.verdict),
+            str(r.n_paired),
+            _pct(r.baseline_acc),
+            _pct(r.current_acc),
+            num(r.worse_only, "d"),
+            num(r.better_only, "d"),
+            num(r.p_value, ".4g"),
+            num(r.holm_threshold, ".4g"),
+            num(r.p_holm, ".4g"),
+            "" if r.min_drop is None else f"{r.min_drop * 100:.1f}",
+        ]
         for r in gate.rows
     ]
     classes = ["sig" if r.verdict == "FAIL" else "" for r in gate.rows]
     overall = str(gate.overall)
     cls = "bad" if gate.failed or not overall.startswith("PASS") else "ok"
     not_gated = "".join(f"<li>{escape(case_id)}: {escape(reason)}</li>" for case_id, reason in gate.not_gated)
-    others = "".join(f"<li>{escape(r.case_id)}: compared with {escape(r.compared_with)}</li>"
-                     for r in gate.rows if getattr(r, "compared_with", ""))
+    others = "".join(
+        f"<li>{escape(r.case_id)}: compared with {escape(r.compared_with)}</li>"
+        for r in gate.rows
+        if getattr(r, "compared_with", "")
+    )
     return (
         '<h2 id="regression-gate">Regression gate</h2>'
         f'<p class="{cls}" id="gate-overall"><b>{escape(overall)}</b></p>'
@@ -246,7 +372,7 @@ def render_report(
     ``stops``: cases the session's ``--bcas-max-cost`` stopped, :mod:`bcas.harness.cost`)."""
     grid_order = grid_order or {}
     html = (
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
         f"script-src '{SCRIPT_HASH}'; img-src data:\">"
         f"<title>{escape(title)}</title><style>{CSS}{INTERACTIVE_CSS}</style></head><body>"
@@ -255,7 +381,8 @@ def render_report(
         + filter_bar(rows)
         + _notes(records, grid_notes(rows, records, GRIDS))
         + _gate_section(gate)
-        + "<h2>Summary</h2>" + _summary_table(rows)
+        + "<h2>Summary</h2>"
+        + _summary_table(rows)
         + "<h2>Paired comparisons against each grid's reference</h2>"
         + "<p>Difference = configuration − reference on the same items, in each grid's metric (see Notes); "
         "Newcombe (1998) paired 95% interval; exact McNemar p, Holm-adjusted within each Holm family: one per grid, "
@@ -263,7 +390,8 @@ def render_report(
         "shaded: significant at 0.05).</p>"
         + _comparison_table(comparisons)
         + model_sections(model_comparisons or [], matrix)
-        + "<h2>Figures</h2>" + figures(rows, comparisons, grid_order, records, GRIDS)
+        + "<h2>Figures</h2>"
+        + figures(rows, comparisons, grid_order, records, GRIDS)
         + _madara_table(records)
         + cost_section(rows)
         + _profiles_table(profiles or [])

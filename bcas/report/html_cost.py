@@ -31,31 +31,42 @@ def _panel(i: int, panel: Panel) -> str:
     money = panel.axis == COST
     metric = METRIC_NAMES.get(panel.metric, panel.metric)
     title = f"{panel.dataset}: {metric} against {AXIS_NAMES[panel.axis]}"
-    svg = cost_scatter(title, AXIS_NAMES[panel.axis],
-                       [(p.model, p.label, p.x, p.accuracy, p.ci_lo, p.ci_hi, p.key in on) for p in panel.points],
-                       money)
+    svg = cost_scatter(
+        title,
+        AXIS_NAMES[panel.axis],
+        [(p.model, p.label, p.x, p.accuracy, p.ci_lo, p.ci_hi, p.key in on) for p in panel.points],
+        money,
+    )
     listed = "".join(
         f'<li class="fr"{fr_attrs(model=p.model, dataset=p.dataset, grid=p.grid, config=p.label)}>'
         f"{escape(p.model)} · {escape(p.label)}: {p.accuracy * 100:.1f}% "
         f"[{p.ci_lo * 100:.1f}, {p.ci_hi * 100:.1f}] at {escape(_x_text(p, panel.axis))}</li>"
         for p in front
     )
-    head = ("<tr><th>model</th><th>config</th><th>grid</th><th>n</th><th>acc %</th><th>95% CI</th>"
-            f"<th>{'mean cost $' if money else 'mean completion tokens'}</th><th>on frontier</th></tr>")
+    head = (
+        "<tr><th>model</th><th>config</th><th>grid</th><th>n</th><th>acc %</th><th>95% CI</th>"
+        f"<th>{'mean cost $' if money else 'mean completion tokens'}</th><th>on frontier</th></tr>"
+    )
     body = "".join(
         f'<tr class="pt fr" data-panel="{pid}" data-x="{p.x!r}" data-acc="{p.accuracy!r}" '
         f'data-shown="{escape(_x_text(p, panel.axis))}"'
-        f'{fr_attrs(model=p.model, dataset=p.dataset, grid=p.grid, config=p.label)}>'
+        f"{fr_attrs(model=p.model, dataset=p.dataset, grid=p.grid, config=p.label)}>"
         f'<td class="t">{escape(p.model)}</td><td class="t">{escape(p.label)}</td><td class="t">{escape(p.grid)}</td>'
         f"<td>{p.n}</td><td>{p.accuracy * 100:.1f}</td><td>{p.ci_lo * 100:.1f}–{p.ci_hi * 100:.1f}</td>"
         f"<td>{p.x:.6g}</td><td>{'yes' if p.key in on else ''}</td></tr>"
         for p in panel.points
     )
     best = cheapest_within(panel.points, WITHIN_DEFAULT)
-    answer = "" if best is None else (f"{best.model} · {best.label}: {best.accuracy * 100:.1f}% at "
-                                      f"{_x_text(best, panel.axis)}")
-    axis_note = ("mean cost per item under the run's price sheet" if money else
-                 "mean completion tokens per item (no price applies to every point of this dataset)")
+    answer = (
+        ""
+        if best is None
+        else (f"{best.model} · {best.label}: {best.accuracy * 100:.1f}% at {_x_text(best, panel.axis)}")
+    )
+    axis_note = (
+        "mean cost per item under the run's price sheet"
+        if money
+        else "mean completion tokens per item (no price applies to every point of this dataset)"
+    )
     return (
         f'<div class="cost-panel fr" id="{pid}" data-dataset="{escape(panel.dataset)}" data-axis="{panel.axis}">'
         f"<h3>{escape(panel.dataset)} — {escape(metric)}</h3>"
@@ -75,9 +86,11 @@ def cost_section(rows: list[Any]) -> str:
     found = panels(rows)
     if not found:
         return ""
-    return ('<h2 id="cost-accuracy">Cost against accuracy</h2>'
-            "<p>One point per model × configuration on each dataset. A configuration shared by several grids is "
-            "one point (the same answers).</p>" + "".join(_panel(i, p) for i, p in enumerate(found)))
+    return (
+        '<h2 id="cost-accuracy">Cost against accuracy</h2>'
+        "<p>One point per model × configuration on each dataset. A configuration shared by several grids is "
+        "one point (the same answers).</p>" + "".join(_panel(i, p) for i, p in enumerate(found))
+    )
 
 
 def stops_section(stops: list[dict[str, Any]]) -> str:
@@ -87,7 +100,8 @@ def stops_section(stops: list[dict[str, Any]]) -> str:
     first = stops[0]
     items = "".join(
         f"<li>{escape(str(s.get('case_id')))}: {int(s.get('recorded') or 0)} of {int(s.get('total') or 0)} items "
-        "recorded</li>" for s in stops
+        "recorded</li>"
+        for s in stops
     )
     return (
         f'<div id="cost-stop" class="bad"><h2>Stopped at the cost cap</h2><p>--bcas-max-cost '

@@ -45,8 +45,9 @@ def budget_axis(configs: Mapping[str, dict[str, Any] | None]) -> tuple[str | Non
                 continue
             rest = {k: v for k, v in config.items() if k not in ("seed", "label")}
             rest["budget"] = {k: v for k, v in config["budget"].items() if k != name}
-            groups[json.dumps(rest, sort_keys=True, default=str)].append((_budget_value(config["budget"].get(name)),
-                                                                          label))
+            groups[json.dumps(rest, sort_keys=True, default=str)].append(
+                (_budget_value(config["budget"].get(name)), label)
+            )
         for members in groups.values():
             values = {v for v, _ in members}
             if len(values) == len(members) >= 2 and len(members) > len(best[1]):
@@ -55,8 +56,9 @@ def budget_axis(configs: Mapping[str, dict[str, Any] | None]) -> tuple[str | Non
     return best[0], ordered, [label for label in configs if label not in ordered]
 
 
-def panel_configs(grid: str, labels: list[str], records: list[dict[str, Any]],
-                  grids: Mapping[str, Any]) -> dict[str, dict[str, Any] | None]:
+def panel_configs(
+    grid: str, labels: list[str], records: list[dict[str, Any]], grids: Mapping[str, Any]
+) -> dict[str, dict[str, Any] | None]:
     """label -> configuration of a (grid, dataset) panel: the grid table's entry, else a record's own."""
     table = grids.get(grid)
     entries = {e.label: e.config.to_dict() for e in getattr(table, "entries", ())}
@@ -69,8 +71,13 @@ def panel_configs(grid: str, labels: list[str], records: list[dict[str, Any]],
     return {label: entries.get(label) or from_records.get(label) for label in labels}
 
 
-def figures(rows: list[Any], comps: list[Any], grid_order: dict[str, list[str]], records: list[dict[str, Any]],
-            grids: Mapping[str, Any]) -> str:
+def figures(
+    rows: list[Any],
+    comps: list[Any],
+    grid_order: dict[str, list[str]],
+    records: list[dict[str, Any]],
+    grids: Mapping[str, Any],
+) -> str:
     """HTML of every figure: a scaling chart per (grid, dataset), shift bars where the grid compares entries."""
     out = []
     by_panel: dict[tuple[str, str], list[Any]] = defaultdict(list)
@@ -88,8 +95,10 @@ def figures(rows: list[Any], comps: list[Any], grid_order: dict[str, list[str]],
         series: dict[str, list[tuple[float, float, float] | None]] = {}
         for model in sorted({r.model for r in panel}):
             hits = {r.label: r for r in panel if r.model == model}
-            series[model] = [(hits[lab].accuracy, hits[lab].ci_lo, hits[lab].ci_hi) if lab in hits else None
-                             for lab in ordered + categorical]
+            series[model] = [
+                (hits[lab].accuracy, hits[lab].ci_lo, hits[lab].ci_hi) if lab in hits else None
+                for lab in ordered + categorical
+            ]
         metric = ", ".join(sorted({METRIC_NAMES.get(r.metric, r.metric) for r in panel}))
         interval = "item-clustered" if any(getattr(r, "interval", "wilson") != "wilson" for r in panel) else "Wilson"
         axis = f"; line: {field.replace('_', ' ')} in order" if field else ""
@@ -99,8 +108,11 @@ def figures(rows: list[Any], comps: list[Any], grid_order: dict[str, list[str]],
         if grid in SCALING_GRIDS:
             continue
         for model in sorted({r.model for r in panel}):
-            bars = [(c.label, c.diff, c.ci_lo, c.ci_hi) for c in comps
-                    if c.grid == grid and c.dataset == dataset and c.model == model]
+            bars = [
+                (c.label, c.diff, c.ci_lo, c.ci_hi)
+                for c in comps
+                if c.grid == grid and c.dataset == dataset and c.model == model
+            ]
             if bars:
                 title = f"{grid} — {dataset} — {model}: net shift vs reference (Newcombe 95%)"
                 out.append(f'<div class="fig fr" {attrs} data-model="{escape(model)}">{shift_bars(title, bars)}</div>')

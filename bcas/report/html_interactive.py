@@ -121,8 +121,12 @@ SCRIPT = """
 # that escaped escaping could not run.
 SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
 
-FILTER_KEYS = (("model", "all models"), ("dataset", "all datasets"), ("grid", "all grids"),
-               ("config", "all configurations"))
+FILTER_KEYS = (
+    ("model", "all models"),
+    ("dataset", "all datasets"),
+    ("grid", "all grids"),
+    ("config", "all configurations"),
+)
 
 
 def fr_attrs(**values: str | None) -> str:
@@ -141,8 +145,13 @@ def filter_bar(rows: Iterable[object]) -> str:
     boxes = []
     for key, everything in FILTER_KEYS:
         options = "".join(f'<option value="{escape(v)}">{escape(v)}</option>' for v in sorted(values[key]))
-        boxes.append(f'<label>{escape(key)} <select id="filter-{key}" data-key="{key}">'
-                     f'<option value="">{escape(everything)}</option>{options}</select></label>')
-    return ('<div id="filters">Show only: ' + "".join(boxes)
-            + " <span class=\"count\">(the summary, comparisons, models, figures, cost panels, items and the "
-            "drill-down follow these filters)</span></div>")
+        boxes.append(
+            f'<label>{escape(key)} <select id="filter-{key}" data-key="{key}">'
+            f'<option value="">{escape(everything)}</option>{options}</select></label>'
+        )
+    return (
+        '<div id="filters">Show only: '
+        + "".join(boxes)
+        + ' <span class="count">(the summary, comparisons, models, figures, cost panels, items and the '
+        "drill-down follow these filters)</span></div>"
+    )

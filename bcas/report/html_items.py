@@ -43,8 +43,13 @@ def columns(records: list[dict[str, Any]], grids: Mapping[str, Any]) -> dict[str
         col = out[dataset].get((model, config_id))
         if col is None:
             by_item = {str(r.get("item_id")): r for r in recs if int(r.get("epoch") or 0) == 0}
-            col = {"model": model, "label": label, "grids": [], "metric": metrics.get(grid, "correct_em"),
-                   "by_item": by_item}
+            col = {
+                "model": model,
+                "label": label,
+                "grids": [],
+                "metric": metrics.get(grid, "correct_em"),
+                "by_item": by_item,
+            }
             out[dataset][(model, config_id)] = col
         col["grids"].append(grid)
     return {ds: sorted(cols.values(), key=lambda c: (c["label"], c["model"])) for ds, cols in sorted(out.items())}
@@ -82,17 +87,21 @@ def _table(i: int, dataset: str, cols: list[dict[str, Any]]) -> str:
     tid = f"items-{i}"
     item_ids = sorted({item for c in cols for item in c["by_item"]})
     shown = item_ids[:ITEM_LIMIT]
-    heads = "".join(f'<th title="{escape(", ".join(c["grids"]))}">{escape(c["model"])} · {escape(c["label"])}</th>'
-                    for c in cols)
+    heads = "".join(
+        f'<th title="{escape(", ".join(c["grids"]))}">{escape(c["model"])} · {escape(c["label"])}</th>' for c in cols
+    )
     rows = []
     for item_id in shown:
         first = next(c["by_item"][item_id] for c in cols if item_id in c["by_item"])
         cells = "".join(_cell(j, c, c["by_item"].get(item_id)) for j, c in enumerate(cols))
-        rows.append(f'<tr class="fr item" data-item="{escape(item_id)}"{fr_attrs(dataset=dataset)}>'
-                    f'<td class="t">{escape(item_id)}</td><td class="t">{escape(str(first.get("question", ""))[:160])}'
-                    f"</td>{cells}</tr>")
-    options = "".join(f'<option value="{j}">{escape(c["model"])} · {escape(c["label"])}</option>'
-                      for j, c in enumerate(cols))
+        rows.append(
+            f'<tr class="fr item" data-item="{escape(item_id)}"{fr_attrs(dataset=dataset)}>'
+            f'<td class="t">{escape(item_id)}</td><td class="t">{escape(str(first.get("question", ""))[:160])}'
+            f"</td>{cells}</tr>"
+        )
+    options = "".join(
+        f'<option value="{j}">{escape(c["model"])} · {escape(c["label"])}</option>' for j, c in enumerate(cols)
+    )
     second = options.replace('<option value="1">', '<option value="1" selected>', 1) if len(cols) > 1 else options
     modes = "".join(f'<option value="{v}">{escape(t)}</option>' for v, t in FLIP_MODES)
     more = f" (first {ITEM_LIMIT} of {len(item_ids)} items)" if len(item_ids) > ITEM_LIMIT else ""
@@ -111,8 +120,10 @@ def items_section(records: list[dict[str, Any]], grids: Mapping[str, Any]) -> st
     by_dataset = columns(records, grids)
     if not by_dataset:
         return ""
-    return ('<h2 id="items-compared">Items across configurations and models</h2>'
-            "<p>Each question once, each model × configuration a column: ✔/✘ in the grid's primary metric, the "
-            "answer (hover for all of it), searches, tokens (in + out) and the documents the answer saw. Choose "
-            "two columns and \"outcome differs\" to see the items that flip between them.</p>"
-            + "".join(_table(i, ds, cols) for i, (ds, cols) in enumerate(by_dataset.items())))
+    return (
+        '<h2 id="items-compared">Items across configurations and models</h2>'
+        "<p>Each question once, each model × configuration a column: ✔/✘ in the grid's primary metric, the "
+        "answer (hover for all of it), searches, tokens (in + out) and the documents the answer saw. Choose "
+        'two columns and "outcome differs" to see the items that flip between them.</p>'
+        + "".join(_table(i, ds, cols) for i, (ds, cols) in enumerate(by_dataset.items()))
+    )

@@ -21,13 +21,17 @@ def model_sections(comparisons: list[Comparison], matrix: dict[str, Any] | None)
     panels = (matrix or {}).get("panels") or []
     if not comparisons and not panels:
         return ""
-    out = ["<h2>Models compared</h2>",
-           "<p>Each pair of models on the same configuration and the same items: difference (first − second), "
-           "Newcombe paired 95% interval and exact McNemar p (with several epochs: per-item means, paired t); "
-           "Holm-adjusted within each grid × dataset (shaded and * : significant at 0.05).</p>"]
-    head = ("<tr><th>grid</th><th>dataset</th><th>config</th><th>first</th><th>second</th><th>n paired</th>"
-            "<th>first only</th><th>second only</th><th>diff pts</th><th>95% CI</th><th>p</th><th>Holm p</th>"
-            "<th>test</th></tr>")
+    out = [
+        "<h2>Models compared</h2>",
+        "<p>Each pair of models on the same configuration and the same items: difference (first − second), "
+        "Newcombe paired 95% interval and exact McNemar p (with several epochs: per-item means, paired t); "
+        "Holm-adjusted within each grid × dataset (shaded and * : significant at 0.05).</p>",
+    ]
+    head = (
+        "<tr><th>grid</th><th>dataset</th><th>config</th><th>first</th><th>second</th><th>n paired</th>"
+        "<th>first only</th><th>second only</th><th>diff pts</th><th>95% CI</th><th>p</th><th>Holm p</th>"
+        "<th>test</th></tr>"
+    )
     body = []
     for c in comparisons:
         cls = ' class="fr sig"' if c.significant else ' class="fr"'
@@ -39,30 +43,40 @@ def model_sections(comparisons: list[Comparison], matrix: dict[str, Any] | None)
             f"<td>{c.ci_lo * 100:+.1f} – {c.ci_hi * 100:+.1f}</td><td>{c.p_value:.4f}</td><td>{c.p_holm:.4f}</td>"
             f"<td>{escape(c.test)}</td></tr>"
         )
-    out.append(f'<table class="sortable" id="model-comparisons"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>')
+    out.append(
+        f'<table class="sortable" id="model-comparisons"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
+    )
     for panel in panels:
         models = panel["models"]
         head = "<tr><th>config</th>" + "".join(f"<th>{escape(m)}</th>" for m in models) + "</tr>"
         rows = []
         for row in panel["rows"]:
-            cells = "".join(_matrix_cell(v, m, row["label"], panel, comparisons) for v, m in zip(row["accuracy"], models,
-                                                                                                strict=True))
+            cells = "".join(
+                _matrix_cell(v, m, row["label"], panel, comparisons)
+                for v, m in zip(row["accuracy"], models, strict=True)
+            )
             attrs = fr_attrs(grid=panel["grid"], dataset=panel["dataset"], config=row["label"])
             rows.append(f'<tr class="fr"{attrs}><td class="t">{escape(row["label"])}</td>{cells}</tr>')
-        out.append(f"<h3>Accuracy % by model × configuration — {escape(panel['grid'])} / {escape(panel['dataset'])}</h3>"
-                   "<p>▲ / ▼: significantly above / below the model named on hover, paired on the same items "
-                   "(Holm within grid × dataset, 0.05).</p>"
-                   f'<table class="matrix sortable"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>')
+        out.append(
+            f"<h3>Accuracy % by model × configuration — {escape(panel['grid'])} / {escape(panel['dataset'])}</h3>"
+            "<p>▲ / ▼: significantly above / below the model named on hover, paired on the same items "
+            "(Holm within grid × dataset, 0.05).</p>"
+            f'<table class="matrix sortable"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+        )
     return "".join(out)
 
 
-def significance_marks(model: str, grid: str, dataset: str, label: str,
-                       comparisons: list[Comparison]) -> tuple[list[str], list[str]]:
+def significance_marks(
+    model: str, grid: str, dataset: str, label: str, comparisons: list[Comparison]
+) -> tuple[list[str], list[str]]:
     """(models ``model`` is significantly above, models it is significantly below) on one configuration."""
     above, below = [], []
     for c in comparisons:
-        if not c.significant or (c.grid, c.dataset, c.label) != (grid, dataset, label) or model not in (c.model,
-                                                                                                         c.reference):
+        if (
+            not c.significant
+            or (c.grid, c.dataset, c.label) != (grid, dataset, label)
+            or model not in (c.model, c.reference)
+        ):
             continue
         other = c.reference if c.model == model else c.model
         higher = c.diff > 0 if c.model == model else c.diff < 0
@@ -70,12 +84,15 @@ def significance_marks(model: str, grid: str, dataset: str, label: str,
     return above, below
 
 
-def _matrix_cell(value: float | None, model: str, label: str, panel: dict[str, Any],
-                 comparisons: list[Comparison]) -> str:
+def _matrix_cell(
+    value: float | None, model: str, label: str, panel: dict[str, Any], comparisons: list[Comparison]
+) -> str:
     if value is None:
         return "<td></td>"
     above, below = significance_marks(model, panel["grid"], panel["dataset"], label, comparisons)
     marks = ("▲" if above else "") + ("▼" if below else "")
-    hover = "; ".join(([f"above {', '.join(above)}"] if above else []) + ([f"below {', '.join(below)}"] if below else []))
+    hover = "; ".join(
+        ([f"above {', '.join(above)}"] if above else []) + ([f"below {', '.join(below)}"] if below else [])
+    )
     title = f' title="{escape(hover)}"' if hover else ""
-    return f'<td{title}>{value * 100:.1f}{(" " + marks) if marks else ""}</td>'
+    return f"<td{title}>{value * 100:.1f}{(' ' + marks) if marks else ''}</td>"

@@ -30,8 +30,11 @@ def manifest_section(manifest: dict[str, Any] | None) -> str:
     commit = bcas.get("git_commit")
     rows: list[tuple[str, Any]] = [
         ("session", f"{last.get('session')} · {last.get('started_at')} → {last.get('ended_at') or 'running'}"),
-        ("bcas", f"{bcas.get('version')}" + (f" @ {commit}" + (" (modified)" if bcas.get("git_dirty") else "")
-                                             if commit else "")),
+        (
+            "bcas",
+            f"{bcas.get('version')}"
+            + (f" @ {commit}" + (" (modified)" if bcas.get("git_dirty") else "") if commit else ""),
+        ),
         ("python", last.get("python")),
         ("packages", ", ".join(f"{k} {v}" for k, v in (last.get("packages") or {}).items() if v)),
         ("host", f"{host.get('cpu')} · GPUs: {', '.join(host.get('gpus') or []) or 'none'}"),
@@ -41,14 +44,21 @@ def manifest_section(manifest: dict[str, Any] | None) -> str:
     for label, model in (last.get("models") or {}).items():
         recorded = model.get("recorded_fingerprints")
         extra = f" (recorded: {', '.join(recorded)})" if recorded and recorded != [model.get("fingerprint")] else ""
-        rows.append((f"model {label}", f"{model.get('backend')}:{model.get('model') or 'default'} · "
-                                       f"{model.get('fingerprint')}{extra}"))
+        rows.append(
+            (
+                f"model {label}",
+                f"{model.get('backend')}:{model.get('model') or 'default'} · {model.get('fingerprint')}{extra}",
+            )
+        )
     judge = last.get("judge")
     rows.append(("judge", f"{judge.get('spec')} · {judge.get('grade_id')}" if judge else "none"))
     for name, hashes in (last.get("datasets") or {}).items():
         rows.append((f"dataset {name}", ", ".join(hashes)))
-    options = [(f"--bcas-{name}", f"{o.get('value')}  [{o.get('source')}]")
-               for name, o in (last.get("options") or {}).items() if isinstance(o, dict)]
+    options = [
+        (f"--bcas-{name}", f"{o.get('value')}  [{o.get('source')}]")
+        for name, o in (last.get("options") or {}).items()
+        if isinstance(o, dict)
+    ]
     earlier = ""
     if len(sessions) > 1:
         lines = "".join(
@@ -65,5 +75,6 @@ def manifest_section(manifest: dict[str, Any] | None) -> str:
         f"<p>From <code>{escape(MANIFEST_FILE)}</code> (latest of {len(sessions)} session(s)).</p>"
         + _kv(rows)
         + f"<details><summary>options as resolved</summary>{_kv(options)}</details>"
-        + earlier + "</div>"
+        + earlier
+        + "</div>"
     )

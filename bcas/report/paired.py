@@ -103,8 +103,9 @@ class PairedResult:
     test: str
 
 
-def paired(candidate: Mapping[str, float], reference: Mapping[str, float], binary: bool,
-           alpha: float = 0.05) -> PairedResult:
+def paired(
+    candidate: Mapping[str, float], reference: Mapping[str, float], binary: bool, alpha: float = 0.05
+) -> PairedResult:
     """Paired comparison of two per-item outcome maps (module docstring)."""
     shared = sorted(set(candidate) & set(reference))
     if binary:

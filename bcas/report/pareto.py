@@ -89,12 +89,21 @@ def panels(rows: Iterable[Any]) -> list[Panel]:
         points = []
         for row in chosen.values():
             x = _get(row, "mean_cost_usd") if axis == COST else _get(row, "mean_tokens_out")
-            points.append(Point(
-                model=str(_get(row, "model")), label=str(_get(row, "label")), grid=str(_get(row, "grid")),
-                dataset=dataset, config_id=str(_get(row, "config_id")), metric=metric,
-                accuracy=float(_get(row, "accuracy")), ci_lo=float(_get(row, "ci_lo")),
-                ci_hi=float(_get(row, "ci_hi")), n=int(_get(row, "n")), x=float(x or 0.0),
-            ))
+            points.append(
+                Point(
+                    model=str(_get(row, "model")),
+                    label=str(_get(row, "label")),
+                    grid=str(_get(row, "grid")),
+                    dataset=dataset,
+                    config_id=str(_get(row, "config_id")),
+                    metric=metric,
+                    accuracy=float(_get(row, "accuracy")),
+                    ci_lo=float(_get(row, "ci_lo")),
+                    ci_hi=float(_get(row, "ci_hi")),
+                    n=int(_get(row, "n")),
+                    x=float(x or 0.0),
+                )
+            )
         points.sort(key=lambda p: (p.x, -p.accuracy, p.model, p.label))
         out.append(Panel(dataset, metric, axis, tuple(points)))
     return out
@@ -140,9 +149,24 @@ def cheapest_within(points: Iterable[Point], points_below_best: float) -> Point 
 
 def to_dict(panel: Panel) -> dict[str, Any]:
     """A panel as plain data (``summary.json``-style) with its frontier."""
-    def plain(p: Point) -> dict[str, Any]:
-        return {"model": p.model, "label": p.label, "grid": p.grid, "config_id": p.config_id, "x": p.x,
-                "accuracy": p.accuracy, "ci_lo": p.ci_lo, "ci_hi": p.ci_hi, "n": p.n}
 
-    return {"dataset": panel.dataset, "metric": panel.metric, "axis": panel.axis,
-            "points": [plain(p) for p in panel.points], "frontier": [plain(p) for p in panel.frontier]}
+    def plain(p: Point) -> dict[str, Any]:
+        return {
+            "model": p.model,
+            "label": p.label,
+            "grid": p.grid,
+            "config_id": p.config_id,
+            "x": p.x,
+            "accuracy": p.accuracy,
+            "ci_lo": p.ci_lo,
+            "ci_hi": p.ci_hi,
+            "n": p.n,
+        }
+
+    return {
+        "dataset": panel.dataset,
+        "metric": panel.metric,
+        "axis": panel.axis,
+        "points": [plain(p) for p in panel.points],
+        "frontier": [plain(p) for p in panel.frontier],
+    }

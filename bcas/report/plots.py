@@ -26,8 +26,10 @@ def _header(title: str, width: int, height: int) -> list[str]:
 
 
 def _tick_label(x: float, y: float, text: str) -> str:
-    return (f'<text x="{x:.1f}" y="{y}" font-size="10" text-anchor="end" '
-            f'transform="rotate(-30 {x:.1f} {y})">{escape(text)}</text>')
+    return (
+        f'<text x="{x:.1f}" y="{y}" font-size="10" text-anchor="end" '
+        f'transform="rotate(-30 {x:.1f} {y})">{escape(text)}</text>'
+    )
 
 
 def scaling_chart(
@@ -64,8 +66,9 @@ def scaling_chart(
         )
     if n_ord and n_cat:
         sep = cat0 - slot * 0.25
-        parts.append(f'<line x1="{sep:.1f}" x2="{sep:.1f}" y1="{top}" y2="{top + ph}" stroke="#999" '
-                     'stroke-dasharray="3,3"/>')
+        parts.append(
+            f'<line x1="{sep:.1f}" x2="{sep:.1f}" y1="{top}" y2="{top + ph}" stroke="#999" stroke-dasharray="3,3"/>'
+        )
     for x, cat in zip(xs + cxs, ordered + categorical, strict=True):
         parts.append(_tick_label(x, top + ph + 14, cat))
     models = sorted(series)
@@ -79,9 +82,12 @@ def scaling_chart(
             lower = " ".join(f"{x:.1f},{y(p[1]):.1f}" for x, p in reversed(present))
             parts.append(f'<polygon points="{upper} {lower}" fill="{color}" fill-opacity="0.15" stroke="none"/>')
             line = " ".join(f"{x:.1f},{y(p[0]):.1f}" for x, p in present)
-            parts.append(f'<polyline class="budget-line" points="{line}" fill="none" stroke="{color}" '
-                         'stroke-width="2"/>')
-            for (x, p), cat in zip(present, [c for c, q in zip(ordered, points[:n_ord], strict=True) if q], strict=True):
+            parts.append(
+                f'<polyline class="budget-line" points="{line}" fill="none" stroke="{color}" stroke-width="2"/>'
+            )
+            for (x, p), cat in zip(
+                present, [c for c, q in zip(ordered, points[:n_ord], strict=True) if q], strict=True
+            ):
                 parts.append(
                     f'<circle cx="{x:.1f}" cy="{y(p[0]):.1f}" r="3" fill="{color}">'
                     f"<title>{escape(name)} · {escape(cat)}: {p[0]:.3f} [{p[1]:.3f}, {p[2]:.3f}]</title></circle>"
@@ -188,10 +194,13 @@ def cost_scatter(
         )
     for frac in (0.0, 0.25, 0.5, 0.75, 1.0):
         tick = x_min + frac * (x_max - x_min)
-        parts.append(f'<text x="{x(tick):.1f}" y="{top + ph + 14}" font-size="10" text-anchor="middle">'
-                     f"{escape(_fmt_axis(tick, money))}</text>")
-    parts.append(f'<text x="{left + pw / 2}" y="{height - 6}" font-size="11" text-anchor="middle">'
-                 f"{escape(axis_label)}</text>")
+        parts.append(
+            f'<text x="{x(tick):.1f}" y="{top + ph + 14}" font-size="10" text-anchor="middle">'
+            f"{escape(_fmt_axis(tick, money))}</text>"
+        )
+    parts.append(
+        f'<text x="{left + pw / 2}" y="{height - 6}" font-size="11" text-anchor="middle">{escape(axis_label)}</text>'
+    )
     front = sorted((p for p in points if p[6]), key=lambda p: (p[2], -p[3]))
     if len(front) > 1:
         steps = []
@@ -199,8 +208,9 @@ def cost_scatter(
             if i:
                 steps.append(f"{x(p[2]):.1f},{y(front[i - 1][3]):.1f}")
             steps.append(f"{x(p[2]):.1f},{y(p[3]):.1f}")
-        parts.append(f'<polyline class="frontier" points="{" ".join(steps)}" fill="none" stroke="#444" '
-                     'stroke-dasharray="4,2"/>')
+        parts.append(
+            f'<polyline class="frontier" points="{" ".join(steps)}" fill="none" stroke="#444" stroke-dasharray="4,2"/>'
+        )
     models = sorted({p[0] for p in points})
     for idx, model in enumerate(models):
         color = PALETTE[idx % len(PALETTE)]
@@ -213,7 +223,9 @@ def cost_scatter(
                 f'fill="{color}"{ring}><title>{escape(model)} · {escape(label)}: {acc:.3f} [{lo:.3f}, {hi:.3f}] '
                 f"at {escape(f'{xv:.6g}' if money else _fmt_axis(xv, False))}</title></circle>"
             )
-        parts.append(f'<text x="{width - right}" y="{top + 12 * idx}" font-size="10" text-anchor="end" '
-                     f'fill="{color}">{escape(model)}</text>')
+        parts.append(
+            f'<text x="{width - right}" y="{top + 12 * idx}" font-size="10" text-anchor="end" '
+            f'fill="{color}">{escape(model)}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)

@@ -30,28 +30,14 @@ import io
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from itertools import combinations
 from pathlib import Path
 from typing import Any
 
 from bcas.grading.outcomes import METRIC_NAMES, outcome, outcome_fn, resolve, token_f1_of
-from bcas.grids import with_retrieval_models
 from bcas.report.paired import accuracy, epochs_of, paired, per_item_means
 from bcas.stats import holm_bonferroni
-
-GroupKey = tuple[str, str, str, str]  # (grid, model, dataset, label)
-
-
-def group_key(rec: dict[str, Any]) -> GroupKey:
-    """(grid, model, dataset, label) as the record says it was run (its first grid)."""
-    extra = rec.get("extra") or {}
-    return (
-        str(extra.get("grid", "")),
-        str(rec.get("model", "")),
-        str(rec.get("dataset", "")),
-        str(rec.get("label") or extra.get("label") or rec.get("config_id", "")),
-    )
 
 
 def is_correct(rec: dict[str, Any], metric: str = "correct_em") -> bool:
@@ -59,8 +45,12 @@ def is_correct(rec: dict[str, Any], metric: str = "correct_em") -> bool:
     return bool(outcome(rec, metric))
 
 
-def grid_metrics(records: Iterable[dict[str, Any]], grids: Mapping[str, Any] | None = None,
-                 only: Iterable[str] | None = None, judge: bool | None = None) -> dict[str, str]:
+def grid_metrics(
+    records: Iterable[dict[str, Any]],
+    grids: Mapping[str, Any] | None = None,
+    only: Iterable[str] | None = None,
+    judge: bool | None = None,
+) -> dict[str, str]:
     """Grid name -> the metric its summaries use (the grid's ``primary_metric``, resolved).
 
     ``judge``: whether a judge is configured; ``None`` reads it from the records (a judge
@@ -77,93 +67,7 @@ def grid_metrics(records: Iterable[dict[str, Any]], grids: Mapping[str, Any] | N
     return out
 
 
-# -- grid membership -------------------------------------------------------------------
-
-
-def _seed_of(rec: dict[str, Any]) -> int:
-    cfg = rec.get("config") or {}
-    return int(cfg.get("seed", 0) or 0) if isinstance(cfg, dict) else 0
-
-
-def _models_of(rec: dict[str, Any]) -> tuple[str | None, str | None]:
-    """The record's embedder and reranker (chosen with --bcas-embedder / --bcas-reranker)."""
-    cfg = rec.get("config") or {}
-    retrieval = cfg.get("retrieval") if isinstance(cfg, dict) else None
-    if not isinstance(retrieval, dict):
-        return None, None
-    return retrieval.get("embedder"), retrieval.get("reranker")
-
-
-def memberships(
-    records: Iterable[dict[str, Any]], grids: Mapping[str, Any] | None = None, only: Iterable[str] | None = None
-) -> list[tuple[str, bool, str, dict[str, Any]]]:
-    """(grid, is_reference, label, record) for every grid a record's configuration belongs to.
-
-    ``grids``: name -> :class:`bcas.grids.Grid` (the registered grids); a record
-    belongs to each grid with an entry whose configuration, under the record's seed, has
-    the record's ``config_id`` (retrieval models chosen for the run applied as the plugin
-    applies them).  ``only``: grids to consider (default: the grids the records were run
-    under).  A record no grid entry matches keeps the grid it was run under.
-    """
-    recs = list(records)
-    wanted = set(only) if only is not None else set()
-    wanted |= {str((r.get("extra") or {}).get("grid", "")) for r in recs}
-    index: dict[tuple[int, str], list[tuple[str, bool, str]]] = defaultdict(list)
-    if grids:
-        for seed, (embedder, reranker) in sorted({(_seed_of(r), _models_of(r)) for r in recs}, key=repr):
-            for name, grid in grids.items():
-                if name not in wanted:
-                    continue
-                for entry in grid.entries:
-                    if entry.kind == "rsc":  # a probe writes a profile, never item records
-                        continue
-                    chosen = with_retrieval_models(entry, embedder, reranker)
-                    cid = replace(chosen.config, seed=seed).config_id
-                    index[(seed, cid)].append((name, bool(entry.reference), entry.label))
-    out = []
-    for rec in recs:
-        found = index.get((_seed_of(rec), str(rec.get("config_id", ""))))
-        if found:
-            for name, ref, label in dict.fromkeys(found):
-                out.append((name, ref, label, rec))
-        else:
-            extra = rec.get("extra") or {}
-            out.append((str(extra.get("grid", "")), bool(extra.get("reference")), group_key(rec)[3], rec))
-    return out
-
-
-def _model_names(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], str]:
-    """(label, fingerprint) -> display name; a label with several fingerprints gets a short one appended."""
-    from bcas.identity import short
-
-    fps: dict[str, set[str]] = defaultdict(set)
-    for rec in records:
-        fps[str(rec.get("model", ""))].add(str(rec.get("model_fingerprint") or ""))
-    names = {}
-    for label, prints in fps.items():
-        for fp in prints:
-            names[(label, fp)] = label if len(prints) == 1 else f"{label} [{short(fp) if fp else 'no fingerprint'}]"
-    return names
-
-
-Groups = dict[GroupKey, list[dict[str, Any]]]
-
-
-def grouped(records: Iterable[dict[str, Any]], grids: Mapping[str, Any] | None = None,
-            only: Iterable[str] | None = None) -> tuple[Groups, dict[tuple[str, str, str], str]]:
-    """Records by (grid, model display name, dataset, label), and each (grid, model, dataset)'s reference label."""
-    recs = list(records)
-    names = _model_names(recs)
-    groups: Groups = defaultdict(list)
-    references: dict[tuple[str, str, str], str] = {}
-    for grid, ref, label, rec in memberships(recs, grids, only):
-        model = names[(str(rec.get("model", "")), str(rec.get("model_fingerprint") or ""))]
-        key = (grid, model, str(rec.get("dataset", "")), label)
-        groups[key].append(rec)
-        if ref:
-            references[key[:3]] = label
-    return groups, references
-
+from bcas.report.membership import GroupKey, Groups, group_key, grouped, memberships  # noqa: E402,F401
 
 # -- rows ------------------------------------------------------------------------------
 
@@ -214,8 +118,9 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def _row(key: GroupKey, recs: list[dict[str, Any]], reference_label: str | None,
-         metric: str = "correct_em") -> SummaryRow:
+def _row(
+    key: GroupKey, recs: list[dict[str, Any]], reference_label: str | None, metric: str = "correct_em"
+) -> SummaryRow:
     grid, model, dataset, label = key
     scored = [r for r in recs if outcome(r, metric) is not None]
     acc, lo, hi, method = accuracy(scored, outcome_fn(metric))
@@ -262,13 +167,18 @@ def _row(key: GroupKey, recs: list[dict[str, Any]], reference_label: str | None,
     )
 
 
-def summarize(records: Iterable[dict[str, Any]], grids: Mapping[str, Any] | None = None,
-              only: Iterable[str] | None = None, judge: bool | None = None) -> list[SummaryRow]:
+def summarize(
+    records: Iterable[dict[str, Any]],
+    grids: Mapping[str, Any] | None = None,
+    only: Iterable[str] | None = None,
+    judge: bool | None = None,
+) -> list[SummaryRow]:
     recs = list(records)
     groups, references = grouped(recs, grids, only)
     metrics = grid_metrics(recs, grids, only, judge)
-    return [_row(key, g, references.get(key[:3]), metrics.get(key[0], "correct_em"))
-            for key, g in sorted(groups.items())]
+    return [
+        _row(key, g, references.get(key[:3]), metrics.get(key[0], "correct_em")) for key, g in sorted(groups.items())
+    ]
 
 
 # -- comparisons -----------------------------------------------------------------------
@@ -313,14 +223,42 @@ def paired_table(candidate: dict[str, bool], reference: dict[str, bool]) -> tupl
     return a, b, c, d
 
 
-def _compare(grid: str, model: str, dataset: str, label: str, ref_label: str,
-             cand: list[dict[str, Any]], ref: list[dict[str, Any]], alpha: float,
-             metric: str = "correct_em", family: str = "") -> Comparison:
+def _compare(
+    grid: str,
+    model: str,
+    dataset: str,
+    label: str,
+    ref_label: str,
+    cand: list[dict[str, Any]],
+    ref: list[dict[str, Any]],
+    alpha: float,
+    metric: str = "correct_em",
+    family: str = "",
+) -> Comparison:
     binary = epochs_of(cand) <= 1 and epochs_of(ref) <= 1
     fn = outcome_fn(metric)
     res = paired(per_item_means(cand, fn), per_item_means(ref, fn), binary, alpha)
-    return Comparison(grid, model, dataset, label, ref_label, res.n_paired, res.a, res.b, res.c, res.d, res.diff,
-                      res.ci_lo, res.ci_hi, res.p_value, res.p_value, False, res.test, family, metric)
+    return Comparison(
+        grid,
+        model,
+        dataset,
+        label,
+        ref_label,
+        res.n_paired,
+        res.a,
+        res.b,
+        res.c,
+        res.d,
+        res.diff,
+        res.ci_lo,
+        res.ci_hi,
+        res.p_value,
+        res.p_value,
+        False,
+        res.test,
+        family,
+        metric,
+    )
 
 
 def _holm(comparisons: list[Comparison], family: Any, alpha: float) -> None:
@@ -342,8 +280,13 @@ def holm_family(comp: Comparison, grids: Mapping[str, Any] | None = None) -> tup
     return (comp.grid, comp.family)
 
 
-def compare_to_reference(records: Iterable[dict[str, Any]], alpha: float = 0.05, grids: Mapping[str, Any] | None = None,
-                         only: Iterable[str] | None = None, judge: bool | None = None) -> list[Comparison]:
+def compare_to_reference(
+    records: Iterable[dict[str, Any]],
+    alpha: float = 0.05,
+    grids: Mapping[str, Any] | None = None,
+    only: Iterable[str] | None = None,
+    judge: bool | None = None,
+) -> list[Comparison]:
     """Each configuration against the entries its grid compares it with, Holm-adjusted per family.
 
     By default an entry is compared with the grid's reference, one family per grid;
@@ -363,14 +306,22 @@ def compare_to_reference(records: Iterable[dict[str, Any]], alpha: float = 0.05,
         for other, family in pairs:
             ref = groups.get((grid, model, dataset, other))
             if ref:
-                out.append(_compare(grid, model, dataset, label, other, recs, ref, alpha,
-                                    metrics.get(grid, "correct_em"), family))
+                out.append(
+                    _compare(
+                        grid, model, dataset, label, other, recs, ref, alpha, metrics.get(grid, "correct_em"), family
+                    )
+                )
     _holm(out, lambda c: holm_family(c, grids), alpha)
     return out
 
 
-def compare_models(records: Iterable[dict[str, Any]], alpha: float = 0.05, grids: Mapping[str, Any] | None = None,
-                   only: Iterable[str] | None = None, judge: bool | None = None) -> list[Comparison]:
+def compare_models(
+    records: Iterable[dict[str, Any]],
+    alpha: float = 0.05,
+    grids: Mapping[str, Any] | None = None,
+    only: Iterable[str] | None = None,
+    judge: bool | None = None,
+) -> list[Comparison]:
     """Every two models on the same configuration and items; Holm within each grid × dataset.
 
     In each :class:`Comparison`, ``model`` is the candidate and ``reference`` the other model.
@@ -384,8 +335,19 @@ def compare_models(records: Iterable[dict[str, Any]], alpha: float = 0.05, grids
     out: list[Comparison] = []
     for (grid, dataset, label), models in sorted(by_config.items()):
         for first, second in combinations(sorted(models), 2):
-            out.append(_compare(grid, first, dataset, label, second, models[first], models[second], alpha,
-                                metrics.get(grid, "correct_em")))
+            out.append(
+                _compare(
+                    grid,
+                    first,
+                    dataset,
+                    label,
+                    second,
+                    models[first],
+                    models[second],
+                    alpha,
+                    metrics.get(grid, "correct_em"),
+                )
+            )
     _holm(out, lambda c: (c.grid, c.dataset), alpha)
     return out
 
@@ -400,9 +362,16 @@ def model_matrix(rows: list[SummaryRow]) -> dict[str, Any]:
         models = sorted({m for by_model in cells.values() for m in by_model})
         if len(models) < 2:
             continue
-        out.append({"grid": grid, "dataset": dataset, "models": models,
-                    "rows": [{"label": label, "accuracy": [cells[label].get(m) for m in models]}
-                             for label in sorted(cells)]})
+        out.append(
+            {
+                "grid": grid,
+                "dataset": dataset,
+                "models": models,
+                "rows": [
+                    {"label": label, "accuracy": [cells[label].get(m) for m in models]} for label in sorted(cells)
+                ],
+            }
+        )
     return {"panels": out}
 
 
@@ -420,8 +389,9 @@ def rows_to_csv(rows: list[SummaryRow]) -> str:
     return buf.getvalue()
 
 
-def grid_notes(rows: list[SummaryRow], records: Iterable[dict[str, Any]],
-               grids: Mapping[str, Any] | None = None) -> list[str]:
+def grid_notes(
+    rows: list[SummaryRow], records: Iterable[dict[str, Any]], grids: Mapping[str, Any] | None = None
+) -> list[str]:
     """Per grid: the metric its accuracies use, answers without a grade, and the retrieval
     models the run used where the paper names one (and whether they differ from the paper's)."""
     notes = []
@@ -452,16 +422,29 @@ class Summaries:
     notes: list[str] = field(default_factory=list)
 
 
-def build_summaries(records: list[dict[str, Any]], grids: Mapping[str, Any] | None = None,
-                    only: Iterable[str] | None = None, judge: bool | None = None) -> Summaries:
+def build_summaries(
+    records: list[dict[str, Any]],
+    grids: Mapping[str, Any] | None = None,
+    only: Iterable[str] | None = None,
+    judge: bool | None = None,
+) -> Summaries:
     rows = summarize(records, grids, only, judge)
-    return Summaries(rows, compare_to_reference(records, grids=grids, only=only, judge=judge),
-                     compare_models(records, grids=grids, only=only, judge=judge), model_matrix(rows),
-                     grid_notes(rows, records, grids))
+    return Summaries(
+        rows,
+        compare_to_reference(records, grids=grids, only=only, judge=judge),
+        compare_models(records, grids=grids, only=only, judge=judge),
+        model_matrix(rows),
+        grid_notes(rows, records, grids),
+    )
 
 
-def write_summaries(run_dir: Path, records: list[dict[str, Any]], grids: Mapping[str, Any] | None = None,
-                    only: Iterable[str] | None = None, judge: bool | None = None) -> Summaries:
+def write_summaries(
+    run_dir: Path,
+    records: list[dict[str, Any]],
+    grids: Mapping[str, Any] | None = None,
+    only: Iterable[str] | None = None,
+    judge: bool | None = None,
+) -> Summaries:
     """Write ``summary.csv`` and ``summary.json`` into the run directory."""
     result = build_summaries(records, grids, only, judge)
     run_dir.mkdir(parents=True, exist_ok=True)

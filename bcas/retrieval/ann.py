@@ -169,8 +169,11 @@ class DenseIndex:
         idx = self.cpu_index
         out: dict[str, Any] = {"index": self.kind, "ntotal": self.size, "dim": int(idx.d)}
         if self.kind == "hnsw":
-            out.update(hnsw_m=self.spec.hnsw_m, hnsw_ef_construction=int(idx.hnsw.efConstruction),
-                       hnsw_ef_search=int(idx.hnsw.efSearch))
+            out.update(
+                hnsw_m=self.spec.hnsw_m,
+                hnsw_ef_construction=int(idx.hnsw.efConstruction),
+                hnsw_ef_search=int(idx.hnsw.efSearch),
+            )
         if self.kind in ("ivf", "ivf-pq"):
             out.update(ivf_nlist=int(idx.nlist), ivf_nprobe=int(idx.nprobe))
             if self.train_points:  # known after a build; the manifest keeps it
@@ -181,9 +184,7 @@ class DenseIndex:
         return out
 
     @classmethod
-    def build(
-        cls, vectors: np.ndarray, kind: str = "flat", spec: DenseIndexSpec | None = None
-    ) -> DenseIndex:
+    def build(cls, vectors: np.ndarray, kind: str = "flat", spec: DenseIndexSpec | None = None) -> DenseIndex:
         """An index over ``vectors`` (rows: unit float32 vectors) held in memory."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         spec = spec if spec is not None else DenseIndexSpec(kind=kind)

@@ -327,8 +327,13 @@ class BM25Index:
         if params.get("format") != PHRASE_FORMAT_VERSION:
             raise BM25Error(f"{folder}: phrase index format {params.get('format')} != {PHRASE_FORMAT_VERSION}")
         bm25 = bm25s.BM25.load(str(folder / "bm25s"), load_corpus=False, mmap=mmap, show_progress=False)
-        phrases = PhraseIndex.load(folder, int(params["vocab_size"]), int(params["phrase_slop"]), mmap=mmap,
-                                   hashed=bool(params.get("hashed_trigrams", False)))
+        phrases = PhraseIndex.load(
+            folder,
+            int(params["vocab_size"]),
+            int(params["phrase_slop"]),
+            mmap=mmap,
+            hashed=bool(params.get("hashed_trigrams", False)),
+        )
         if len(bm25.vocab_dict) != phrases.vocab_size:
             raise BM25Error(f"{folder}: bm25s vocabulary and phrase index disagree")
         return cls(bm25, phrases, Analyzer(params["stemmer"]))

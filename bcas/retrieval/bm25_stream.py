@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import mmap
 import shutil
 from array import array
 from collections.abc import Iterable
@@ -45,8 +46,35 @@ from bcas.retrieval.bm25 import (
     phrase_pairs,
 )
 
-BLOCK_TOKENS = 1 << 22  # tokens per block in passes 1 and 2 (~4M: tens of MB of arrays)
-MERGE_PAIRS = 1 << 24  # phrase pairs per key range in the merge (~200 MB with its sort)
+BLOCK_TOKENS = 1 << 21  # tokens per block in passes 1 and 2 (~2M: ~12M phrase pairs, ~0.5 GB while sorted)
+MERGE_PAIRS = 1 << 23  # phrase pairs per key range in the merge (~0.3 GB with its sort)
+
+
+class _DiskArray:
+    """A ``.npy`` file of a given length, written by position without keeping the pages in this process.
+
+    Writes go through a shared mapping whose pages are released (``MADV_DONTNEED``) after
+    every block, so they count in the page cache, not in the builder's resident memory.
+    """
+
+    def __init__(self, path: Path, dtype: Any, n: int) -> None:
+        header = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(n,))
+        offset = header.offset
+        del header
+        self._fh = path.open("r+b")
+        self._mm = mmap.mmap(self._fh.fileno(), 0)
+        self.array = np.frombuffer(self._mm, dtype=dtype, count=n, offset=offset)
+
+    def release(self) -> None:
+        """Drop this process's pages (the data stays in the file: a shared mapping)."""
+        if hasattr(mmap, "MADV_DONTNEED"):
+            self._mm.madvise(mmap.MADV_DONTNEED)
+
+    def close(self) -> None:
+        del self.array
+        self._mm.flush()
+        self._mm.close()
+        self._fh.close()
 
 
 def lucene_idf_bm25s(doc_freq: np.ndarray, n_docs: int) -> np.ndarray:
@@ -111,14 +139,14 @@ class _Tokens:
         lengths = np.frombuffer(self.lengths, dtype=np.int64)
         if not len(lengths):
             return
-        tokens = np.memmap(self.path, dtype=np.int32, mode="r") if lengths.sum() else np.zeros(0, dtype=np.int32)
         ends = np.cumsum(lengths)
         start_chunk, start_tok = 0, 0
         while start_chunk < len(lengths):
             stop = int(np.searchsorted(ends, start_tok + block_tokens, side="right"))
             stop = max(stop, start_chunk + 1)
             stop_tok = int(ends[stop - 1])
-            yield start_chunk, lengths[start_chunk:stop], np.asarray(tokens[start_tok:stop_tok])
+            tokens = np.fromfile(self.path, dtype=np.int32, count=stop_tok - start_tok, offset=4 * start_tok)
+            yield start_chunk, lengths[start_chunk:stop], tokens
             start_chunk, start_tok = stop, stop_tok
 
 
@@ -157,8 +185,8 @@ def write_bm25_index(
         out.mkdir()
         indptr = np.zeros(v + 1, dtype=np.int64)
         np.cumsum(tok.df, out=indptr[1:])
-        data = np.lib.format.open_memmap(out / "data.csc.index.npy", mode="w+", dtype=np.float32, shape=(nnz,))
-        rows = np.lib.format.open_memmap(out / "indices.csc.index.npy", mode="w+", dtype=np.int32, shape=(nnz,))
+        data = _DiskArray(out / "data.csc.index.npy", np.float32, nnz)
+        rows = _DiskArray(out / "indices.csc.index.npy", np.int32, nnz)
         heads = indptr[:-1].copy()
         hashed = hashed_trigrams_for(v)
         runs: list[tuple[Path, Path]] = []
@@ -172,8 +200,10 @@ def write_bm25_index(
             counts = np.bincount(terms, minlength=v)
             group_start = np.cumsum(counts) - counts
             dest = heads[terms] + (np.arange(len(terms)) - group_start[terms])
-            data[dest] = weights
-            rows[dest] = docs.astype(np.int32)
+            data.array[dest] = weights
+            rows.array[dest] = docs.astype(np.int32)
+            data.release()
+            rows.release()
             heads += counts
             keys, chunks = phrase_pairs(block_tok, owner.astype(np.int32), v, phrase_slop, hashed)
             if len(keys):
@@ -183,14 +213,18 @@ def write_bm25_index(
                 runs.append(run)
         if not np.array_equal(heads, indptr[1:]):
             raise BM25Error("internal error: the BM25 matrix was not filled completely")
-        data.flush()
-        rows.flush()
-        del data, rows
+        data.close()
+        rows.close()
         np.save(out / "indptr.csc.index.npy", indptr, allow_pickle=False)
         _write_bm25s_meta(out, tok.vocab, n_docs, bm25s)
         n_pairs = _merge_runs(runs, folder, merge_pairs)
-        params = {"format": PHRASE_FORMAT_VERSION, "stemmer": stemmer, "phrase_slop": phrase_slop, "vocab_size": v,
-                  "hashed_trigrams": hashed}
+        params = {
+            "format": PHRASE_FORMAT_VERSION,
+            "stemmer": stemmer,
+            "phrase_slop": phrase_slop,
+            "vocab_size": v,
+            "hashed_trigrams": hashed,
+        }
         (folder / "phrase_params.json").write_text(json.dumps(params, sort_keys=True))
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -238,24 +272,27 @@ def _merge_runs(runs: list[tuple[Path, Path]], folder: Path, merge_pairs: int) -
         sample = np.sort(np.concatenate([k[:: max(1, len(k) // 1024)] for k in run_keys]))
         cuts = np.unique(sample[(np.arange(1, n_ranges) * len(sample)) // n_ranges])
         bounds = [None, *cuts, None]
-    out_keys = np.lib.format.open_memmap(keys_path, mode="w+", dtype=np.uint64, shape=(total,))
-    out_chunks = np.lib.format.open_memmap(chunks_path, mode="w+", dtype=np.int32, shape=(total,))
+    out_keys, out_chunks = _DiskArray(keys_path, np.uint64, total), _DiskArray(chunks_path, np.int32, total)
     at = 0
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
         parts_k, parts_c = [], []
-        for keys, chunks in zip(run_keys, run_chunks, strict=True):
+        for (kpath, cpath), keys, chunks in zip(runs, run_keys, run_chunks, strict=True):
+            # bounds by binary search on the mapping (a few pages); the range itself by plain reads
             a = 0 if lo is None else int(np.searchsorted(keys, lo, side="left"))
             z = len(keys) if hi is None else int(np.searchsorted(keys, hi, side="left"))
-            parts_k.append(np.asarray(keys[a:z]))
-            parts_c.append(np.asarray(chunks[a:z]))
+            parts_k.append(np.fromfile(kpath, dtype=np.uint64, count=z - a, offset=keys.offset + 8 * a))
+            parts_c.append(np.fromfile(cpath, dtype=np.int32, count=z - a, offset=chunks.offset + 4 * a))
         k = np.concatenate(parts_k)
         c = np.concatenate(parts_c)
+        del parts_k, parts_c
         order = np.argsort(k, kind="stable")
-        out_keys[at : at + len(k)] = k[order]
-        out_chunks[at : at + len(k)] = c[order]
+        out_keys.array[at : at + len(k)] = k[order]
+        out_chunks.array[at : at + len(k)] = c[order]
+        out_keys.release()
+        out_chunks.release()
         at += len(k)
+    out_keys.close()
+    out_chunks.close()
     if at != total:
         raise BM25Error(f"internal error: phrase merge wrote {at} of {total} pairs")
-    out_keys.flush()
-    out_chunks.flush()
     return total

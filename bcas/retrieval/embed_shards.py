@@ -103,8 +103,15 @@ def embed_resumable(
     meta = {"model_id": embedder.model_id, "dim": int(embedder.dim), "rows": int(n), "shard_size": int(shard_size)}
     done = completed_rows(work, meta)
     texts = texts_from(done)
-    with tqdm(total=n, initial=done, desc=f"dense: embed ({embedder.name})", unit="chunk", file=sys.stderr,
-              disable=not progress, leave=False) as bar:
+    with tqdm(
+        total=n,
+        initial=done,
+        desc=f"dense: embed ({embedder.name})",
+        unit="chunk",
+        file=sys.stderr,
+        disable=not progress,
+        leave=False,
+    ) as bar:
         for first in range(done, n, shard_size):
             block = list(islice(texts, min(shard_size, n - first)))
             if len(block) != min(shard_size, n - first):

@@ -97,16 +97,18 @@ class EngineRetriever:
     # -- opening and indexing -------------------------------------------------------------
 
     @classmethod
-    def open(cls, url: str, documents: Iterable[Document], config: RetrievalConfig, *,
-             client: Any = None) -> EngineRetriever:
+    def open(
+        cls, url: str, documents: Iterable[Document], config: RetrievalConfig, *, client: Any = None
+    ) -> EngineRetriever:
         """Connect to ``url`` and use (or build) the collection of ``documents`` under ``config``'s chunking.
 
         ``documents`` is iterated twice (hash, then indexing when the collection is new):
         pass a list or a re-iterable corpus.
         """
         if config.mode != "bm25":
-            raise RetrievalError(f"--bcas-retriever serves BM25 cases only; mode {config.mode!r} searches the "
-                                 "local indexes")
+            raise RetrievalError(
+                f"--bcas-retriever serves BM25 cases only; mode {config.mode!r} searches the local indexes"
+            )
         if client is None:
             client = connect(url)
         analyzer = Analyzer(DEFAULT_STEMMER)
@@ -163,16 +165,30 @@ class EngineRetriever:
         depth = max(self.config.candidates, k) if boost else k
         expr = self._filter(exclude_ids)
         fields = ["doc_id", "title", "text"] + (["terms"] if boost else [])
-        found = self.client.search(self.name, data=[" ".join(terms)], anns_field="sparse", limit=depth,
-                                   output_fields=fields, filter=expr,
-                                   search_params={"metric_type": "BM25"})
+        found = self.client.search(
+            self.name,
+            data=[" ".join(terms)],
+            anns_field="sparse",
+            limit=depth,
+            output_fields=fields,
+            filter=expr,
+            search_params={"metric_type": "BM25"},
+        )
         hits = [h for h in (found[0] if found else []) if abs(float(h["distance"])) > 0]
         scores = np.array([abs(float(h["distance"])) / (BM25_K1 + 1.0) for h in hits], dtype=np.float64)
         if boost and hits:
             scores = scores + self._phrase_boost(terms, [str(h["entity"]["terms"]).split() for h in hits])
         order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))[:k]
-        return [Hit(str(hits[i]["entity"]["doc_id"]), str(hits[i]["id"]), str(hits[i]["entity"]["title"]),
-                    str(hits[i]["entity"]["text"]), float(scores[i])) for i in order]
+        return [
+            Hit(
+                str(hits[i]["entity"]["doc_id"]),
+                str(hits[i]["id"]),
+                str(hits[i]["entity"]["title"]),
+                str(hits[i]["entity"]["text"]),
+                float(scores[i]),
+            )
+            for i in order
+        ]
 
     def _phrase_boost(self, query_terms: list[str], streams: list[list[str]]) -> np.ndarray:
         """BCAS's phrase terms for each candidate (bcas.retrieval.bm25), over a vocabulary of the candidates."""
@@ -180,8 +196,9 @@ class EngineRetriever:
         vocab: dict[str, int] = {}
         ids = [[vocab.setdefault(t, len(vocab)) for t in stream] for stream in streams]
         # A query term no chunk holds keeps its place (-1) and never matches, as in the local index.
-        query_ids = np.array([vocab.setdefault(t, len(vocab)) if idf[t] > 0 else -1 for t in query_terms],
-                             dtype=np.int64)
+        query_ids = np.array(
+            [vocab.setdefault(t, len(vocab)) if idf[t] > 0 else -1 for t in query_terms], dtype=np.int64
+        )
         weights = np.zeros(len(vocab))
         for term, i in vocab.items():
             weights[i] = idf.get(term, 0.0)
@@ -207,14 +224,18 @@ def connect(url: str) -> Any:
     except ImportError:
         raise RetrievalError("--bcas-retriever needs pymilvus: pip install 'bcas[search]' (or pymilvus)") from None
     if not url.startswith(("http://", "https://")):
-        raise RetrievalError(f"--bcas-retriever: expected the engine's http:// or https:// URL "
-                             f"(e.g. http://127.0.0.1:19530), got {url!r}")
+        raise RetrievalError(
+            f"--bcas-retriever: expected the engine's http:// or https:// URL "
+            f"(e.g. http://127.0.0.1:19530), got {url!r}"
+        )
     token = os.environ.get(TOKEN_ENV) or ""
     try:
         return MilvusClient(uri=url, token=token, timeout=30)
     except Exception as exc:  # noqa: BLE001 - pymilvus raises its own types; say where and why
-        raise RetrievalError(f"--bcas-retriever {shown_url(url)}: cannot connect ({type(exc).__name__}: "
-                             f"{str(exc).replace(token, '***') if token else exc})") from None
+        raise RetrievalError(
+            f"--bcas-retriever {shown_url(url)}: cannot connect ({type(exc).__name__}: "
+            f"{str(exc).replace(token, '***') if token else exc})"
+        ) from None
 
 
 def _chunks(documents: Iterable[Document], config: RetrievalConfig) -> Iterator[Chunk]:
@@ -236,14 +257,22 @@ def _build(client: Any, name: str, chunks: Iterable[Chunk], analyzer: Analyzer) 
     schema.add_field("doc_id", DataType.VARCHAR, max_length=1024)
     schema.add_field("title", DataType.VARCHAR, max_length=MAX_TEXT)
     schema.add_field("text", DataType.VARCHAR, max_length=MAX_TEXT)
-    schema.add_field("terms", DataType.VARCHAR, max_length=MAX_TEXT, enable_analyzer=True,
-                     analyzer_params={"tokenizer": "standard"})
+    schema.add_field(
+        "terms", DataType.VARCHAR, max_length=MAX_TEXT, enable_analyzer=True, analyzer_params={"tokenizer": "standard"}
+    )
     schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-    schema.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["terms"],
-                                 output_field_names=["sparse"]))
+    schema.add_function(
+        Function(
+            name="bm25", function_type=FunctionType.BM25, input_field_names=["terms"], output_field_names=["sparse"]
+        )
+    )
     index = client.prepare_index_params()
-    index.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
-                    params={"bm25_k1": BM25_K1, "bm25_b": BM25_B})
+    index.add_index(
+        field_name="sparse",
+        index_type="SPARSE_INVERTED_INDEX",
+        metric_type="BM25",
+        params={"bm25_k1": BM25_K1, "bm25_b": BM25_B},
+    )
     client.create_collection(building, schema=schema, index_params=index)
     df: Counter[str] = Counter()
     n = 0
@@ -252,8 +281,15 @@ def _build(client: Any, name: str, chunks: Iterable[Chunk], analyzer: Analyzer) 
         terms = analyzer(chunk.indexed_text)
         df.update(set(terms))
         n += 1
-        batch.append({"id": chunk.id, "doc_id": chunk.doc_id, "title": _clip(chunk.title), "text": _clip(chunk.text),
-                      "terms": _clip(" ".join(terms))})
+        batch.append(
+            {
+                "id": chunk.id,
+                "doc_id": chunk.doc_id,
+                "title": _clip(chunk.title),
+                "text": _clip(chunk.text),
+                "terms": _clip(" ".join(terms)),
+            }
+        )
         if len(batch) >= BATCH:
             client.insert(building, batch)
             batch = []
@@ -289,7 +325,7 @@ def _write_df(client: Any, name: str, df: Counter[str], n: int) -> None:
     rows = [{"term": N_ROW, "df": n, "unused": [0.0, 0.0]}]
     rows += [{"term": term[:1024], "df": count, "unused": [0.0, 0.0]} for term, count in df.items()]
     for start in range(0, len(rows), 5 * BATCH):
-        client.insert(name, rows[start:start + 5 * BATCH])
+        client.insert(name, rows[start : start + 5 * BATCH])
     client.flush(name)
 
 

@@ -59,15 +59,29 @@ class MilvusLiteServer:
 
     def start(self) -> MilvusLiteServer:
         if not milvus_lite_available():
-            raise EngineStartError("milvus-lite is not installed: pip install 'bcas[search]' (bash .ci/search_engine.sh)")
+            raise EngineStartError(
+                "milvus-lite is not installed: pip install 'bcas[search]' (bash .ci/search_engine.sh)"
+            )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = self.port or _free_port()
         started = time.perf_counter()
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(self.data_dir / "data"),
-                 "--host", "127.0.0.1", "--port", str(self.port)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                [
+                    sys.executable,
+                    "-m",
+                    "milvus_lite",
+                    "server",
+                    "--data-dir",
+                    str(self.data_dir / "data"),
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
             )
         try:
             self._wait_ready()
@@ -96,8 +110,9 @@ class MilvusLiteServer:
             except Exception as exc:  # noqa: BLE001 - not up yet: keep asking until the deadline
                 last = f"{type(exc).__name__}: {exc}"
                 time.sleep(0.1)
-        raise EngineStartError(f"milvus-lite did not answer on {self.url} within {START_TIMEOUT_S:.0f} s "
-                               f"({last}):\n{self._log_tail()}")
+        raise EngineStartError(
+            f"milvus-lite did not answer on {self.url} within {START_TIMEOUT_S:.0f} s ({last}):\n{self._log_tail()}"
+        )
 
     def _log_tail(self, chars: int = 3000) -> str:
         try:

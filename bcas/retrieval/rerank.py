@@ -252,7 +252,9 @@ class CrossEncoderReranker(Reranker):
     def __init__(self, path: str, batch_size: int = 32, device: str | None = None) -> None:
         folder = Path(path).expanduser()
         if not folder.is_dir():
-            raise RerankerError(f"reranker 'cross-encoder:{path}': {folder} is not a folder holding a saved CrossEncoder")
+            raise RerankerError(
+                f"reranker 'cross-encoder:{path}': {folder} is not a folder holding a saved CrossEncoder"
+            )
         os.environ["HF_HUB_OFFLINE"] = "1"  # weights come from the folder, never from a hub
         try:
             from sentence_transformers import CrossEncoder
@@ -261,7 +263,9 @@ class CrossEncoderReranker(Reranker):
         try:
             self._model = CrossEncoder(str(folder), local_files_only=True, device=device or _device())
         except (OSError, ValueError) as exc:
-            raise RerankerError(f"reranker 'cross-encoder:{path}': cannot load a CrossEncoder from {folder}: {exc}") from None
+            raise RerankerError(
+                f"reranker 'cross-encoder:{path}': cannot load a CrossEncoder from {folder}: {exc}"
+            ) from None
         self.batch_size = batch_size
         self.model_id = f"cross-encoder:{folder.resolve()}@{_weights_digest(folder)}"
 

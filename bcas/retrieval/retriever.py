@@ -61,7 +61,6 @@ from bcas.retrieval.streamed import bm25_component, chunk_store, dense_component
 log = logging.getLogger(__name__)
 
 
-
 class RetrievalError(RuntimeError):
     """A retriever cannot be built or used as asked; the message says what to change."""
 
@@ -301,14 +300,26 @@ def build_retriever(
         chunks, bm25_index, dense_index = _build_in_memory(documents, config, spec, embedder_obj, progress)
         collection = collection_hash(chunks)
     else:
-        store = chunk_store(documents, cache, chunk_tokens=config.chunk_tokens, chunk_overlap=config.chunk_overlap,
-                            source_hash=source_hash, progress=progress)
+        store = chunk_store(
+            documents,
+            cache,
+            chunk_tokens=config.chunk_tokens,
+            chunk_overlap=config.chunk_overlap,
+            source_hash=source_hash,
+            progress=progress,
+        )
         if not len(store):
             raise RetrievalError("the collection has no text to index (no documents, or only empty ones)")
         chunks, collection, bm25_index, dense_index = store, store.collection, None, None
         if mode_uses(mode, "lexical"):
-            bm25_index = bm25_component(store, cache, _bm25_params(config), phrase_slop=config.phrase_slop,
-                                        stemmer=DEFAULT_STEMMER, progress=progress)
+            bm25_index = bm25_component(
+                store,
+                cache,
+                _bm25_params(config),
+                phrase_slop=config.phrase_slop,
+                stemmer=DEFAULT_STEMMER,
+                progress=progress,
+            )
         if embedder_obj is not None:
             try:
                 dense_index = dense_component(store, cache, embedder_obj, spec, progress=progress)

@@ -67,9 +67,10 @@ def write_chunk_store(
     offsets = array("q", [0])
     keys, keys_lo, firsts, counts = array("Q"), array("Q"), array("q"), array("i")
     position = 0
-    with (folder / CHUNKS_FILE).open("wb") as out, tqdm(
-        desc="chunks: write", unit="doc", disable=not progress, leave=False
-    ) as bar:
+    with (
+        (folder / CHUNKS_FILE).open("wb") as out,
+        tqdm(desc="chunks: write", unit="doc", disable=not progress, leave=False) as bar,
+    ):
         end = 0
         for doc in documents:
             digest = _digest(doc.id)

@@ -59,8 +59,9 @@ def chunk_store(
     tmp = cache.new_folder("chunks")
     started = time.perf_counter()
     try:
-        meta = write_chunk_store(documents, tmp, chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap,
-                                 progress=progress)
+        meta = write_chunk_store(
+            documents, tmp, chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap, progress=progress
+        )
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -75,22 +76,33 @@ def chunk_store(
 
 
 def bm25_component(
-    store: ChunkStore, cache: IndexCache, params: dict[str, Any], *, phrase_slop: int, stemmer: str | None,
+    store: ChunkStore,
+    cache: IndexCache,
+    params: dict[str, Any],
+    *,
+    phrase_slop: int,
+    stemmer: str | None,
     progress: bool = True,
 ) -> BM25Index:
     index, _ = cache.load_or_write(
         "bm25",
         store.collection,
         params,
-        write=lambda folder: write_bm25_index(store.iter_texts(), folder, stemmer=stemmer, phrase_slop=phrase_slop,
-                                              progress=progress),
+        write=lambda folder: write_bm25_index(
+            store.iter_texts(), folder, stemmer=stemmer, phrase_slop=phrase_slop, progress=progress
+        ),
         load=lambda folder: BM25Index.load(folder, mmap=True),
     )
     return index
 
 
 def embeddings_component(
-    store: ChunkStore, cache: IndexCache, embedder: Any, *, shard_size: int = SHARD_SIZE, batch_size: int = 64,
+    store: ChunkStore,
+    cache: IndexCache,
+    embedder: Any,
+    *,
+    shard_size: int = SHARD_SIZE,
+    batch_size: int = 64,
     progress: bool = True,
 ) -> EmbeddingShards:
     """The chunk vectors, computed resumably (a killed build continues from its last shard)."""
@@ -98,8 +110,15 @@ def embeddings_component(
 
     def write(folder: Path) -> dict[str, Any]:
         work = cache.work_folder("embeddings", store.collection, params)
-        meta = embed_resumable(embedder, store.iter_texts, len(store), work, shard_size=shard_size,
-                               batch_size=batch_size, progress=progress)
+        meta = embed_resumable(
+            embedder,
+            store.iter_texts,
+            len(store),
+            work,
+            shard_size=shard_size,
+            batch_size=batch_size,
+            progress=progress,
+        )
         for f in [*shard_files(work), work / "embeddings.json"]:
             f.rename(folder / f.name)
         shutil.rmtree(work, ignore_errors=True)
@@ -112,7 +131,12 @@ def embeddings_component(
 
 
 def dense_component(
-    store: ChunkStore, cache: IndexCache, embedder: Any, spec: DenseIndexSpec, *, progress: bool = True,
+    store: ChunkStore,
+    cache: IndexCache,
+    embedder: Any,
+    spec: DenseIndexSpec,
+    *,
+    progress: bool = True,
     shard_size: int = SHARD_SIZE,
 ) -> DenseIndex:
     """The faiss index of the chunk vectors (embedding them first when they are not cached)."""

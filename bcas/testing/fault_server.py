@@ -159,11 +159,21 @@ class FaultServer:
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def proxy(cls, upstream: str, *, rate: float = 0.2, seed: int = 0, block: int = 10,
-              kinds: tuple[str, ...] = FAULT_KINDS, hold_s: float = 3.0, retry_after: float = 0.1) -> FaultServer:
+    def proxy(
+        cls,
+        upstream: str,
+        *,
+        rate: float = 0.2,
+        seed: int = 0,
+        block: int = 10,
+        kinds: tuple[str, ...] = FAULT_KINDS,
+        hold_s: float = 3.0,
+        retry_after: float = 0.1,
+    ) -> FaultServer:
         """A fault-injecting proxy in front of ``upstream`` (see :mod:`bcas.testing.proxy`)."""
-        return cls(upstream=upstream, schedule=FaultSchedule(rate, seed, block, kinds), hold_s=hold_s,
-                   retry_after=retry_after)
+        return cls(
+            upstream=upstream, schedule=FaultSchedule(rate, seed, block, kinds), hold_s=hold_s, retry_after=retry_after
+        )
 
     @property
     def faults(self) -> dict[str, int]:
@@ -385,9 +395,13 @@ def _make_handler(owner: FaultServer) -> type[BaseHTTPRequestHandler]:
                 owner._record(RecordedRequest(self.path, body, dict(self.headers.items()), "unauthorised", time.time()))
                 return
             if owner.strict_models and isinstance(body, dict) and body.get("model") != owner.model:
-                owner._record(RecordedRequest(self.path, body, dict(self.headers.items()), "unknown-model", time.time()))
+                owner._record(
+                    RecordedRequest(self.path, body, dict(self.headers.items()), "unknown-model", time.time())
+                )
                 message = f"The model `{body.get('model')}` does not exist."
-                self._send(404, json.dumps({"error": {"message": message, "type": "NotFoundError", "code": 404}}).encode())
+                self._send(
+                    404, json.dumps({"error": {"message": message, "type": "NotFoundError", "code": 404}}).encode()
+                )
                 return
             fault = owner._next_fault()
             owner._record(RecordedRequest(self.path, body, dict(self.headers.items()), fault.kind, time.time()))

@@ -45,8 +45,7 @@ FAULT_KINDS = ("500", "429", "timeout", "malformed")
 class FaultSchedule:
     """Which arriving chat request is forwarded and which gets which fault (module docstring)."""
 
-    def __init__(self, rate: float = 0.2, seed: int = 0, block: int = 10,
-                 kinds: tuple[str, ...] = FAULT_KINDS) -> None:
+    def __init__(self, rate: float = 0.2, seed: int = 0, block: int = 10, kinds: tuple[str, ...] = FAULT_KINDS) -> None:
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"rate must be in [0, 1], got {rate}")
         unknown = set(kinds) - set(FAULT_KINDS)

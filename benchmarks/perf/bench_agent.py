@@ -18,10 +18,10 @@ import statistics
 import time
 
 from bcas.agent import run_bcas
-from bcas.testing.scripted import FakeRetriever
 from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
 from bcas.data import Document, Item
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult
+from bcas.testing.scripted import FakeRetriever
 
 TARGET_TURNS_PER_S = 2000
 

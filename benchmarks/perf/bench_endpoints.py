@@ -80,8 +80,10 @@ def measure(make: callable, n: int, rounds: int, label: str) -> float:  # type: 
     warm = times[1:] or times
     rate = n / statistics.median(warm)
     shown = ", ".join(f"{t:.3f}" for t in times)
-    print(f"  {label}: rounds {shown} s (first opens connections); median warm {statistics.median(warm):.3f} s "
-          f"= {rate:.1f} requests/s")
+    print(
+        f"  {label}: rounds {shown} s (first opens connections); median warm {statistics.median(warm):.3f} s "
+        f"= {rate:.1f} requests/s"
+    )
     return rate
 
 
@@ -97,10 +99,10 @@ def main() -> None:
     print(f"  ideal: one endpoint {c / LATENCY_S:.0f} requests/s, two {2 * c / LATENCY_S:.0f} requests/s")
     servers = Servers(2)
     try:
-        one = measure(lambda: OpenAICompatModel("bench", base_url=servers.urls[0], concurrency=c), n, args.rounds,
-                      "one endpoint")
-        two = measure(lambda: MultiEndpointModel("bench", servers.urls, concurrency=c), n, args.rounds,
-                      "two endpoints")
+        one = measure(
+            lambda: OpenAICompatModel("bench", base_url=servers.urls[0], concurrency=c), n, args.rounds, "one endpoint"
+        )
+        two = measure(lambda: MultiEndpointModel("bench", servers.urls, concurrency=c), n, args.rounds, "two endpoints")
         dead = f"http://127.0.0.1:{free_port()}/v1"
         holder: list[MultiEndpointModel] = []
 
@@ -112,8 +114,10 @@ def main() -> None:
     finally:
         seen = servers.close()
     print(f"two endpoints vs one: {two / one:.2f}x the throughput (target >= {TARGET}x)")
-    print(f"one of two dead: {failed / one:.2f}x the throughput of one healthy endpoint; "
-          f"routing: {holder[-1].stats() if holder else 'n/a'}")
+    print(
+        f"one of two dead: {failed / one:.2f}x the throughput of one healthy endpoint; "
+        f"routing: {holder[-1].stats() if holder else 'n/a'}"
+    )
     for url, (requests, peak) in zip(servers.urls, seen, strict=True):
         print(f"  server {url}: {requests} requests, at most {peak} at once")
 

@@ -124,11 +124,18 @@ def step_bm25_build(a: dict[str, Any]) -> dict[str, Any]:
     cfg = RetrievalConfig(mode="bm25")
     cache = IndexCache(a["cache"])
     t0 = time.perf_counter()
-    store = chunk_store(iter(open_corpus(a["corpus"])), cache, chunk_tokens=cfg.chunk_tokens,
-                        chunk_overlap=cfg.chunk_overlap, source_hash=a["hash"], progress=a["progress"])
+    store = chunk_store(
+        iter(open_corpus(a["corpus"])),
+        cache,
+        chunk_tokens=cfg.chunk_tokens,
+        chunk_overlap=cfg.chunk_overlap,
+        source_hash=a["hash"],
+        progress=a["progress"],
+    )
     t1 = time.perf_counter()
-    bm25_component(store, cache, _bm25_params(cfg), phrase_slop=cfg.phrase_slop, stemmer=DEFAULT_STEMMER,
-                   progress=a["progress"])
+    bm25_component(
+        store, cache, _bm25_params(cfg), phrase_slop=cfg.phrase_slop, stemmer=DEFAULT_STEMMER, progress=a["progress"]
+    )
     t2 = time.perf_counter()
     bm25_manifest = json.loads(next(Path(a["cache"]).glob("bm25-*/manifest.json")).read_text())
     return {"chunks": len(store), "chunk_seconds": t1 - t0, "bm25_seconds": t2 - t1, "info": bm25_manifest["info"]}
@@ -142,8 +149,13 @@ def step_bm25_query(a: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label, boost in (("phrase", True), ("plain", False)):
         t0 = time.perf_counter()
-        r = build_retriever(iter(()), RetrievalConfig(mode="bm25", phrase_boost=boost), cache_dir=a["cache"],
-                            source_hash=a["hash"], progress=False)
+        r = build_retriever(
+            iter(()),
+            RetrievalConfig(mode="bm25", phrase_boost=boost),
+            cache_dir=a["cache"],
+            source_hash=a["hash"],
+            progress=False,
+        )
         load_s = time.perf_counter() - t0
         r.search(qs[0])  # first touch of the mapped pages
         t0 = time.perf_counter()
@@ -168,8 +180,14 @@ def step_encode(a: dict[str, Any]) -> dict[str, Any]:
     np.save(a["sample_out"], vectors)
     np.save(a["queries_out"], qv)
     words = sum(len(t.split()) for t in texts) / len(texts)
-    return {"passages": len(texts), "seconds": seconds, "per_second": len(texts) / seconds, "words": words,
-            "dim": int(vectors.shape[1]), "threads": _torch_threads()}
+    return {
+        "passages": len(texts),
+        "seconds": seconds,
+        "per_second": len(texts) / seconds,
+        "words": words,
+        "dim": int(vectors.shape[1]),
+        "threads": _torch_threads(),
+    }
 
 
 def _torch_threads() -> int:
@@ -225,12 +243,23 @@ def step_dense(a: dict[str, Any]) -> dict[str, Any]:
     index.index.search(np.ascontiguousarray(qv), 10)
     batch_qps = len(qv) / (time.perf_counter() - t0)
     np.save(a["ids_out"], ids)
-    return {"build_seconds": build_s, "load_seconds": load_s, "bytes": size, "qps": qps, "batch_qps": batch_qps,
-            "info": info}
+    return {
+        "build_seconds": build_s,
+        "load_seconds": load_s,
+        "bytes": size,
+        "qps": qps,
+        "batch_qps": batch_qps,
+        "info": info,
+    }
 
 
-STEPS = {"scan": step_scan, "bm25-build": step_bm25_build, "bm25-query": step_bm25_query, "encode": step_encode,
-         "dense": step_dense}
+STEPS = {
+    "scan": step_scan,
+    "bm25-build": step_bm25_build,
+    "bm25-query": step_bm25_query,
+    "encode": step_encode,
+    "dense": step_dense,
+}
 
 
 def run_step(name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -241,7 +270,7 @@ def run_step(name: str, args: dict[str, Any]) -> dict[str, Any]:
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         raise SystemExit(f"step {name} failed (exit {proc.returncode})")
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 # -- report ---------------------------------------------------------------------------------
@@ -306,8 +335,16 @@ def main(argv: list[str] | None = None) -> int:
         bm25_b = sum(folder_bytes(f) for f in cache.glob("bm25-*"))
         say(f"MiniLM encode of {args.encode_sample} passages", quiet)
         sample_f, qv_f = work / "sample.npy", work / "queries.npy"
-        enc = run_step("encode", {"cache": str(cache), "sample": args.encode_sample, "queries": str(qfile),
-                                  "sample_out": str(sample_f), "queries_out": str(qv_f)})
+        enc = run_step(
+            "encode",
+            {
+                "cache": str(cache),
+                "sample": args.encode_sample,
+                "queries": str(qfile),
+                "sample_out": str(sample_f),
+                "queries_out": str(qv_f),
+            },
+        )
         dense: dict[int, dict[str, Any]] = {}
         for n in scales:
             vec = work / f"vectors-{n}"
@@ -316,13 +353,24 @@ def main(argv: list[str] | None = None) -> int:
             for kind in DENSE_KINDS:
                 say(f"faiss {kind} on {n:,} vectors", quiet)
                 idx, ids = work / f"{kind}-{n}.index", work / f"ids-{kind}-{n}.npy"
-                dense[n][kind] = run_step("dense", {"vectors": str(vec), "kind": kind, "index": str(idx),
-                                                    "queries": str(qv_f), "ids_out": str(ids), "progress": prog})
+                dense[n][kind] = run_step(
+                    "dense",
+                    {
+                        "vectors": str(vec),
+                        "kind": kind,
+                        "index": str(idx),
+                        "queries": str(qv_f),
+                        "ids_out": str(ids),
+                        "progress": prog,
+                    },
+                )
                 idx.unlink()
             flat = np.load(work / f"ids-flat-{n}.npy")
             for kind in DENSE_KINDS:
                 got = np.load(work / f"ids-{kind}-{n}.npy")
-                dense[n][kind]["agree"] = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got, flat, strict=True)]))
+                dense[n][kind]["agree"] = float(
+                    np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got, flat, strict=True)])
+                )
             shutil.rmtree(vec)
         report(args, gen, gen_s, scan, build, query, chunks_b, bm25_b, enc, dense)
     finally:
@@ -331,15 +379,26 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def report(args: Any, gen: dict[str, Any], gen_s: float, scan: dict[str, Any], build: dict[str, Any],
-           query: dict[str, Any], chunks_b: int, bm25_b: int, enc: dict[str, Any],
-           dense: dict[int, dict[str, Any]]) -> None:
+def report(
+    args: Any,
+    gen: dict[str, Any],
+    gen_s: float,
+    scan: dict[str, Any],
+    build: dict[str, Any],
+    query: dict[str, Any],
+    chunks_b: int,
+    bm25_b: int,
+    enc: dict[str, Any],
+    dense: dict[int, dict[str, Any]],
+) -> None:
     n = args.passages
     info = build["info"]
-    print(f"corpus: {n:,} passages of recombined shipped sentences ({gen['sentences']:,} distinct sentences, "
-          f"{gen['titles']:,} titles, {gen['words_per_passage']:.0f} words/passage, seed {SEED}); "
-          f"written in {duration(gen_s)}; {build['chunks']:,} chunks; vocabulary {info['vocabulary']:,} terms; "
-          f"{info['phrase_pairs']:,} phrase pairs")
+    print(
+        f"corpus: {n:,} passages of recombined shipped sentences ({gen['sentences']:,} distinct sentences, "
+        f"{gen['titles']:,} titles, {gen['words_per_passage']:.0f} words/passage, seed {SEED}); "
+        f"written in {duration(gen_s)}; {build['chunks']:,} chunks; vocabulary {info['vocabulary']:,} terms; "
+        f"{info['phrase_pairs']:,} phrase pairs"
+    )
     print(f"queries: {args.queries} questions of the shipped datasets, one at a time, k = 5")
     print(f"corpus scan (content hash): {duration(scan['seconds'])}, peak RSS {scan['peak_rss_mb']:,.0f} MB")
     build_s = build["chunk_seconds"] + build["bm25_seconds"]
@@ -347,45 +406,64 @@ def report(args: Any, gen: dict[str, Any], gen_s: float, scan: dict[str, Any], b
     print("| index | build | peak RSS (build) | on disk | load (mmap) | queries/s | peak RSS (query) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for label, key in (("BM25 (phrase-boosted)", "phrase"), ("BM25 (plain)", "plain")):
-        print(f"| {label} | {duration(build['bm25_seconds'])} | {build['peak_rss_mb']:,.0f} MB | {gb(bm25_b)} | "
-              f"{query[key]['load_seconds']:.2f} s | {query[key]['qps']:,.1f} | {query['peak_rss_mb']:,.0f} MB |")
+        print(
+            f"| {label} | {duration(build['bm25_seconds'])} | {build['peak_rss_mb']:,.0f} MB | {gb(bm25_b)} | "
+            f"{query[key]['load_seconds']:.2f} s | {query[key]['qps']:,.1f} | {query['peak_rss_mb']:,.0f} MB |"
+        )
     rate = enc["per_second"]
-    print(f"MiniLM encode throughput: {rate:,.1f} passages/s ({enc['passages']} real passages of "
-          f"{enc['words']:.0f} words, batch 64, {enc['threads']} torch threads) -> {n:,} passages: "
-          f"{duration(n / rate)}; {WIKI18_PASSAGES / 1e6:.0f}M passages: {duration(WIKI18_PASSAGES / rate)}")
-    print("dense indexes: synthetic vectors for index timing (normalised mixtures of two real MiniLM vectors of the "
-          "sample + noise; queries: real questions encoded by MiniLM); recall figures not claimed; 'agree' = "
-          "overlap of the top 10 with flat's on these vectors")
+    print(
+        f"MiniLM encode throughput: {rate:,.1f} passages/s ({enc['passages']} real passages of "
+        f"{enc['words']:.0f} words, batch 64, {enc['threads']} torch threads) -> {n:,} passages: "
+        f"{duration(n / rate)}; {WIKI18_PASSAGES / 1e6:.0f}M passages: {duration(WIKI18_PASSAGES / rate)}"
+    )
+    print(
+        "dense indexes: synthetic vectors for index timing (normalised mixtures of two real MiniLM vectors of the "
+        "sample + noise; queries: real questions encoded by MiniLM); recall figures not claimed; 'agree' = "
+        "overlap of the top 10 with flat's on these vectors"
+    )
     print("| vectors | index | parameters | build | peak RSS | on disk | queries/s (one / batch) | agree |")
     print("|---:|---|---|---:|---:|---:|---:|---:|")
     for m, kinds in dense.items():
         for kind, r in kinds.items():
             params = ", ".join(f"{k}={v}" for k, v in r["info"].items() if k not in ("index", "ntotal", "dim"))
-            print(f"| {m:,} | {kind} | {params or '-'} | {duration(r['build_seconds'])} | {r['peak_rss_mb']:,.0f} MB | "
-                  f"{gb(r['bytes'])} | {r['qps']:,.1f} / {r['batch_qps']:,.0f} | {r['agree']:.2f} |")
+            print(
+                f"| {m:,} | {kind} | {params or '-'} | {duration(r['build_seconds'])} | {r['peak_rss_mb']:,.0f} MB | "
+                f"{gb(r['bytes'])} | {r['qps']:,.1f} / {r['batch_qps']:,.0f} | {r['agree']:.2f} |"
+            )
     extrapolate(n, build_s, bm25_b + chunks_b, query, enc, dense)
 
 
-def extrapolate(n: int, build_s: float, disk_b: int, query: dict[str, Any], enc: dict[str, Any],
-                dense: dict[int, dict[str, Any]]) -> None:
+def extrapolate(
+    n: int, build_s: float, disk_b: int, query: dict[str, Any], enc: dict[str, Any], dense: dict[int, dict[str, Any]]
+) -> None:
     f = WIKI18_PASSAGES / n
-    print(f"extrapolation to {WIKI18_PASSAGES / 1e6:.0f}M passages (wiki-18), linear in passages from {n:,} "
-          f"(x{f:,.0f}); assumes passages of the same length, the same machine, and disk instead of RAM for mmap:")
+    print(
+        f"extrapolation to {WIKI18_PASSAGES / 1e6:.0f}M passages (wiki-18), linear in passages from {n:,} "
+        f"(x{f:,.0f}); assumes passages of the same length, the same machine, and disk instead of RAM for mmap:"
+    )
     print(f"- chunk store + BM25 build: {duration(build_s * f)}; on disk {gb(disk_b * f)}")
-    print(f"- BM25 queries/s: phrase-boosted {query['phrase']['qps'] / f:,.2f}, plain {query['plain']['qps'] / f:,.2f} "
-          "(per-query cost grows with posting lengths, ~linear in passages)")
+    print(
+        f"- BM25 queries/s: phrase-boosted {query['phrase']['qps'] / f:,.2f}, plain {query['plain']['qps'] / f:,.2f} "
+        "(per-query cost grows with posting lengths, ~linear in passages)"
+    )
     print(f"- MiniLM embedding on this CPU: {duration(WIKI18_PASSAGES / enc['per_second'])}")
     if dense:
         m = max(dense)
         g = WIKI18_PASSAGES / m
         # per-query work: flat scans all N; IVF with nlist = sqrt(N) scans nprobe lists of sqrt(N); HNSW ~ log N
-        cost = {"flat": (g, "scans all N"), "ivf": (g**0.5, "nprobe lists of ~sqrt(N)"),
-                "ivf-pq": (g**0.5, "nprobe lists of ~sqrt(N)"), "hnsw": (1.0, "~log N, taken as constant")}
+        cost = {
+            "flat": (g, "scans all N"),
+            "ivf": (g**0.5, "nprobe lists of ~sqrt(N)"),
+            "ivf-pq": (g**0.5, "nprobe lists of ~sqrt(N)"),
+            "hnsw": (1.0, "~log N, taken as constant"),
+        }
         for kind, r in dense[m].items():
             factor, why = cost[kind]
-            print(f"- {kind}: index {gb(r['bytes'] * g)}, build {duration(r['build_seconds'] * g)} "
-                  f"(linear from {m:,}; HNSW and IVF training grow somewhat faster), "
-                  f"{r['qps'] / factor:,.1f} queries/s ({why})")
+            print(
+                f"- {kind}: index {gb(r['bytes'] * g)}, build {duration(r['build_seconds'] * g)} "
+                f"(linear from {m:,}; HNSW and IVF training grow somewhat faster), "
+                f"{r['qps'] / factor:,.1f} queries/s ({why})"
+            )
 
 
 if __name__ == "__main__":

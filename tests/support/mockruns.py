@@ -18,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 GRID_FILE = (REPO / "benchmarks" / "test_grids.py").read_text(encoding="utf-8")
 
-CONFTEST = '''
+CONFTEST = """
 import sys
 sys.path.insert(0, {tests!r})
 from bcas.config import AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
@@ -45,7 +45,7 @@ register_grid(Grid("pages", (_bcas(1, reference=True), _bcas(2), _bcas(3), _bcas
                              _madara("nf", reference=True), _madara("pde"), _madara("sda")),
                    datasets=("hotpotqa", "fever"), limit=12))
 register_grid(Grid("brief", (_bcas(1, reference=True), _bcas(2)), datasets=("hotpotqa",), limit=6))
-'''
+"""
 
 PRICES = """
 default = "test"
@@ -79,12 +79,18 @@ def make_project(folder: Path) -> Path:
     return folder
 
 
-def run_pytest(folder: Path, *args: str, timeout: float = 300.0,
-               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_pytest(
+    folder: Path, *args: str, timeout: float = 300.0, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """``python -m pytest`` in ``folder`` (a fresh process: no state shared with the calling test run)."""
     env = {**os.environ, "BCAS_CACHE_DIR": str(folder / "cache"), "PYTHONPATH": str(REPO), **(env or {})}
     env.pop("PYTEST_ADDOPTS", None)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "test_grids.py", "-p", "no:cacheprovider", "--rootdir", str(folder), *args],
-        cwd=folder, env=env, capture_output=True, text=True, timeout=timeout, check=False,
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )

@@ -69,18 +69,20 @@ def twowiki(path: Path, n: int = 12) -> Path:
 def musique(path: Path, n: int = 12) -> Path:
     rows = []
     for it in _items("musique", n):
-        rows.append({
-            "id": it.id,
-            "paragraphs": [
-                {"idx": j, "title": d.title, "paragraph_text": d.text, "is_supporting": d.id in it.supporting}
-                for j, d in enumerate(it.documents)
-            ],
-            "question": it.question,
-            "question_decomposition": it.meta.get("question_decomposition", []),
-            "answer": it.answers[0],
-            "answer_aliases": list(it.answers[1:]),
-            "answerable": True,
-        })
+        rows.append(
+            {
+                "id": it.id,
+                "paragraphs": [
+                    {"idx": j, "title": d.title, "paragraph_text": d.text, "is_supporting": d.id in it.supporting}
+                    for j, d in enumerate(it.documents)
+                ],
+                "question": it.question,
+                "question_decomposition": it.meta.get("question_decomposition", []),
+                "answer": it.answers[0],
+                "answer_aliases": list(it.answers[1:]),
+                "answerable": True,
+            }
+        )
     return _write_jsonl(path, rows)
 
 
@@ -94,15 +96,21 @@ def triviaqa(root: Path, n: int = 8) -> Path:
             (root / "evidence" / "wikipedia").mkdir(parents=True, exist_ok=True)
             (root / "evidence" / "wikipedia" / filename).write_text(d.text + "\n", encoding="utf-8")
             pages.append({"DocSource": "TagMe", "Filename": filename, "Title": d.title})
-        data.append({
-            "Answer": {"Aliases": list(it.answers), "NormalizedAliases": [a.lower() for a in it.answers],
-                       "Value": it.answers[0], "Type": "WikipediaEntity"},
-            "EntityPages": pages,
-            "Question": it.question,
-            "QuestionId": it.id,
-            "QuestionSource": "http://www.triviacountry.com/",
-            "SearchResults": [],
-        })
+        data.append(
+            {
+                "Answer": {
+                    "Aliases": list(it.answers),
+                    "NormalizedAliases": [a.lower() for a in it.answers],
+                    "Value": it.answers[0],
+                    "Type": "WikipediaEntity",
+                },
+                "EntityPages": pages,
+                "Question": it.question,
+                "QuestionId": it.id,
+                "QuestionSource": "http://www.triviacountry.com/",
+                "SearchResults": [],
+            }
+        )
     # "Data" deliberately not first: the members around it are read and dropped.
     doc = {"Domain": "Wikipedia", "Version": 1.0, "Data": data, "Split": "dev", "VerifiedEval": False}
     return _write_json(root / "qa" / "wikipedia-dev.json", doc)
@@ -117,8 +125,15 @@ def fever(claims: Path, wiki: Path, n: int = 20) -> tuple[Path, Path]:
     rows, pages = [], {}
     for it in _items("fever", n):
         evidence = [[[7, 7, fever_page_id(t), s]] for t, s in it.meta["gold_evidence_pages"]]
-        rows.append({"id": it.meta["fever_id"], "verifiable": "VERIFIABLE", "label": it.answers[0],
-                     "claim": it.question, "evidence": evidence})
+        rows.append(
+            {
+                "id": it.meta["fever_id"],
+                "verifiable": "VERIFIABLE",
+                "label": it.answers[0],
+                "claim": it.question,
+                "evidence": evidence,
+            }
+        )
         for d in it.documents:
             pages.setdefault(fever_page_id(d.title), []).append(d.text)
     wiki_rows = [{"id": "", "text": "", "lines": ""}]  # the real dump starts with an empty page
@@ -139,17 +154,19 @@ def conflictqa(path: Path, n: int = 12) -> Path:
     rows = []
     for it in _items("conflictqa", n):
         texts = {d.title: d.text for d in it.documents}
-        rows.append({
-            "question": it.question,
-            "popularity": it.meta.get("popularity", 0),
-            "ground_truth": it.meta["ground_truth_raw"],
-            "memory_answer": it.meta["memory_answer"],
-            "parametric_memory": texts["parametric_memory"],
-            "counter_answer": it.meta["counter_answer"],
-            "counter_memory": texts["counter_memory"],
-            "parametric_memory_aligned_evidence": texts["parametric_memory_aligned_evidence"],
-            "counter_memory_aligned_evidence": texts["counter_memory_aligned_evidence"],
-        })
+        rows.append(
+            {
+                "question": it.question,
+                "popularity": it.meta.get("popularity", 0),
+                "ground_truth": it.meta["ground_truth_raw"],
+                "memory_answer": it.meta["memory_answer"],
+                "parametric_memory": texts["parametric_memory"],
+                "counter_answer": it.meta["counter_answer"],
+                "counter_memory": texts["counter_memory"],
+                "parametric_memory_aligned_evidence": texts["parametric_memory_aligned_evidence"],
+                "counter_memory_aligned_evidence": texts["counter_memory_aligned_evidence"],
+            }
+        )
     return _write_jsonl(path, rows)
 
 
@@ -161,9 +178,17 @@ def flashrag_pair(folder: Path, n: int = 12, name: str = "hotpotqa") -> tuple[Pa
     for it in items:
         by_id = {d.id: d for d in it.documents}
         gold = [by_id[s].title for s in it.supporting]
-        rows.append({"id": it.id, "question": it.question, "golden_answers": list(it.answers),
-                     "metadata": {"supporting_facts": {"title": gold, "sent_id": [0] * len(gold)},
-                                  "type": it.meta.get("type", "")}})
+        rows.append(
+            {
+                "id": it.id,
+                "question": it.question,
+                "golden_answers": list(it.answers),
+                "metadata": {
+                    "supporting_facts": {"title": gold, "sent_id": [0] * len(gold)},
+                    "type": it.meta.get("type", ""),
+                },
+            }
+        )
     dataset = _write_jsonl(folder / name / "dev.jsonl", rows)
     corpus_rows = [{"id": str(j), "contents": f'"{d.title}"\n{d.text}'} for j, d in enumerate(ds.documents)]
     corpus = _write_jsonl(folder / "corpus" / "wiki.jsonl", corpus_rows)
@@ -172,5 +197,6 @@ def flashrag_pair(folder: Path, n: int = 12, name: str = "hotpotqa") -> tuple[Pa
 
 def beir_corpus(path: Path, name: str = "hotpotqa") -> Path:
     docs = load_dataset(name).documents
-    return _write_jsonl(path, [{"_id": str(j), "title": d.title, "text": d.text, "metadata": {}}
-                               for j, d in enumerate(docs)])
+    return _write_jsonl(
+        path, [{"_id": str(j), "title": d.title, "text": d.text, "metadata": {}} for j, d in enumerate(docs)]
+    )

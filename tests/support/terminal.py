@@ -65,12 +65,12 @@ class Screen:
         elif final == "K":
             line = self._line()
             if n == 0:
-                del line[self.col:]
+                del line[self.col :]
             elif n == 2:
                 line.clear()
         elif final == "J" and n == 0:
-            del self._line()[self.col:]
-            del self.lines[self.row + 1:]
+            del self._line()[self.col :]
+            del self.lines[self.row + 1 :]
         # "m" (colours) and anything else: no effect on the text
 
     def feed(self, text: str) -> None:
@@ -114,13 +114,21 @@ class Screen:
         return out
 
 
-def run_on_terminal(argv: list[str], cwd: Path, env: dict[str, str], width: int = 120,
-                    timeout: float = 300.0) -> tuple[int, str]:
+def run_on_terminal(
+    argv: list[str], cwd: Path, env: dict[str, str], width: int = 120, timeout: float = 300.0
+) -> tuple[int, str]:
     """Run ``argv`` with stdout and stderr on a new pseudo-terminal ``width`` columns wide; (exit status, output)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, width, 0, 0))
-    proc = subprocess.Popen(argv, cwd=cwd, env={**env, "COLUMNS": str(width), "TERM": "xterm"},
-                            stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, close_fds=True)
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env={**env, "COLUMNS": str(width), "TERM": "xterm"},
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+        close_fds=True,
+    )
     os.close(slave)
     chunks = []
     deadline = time.monotonic() + timeout

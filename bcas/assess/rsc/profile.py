@@ -30,8 +30,9 @@ def pooled_rhos(triples: Sequence[Triple]) -> tuple[float, float, float]:
     """rho_hat_k for k = 1, 2, 3 over every triple whose two scores are present (Eq. 1)."""
     out = []
     for k in range(3):
-        pairs = [(float(t.normal), float(v)) for t in triples
-                 if t.normal is not None and (v := t.perturbed[k]) is not None]
+        pairs = [
+            (float(t.normal), float(v)) for t in triples if t.normal is not None and (v := t.perturbed[k]) is not None
+        ]
         out.append(spearman([p[0] for p in pairs], [p[1] for p in pairs]) if pairs else 0.0)
     return out[0], out[1], out[2]
 
@@ -108,7 +109,9 @@ def _per_query_means(triples: Sequence[Triple]) -> tuple[float | None, float | N
     for k in range(3):
         values = []
         for ts in by_query.values():
-            pairs = [(float(t.normal), float(v)) for t in ts if t.normal is not None and (v := t.perturbed[k]) is not None]
+            pairs = [
+                (float(t.normal), float(v)) for t in ts if t.normal is not None and (v := t.perturbed[k]) is not None
+            ]
             rho = spearman([p[0] for p in pairs], [p[1] for p in pairs], undefined=float("nan"))
             if not np.isnan(rho):
                 values.append(rho)

@@ -1,0 +1,65 @@
+"""Per-case state shared by a case's items: the retriever, the RSC profile, the record's
+identity fields; and the step that teaches a ``mock:gold`` model the gold answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bcas.config import RunConfig
+
+
+def _teach(model: Any, dataset: Any) -> None:
+    """Give a model that asks for them (the ``mock`` backend's ``gold``) the gold answers."""
+    register = getattr(model, "register_items", None)
+    if callable(register):
+        register(dataset.items)
+
+
+class CaseContext:
+    """Per-case state shared by its items (retriever, RSC profile)."""
+
+    def __init__(self, session: Any, case: Any, dataset: Any, config: RunConfig, model: Any):
+        self.session = session
+        self.case = case
+        self.dataset = dataset
+        self.config = config
+        self.model = model
+        self.retriever = None
+        self.identity: dict[str, str] = {}
+        self.extra_base = {
+            "grid": case.grid,
+            "kind": case.entry.kind,
+            "reference": case.entry.reference,
+            "case_id": case.id,
+            "worker": session.worker,
+        }
+
+    async def prepare(self, todo: list[Any]) -> None:
+        kind = self.case.entry.kind
+        needs_retriever = kind == "bcas" or (kind in ("madara", "rsc") and self.config.assess.doc_source == "retrieval")
+        if needs_retriever and todo:
+            self.retriever = self.session.retriever(self.case.dataset, self.config.retrieval, self.model)
+            engine = getattr(self.retriever, "engine_url", None)
+            if engine:  # records say which engine answered their searches
+                self.extra_base["retriever"] = engine
+        if kind == "madara" and self.config.assess.method == "madara" and todo:
+            self.profile = await self.session_rsc_profile()
+
+    async def session_rsc_profile(self) -> Any:
+        from bcas.assess import rsc as rsc_mod
+
+        key = (self.case.model.label, self.case.dataset)
+        cached = self.session._rsc_profiles.get(key)
+        if cached is None:
+            calib = self.session.calibration(self.case.dataset, self.config.assess.calibration_n)
+            cached = await rsc_mod.probe(self.model, list(calib.items), self.retriever, self.config)
+            self.session._rsc_profiles[key] = cached
+        return cached
+
+    async def run_item(self, item: Any, epoch: int = 0) -> Any:
+        from bcas.harness.pipelines import run_item_record
+
+        record = await run_item_record(self, item, epoch)
+        if self.case.entry.kind == "bcas":
+            record = self.session.with_evidence_recall(self.case.dataset, item, record)
+        return record

@@ -1,0 +1,171 @@
+"""The table of bcas options: (name, kind, default, help).  Each is ``--bcas-NAME`` on the
+command line and ``bcas_NAME`` as an ini option; :mod:`bcas.harness.settings` reads them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+OPTIONS: list[tuple[str, str, Any, str]] = [
+    # (name, kind, default, help)
+    (
+        "model",
+        "append",
+        None,
+        "model to evaluate (repeatable): BACKEND:MODEL (embedded:path.gguf, openai:qwen3-8b, "
+        "vllm:Qwen/Qwen3-8B, mock:gold|verbose|random), a bare backend name for its default "
+        "model, or a plain GGUF path / served name / HF id of --bcas-backend; default: the "
+        "backend's default (embedded: SmolLM2-135M-Instruct)",
+    ),
+    (
+        "backend",
+        "str",
+        "embedded",
+        "model backend for a plain --bcas-model: a registered backend (embedded, openai, "
+        "vllm, mock, or one a plugin registers)",
+    ),
+    (
+        "base-url",
+        "append",
+        None,
+        "base URL of an OpenAI-compatible server (openai backend); repeat it or give a "
+        "comma list for several servers of one model (requests go to the least busy, a "
+        "failing one is left for a while)",
+    ),
+    ("api-key-env", "str", None, "name of the environment variable holding the server's API key"),
+    (
+        "datasets",
+        "str",
+        None,
+        "comma-separated dataset names, file paths (layout detected) or FORMAT:PATH, e.g. "
+        "flashrag:nq/dev.jsonl, hotpotqa:hotpot_dev_distractor_v1.json (python -m bcas.data "
+        "--formats lists them; default: each grid's datasets)",
+    ),
+    (
+        "corpus",
+        "str",
+        None,
+        "passage corpus searched by every item instead of its own documents: a FlashRAG corpus "
+        "JSONL, BEIR corpus.jsonl, our documents JSONL or FEVER wiki-pages/ (PATH or FORMAT:PATH)",
+    ),
+    (
+        "embedder",
+        "str",
+        None,
+        "embedder of the dense and hybrid retrieval cases: minilm (CPU default), bge-m3 "
+        "(BCAS §3.5; gpu extra), bge-m3:PATH or sentence-transformers:PATH (a local folder)",
+    ),
+    (
+        "reranker",
+        "str",
+        None,
+        "reranker of the hybrid + re-ranking cases: llm (the model under test, CPU default), "
+        "bge-reranker-v2-m3 (BCAS §3.5; gpu extra), bge-reranker-v2-m3:PATH or "
+        "cross-encoder:PATH (a sentence-transformers CrossEncoder saved in a local folder)",
+    ),
+    (
+        "shard",
+        "str",
+        None,
+        "run only shard K of N (K/N, e.g. 1/4): the items whose id hashes to K, so N machines or "
+        "CI jobs each run a share; join the shard folders with python -m bcas.results merge",
+    ),
+    (
+        "retriever",
+        "str",
+        None,
+        "search engine for the BM25 cases: a Milvus server's URL (http://HOST:19530; a "
+        "cluster, or python -m bcas.retrieval.milvus_lite), shared by every worker; its token, "
+        "if any, in $BCAS_RETRIEVER_TOKEN",
+    ),
+    ("grid", "str", "smoke", "comma-separated grids: smoke, search_scaling, context_scaling, ablation, madara, rsc"),
+    (
+        "limit",
+        "str",
+        None,
+        "items per dataset: a whole number >= 1 (a seeded subset, the same on every machine) or "
+        "all (every item); default: the grid's limit (smoke: 5), else 20",
+    ),
+    ("seed", "int", 0, "seed of the item subset and of sampling"),
+    (
+        "epochs",
+        "int",
+        1,
+        "run each item this many times with distinct recorded sampling seeds (for sampled "
+        "decoding); accuracy is the mean of per-item means, intervals clustered by item",
+    ),
+    (
+        "concurrency",
+        "int",
+        None,
+        "items of one case in flight at once (default: 1 for the embedded backend, whose "
+        "single in-process model then reuses each conversation's cached prefix; 8 otherwise)",
+    ),
+    ("judge", "str", "none", "LLM judge: none | same | BACKEND[:MODEL] (e.g. openai:gpt-4o-mini)"),
+    ("judge-base-url", "str", None, "base URL of the judge's OpenAI-compatible server"),
+    ("judge-repeats", "int", 1, "ask the judge this many times per item and record agreement"),
+    (
+        "prices",
+        "str",
+        None,
+        "price sheet: a TOML path, PATH:SHEET, a sheet name of the sheet installed with bcas "
+        "(list, batch), or none (no pricing: cost_usd null); default: the installed sheet "
+        "bcas/resources/prices.toml, its default sheet",
+    ),
+    ("baseline", "str", None, "baseline for the regression gate: a run directory, records.jsonl or baseline JSON"),
+    ("min-accuracy", "float", None, "fail a case whose EM accuracy is below this floor"),
+    ("alpha", "float", 0.05, "significance level of the regression gate"),
+    (
+        "gate-family",
+        "str",
+        "session",
+        "cases one Holm correction of the gate covers: session (default: a CI run is "
+        "one decision, its false-alarm rate stays at alpha however many cases run) | "
+        "grid | case",
+    ),
+    (
+        "max-drop",
+        "float",
+        0.0,
+        "regression gate tolerance in accuracy points: fail a case only when its drop is "
+        "significantly larger (Tango score test)",
+    ),
+    (
+        "gate-strict",
+        "bool",
+        False,
+        "usage error before anything runs when a gated case cannot fail at --bcas-alpha "
+        "(too few paired items for its Holm threshold)",
+    ),
+    ("report", "str", None, "run directory for records and reports (default reports/<grids>)"),
+    ("allow-errors", "bool", False, "do not fail a case whose items end with stop_reason=error"),
+    ("no-cache", "bool", False, "disable the generation cache"),
+    (
+        "allow-mismatch",
+        "bool",
+        False,
+        "let the regression gate compare answers whose model fingerprint or prompt "
+        "hash differ from the baseline's (the override is written into the report)",
+    ),
+    ("no-preflight", "bool", False, "skip the session-start check of every server endpoint (models and judge)"),
+    (
+        "require-prices",
+        "bool",
+        False,
+        "stop at session start when the price sheet has no price for a model "
+        "(default: such a model's records get cost_usd null and a warning)",
+    ),
+    (
+        "max-cost",
+        "float",
+        None,
+        "stop starting new items once the session's priced spend (US dollars, under the "
+        "price sheet) would pass this cap; the stop is in the report, rerunning resumes",
+    ),
+    (
+        "estimate",
+        "bool",
+        False,
+        "print the expected calls, tokens and cost of the selected cases (price sheet and "
+        "generation cache) without running them",
+    ),
+]

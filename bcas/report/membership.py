@@ -1,0 +1,113 @@
+"""Which grid tables a record's configuration belongs to, and records grouped by grid x
+model x dataset x configuration.  Grid membership is not part of an answer's identity: a
+configuration that several grids share is one set of answers, shown in each grid's tables
+and compared with that grid's own reference; one model label with several fingerprints
+gets one group per fingerprint (its label followed by a short fingerprint)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from bcas.grids import with_retrieval_models
+
+GroupKey = tuple[str, str, str, str]  # (grid, model, dataset, label)
+
+
+def group_key(rec: dict[str, Any]) -> GroupKey:
+    """(grid, model, dataset, label) as the record says it was run (its first grid)."""
+    extra = rec.get("extra") or {}
+    return (
+        str(extra.get("grid", "")),
+        str(rec.get("model", "")),
+        str(rec.get("dataset", "")),
+        str(rec.get("label") or extra.get("label") or rec.get("config_id", "")),
+    )
+
+
+def _seed_of(rec: dict[str, Any]) -> int:
+    cfg = rec.get("config") or {}
+    return int(cfg.get("seed", 0) or 0) if isinstance(cfg, dict) else 0
+
+
+def _models_of(rec: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The record's embedder and reranker (chosen with --bcas-embedder / --bcas-reranker)."""
+    cfg = rec.get("config") or {}
+    retrieval = cfg.get("retrieval") if isinstance(cfg, dict) else None
+    if not isinstance(retrieval, dict):
+        return None, None
+    return retrieval.get("embedder"), retrieval.get("reranker")
+
+
+def memberships(
+    records: Iterable[dict[str, Any]], grids: Mapping[str, Any] | None = None, only: Iterable[str] | None = None
+) -> list[tuple[str, bool, str, dict[str, Any]]]:
+    """(grid, is_reference, label, record) for every grid a record's configuration belongs to.
+
+    ``grids``: name -> :class:`bcas.grids.Grid` (the registered grids); a record
+    belongs to each grid with an entry whose configuration, under the record's seed, has
+    the record's ``config_id`` (retrieval models chosen for the run applied as the plugin
+    applies them).  ``only``: grids to consider (default: the grids the records were run
+    under).  A record no grid entry matches keeps the grid it was run under.
+    """
+    recs = list(records)
+    wanted = set(only) if only is not None else set()
+    wanted |= {str((r.get("extra") or {}).get("grid", "")) for r in recs}
+    index: dict[tuple[int, str], list[tuple[str, bool, str]]] = defaultdict(list)
+    if grids:
+        for seed, (embedder, reranker) in sorted({(_seed_of(r), _models_of(r)) for r in recs}, key=repr):
+            for name, grid in grids.items():
+                if name not in wanted:
+                    continue
+                for entry in grid.entries:
+                    if entry.kind == "rsc":  # a probe writes a profile, never item records
+                        continue
+                    chosen = with_retrieval_models(entry, embedder, reranker)
+                    cid = replace(chosen.config, seed=seed).config_id
+                    index[(seed, cid)].append((name, bool(entry.reference), entry.label))
+    out = []
+    for rec in recs:
+        found = index.get((_seed_of(rec), str(rec.get("config_id", ""))))
+        if found:
+            for name, ref, label in dict.fromkeys(found):
+                out.append((name, ref, label, rec))
+        else:
+            extra = rec.get("extra") or {}
+            out.append((str(extra.get("grid", "")), bool(extra.get("reference")), group_key(rec)[3], rec))
+    return out
+
+
+def _model_names(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """(label, fingerprint) -> display name; a label with several fingerprints gets a short one appended."""
+    from bcas.identity import short
+
+    fps: dict[str, set[str]] = defaultdict(set)
+    for rec in records:
+        fps[str(rec.get("model", ""))].add(str(rec.get("model_fingerprint") or ""))
+    names = {}
+    for label, prints in fps.items():
+        for fp in prints:
+            names[(label, fp)] = label if len(prints) == 1 else f"{label} [{short(fp) if fp else 'no fingerprint'}]"
+    return names
+
+
+Groups = dict[GroupKey, list[dict[str, Any]]]
+
+
+def grouped(
+    records: Iterable[dict[str, Any]], grids: Mapping[str, Any] | None = None, only: Iterable[str] | None = None
+) -> tuple[Groups, dict[tuple[str, str, str], str]]:
+    """Records by (grid, model display name, dataset, label), and each (grid, model, dataset)'s reference label."""
+    recs = list(records)
+    names = _model_names(recs)
+    groups: Groups = defaultdict(list)
+    references: dict[tuple[str, str, str], str] = {}
+    for grid, ref, label, rec in memberships(recs, grids, only):
+        model = names[(str(rec.get("model", "")), str(rec.get("model_fingerprint") or ""))]
+        key = (grid, model, str(rec.get("dataset", "")), label)
+        groups[key].append(rec)
+        if ref:
+            references[key[:3]] = label
+    return groups, references
