@@ -67,8 +67,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 from string import Template
 from typing import Any, Protocol
 
@@ -86,21 +84,16 @@ from bcas.agent.protocol import (
 from bcas.config import RunConfig
 from bcas.data import Item
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, split_reasoning
+from bcas.prompts import prompt_template
 
-PROMPT_DIR = Path(__file__).resolve().parent / "prompts"
 STOP_REASONS = ("answered", "max_searches", "max_total_tokens", "max_invalid_turns", "max_turns", "error")
 # Text-format turns stop before the model writes an observation of its own.
 TEXT_STOP = ("\nObservation", "\nSearch results")
 
 
-@cache
 def load_template(name: str) -> Template:
     """The prompt template ``bcas/agent/prompts/<name>.txt`` (``$name`` placeholders)."""
-    path = PROMPT_DIR / f"{name}.txt"
-    try:
-        return Template(path.read_text(encoding="utf-8").rstrip("\n"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"prompt template {path} is missing; reinstall bcas with its package data") from None
+    return prompt_template("bcas.agent", name)
 
 
 def render(name: str, **values: Any) -> str:

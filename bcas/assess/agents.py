@@ -27,13 +27,12 @@ import json
 import re
 import string
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from typing import Any
 
 from bcas.assess.usage import Ledger
 from bcas.config import AssessConfig
 from bcas.llm.base import ChatModel, ChatRequest, ModelError
+from bcas.prompts import prompt_template
 
 AGENTS: tuple[str, ...] = ("relevance", "consistency", "conflict")
 """Agent names in score-matrix column order (weights (0.4, 0.3, 0.3) follow it)."""
@@ -54,14 +53,9 @@ N_REASONING_STEPS = 5
 STEP_MAX_CHARS = 100
 
 
-@cache
 def load_template(name: str) -> string.Template:
-    """A prompt template from ``bcas/assess/prompts/<name>.txt`` ($-placeholders)."""
-    try:
-        text = resources.files("bcas.assess").joinpath("prompts", f"{name}.txt").read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FileNotFoundError(f"missing prompt template bcas/assess/prompts/{name}.txt") from None
-    return string.Template(text)
+    """A prompt template from ``bcas/assess/prompts/<name>.txt`` ($-placeholders), as written."""
+    return prompt_template("bcas.assess", name, strip=False)
 
 
 def render(name: str, **values: str) -> str:

@@ -23,6 +23,8 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+from bcas.prompts import prompt_template
+
 JUDGE_PROMPT_DIR = Path(__file__).resolve().parent / "prompts"
 JUDGE_VERDICTS = ("correct", "incorrect")
 JUDGE_SCHEMA: dict[str, Any] = {
@@ -37,13 +39,7 @@ _POSITIVE_WORDS = frozenset({"correct", "right", "true", "yes", "correctly", "ac
 
 
 def _judge_template(name: str) -> Template:
-    path = JUDGE_PROMPT_DIR / f"{name}.txt"
-    try:
-        return Template(path.read_text(encoding="utf-8").rstrip("\n"))
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f"judge prompt template {path} is missing; reinstall bcas with its package data"
-        ) from None
+    return prompt_template("bcas.grading", name)
 
 
 def parse_verdict(text: str) -> bool | None:

@@ -43,8 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from bcas.llm.base import ChatModel, ChatRequest, ModelError
+from bcas.prompts import prompt_text
 
-PROMPT_DIR = Path(__file__).resolve().parent / "prompts"
 RERANK_PROMPT = "rerank.txt"
 DEFAULT_TOP_LOGPROBS = 20
 DEFAULT_PASSAGE_CHARS = 2000
@@ -114,7 +114,8 @@ def load_reranker(name: str, *, model: ChatModel | None = None, **options: Any) 
 
 
 def load_prompt(name: str = RERANK_PROMPT) -> str:
-    return (PROMPT_DIR / name).read_text(encoding="utf-8")
+    """The reranker's prompt text (``bcas/retrieval/prompts/<name>``)."""
+    return prompt_text("bcas.retrieval", name)
 
 
 def _answer_word(token: str) -> str:
