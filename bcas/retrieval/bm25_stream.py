@@ -30,6 +30,7 @@ import mmap
 import shutil
 from array import array
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ from bcas.retrieval.bm25 import (
     phrase_pairs,
 )
 
-BLOCK_TOKENS = 1 << 21  # tokens per block in passes 1 and 2 (~2M: ~12M phrase pairs, ~0.5 GB while sorted)
+BLOCK_TOKENS = 1 << 20  # tokens per block in passes 1 and 2 (~1M: ~6M phrase pairs, ~0.3 GB while sorted)
 MERGE_PAIRS = 1 << 23  # phrase pairs per key range in the merge (~0.3 GB with its sort)
 
 
@@ -121,7 +122,7 @@ class _Tokens:
                     buf, block_lengths = array("i"), array("q")
             self._flush(out, buf, block_lengths)
 
-    def _flush(self, out: Any, buf: array, block_lengths: array) -> None:
+    def _flush(self, out: Any, buf: array[int], block_lengths: array[int]) -> None:
         out.write(buf.tobytes())
         self.lengths.extend(block_lengths)
         v = len(self.vocab)
@@ -189,7 +190,7 @@ def write_bm25_index(
         rows = _DiskArray(out / "indices.csc.index.npy", np.int32, nnz)
         heads = indptr[:-1].copy()
         hashed = hashed_trigrams_for(v)
-        runs: list[tuple[Path, Path]] = []
+        runs: list[_Run] = []
         for first, block_len, block_tok in tok.blocks(block_tokens):
             owner = np.repeat(np.arange(first, first + len(block_len), dtype=np.int64), block_len)
             pairs, tf = np.unique(owner * v + block_tok.astype(np.int64), return_counts=True)
@@ -207,10 +208,7 @@ def write_bm25_index(
             heads += counts
             keys, chunks = phrase_pairs(block_tok, owner.astype(np.int32), v, phrase_slop, hashed)
             if len(keys):
-                run = (work / f"run-{len(runs):05d}-keys.npy", work / f"run-{len(runs):05d}-chunks.npy")
-                np.save(run[0], keys, allow_pickle=False)
-                np.save(run[1], chunks, allow_pickle=False)
-                runs.append(run)
+                runs.append(_Run.write(work, len(runs), keys, chunks))
         if not np.array_equal(heads, indptr[1:]):
             raise BM25Error("internal error: the BM25 matrix was not filled completely")
         data.close()
@@ -250,41 +248,78 @@ def _write_bm25s_meta(out: Path, vocab: dict[str, int], n_docs: int, bm25s: Any)
     (out / "params.index.json").write_text(json.dumps(params, indent=4))
 
 
-def _merge_runs(runs: list[tuple[Path, Path]], folder: Path, merge_pairs: int) -> int:
+@dataclass(frozen=True)
+class _Run:
+    """One block's sorted (key, chunk) pairs in two raw files, and every ``stride``-th key."""
+
+    keys_path: Path
+    chunks_path: Path
+    n: int
+    sample: np.ndarray
+    stride: int
+
+    @classmethod
+    def write(cls, folder: Path, number: int, keys: np.ndarray, chunks: np.ndarray) -> _Run:
+        run = cls(
+            folder / f"run-{number:05d}.keys",
+            folder / f"run-{number:05d}.chunks",
+            len(keys),
+            keys[:: max(1, len(keys) // 1024)].copy(),
+            max(1, len(keys) // 1024),
+        )
+        keys.tofile(run.keys_path)
+        chunks.tofile(run.chunks_path)
+        return run
+
+    def bound(self, key: np.uint64 | None, end: bool) -> int:
+        """The first position whose key is >= ``key`` (``None``: 0, or ``n`` when ``end``).
+
+        The sample narrows it to ``stride`` keys, which are read from the file: the
+        run is never mapped, so the merge's memory is its key range only.
+        """
+        if key is None:
+            return self.n if end else 0
+        i = int(np.searchsorted(self.sample, key, side="left"))  # keys[(i-1)*stride] < key <= keys[i*stride]
+        if i == 0:
+            return 0
+        start = (i - 1) * self.stride + 1
+        stop = min(self.n, i * self.stride + 1)
+        window = np.fromfile(self.keys_path, dtype=np.uint64, count=stop - start, offset=8 * start)
+        return start + int(np.searchsorted(window, key, side="left"))
+
+    def read(self, a: int, z: int) -> tuple[np.ndarray, np.ndarray]:
+        return (
+            np.fromfile(self.keys_path, dtype=np.uint64, count=z - a, offset=8 * a),
+            np.fromfile(self.chunks_path, dtype=np.int32, count=z - a, offset=4 * a),
+        )
+
+
+def _merge_runs(runs: list[_Run], folder: Path, merge_pairs: int) -> int:
     """Merge sorted (key, chunk) runs of increasing chunk ranges into the two phrase arrays.
 
     Runs cover disjoint, increasing chunk ranges, so a stable sort by key of the runs'
     pairs, taken in run order, is sorted by (key, chunk) and has no duplicates.  Key
-    ranges come from a sample of every run, each range small enough for memory.
+    ranges come from the runs' samples, each range about ``merge_pairs`` pairs.
     """
     keys_path, chunks_path = folder / "phrase_keys.npy", folder / "phrase_chunks.npy"
-    run_keys = [np.load(k, mmap_mode="r") for k, _ in runs]
-    run_chunks = [np.load(c, mmap_mode="r") for _, c in runs]
-    total = sum(len(k) for k in run_keys)
+    total = sum(run.n for run in runs)
     if total == 0:
         np.save(keys_path, np.zeros(0, dtype=np.uint64), allow_pickle=False)
         np.save(chunks_path, np.zeros(0, dtype=np.int32), allow_pickle=False)
         return 0
     n_ranges = max(1, -(-total // merge_pairs))
-    if n_ranges == 1:
-        bounds: list[np.uint64 | None] = [None, None]
-    else:
-        sample = np.sort(np.concatenate([k[:: max(1, len(k) // 1024)] for k in run_keys]))
+    bounds: list[np.uint64 | None] = [None, None]
+    if n_ranges > 1:
+        sample = np.sort(np.concatenate([run.sample for run in runs]))
         cuts = np.unique(sample[(np.arange(1, n_ranges) * len(sample)) // n_ranges])
         bounds = [None, *cuts, None]
     out_keys, out_chunks = _DiskArray(keys_path, np.uint64, total), _DiskArray(chunks_path, np.int32, total)
     at = 0
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-        parts_k, parts_c = [], []
-        for (kpath, cpath), keys, chunks in zip(runs, run_keys, run_chunks, strict=True):
-            # bounds by binary search on the mapping (a few pages); the range itself by plain reads
-            a = 0 if lo is None else int(np.searchsorted(keys, lo, side="left"))
-            z = len(keys) if hi is None else int(np.searchsorted(keys, hi, side="left"))
-            parts_k.append(np.fromfile(kpath, dtype=np.uint64, count=z - a, offset=keys.offset + 8 * a))
-            parts_c.append(np.fromfile(cpath, dtype=np.int32, count=z - a, offset=chunks.offset + 4 * a))
-        k = np.concatenate(parts_k)
-        c = np.concatenate(parts_c)
-        del parts_k, parts_c
+        parts = [run.read(run.bound(lo, False), run.bound(hi, True)) for run in runs]
+        k = np.concatenate([p[0] for p in parts])
+        c = np.concatenate([p[1] for p in parts])
+        del parts
         order = np.argsort(k, kind="stable")
         out_keys.array[at : at + len(k)] = k[order]
         out_chunks.array[at : at + len(k)] = c[order]
