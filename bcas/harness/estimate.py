@@ -26,8 +26,10 @@ from typing import Any
 
 import pytest
 
+from bcas.harness import state
+from bcas.harness.context import CaseContext
 from bcas.harness.cost import record_spend
-from bcas.harness.runner import BcasSession, CaseContext
+from bcas.harness.runner import BcasSession
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult
 from bcas.llm.cache import CachedModel
 
@@ -157,6 +159,7 @@ async def _estimate_case(sess: BcasSession, case: Any) -> CaseEstimate:
         _MISSES.set(misses)
         async with sem:
             record = await context.run_item(item, epoch)
+            record = await sess.grade_and_price(record)  # as the executor would
         if misses:
             return
         _, cost = record_spend(record)
@@ -240,9 +243,10 @@ class EstimatePlugin:
         cases = [
             item.callspec.params["bcas_case"]
             for item in session.items
-            if "bcas_case" in getattr(getattr(item, "callspec", None), "params", {})
+            if isinstance(item, pytest.Function)  # only a function is parametrised
+            and "bcas_case" in getattr(getattr(item, "callspec", None), "params", {})
         ]
-        settings = self.config._bcas_settings
+        settings = self.config.stash[state.SETTINGS]
         tr = self.config.pluginmanager.getplugin("terminalreporter")
         rows = lines(estimate(settings, cases), settings) if cases else ["no bcas cases selected"]
         if tr is not None:

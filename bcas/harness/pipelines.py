@@ -1,4 +1,8 @@
-"""One item of one case: run its pipeline, grade, judge, price, and build the record."""
+"""The pipelines of the harness's run kinds: one item of one case to its record.
+
+``run_item_record`` runs the case's pipeline (BCAS agent loop or MADARA treatment) and
+returns the record with the answer's identity; grading and pricing are the executor's
+(:func:`bcas.records.executor.run_items`)."""
 
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ async def run_item_record(ctx: Any, item: Any, epoch: int = 0) -> Any:
     from dataclasses import replace
 
     from bcas.identity import epoch_seed
-    from bcas.records import Record, reprice_record
+    from bcas.records import Record
 
     session = ctx.session
     case = ctx.case
@@ -70,13 +74,6 @@ async def run_item_record(ctx: Any, item: Any, epoch: int = 0) -> Any:
         seed=seed,
         **ctx.identity,
     )
-    judge = session.judge()
-    if judge is not None and record.error is None and record.prediction:
-        from bcas.grading import grade_record
-
-        record = await grade_record(record, judge, session.grade_id())
-    if session.prices is not None:
-        record = reprice_record(record, session.prices)
     return record
 
 

@@ -18,11 +18,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bcas.config import RunConfig
+from bcas.harness import state
 from bcas.harness.context import CaseContext, _teach
 from bcas.harness.cost import guard_for
 from bcas.harness.invariants import check_invariants
 from bcas.harness.progress import message_writer, start_case
 from bcas.llm import backend_meta
+from bcas.records import reprice_record
+from bcas.records.executor import run_items
 from bcas.registry import mode_uses
 
 
@@ -68,9 +71,9 @@ class BcasSession:
         # Checked at session start (bcas.harness.startup.resolve_prices); None: --bcas-prices none.
         prices = getattr(settings, "prices", None)
         self.prices = load_price_sheet(prices, getattr(settings, "price_sheet", None)) if prices is not None else None
-        self._datasets: dict[tuple[str, int | None, int], Any] = {}
+        self._datasets: dict[tuple[Any, ...], Any] = {}  # (name, limit, seed, holdout) or calibration's
         self._models: dict[Any, Any] = {}
-        self._retrievers: dict[tuple, Any] = {}
+        self._retrievers: dict[tuple[Any, ...], Any] = {}
         self._judge: Any = None
         self._rsc_profiles: dict[tuple[str, str], Any] = {}
         self._titles: dict[tuple[str, str], dict[str, str]] = {}
@@ -217,6 +220,27 @@ class BcasSession:
         return self._judge
 
     # -- running a case ------------------------------------------------------------
+    async def grade_and_price(self, record: Any) -> Any:
+        """What the executor does to a produced record: the judge's grade (an answered item) and its cost."""
+        grade = self._grader()
+        if grade is not None and record.error is None and record.prediction:
+            record = await grade(record)
+        return reprice_record(record, self.prices) if self.prices is not None else record
+
+    def _grader(self) -> Any:
+        """The executor's ``grade`` step: the session's judge under its grade identity (or None)."""
+        judge = self.judge()
+        if judge is None:
+            return None
+        from bcas.grading import grade_record
+
+        gid = self.grade_id()
+
+        async def grade(record: Any) -> Any:
+            return await grade_record(record, judge, gid)
+
+        return grade
+
     def fingerprint(self, spec: Any) -> str:
         """The model's identity (bcas.llm.fingerprint), computed once per session."""
         if spec not in self._fingerprints:
@@ -291,8 +315,9 @@ class BcasSession:
         self.progress(f"[bcas] warning: {missing_price_note(*key)}; its records get cost_usd null")
 
     def limit_for(self, case: Any) -> int | None:
-        if self.settings.limit is not None:
-            return self.settings.limit
+        limit: int | None = self.settings.limit
+        if limit is not None:
+            return limit
         from bcas.grids import get_grid
         from bcas.harness.settings import DEFAULT_LIMIT
 
@@ -347,23 +372,23 @@ class BcasSession:
         context = CaseContext(self, case, ds, config, model)
         context.identity = {"model_fingerprint": fingerprint, "prompt_hash": phash}
         await context.prepare([it for it, _ in todo])
-        sem = asyncio.Semaphore(self.settings.concurrency)
         tracker = start_case(self.config, case, len(wanted), skipped, priced=self.prices is not None)
 
-        async def one(job: tuple[Any, int]) -> None:
-            item, epoch = job
-            async with sem:
-                key = await self.spend.admit(case)  # None: the cost cap stops new items
-                if key is None:
-                    return
-                record = await context.run_item(item, epoch)
-                self.spend.settle(case, key, record)
+        def recorded(record: Any) -> None:
             self._note_price(record)
-            # The append fsyncs; off the event loop, so items in flight keep moving.
-            await asyncio.to_thread(self.store.append, record)
             tracker.item_done(record)
 
-        await asyncio.gather(*(one(job) for job in todo))
+        await run_items(
+            todo,
+            context.run_item,
+            self.store,
+            grade=self._grader(),
+            price=(lambda r: reprice_record(r, self.prices)) if self.prices is not None else None,
+            concurrency=self.settings.concurrency,
+            admit=lambda: self.spend.admit(case),  # None: the cost cap stops new items
+            settle=lambda key, record: self.spend.settle(case, key, record),
+            on_record=recorded,
+        )
         await self._grade_missing(case, ds, config_id, fingerprint, phash)
         self.cases_run += 1
         item_ids = {it.id for it in ds.items}
@@ -437,7 +462,7 @@ class BcasSession:
         if self.gate_results:
             from dataclasses import asdict
 
-            token = getattr(self.config, "_bcas_token", "run")
+            token = state.token(self.config)
             path = self.settings.run_dir / f"gate.{token}.{self.worker or 'main'}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps([asdict(r) for r in self.gate_results], indent=1), encoding="utf-8")
@@ -459,7 +484,10 @@ class BcasSession:
 
 def _plain_decision(decision: Any) -> dict[str, Any]:
     if hasattr(decision, "to_dict"):
-        return decision.to_dict()
+        plain: dict[str, Any] = decision.to_dict()
+        return plain
     from dataclasses import asdict, is_dataclass
 
-    return asdict(decision) if is_dataclass(decision) else {"treatment": str(decision)}
+    return (
+        asdict(decision) if is_dataclass(decision) and not isinstance(decision, type) else {"treatment": str(decision)}
+    )

@@ -1,0 +1,73 @@
+"""The one executor: items through a pipeline into a run's store.
+
+Every run kind uses it -- the harness's BCAS and MADARA cases and
+:func:`bcas.agent.evaluate.evaluate_bcas` alike -- so resume, grading, pricing and
+appends behave the same everywhere:
+
+1. ``jobs`` are ``(item, epoch)`` pairs not yet recorded (the caller leaves out what the
+   store already holds, by answer identity);
+2. at most ``concurrency`` are in flight; ``admit`` may refuse a job (the cost cap);
+3. ``produce(item, epoch)`` is the pipeline: it returns the record of the answer and
+   never loses an item (a failure becomes a record with ``stop_reason="error"``);
+4. ``grade(record)`` (the LLM judge) runs on every record that has an answer: no error
+   and a non-empty prediction (an empty or errored answer counts as wrong in every
+   metric, so it is never sent to the judge);
+5. ``price(record)`` sets the cost (never raises: an unpriced model's cost is ``None``);
+6. the record is appended to the store (one fsynced line, off the event loop) and
+   handed to ``on_record`` (progress, warnings).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from bcas.records.schema import Record
+from bcas.records.store import ResultStore
+
+Job = tuple[Any, int]
+
+
+async def run_items(
+    jobs: Iterable[Job],
+    produce: Callable[[Any, int], Awaitable[Record]],
+    store: ResultStore | None = None,
+    *,
+    grade: Callable[[Record], Awaitable[Record]] | None = None,
+    price: Callable[[Record], Record] | None = None,
+    concurrency: int = 1,
+    admit: Callable[[], Awaitable[Any]] | None = None,
+    settle: Callable[[Any, Record], None] | None = None,
+    on_record: Callable[[Record], None] | None = None,
+) -> list[Record]:
+    """Run every job (module docstring); returns the records made, in completion order."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    gate = asyncio.Semaphore(concurrency)
+    made: list[Record] = []
+
+    async def one(job: Job) -> None:
+        item, epoch = job
+        async with gate:
+            token = await admit() if admit is not None else True
+            if token is None:
+                return
+            record = await produce(item, epoch)
+            if grade is not None and record.error is None and record.prediction:
+                record = await grade(record)
+            if price is not None:
+                record = price(record)
+            if settle is not None:
+                settle(token, record)
+        if store is not None:
+            await asyncio.to_thread(store.append, record)
+        made.append(record)
+        if on_record is not None:
+            on_record(record)
+
+    await asyncio.gather(*(one(job) for job in jobs))
+    return made
+
+
+__all__ = ["Job", "run_items"]
