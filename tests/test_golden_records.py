@@ -1,0 +1,68 @@
+"""Identical records before and after the harness redesign, and from now on.
+
+The golden files hold the records of the ``smoke`` grid, with the fields that depend on
+the run rather than the answers left out (timings, run id, worker), as they were written
+by the code before the redesign into layers, one registry and one executor:
+
+* ``golden/smoke_mock.jsonl``: the whole smoke grid on ``mock:gold`` and ``mock:random``
+  (70 records);
+* ``golden/smoke_embedded_1.jsonl``: the smoke grid on the embedded SmolLM2 default,
+  one item per dataset, no generation cache (7 records; ``slow``: about 3-5 minutes).
+
+A change that alters any answer, grade, ledger, configuration id or identity fails here.
+When a change is meant to alter records (a new prompt, a new default), regenerate the
+files with ``python tests/support/update_golden.py`` and say so in the commit.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.golden import read_normalised
+
+REPO = Path(__file__).resolve().parents[1]
+GOLDEN = Path(__file__).resolve().parent / "golden"
+MOCK_ARGS = ("--bcas-model", "mock:gold", "--bcas-model", "mock:random")
+EMBEDDED_ARGS = ("--bcas-limit", "1", "--bcas-no-cache")
+
+
+def run_smoke(tmp_path: Path, *args: str) -> Path:
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "BCAS_CACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, "-m", "pytest", "benchmarks", "--bcas-grid", "smoke", *args,
+               "--bcas-report", str(run_dir), "-q", "-p", "no:cacheprovider"]  # fmt: skip
+    proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return run_dir / "records.jsonl"
+
+
+def assert_same(golden: Path, records: Path) -> None:
+    want, got = read_normalised(golden), read_normalised(records)
+    assert sorted(got) == sorted(want), (sorted(set(want) - set(got))[:3], sorted(set(got) - set(want))[:3])
+    for key, record in want.items():
+        differing = sorted(f for f in set(record) | set(got[key]) if record.get(f) != got[key].get(f))
+        assert not differing, f"{key}: fields differ from the golden record: {differing}"
+
+
+def test_smoke_grid_on_mock_models_gives_the_golden_records(tmp_path: Path) -> None:
+    assert_same(GOLDEN / "smoke_mock.jsonl", run_smoke(tmp_path, *MOCK_ARGS))
+
+
+@pytest.mark.slow
+def test_smoke_grid_on_the_embedded_default_gives_the_golden_records(tmp_path: Path) -> None:
+    assert_same(GOLDEN / "smoke_embedded_1.jsonl", run_smoke(tmp_path, *EMBEDDED_ARGS))
+
+
+def test_the_comparison_sees_a_changed_answer(tmp_path: Path) -> None:
+    """Mutation check: one changed prediction in an otherwise golden file is reported."""
+    lines = (GOLDEN / "smoke_mock.jsonl").read_text(encoding="utf-8").splitlines()
+    changed = lines[0].replace('"prediction": "', '"prediction": "x', 1)
+    assert changed != lines[0]
+    edited = tmp_path / "records.jsonl"
+    edited.write_text("\n".join([changed, *lines[1:]]) + "\n", encoding="utf-8")
+    with pytest.raises(AssertionError, match="prediction"):
+        assert_same(GOLDEN / "smoke_mock.jsonl", edited)
