@@ -136,7 +136,7 @@ class CorpusStats:
     hash: str
 
 
-_SCANS: dict[tuple, CorpusStats] = {}
+_SCANS: dict[tuple[Any, ...], CorpusStats] = {}
 
 
 class Corpus:
@@ -169,7 +169,7 @@ class Corpus:
 
     __iter__ = iter_documents
 
-    def _stat_key(self) -> tuple:
+    def _stat_key(self) -> tuple[Any, ...]:
         return (self.format.name,) + tuple(
             (str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in self.files
         )

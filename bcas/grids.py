@@ -177,7 +177,7 @@ def with_retrieval_models(entry: GridEntry, embedder: str | None = None, reranke
     its configuration id, and the answers recorded under it, stay the same.
     """
     r = entry.config.retrieval
-    changes: dict[str, str] = {}
+    changes: dict[str, Any] = {}
     if embedder and mode_uses(r.mode, "dense") and r.embedder != embedder:
         changes["embedder"] = embedder
     if reranker and mode_uses(r.mode, "rerank") and r.reranker != reranker:

@@ -58,7 +58,7 @@ async def _grade_all(records: list[Record], judge: Any, gid: str, store: ResultS
 
     async def one(rec: Record) -> Record:
         async with gate:
-            graded = await grade_record(rec, judge, gid)
+            graded: Record = await grade_record(rec, judge, gid)
         await asyncio.to_thread(store.append, graded)
         return graded
 

@@ -6,6 +6,7 @@ on and the field (dotted, with list indexes: ``context[3][1]``).
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,9 @@ class Record:
     def has(self, key: str) -> bool:
         return key in self.obj
 
-    def str(self, key: str, *, where: str = "", obj: dict | None = None, empty_ok: bool = False) -> str:
+    def str(
+        self, key: str, *, where: str = "", obj: dict[str, Any] | None = None, empty_ok: bool = False
+    ) -> str:
         """A required string field (``where`` prefixes the field name in errors)."""
         src = self.obj if obj is None else obj
         value = src.get(key, _MISSING)
@@ -53,7 +56,7 @@ class Record:
             raise self.error("must not be empty", name)
         return value
 
-    def ident(self, key: str) -> str:
+    def ident(self, key: builtins.str) -> builtins.str:
         """A required id: a non-empty string or an integer."""
         value = self.obj.get(key, _MISSING)
         if value is _MISSING:
@@ -62,7 +65,14 @@ class Record:
             raise self.error("must be a non-empty string or an integer", key)
         return str(value)
 
-    def list(self, key: str, *, where: str = "", obj: dict | None = None, required: bool = True) -> list[Any]:
+    def list(
+        self,
+        key: builtins.str,
+        *,
+        where: builtins.str = "",
+        obj: dict[builtins.str, Any] | None = None,
+        required: bool = True,
+    ) -> list[Any]:
         src = self.obj if obj is None else obj
         value = src.get(key, _MISSING)
         name = f"{where}{key}"
@@ -74,7 +84,7 @@ class Record:
             raise self.error(f"must be a list, got {type(value).__name__}", name)
         return value
 
-    def dict(self, key: str, *, required: bool = False) -> dict[str, Any]:
+    def dict(self, key: builtins.str, *, required: bool = False) -> builtins.dict[builtins.str, Any]:
         value = self.obj.get(key, _MISSING)
         if value is _MISSING or value is None:
             if required:
@@ -84,7 +94,7 @@ class Record:
             raise self.error(f"must be an object, got {type(value).__name__}", key)
         return value
 
-    def answers(self, key: str, values: Any = _MISSING) -> list[str]:
+    def answers(self, key: builtins.str, values: Any = _MISSING) -> builtins.list[builtins.str]:
         """A non-empty list of non-empty answer strings (a single string is one answer)."""
         value = self.obj.get(key, _MISSING) if values is _MISSING else values
         if value is _MISSING:

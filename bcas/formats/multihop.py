@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from bcas.formats.common import Record, collapse, fact_titles, make_item, paragraphs
 from bcas.formats.stream import iter_records
@@ -35,7 +36,7 @@ def _wiki_style(path: Path, dataset: str) -> Iterator[tuple[int, Item]]:
         answers = rec.answers("answer")
         docs = paragraphs(rec, "context")
         gold_titles = fact_titles(rec, rec.get("supporting_facts"), "supporting_facts")
-        meta: dict = {"source_format": dataset}
+        meta: dict[str, Any] = {"source_format": dataset}
         for key in ("type", "level"):
             if isinstance(rec.get(key), str):
                 meta[key] = rec.get(key)
@@ -80,7 +81,7 @@ def read_musique(path: Path) -> Iterator[tuple[int, Item]]:
             if flag:
                 supporting.append(len(docs))
             docs.append((title, collapse(text)))
-        meta: dict = {"source_format": "musique"}
+        meta: dict[str, Any] = {"source_format": "musique"}
         if isinstance(rec.get("answerable"), bool):
             meta["answerable"] = rec.get("answerable")
         if rec.has("question_decomposition"):

@@ -36,7 +36,7 @@ def not_an_object(value: object) -> str:
 
 
 def _missing(
-    path: Path, line: int, obj: dict, key: str, where: str = "", fields: tuple[str, ...] = FIELDS, note: str = ""
+    path: Path, line: int, obj: dict[str, Any], key: str, where: str = "", fields: tuple[str, ...] = FIELDS, note: str = ""
 ) -> DatasetError:
     """``missing field 'key'``, naming a misspelt key of the line when one is close (``answer``)."""
     unknown = [k for k in obj if isinstance(k, str) and k not in fields]
@@ -47,7 +47,7 @@ def _missing(
     return DatasetError(path, line, "is missing" + (f" ({'; '.join(parts)})" if parts else ""), f"{where}{key}")
 
 
-def _require_str(path: Path, line: int, obj: dict, key: str, where: str = "") -> str:
+def _require_str(path: Path, line: int, obj: dict[str, Any], key: str, where: str = "") -> str:
     value = obj.get(key)
     name = f"{where}{key}"
     if key not in obj:

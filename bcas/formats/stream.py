@@ -15,7 +15,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +105,9 @@ class _Reader:
     def peek(self) -> str | None:
         """The next non-blank character (not consumed), or None at the end of the file."""
         while True:
-            self.advance(_SPACE.match(self.buf, self.pos).end())
+            space = _SPACE.match(self.buf, self.pos)
+            assert space is not None  # the pattern matches the empty string too
+            self.advance(space.end())
             if self.pos < len(self.buf):
                 return self.buf[self.pos]
             if not self.fill():
@@ -234,7 +236,7 @@ def first_char(path: str | Path) -> str | None:
                 return chr(stripped[0])
 
 
-def iter_records(path: str | Path, member: str | None = None) -> Iterator[tuple[int, Any]]:
+def iter_records(path: str | Path, member: str | None = None) -> Generator[tuple[int, Any], None, None]:
     """``(line, record)`` of a JSON Lines file, a JSON array, or (``member``) an object's array.
 
     A ``.jsonl`` file is JSON Lines.  Otherwise the file tells: ``[`` opens an

@@ -31,6 +31,8 @@ from typing import Any
 
 import pytest
 
+from bcas.harness import state
+
 MAX_COST = pytest.StashKey["float | None"]()
 STOPS_FILE = "stops.jsonl"
 
@@ -195,14 +197,15 @@ class CostGuard:
 
 def guard_for(config: Any, settings: Any, message: Any = None) -> CostGuard:
     """The process's cost guard (inactive without ``--bcas-max-cost``)."""
-    cap = config.stash.get(MAX_COST, None) if config is not None and hasattr(config, "stash") else None
-    return CostGuard(cap, settings.run_dir, str(getattr(config, "_bcas_token", "run")), message)
+    has_stash = config is not None and hasattr(config, "stash")
+    cap = config.stash.get(MAX_COST, None) if has_stash else None
+    return CostGuard(cap, settings.run_dir, state.token(config) if has_stash else "run", message)
 
 
 def read_stops(run_dir: str | os.PathLike[str], token: str | None = None) -> list[dict[str, Any]]:
     """The stops written into a run folder (only session ``token``'s when given), oldest first."""
     path = Path(run_dir) / STOPS_FILE
-    out = []
+    out: list[dict[str, Any]] = []
     if not path.is_file():
         return out
     for line in path.read_text(encoding="utf-8").splitlines():

@@ -455,7 +455,7 @@ def holm_session(results: list[GateResult], alpha: float | None = None) -> list[
     """
     if alpha is not None:
         results = [replace(r, alpha=alpha) for r in results]
-    rejected = []
+    rejected: list[GateResult] = []
     for members, reject, _ in holm_families(results).values():
         rejected.extend(r for r, rej in zip(members, reject, strict=True) if rej)
     return rejected

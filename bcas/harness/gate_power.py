@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 from scipy.special import gammaln, xlogy
 
+from bcas.harness import state
 from bcas.harness.gate import (
     DEFAULT_METRIC,
     BaselineCase,
@@ -345,7 +346,7 @@ def collected_plan(
     """
     options = config.stash.get(GATE_OPTIONS, GateOptions())
     try:
-        judge = getattr(getattr(config, "_bcas_settings", None), "judge", "none") not in (None, "none")
+        judge = getattr(config.stash.get(state.SETTINGS, None), "judge", "none") not in (None, "none")
         plan = plan_gate(cases, limits, baseline, seed, options, identity, allow_mismatch, judge)
     except BaselineError as exc:
         raise pytest.UsageError(f"--bcas-baseline: {exc}") from None

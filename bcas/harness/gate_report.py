@@ -133,7 +133,7 @@ def read_results(run_dir: Path, token: str) -> list[GateResult]:
     for path in run_dir.glob("gate.*.json"):
         if not path.name.startswith(f"gate.{token}."):
             path.unlink(missing_ok=True)
-    out = []
+    out: list[GateResult] = []
     for path in sorted(run_dir.glob(f"gate.{token}.*.json")):
         try:
             out.extend(GateResult(**d) for d in json.loads(path.read_text(encoding="utf-8")))
@@ -151,17 +151,17 @@ def build_report(plan: GatePlan | None, results: list[GateResult]) -> GateReport
     latest = {r.case_id: r for r in results}
     verdicts: dict[str, tuple[bool, float, float]] = {}
     holm_failures = []
-    for members, reject, adjusted in holm_families(list(latest.values())).values():
-        size = max([len(members)] + [r.family_size for r in members])
+    for members, reject, adjusted_p in holm_families(list(latest.values())).values():
+        size = max([len(members)] + [m.family_size for m in members])
         ranked = sorted(range(len(members)), key=lambda i: members[i].p_value)
         first_rank: dict[float, int] = {}
         for rank, i in enumerate(ranked):
-            r = members[i]
+            member = members[i]
             # Tied p-values stand or fall together, at the strictest threshold of their group.
-            threshold = r.alpha / (size - first_rank.setdefault(r.p_value, rank))
-            verdicts[r.case_id] = (reject[i], threshold, adjusted[i])
-            if reject[i] and not r.failed_now:
-                holm_failures.append(r.message(threshold, "Holm step-down"))
+            threshold = member.alpha / (size - first_rank.setdefault(member.p_value, rank))
+            verdicts[member.case_id] = (reject[i], threshold, adjusted_p[i])
+            if reject[i] and not member.failed_now:
+                holm_failures.append(member.message(threshold, "Holm step-down"))
     rows = []
     order = [c.case_id for c in planned.values() if c.gated] + [cid for cid in latest if cid not in planned]
     for case_id in order:

@@ -13,7 +13,7 @@ def check_invariants(
     case: Any, ds: Any, config: RunConfig, records: list[dict[str, Any]], allow_errors: bool, epochs: int | None = None
 ) -> list[str]:
     """Every item recorded once; budgets respected; no errored items unless allowed."""
-    problems = []
+    problems: list[str] = []
     keys = [(str(r.get("item_id")), int(r.get("epoch") or 0)) for r in records]
     epochs = max([e for _, e in keys] + [0]) + 1 if epochs is None else epochs
     expected = {(it.id, e) for it in ds.items for e in range(epochs)}
@@ -44,10 +44,10 @@ def check_invariants(
             distinct: dict[str, list[str]] = {}
             for r in errs:
                 distinct.setdefault(str(r.get("error")), []).append(str(r.get("item_id")))
-            shown = "; ".join(f"{len(ids)}x {message} (e.g. {ids[0]})" for message, ids in list(distinct.items())[:5])
+            listed = "; ".join(f"{len(ids)}x {message} (e.g. {ids[0]})" for message, ids in list(distinct.items())[:5])
             more = f"; and {len(distinct) - 5} more distinct errors" if len(distinct) > 5 else ""
             problems.append(
-                f"{len(errs)} items ended in error, {len(distinct)} distinct: {shown}{more}; "
+                f"{len(errs)} items ended in error, {len(distinct)} distinct: {listed}{more}; "
                 "pass --bcas-allow-errors to accept"
             )
     return problems

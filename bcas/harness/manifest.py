@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from datetime import UTC, datetime
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pluggy import HookimplMarker
 
+from bcas.harness import state
 from bcas.llm import backend_meta
 from bcas.records.manifest import MANIFEST_FILE, locked, read_manifest
 
@@ -202,7 +204,8 @@ def resolved_options(
 def _served(preflight: list[dict[str, Any]], base_url: str | None, model: str | None) -> str | None:
     from bcas.identity import server_fingerprint
 
-    first = (_split_urls(base_url) or [None])[0]  # several servers of one model: the fingerprint is the first's
+    urls = _split_urls(base_url)
+    first = urls[0] if urls else None  # several servers of one model: the fingerprint is the first's
     for result in preflight:
         if result.get("base_url") == first and result.get("model") == model:
             return server_fingerprint(str(result.get("served_id") or model), result.get("system_fingerprint"))
@@ -242,7 +245,7 @@ def model_entries(settings: Any, preflight: list[dict[str, Any]]) -> tuple[dict[
             "model": spec.model,
             "base_url": plain(spec.base_url, "base_url"),
             "endpoints": [safe_url(u) for u in _split_urls(spec.base_url)],
-            "fingerprint": _try(lambda s=spec: _fingerprint(s.backend, s.model, s.base_url, preflight)),
+            "fingerprint": _try(partial(_fingerprint, spec.backend, spec.model, spec.base_url, preflight)),
         }
     judge_spec = str(settings.judge)
     if judge_spec == "none":
@@ -430,15 +433,15 @@ class ManifestPlugin:
 
     @property
     def settings(self) -> Any:
-        return self.config._bcas_settings
+        return self.config.stash[state.SETTINGS]
 
     def _start(self) -> None:
         if self.started or self.config.option.collectonly:
             return
         self.started = True
         options = resolved_options(self.config, self.options, self.get, self.dest)
-        preflight = list(getattr(self.config, "_bcas_preflight", None) or [])
-        entry = session_entry(self.config._bcas_token, self.settings, options, preflight, self.started_at)
+        preflight = list(self.config.stash.get(state.PREFLIGHT, None) or [])
+        entry = session_entry(self.config.stash[state.TOKEN], self.settings, options, preflight, self.started_at)
         start_session(Path(self.settings.run_dir), entry)
 
     def pytest_sessionstart(self, session: Any) -> None:
@@ -461,7 +464,7 @@ class ManifestPlugin:
     @hookimpl(trylast=True)  # after the report and the gate, which may still change the exit status
     def pytest_sessionfinish(self, session: Any, exitstatus: int) -> None:
         if self.started:
-            finish_session(Path(self.settings.run_dir), self.config._bcas_token, int(session.exitstatus))
+            finish_session(Path(self.settings.run_dir), self.config.stash[state.TOKEN], int(session.exitstatus))
 
 
 __all__ = [

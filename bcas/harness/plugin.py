@@ -12,15 +12,16 @@ load only when a case runs.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from bcas.harness import state
+from bcas.harness.options import OPTIONS
 from bcas.harness.session_start import _check_run_dir, _preflight
 from bcas.harness.settings import (
     DEFAULT_LIMIT,
     KIND_MARKER,
-    OPTIONS,
     REQUIREMENT_MARKERS,
     Case,
     _get,
@@ -99,25 +100,25 @@ def pytest_configure(config: pytest.Config) -> None:
     if getattr(config.option, "help", False):
         return  # --help lists the options; it checks none of them and needs no settings
     if hasattr(config, "workerinput"):
-        config._bcas_token = config.workerinput.get("bcas_token", "w")  # type: ignore[attr-defined]
+        config.stash[state.TOKEN] = config.workerinput.get("bcas_token", "w")
     else:
         import uuid
 
-        config._bcas_token = uuid.uuid4().hex[:10]  # type: ignore[attr-defined]
-    config._bcas_settings = read_settings(config)  # type: ignore[attr-defined]  # bad options fail here, early
-    for case in expand_cases(config._bcas_settings):  # a dataset file's marker is its name (NAME= or its stem)
+        config.stash[state.TOKEN] = uuid.uuid4().hex[:10]
+    settings = config.stash[state.SETTINGS] = read_settings(config)  # bad options fail here, early
+    for case in expand_cases(settings):  # a dataset file's marker is its name (NAME= or its stem)
         if case.dataset not in DATASETS:
             _add_marker(config, case.dataset_label, f"cases on the dataset {case.dataset}")
     _gate_options(config)
     from bcas.harness import cost, progress
 
-    cost.configure(config, config._bcas_settings, _get(config, "max-cost"))  # --bcas-max-cost, checked
+    cost.configure(config, settings, _get(config, "max-cost"))  # --bcas-max-cost, checked
     progress.register(config)  # live progress lines in pytest's terminal
     if _get(config, "estimate"):
         from bcas.harness import estimate
 
         estimate.register(config)  # --bcas-estimate: prints the estimate instead of running the cases
-    exclusive = sorted({m.backend for m in config._bcas_settings.models if backend_meta(m.backend, "one_per_process")})
+    exclusive = sorted({m.backend for m in settings.models if backend_meta(m.backend, "one_per_process")})
     if exclusive and _xdist_workers(config) > 1:
         raise pytest.UsageError(
             f"--bcas-backend {exclusive[0]} runs one in-process engine per xdist worker on the same GPU; with "
@@ -133,7 +134,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "bcas_case" not in metafunc.fixturenames:
         return
-    settings = metafunc.config._bcas_settings
+    settings = metafunc.config.stash[state.SETTINGS]
     params = []
     for case in expand_cases(settings):
         marks = [
@@ -152,13 +153,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def _session(config: pytest.Config) -> Any:
-    sess = getattr(config, "_bcas_session", None)
+    sess = config.stash.get(state.SESSION, None)
     if sess is None:
         from bcas.harness.runner import BcasSession
 
         worker = getattr(config, "workerinput", {}).get("workerid")
-        sess = BcasSession(config._bcas_settings, worker=worker, config=config)
-        config._bcas_session = sess  # type: ignore[attr-defined]
+        sess = BcasSession(config.stash[state.SETTINGS], worker=worker, config=config)
+        config.stash[state.SESSION] = sess
     return sess
 
 
@@ -176,7 +177,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         callspec = getattr(item, "callspec", None)
         if callspec is not None and "bcas_case" in callspec.params:
             gated += 1
-    config._bcas_n_cases = gated  # type: ignore[attr-defined]
+    config.stash[state.N_CASES] = gated
 
 
 def _gate_options(config: pytest.Config) -> None:
@@ -192,7 +193,7 @@ def _gate_options(config: pytest.Config) -> None:
 
 def pytest_itemcollected(item: pytest.Item) -> None:
     if "bcas_case" in getattr(getattr(item, "callspec", None), "params", {}):
-        item.config._bcas_any_case = True  # type: ignore[attr-defined]
+        item.config.stash[state.ANY_CASE] = True
 
 
 def _warn_without_cases(config: pytest.Config) -> None:
@@ -200,7 +201,7 @@ def _warn_without_cases(config: pytest.Config) -> None:
     grid = config.getoption("bcas_grid", default=None)
     if (
         grid is None
-        or getattr(config, "_bcas_any_case", False)
+        or config.stash.get(state.ANY_CASE, False)
         or _xdist_workers(config)
         or hasattr(config, "workerinput")
     ):
@@ -219,20 +220,21 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """The regression gate's power, once the cases and their Holm families are known (before any runs)."""
     config = session.config
     _warn_without_cases(config)
-    settings = getattr(config, "_bcas_settings", None)
+    settings = config.stash.get(state.SETTINGS, None)
     if settings is None or not settings.baseline or _get(config, "estimate"):
         return
     cases = [
-        item.callspec.params["bcas_case"]
+        cast(Case, item.callspec.params["bcas_case"])  # pytest_generate_tests parametrises it with cases
         for item in session.items
-        if "bcas_case" in getattr(getattr(item, "callspec", None), "params", {})
+        if isinstance(item, pytest.Function)  # only a function is parametrised
+        and "bcas_case" in getattr(getattr(item, "callspec", None), "params", {})
     ]
     if not cases:
         return
     from bcas.grids import get_grid
     from bcas.harness.gate_power import collected_plan
 
-    limits = {
+    limits: dict[str, int | None] = {
         c.id: settings.limit if settings.limit is not None else get_grid(c.grid).limit or DEFAULT_LIMIT for c in cases
     }
     from bcas.identity import prompt_hash
@@ -259,16 +261,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         settings.baseline,
         settings.seed,
         settings.run_dir,
-        config._bcas_token,
+        config.stash[state.TOKEN],
         identity,
         bool(_get(config, "allow-mismatch")),
     )
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> None:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
     """Per-case gate numbers as JUnit XML properties (``--junitxml``), before the report is made."""
-    sess = getattr(item.config, "_bcas_session", None)
+    sess = item.config.stash.get(state.SESSION, None)
     if call.when == "call" and sess is not None:
         from bcas.harness.exports import add_case_properties
         from bcas.harness.gate_report import add_junit_properties
@@ -281,7 +283,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
-    sess = getattr(config, "_bcas_session", None)
+    sess = config.stash.get(state.SESSION, None)
     is_worker = hasattr(config, "workerinput")
     if sess is not None and is_worker:
         config.workeroutput["bcas_cases"] = sess.cases_run  # type: ignore[attr-defined]
@@ -295,8 +297,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     from bcas.harness.finalize import finalize_run
 
-    result = finalize_run(config._bcas_settings, sess, token=config._bcas_token)
-    config._bcas_final = result  # type: ignore[attr-defined]
+    result = finalize_run(config.stash[state.SETTINGS], sess, token=config.stash[state.TOKEN])
+    config.stash[state.FINAL] = result
     if result is not None and result.holm_failures and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -306,7 +308,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     if hasattr(config, "workerinput") or config.option.collectonly:
         return
-    settings = getattr(config, "_bcas_settings", None)
+    settings = config.stash.get(state.SETTINGS, None)
     if settings is None:
         return
     _check_run_dir(settings)
@@ -316,23 +318,23 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def _ran_cases_elsewhere(config: pytest.Config) -> bool:
     # Under xdist the controller collects no items itself but its workers ran cases.
-    return getattr(config.option, "dist", "no") != "no" and bool(getattr(config, "_bcas_worker_cases", 0))
+    return getattr(config.option, "dist", "no") != "no" and bool(config.stash.get(state.WORKER_CASES, 0))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    node.workerinput["bcas_token"] = node.config._bcas_token
+    node.workerinput["bcas_token"] = node.config.stash[state.TOKEN]
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: Any) -> None:
     out = getattr(node, "workeroutput", {}) or {}
     config = node.config
-    config._bcas_worker_cases = getattr(config, "_bcas_worker_cases", 0) + int(out.get("bcas_cases", 0))
+    config.stash[state.WORKER_CASES] = config.stash.get(state.WORKER_CASES, 0) + int(out.get("bcas_cases", 0))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    result = getattr(config, "_bcas_final", None)
+    result = config.stash.get(state.FINAL, None)
     if result is None:
         return
     tr = terminalreporter

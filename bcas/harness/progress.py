@@ -37,6 +37,7 @@ from typing import Any
 
 import pytest
 
+from bcas.harness import state
 from bcas.harness.cost import cost_text, record_spend
 from bcas.harness.exports import case_result
 
@@ -154,7 +155,7 @@ class ProgressPlugin:
         self.quiet = True
         self.worker = getattr(config, "workerinput", {}).get("workerid")
         self.controller = False  # an xdist controller (known once the session starts)
-        token = str(getattr(config, "_bcas_token", "run"))
+        token = state.token(config)
         self.folder = Path(tempfile.gettempdir()) / f"bcas-progress-{token}"
         self.screen: LiveScreen | None = None
         self.running: dict[str, CaseStats] = {}
@@ -429,7 +430,8 @@ def progress_for(config: Any) -> ProgressPlugin | None:
     """The session's progress plugin (None outside pytest, or before the bcas plugin configured it)."""
     if config is None or not hasattr(config, "stash"):
         return None
-    return config.stash.get(PROGRESS, None)
+    plugin: ProgressPlugin | None = config.stash.get(PROGRESS, None)
+    return plugin
 
 
 def register(config: pytest.Config) -> ProgressPlugin:

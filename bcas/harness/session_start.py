@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from bcas.harness import state
 from bcas.harness.settings import Settings
 from bcas.llm import BACKENDS, backend_meta
 
@@ -28,7 +29,9 @@ def _endpoints(settings: Settings) -> list[tuple[str, str, str | None]]:
 
     seen: list[tuple[str, str, str | None]] = []
     for spec in settings.models:
-        for url in split_base_urls(spec.base_url) if spec.model else []:  # each server of the model
+        if not spec.model:
+            continue
+        for url in split_base_urls(spec.base_url):  # each server of the model
             seen.append((url, spec.model, spec.api_key_env))
     judge = settings.judge
     if judge not in ("none", "same"):
@@ -55,7 +58,7 @@ def _preflight(config: pytest.Config, settings: Settings) -> None:
                 tr.write_line(f"[bcas] warning: {warning}", yellow=True)
         results.append(result.to_dict())
     _same_model_everywhere(settings, results)
-    config._bcas_preflight = results  # type: ignore[attr-defined]
+    config.stash[state.PREFLIGHT] = results
 
 
 def _same_model_everywhere(settings: Settings, results: list[dict[str, Any]]) -> None:

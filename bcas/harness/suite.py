@@ -10,10 +10,16 @@ grids and datasets (``bcas.grids.register_grid``,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
+if TYPE_CHECKING:
+    from bcas.harness.runner import BcasSession
+    from bcas.harness.settings import Case
 
-def test_case(bcas_case, bcas_session, request: pytest.FixtureRequest) -> None:
+
+def test_case(bcas_case: Case, bcas_session: BcasSession, request: pytest.FixtureRequest) -> None:
     """Run one grid case; fail on a broken invariant, the accuracy floor or the regression gate."""
     outcome = bcas_session.run_case(bcas_case)
     assert not outcome.violations, f"{bcas_case.id}: " + "; ".join(outcome.violations)

@@ -351,10 +351,10 @@ def render_html(
     )
     override = ""
     if overridden:
-        items = "".join(f"<li>{escape(m)}</li>" for m in overridden)
+        listed = "".join(f"<li>{escape(m)}</li>" for m in overridden)
         override = (
             f'<div class="warn" id="override"><b>Compared despite differences (--allow-mismatch)</b>'
-            f"<ul>{items}</ul></div>"
+            f"<ul>{listed}</ul></div>"
         )
     notes = [f"{c.title}: {n}" for c in comps for n in c.notes] + unmatched
     notes_html = f"<h2>Notes</h2><ul>{''.join(f'<li>{escape(n)}</li>' for n in notes)}</ul>" if notes else ""

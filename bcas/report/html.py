@@ -29,7 +29,8 @@ from bcas.report.html_interactive import SCRIPT, SCRIPT_HASH, filter_bar, fr_att
 from bcas.report.html_items import items_section
 from bcas.report.html_models import model_sections
 from bcas.report.html_run import manifest_section
-from bcas.report.summary import Comparison, SummaryRow, grid_notes, group_key
+from bcas.report.membership import GroupKey, group_key
+from bcas.report.summary import Comparison, SummaryRow, grid_notes
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
@@ -159,7 +160,7 @@ def _comparison_table(comps: list[Comparison]) -> str:
 
 
 def _madara_table(records: list[dict[str, Any]]) -> str:
-    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[GroupKey, list[dict[str, Any]]] = defaultdict(list)
     for rec in records:
         extra = rec.get("extra") or {}
         if rec.get("method") == "madara" or extra.get("kind") == "madara":

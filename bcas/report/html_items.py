@@ -18,7 +18,8 @@ from typing import Any
 
 from bcas.grading.outcomes import outcome
 from bcas.report.html_interactive import fr_attrs
-from bcas.report.summary import grid_metrics, grouped
+from bcas.report.membership import grouped
+from bcas.report.summary import grid_metrics
 
 ITEM_LIMIT = 1000  # rows per dataset table; a larger run lists its first items (the drill-down has the rest)
 FLIP_MODES = (("all", "all items"), ("flip", "outcome differs"), ("a", "only A right"), ("b", "only B right"))

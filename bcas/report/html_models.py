@@ -70,7 +70,8 @@ def significance_marks(
     model: str, grid: str, dataset: str, label: str, comparisons: list[Comparison]
 ) -> tuple[list[str], list[str]]:
     """(models ``model`` is significantly above, models it is significantly below) on one configuration."""
-    above, below = [], []
+    above: list[str] = []
+    below: list[str] = []
     for c in comparisons:
         if (
             not c.significant

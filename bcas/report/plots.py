@@ -93,15 +93,15 @@ def scaling_chart(
                     f"<title>{escape(name)} · {escape(cat)}: {p[0]:.3f} [{p[1]:.3f}, {p[2]:.3f}]</title></circle>"
                 )
         offset = (idx - (len(models) - 1) / 2) * dodge
-        for x, cat, p in zip(cxs, categorical, points[n_ord:], strict=True):
-            if p is None:
+        for x, cat, est in zip(cxs, categorical, points[n_ord:], strict=True):
+            if est is None:
                 continue
             cx = x + offset
             parts.append(
-                f'<line class="interval" x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(p[1]):.1f}" y2="{y(p[2]):.1f}" '
+                f'<line class="interval" x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(est[1]):.1f}" y2="{y(est[2]):.1f}" '
                 f'stroke="{color}"/>'
-                f'<circle class="category-dot" cx="{cx:.1f}" cy="{y(p[0]):.1f}" r="3.5" fill="{color}">'
-                f"<title>{escape(name)} · {escape(cat)}: {p[0]:.3f} [{p[1]:.3f}, {p[2]:.3f}]</title></circle>"
+                f'<circle class="category-dot" cx="{cx:.1f}" cy="{y(est[0]):.1f}" r="3.5" fill="{color}">'
+                f"<title>{escape(name)} · {escape(cat)}: {est[0]:.3f} [{est[1]:.3f}, {est[2]:.3f}]</title></circle>"
             )
         parts.append(
             f'<text x="{width - right}" y="{top + 12 * idx}" font-size="10" text-anchor="end" '

@@ -111,7 +111,7 @@ def _total_cost(recs: list[dict[str, Any]]) -> float | None:
     costs = [r.get("cost_usd") for r in recs]
     if any(c is None for c in costs):
         return None
-    return sum(float(c) for c in costs)
+    return sum(float(c) for c in costs if c is not None)
 
 
 def _mean(values: list[float]) -> float:
@@ -127,6 +127,9 @@ def _row(
     items = per_item_means(scored, outcome_fn(metric))
     # The judge's accuracy: empty and errored answers are wrong, answers it did not grade are left out.
     verdicts = [r for r in recs if outcome(r, "judge_verdict") is not None]
+    jacc: float | None
+    jlo: float | None
+    jhi: float | None
     if any(r.get("judge_verdict") is not None for r in recs):
         jacc, jlo, jhi, _ = accuracy(verdicts, outcome_fn("judge_verdict"))
     else:

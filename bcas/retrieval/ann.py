@@ -28,7 +28,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -179,7 +179,7 @@ class DenseIndex:
             if self.train_points:  # known after a build; the manifest keeps it
                 out["train_points"] = self.train_points
         if self.kind == "ivf-pq":
-            pq = faiss.downcast_index(idx).pq
+            pq = cast(faiss.IndexIVFPQ, faiss.downcast_index(idx)).pq  # the kind built (see _new_index)
             out.update(pq_m=int(pq.M), pq_nbits=int(pq.nbits), code_bytes=int(pq.code_size))
         return out
 
@@ -253,6 +253,6 @@ class DenseIndex:
         scores, idx = self.index.search(np.ascontiguousarray(query_vector.reshape(1, -1), dtype=np.float32), want)
         scores, idx = scores[0], idx[0]
         keep = idx >= 0
-        if n_excluded:
+        if exclude is not None and n_excluded:
             keep &= ~np.isin(idx, exclude)
         return idx[keep][:k], scores[keep][:k]

@@ -55,6 +55,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -114,7 +115,8 @@ def trigram_keys(a: np.ndarray, b: np.ndarray, c: np.ndarray, vocab_size: int, h
     """Keys of trigrams (a, b, c) (uint64 arrays): packed, or hashed for a vocabulary too large to pack."""
     v = np.uint64(vocab_size)
     if not hashed:
-        return v * v + (a * v + b) * v + c
+        packed: np.ndarray = v * v + (a * v + b) * v + c
+        return packed
     with np.errstate(over="ignore"):
         return (_mix64(_mix64(a * v + b) ^ c) >> np.uint64(1)) | _TOP_BIT
 
@@ -234,7 +236,7 @@ class PhraseIndex:
 
     @classmethod
     def load(cls, folder: Path, vocab_size: int, slop: int, mmap: bool = False, hashed: bool = False) -> PhraseIndex:
-        mode = "r" if mmap else None
+        mode: Literal["r"] | None = "r" if mmap else None
         keys = np.load(folder / "phrase_keys.npy", allow_pickle=False, mmap_mode=mode)
         chunks = np.load(folder / "phrase_chunks.npy", allow_pickle=False, mmap_mode=mode)
         if keys.dtype != np.uint64 or chunks.dtype != np.int32 or keys.shape != chunks.shape:
@@ -348,7 +350,8 @@ class BM25Index:
         known = query_ids[query_ids >= 0]
         if not len(known):
             return np.zeros(self.n_chunks, dtype=np.float32)
-        return self.bm25.get_scores_from_ids(known)  # type: ignore[attr-defined]
+        scores: np.ndarray = self.bm25.get_scores_from_ids(known)  # type: ignore[attr-defined]
+        return scores
 
     def scores(self, query: str, bigram_boost: float = 0.0, trigram_boost: float = 0.0) -> np.ndarray:
         """``score(c, q)`` of the module docstring for every chunk ``c``."""
@@ -379,4 +382,5 @@ def phrase_boosted_bm25(
     boost = index.phrases.boost(query_ids, index.idf, index.n_chunks, bigram_boost, trigram_boost)
     if boost is None:
         return scores
-    return scores + boost
+    boosted: np.ndarray = scores + boost
+    return boosted

@@ -133,7 +133,10 @@ class SentenceTransformerEmbedder(Embedder):
         self.model_id = model_id
         self._model = SentenceTransformer(path, device=_torch_device(device), local_files_only=True)
         get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
-        self.dim = int(get_dim())
+        dim = get_dim()
+        if dim is None:  # int(None) would fail here too
+            raise TypeError(f"sentence-transformers model {path} reports no embedding dimension")
+        self.dim = int(dim)
 
     def _encode(self, texts: list[str], batch_size: int, progress: bool, is_query: bool) -> np.ndarray:
         return self._model.encode(

@@ -69,7 +69,7 @@ def completed_rows(work: Path, meta: dict[str, Any]) -> int:
         meta_path.write_text(json.dumps(meta, sort_keys=True))
         return 0
     n, shard, dim = meta["rows"], meta["shard_size"], meta["dim"]
-    done = 0
+    done: int = 0
     while done < n and _shard_rows(work / shard_name(done)) == (min(shard, n - done), dim):
         done += shard
     done = min(done, n)

@@ -97,7 +97,7 @@ def write_manifest(folder: Path, meta: dict[str, Any]) -> None:
 def verify_manifest(folder: Path) -> dict[str, Any]:
     """Check every file the manifest lists; raise ``CacheCorrupt`` naming the first fault."""
     try:
-        manifest = json.loads((folder / MANIFEST).read_text())
+        manifest: dict[str, Any] = json.loads((folder / MANIFEST).read_text())
         files = manifest["files"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CacheCorrupt(f"manifest missing or unreadable ({exc})") from None

@@ -41,12 +41,10 @@ from bcas.config import RetrievalConfig
 from bcas.data import Document
 from bcas.llm.base import ChatModel
 from bcas.registry import RETRIEVAL_MODES, mode_uses
-from bcas.retrieval.ann import DenseIndexError, DenseIndexSpec
+from bcas.retrieval.ann import DENSE_INDEX_KINDS, DenseIndex, DenseIndexError, DenseIndexSpec
 from bcas.retrieval.bm25 import BM25_B, BM25_K1, DEFAULT_STEMMER, BM25Index
 from bcas.retrieval.chunking import Chunk, chunk_documents, collection_hash
 from bcas.retrieval.dense import (
-    DENSE_INDEX_KINDS,
-    DenseIndex,
     Embedder,
     embed_chunks,
     embedder_known,
@@ -292,10 +290,13 @@ def build_retriever(
         else:
             reranker_obj = reranker_choice
 
-    cache = None if cache_dir is False else IndexCache(None if cache_dir in (None, True) else Path(cache_dir))
+    cache = (
+        None if cache_dir is False else IndexCache(None if cache_dir is None or cache_dir is True else Path(cache_dir))
+    )
     embedder_obj: Embedder | None = None
     if mode_uses(mode, "dense"):
         embedder_obj = shared_embedder(embedder_choice) if isinstance(embedder_choice, str) else embedder_choice
+    chunks: Sequence[Chunk]
     if cache is None:
         chunks, bm25_index, dense_index = _build_in_memory(documents, config, spec, embedder_obj, progress)
         collection = collection_hash(chunks)

@@ -113,7 +113,7 @@ def write_chunk_store(
     return meta
 
 
-def _duplicate_message(folder: Path, offsets: array, first: np.ndarray, count: np.ndarray, at: int) -> str:
+def _duplicate_message(folder: Path, offsets: array[int], first: np.ndarray, count: np.ndarray, at: int) -> str:
     """The error for two documents with one id (named when either has a chunk to read it from)."""
     doc = "(an empty document's id)"
     for j in (at, at + 1):

@@ -43,11 +43,11 @@ def instance(schema: dict[str, Any], hint: Any = None) -> Any:
         given = hint if isinstance(hint, dict) else {}
         return {name: instance(sub, given.get(name)) for name, sub in props.items()}
     if kind == "array":
-        given = hint if isinstance(hint, list) else []
+        hints = hint if isinstance(hint, list) else []
         low, high = int(schema.get("minItems", 0)), schema.get("maxItems")
-        n = max(low, len(given)) if high is None else min(int(high), max(low, len(given)))
+        n = max(low, len(hints)) if high is None else min(int(high), max(low, len(hints)))
         sub = schema.get("items") or {}
-        return [instance(sub, given[i] if i < len(given) else None) for i in range(n)]
+        return [instance(sub, hints[i] if i < len(hints) else None) for i in range(n)]
     if kind in ("integer", "number"):
         value = hint if isinstance(hint, int | float) and not isinstance(hint, bool) else schema.get("minimum", 0)
         if "maximum" in schema:
