@@ -41,9 +41,7 @@ class Record:
     def has(self, key: str) -> bool:
         return key in self.obj
 
-    def str(
-        self, key: str, *, where: str = "", obj: dict[str, Any] | None = None, empty_ok: bool = False
-    ) -> str:
+    def str(self, key: str, *, where: str = "", obj: dict[str, Any] | None = None, empty_ok: bool = False) -> str:
         """A required string field (``where`` prefixes the field name in errors)."""
         src = self.obj if obj is None else obj
         value = src.get(key, _MISSING)

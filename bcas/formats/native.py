@@ -36,7 +36,13 @@ def not_an_object(value: object) -> str:
 
 
 def _missing(
-    path: Path, line: int, obj: dict[str, Any], key: str, where: str = "", fields: tuple[str, ...] = FIELDS, note: str = ""
+    path: Path,
+    line: int,
+    obj: dict[str, Any],
+    key: str,
+    where: str = "",
+    fields: tuple[str, ...] = FIELDS,
+    note: str = "",
 ) -> DatasetError:
     """``missing field 'key'``, naming a misspelt key of the line when one is close (``answer``)."""
     unknown = [k for k in obj if isinstance(k, str) and k not in fields]

@@ -378,12 +378,13 @@ class BcasSession:
             self._note_price(record)
             tracker.item_done(record)
 
+        prices = self.prices
         await run_items(
             todo,
             context.run_item,
             self.store,
             grade=self._grader(),
-            price=(lambda r: reprice_record(r, self.prices)) if self.prices is not None else None,
+            price=(lambda r: reprice_record(r, prices)) if prices is not None else None,
             concurrency=self.settings.concurrency,
             admit=lambda: self.spend.admit(case),  # None: the cost cap stops new items
             settle=lambda key, record: self.spend.settle(case, key, record),
