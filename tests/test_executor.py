@@ -13,9 +13,22 @@ from bcas.records.executor import run_items
 
 
 def _record(item: str, epoch: int, *, prediction: str = "a", error: str | None = None) -> Record:
-    return Record(run_id="r", config_id="c", model="m", dataset="d", dataset_hash="h", item_id=item, question="?",
-                  answers=["a"], prediction=prediction, correct_em=prediction == "a", f1=1.0, error=error,
-                  stop_reason="error" if error else "answered", epoch=epoch)
+    return Record(
+        run_id="r",
+        config_id="c",
+        model="m",
+        dataset="d",
+        dataset_hash="h",
+        item_id=item,
+        question="?",
+        answers=["a"],
+        prediction=prediction,
+        correct_em=prediction == "a",
+        f1=1.0,
+        error=error,
+        stop_reason="error" if error else "answered",
+        epoch=epoch,
+    )
 
 
 def test_graded_priced_appended_and_bounded(tmp_path: Path) -> None:
@@ -38,8 +51,9 @@ def test_graded_priced_appended_and_bounded(tmp_path: Path) -> None:
 
     store = ResultStore(tmp_path)
     jobs = [(i, 0) for i in ("q1", "q2", "bad", "empty", "q3")]
-    made = asyncio.run(run_items(jobs, produce, store, grade=grade, price=lambda r: r.replace(cost_usd=0.5),
-                                 concurrency=2))
+    made = asyncio.run(
+        run_items(jobs, produce, store, grade=grade, price=lambda r: r.replace(cost_usd=0.5), concurrency=2)
+    )
     assert peak == 2 and len(made) == 5
     assert sorted(graded) == ["q1", "q2", "q3"]  # errored and empty answers are never sent to the judge
     assert all(r.cost_usd == 0.5 for r in made)
@@ -58,8 +72,14 @@ def test_admit_can_refuse_and_settle_sees_each_record() -> None:
     async def produce(item: str, epoch: int) -> Record:
         return _record(item, epoch)
 
-    made = asyncio.run(run_items([(f"q{i}", 0) for i in range(5)], produce, admit=admit,
-                                 settle=lambda token, r: settled.append((token, r.item_id))))
+    made = asyncio.run(
+        run_items(
+            [(f"q{i}", 0) for i in range(5)],
+            produce,
+            admit=admit,
+            settle=lambda token, r: settled.append((token, r.item_id)),
+        )
+    )
     assert len(made) == 2 and [t for t, _ in settled] == [1, 2]
 
 
@@ -85,7 +105,15 @@ def test_every_run_kind_uses_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     model = MockModel("gold")
     model.register_items(ds.items)
     config = RunConfig(budget=Budget(max_searches=1, max_total_tokens=400), retrieval=RetrievalConfig(mode="bm25"))
-    records = asyncio.run(evaluate.evaluate_bcas(ds, model, FakeRetriever([("d1", "Terry Richardson", "Terry Richardson is a photographer.")]), config, run_id="r",
-                                                 store=ResultStore(tmp_path)))
+    records = asyncio.run(
+        evaluate.evaluate_bcas(
+            ds,
+            model,
+            FakeRetriever([("d1", "Terry Richardson", "Terry Richardson is a photographer.")]),
+            config,
+            run_id="r",
+            store=ResultStore(tmp_path),
+        )
+    )
     assert calls == ["run_items"] and len(records) == 2
     assert [r.item_id for r in records] == [it.id for it in ds.items]
