@@ -77,7 +77,7 @@ _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password)", re.IGNORECASE)
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def package_version(*names: str) -> str | None:
@@ -399,7 +399,7 @@ def finish_session(run_dir: Path, token: str, exit_status: int) -> None:
 
 def _timestamp(text: Any) -> float:
     try:
-        return datetime.fromisoformat(str(text)).timestamp() - 1.0  # whole seconds: allow the rounding
+        return datetime.fromisoformat(str(text)).timestamp()
     except ValueError:
         return 0.0
 
