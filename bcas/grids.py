@@ -52,7 +52,7 @@ from typing import Any
 
 from bcas.config import AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
 from bcas.grading.outcomes import JUDGE, resolve
-from bcas.registry import mode_uses
+from bcas.registry import Registry, RegistryError, mode_uses
 
 KINDS = ("bcas", "madara", "rsc")
 HOLM_SCOPES = ("grid", "model_dataset")
@@ -352,19 +352,21 @@ SMOKE = Grid(
     description="smoke test of the whole stack on the embedded CPU default",
 )
 
-GRIDS: dict[str, Grid] = {
-    g.name: g for g in (SEARCH_SCALING, CONTEXT_SCALING, ABLATION, MADARA, MADARA_HELDOUT, RSC, SMOKE)
-}
+GRIDS: Registry[Grid] = Registry("grid")
 
 
 def register_grid(grid: Grid) -> Grid:
     """Add a grid by name (one registration, no dispatch code to edit)."""
-    GRIDS[grid.name] = grid
+    GRIDS.register(grid.name, grid)
     return grid
+
+
+for _grid in (SEARCH_SCALING, CONTEXT_SCALING, ABLATION, MADARA, MADARA_HELDOUT, RSC, SMOKE):
+    register_grid(_grid)
 
 
 def get_grid(name: str) -> Grid:
     try:
-        return GRIDS[name]
-    except KeyError:
+        return GRIDS.get(name)
+    except RegistryError:
         raise KeyError(f"unknown grid {name!r}; available: {', '.join(sorted(GRIDS))}") from None

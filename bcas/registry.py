@@ -139,6 +139,16 @@ class Registry(Generic[T]):
     def names(self) -> list[str]:
         return sorted(self._entries)
 
+    # Read-only mapping views (resolved objects), so a registry can stand where a mapping is read.
+    def keys(self) -> list[str]:
+        return self.names()
+
+    def values(self) -> list[T]:
+        return [self.get(name) for name in self.names()]
+
+    def items(self) -> list[tuple[str, T]]:
+        return [(name, self.get(name)) for name in self.names()]
+
     def __contains__(self, name: object) -> bool:
         if isinstance(name, str) and name not in self._entries:
             load_plugins()

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from bcas.grading import strict_exact_match, strict_token_f1
+from bcas.registry import Registry
 
 Outcome = Callable[[dict[str, Any]], "bool | None"]
 
@@ -77,16 +78,16 @@ def _judge(rec: dict[str, Any]) -> bool | None:
     return None if verdict is None else bool(verdict)
 
 
-METRICS: dict[str, Outcome] = {
-    "correct_em": _correct_em,
-    "strict_em": _strict_em,
-    "judge_verdict": _judge,
-}
+METRICS: Registry[Outcome] = Registry("metric")
+"""Pass/fail metrics of a record: one registration each (``METRICS.register(name, fn)``)."""
+METRICS.register("correct_em", _correct_em)
+METRICS.register("strict_em", _strict_em)
+METRICS.register("judge_verdict", _judge)
 
 
 def outcome(rec: dict[str, Any], metric: str) -> bool | None:
     """The record's pass/fail value in ``metric``; a plain boolean record field for other names."""
-    fn = METRICS.get(metric)
+    fn = METRICS.get(metric, None)
     if fn is not None:
         return fn(rec)
     value = rec.get(metric)

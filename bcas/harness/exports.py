@@ -46,7 +46,7 @@ def case_result(stats: Any, outcome: Any, grid: str, label: str) -> dict[str, st
     records = list(getattr(outcome, "records", None) or [])
     if not records:
         return props
-    rows = summarize(records, GRIDS, only=[grid])
+    rows = summarize(records, dict(GRIDS.items()), only=[grid])
     row = next((r for r in rows if r.grid == grid and r.label == label), rows[0] if rows else None)
     if row is None:
         return props

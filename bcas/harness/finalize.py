@@ -37,7 +37,7 @@ def finalize_run(settings: Any, session: Any, token: str = "run") -> FinalResult
     profiles = read_profiles(settings.run_dir)
     if not records and not profiles:
         return None
-    summaries = write_summaries(settings.run_dir, records, GRIDS, settings.grids)
+    summaries = write_summaries(settings.run_dir, records, dict(GRIDS.items()), settings.grids)
     rows, comps = summaries.rows, summaries.comparisons
     order = {name: [e.label for e in grid.entries] for name, grid in GRIDS.items()}
     from bcas.harness.gate_report import session_gate_report

@@ -380,7 +380,7 @@ def render_report(
         f"<h1>{escape(title)}</h1><p>{len(records)} records · run <code>{escape(run_dir.name)}</code></p>"
         + stops_section(stops or [])
         + filter_bar(rows)
-        + _notes(records, grid_notes(rows, records, GRIDS))
+        + _notes(records, grid_notes(rows, records, dict(GRIDS.items())))
         + _gate_section(gate)
         + "<h2>Summary</h2>"
         + _summary_table(rows)
@@ -392,11 +392,11 @@ def render_report(
         + _comparison_table(comparisons)
         + model_sections(model_comparisons or [], matrix)
         + "<h2>Figures</h2>"
-        + figures(rows, comparisons, grid_order, records, GRIDS)
+        + figures(rows, comparisons, grid_order, records, dict(GRIDS.items()))
         + _madara_table(records)
         + cost_section(rows)
         + _profiles_table(profiles or [])
-        + items_section(records, GRIDS)
+        + items_section(records, dict(GRIDS.items()))
         + manifest_section(manifest)
         + _drilldown(records)
         + f"<script>{SCRIPT}</script></body></html>"
