@@ -105,6 +105,24 @@ class Registry(Generic[T]):
     def __delitem__(self, name: str) -> None:
         del self._entries[name]
 
+    def snapshot(self) -> dict[str, tuple[Any, dict[str, Any]]]:
+        """Every entry with its metadata (for :meth:`restore`: tests that register temporarily)."""
+        return {name: (e.target, dict(e.meta)) for name, e in self._entries.items()}
+
+    def restore(self, snapshot: dict[str, tuple[Any, dict[str, Any]]]) -> None:
+        """Exactly the entries of an earlier :meth:`snapshot` (later registrations dropped)."""
+        self._entries.clear()
+        for name, (target, meta) in snapshot.items():
+            self.register(name, target, **meta)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def update(self, other: Any) -> None:
+        """Register every ``name -> target`` of a mapping (metadata of a name already here is kept)."""
+        for name, target in dict(other).items():
+            self[name] = target
+
     # -- reading -----------------------------------------------------------------------
     def _entry(self, name: str) -> _Entry[T]:
         entry = self._entries.get(name)

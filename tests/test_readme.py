@@ -170,14 +170,14 @@ def sandbox(
     from bcas.data import DATASETS
     from bcas.grids import GRIDS
 
-    saved = dict(GRIDS), dict(DATASETS)
+    grids, datasets = GRIDS.snapshot(), dict(DATASETS)
     shutil.copytree(template, pytester.path, dirs_exist_ok=True)
     pytester.syspathinsert()  # as `python3 -m pytest` does: -p mybench.conftest imports from here
     monkeypatch.setenv("BCAS_CACHE_DIR", str(cache_dir))
     yield pytester.path
-    for registry, before in zip((GRIDS, DATASETS), saved, strict=True):
-        registry.clear()
-        registry.update(before)
+    GRIDS.restore(grids)
+    DATASETS.clear()
+    DATASETS.update(datasets)
 
 
 def _env(cache_dir: Path) -> dict[str, str]:
