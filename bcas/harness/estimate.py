@@ -30,7 +30,7 @@ from bcas.harness import state
 from bcas.harness.context import CaseContext
 from bcas.harness.cost import record_spend
 from bcas.harness.runner import BcasSession
-from bcas.llm.base import ChatModel, ChatRequest, ChatResult
+from bcas.llm.base import ChatModel, ChatRequest, ChatResult, WrappedModel
 from bcas.llm.cache import CachedModel
 
 # The cache misses of the item being replayed (each item runs in its own task, with its own list):
@@ -43,7 +43,7 @@ class NotCached(RuntimeError):
     """The generation cache has no result for a request the replayed item makes."""
 
 
-class ReplayModel(ChatModel):
+class ReplayModel(WrappedModel):
     """Answers from the generation cache only; counts the calls it answers."""
 
     def __init__(self, model: ChatModel) -> None:
@@ -52,18 +52,6 @@ class ReplayModel(ChatModel):
         # Not worth caching (instant and free, the mock backend): asking it is the replay.
         self.ask = not getattr(self.inner, "cacheable", True)
         self.calls = 0
-
-    @property
-    def model_id(self) -> str:  # type: ignore[override]
-        return self.inner.model_id
-
-    @property
-    def supports_json_schema(self) -> bool:  # type: ignore[override]
-        return self.inner.supports_json_schema
-
-    @property
-    def supports_logprobs(self) -> bool:  # type: ignore[override]
-        return self.inner.supports_logprobs
 
     async def chat(self, request: ChatRequest) -> ChatResult:
         if self.ask:

@@ -39,7 +39,7 @@ from typing import Any
 
 from bcas.grading.outcomes import METRICS
 from bcas.grading.outcomes import outcome as metric_outcome
-from bcas.report.summary import paired_table
+from bcas.report.paired import paired_table
 from bcas.stats import (
     holm_bonferroni,
     mcnemar_exact_one_sided,

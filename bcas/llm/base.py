@@ -159,3 +159,21 @@ class ChatModel(abc.ABC):
     async def aclose(self) -> None:
         """Release resources (threads, HTTP clients, engines)."""
         return None
+
+
+class WrappedModel(ChatModel):
+    """A model in front of another (``inner``): it answers to the inner model's id and capabilities."""
+
+    inner: ChatModel
+
+    @property
+    def model_id(self) -> str:  # type: ignore[override]
+        return self.inner.model_id
+
+    @property
+    def supports_json_schema(self) -> bool:  # type: ignore[override]
+        return self.inner.supports_json_schema
+
+    @property
+    def supports_logprobs(self) -> bool:  # type: ignore[override]
+        return self.inner.supports_logprobs

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bcas.llm.base import ChatModel, ChatRequest, ChatResult
+from bcas.llm.base import ChatModel, ChatRequest, ChatResult, WrappedModel
 from bcas.paths import cache_dir
 
 CACHE_FILENAME = "generations.sqlite"
@@ -197,7 +197,7 @@ def _jsonable(extra: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-class CachedModel(ChatModel):
+class CachedModel(WrappedModel):
     """Wraps a ``ChatModel``: a cache hit returns the stored result (``cached=True``)
     without calling the inner model; a miss calls it and stores the result.
 
@@ -210,18 +210,6 @@ class CachedModel(ChatModel):
         self.inner = inner
         self.cache = cache
         self._inflight: dict[str, asyncio.Future[ChatResult]] = {}
-
-    @property
-    def model_id(self) -> str:  # type: ignore[override]
-        return self.inner.model_id
-
-    @property
-    def supports_json_schema(self) -> bool:  # type: ignore[override]
-        return self.inner.supports_json_schema
-
-    @property
-    def supports_logprobs(self) -> bool:  # type: ignore[override]
-        return self.inner.supports_logprobs
 
     def __repr__(self) -> str:
         return f"CachedModel({self.inner!r}, {self.cache!r})"

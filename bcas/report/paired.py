@@ -103,23 +103,29 @@ class PairedResult:
     test: str
 
 
+def paired_table(candidate: Mapping[str, bool], reference: Mapping[str, bool]) -> tuple[int, int, int, int]:
+    """(a, b, c, d) over the items both record: a both right, b candidate only, c reference only, d neither."""
+    a = b = c = d = 0
+    for item_id in sorted(set(candidate) & set(reference)):
+        x, y = candidate[item_id], reference[item_id]
+        if x and y:
+            a += 1
+        elif x:
+            b += 1
+        elif y:
+            c += 1
+        else:
+            d += 1
+    return a, b, c, d
+
+
 def paired(
     candidate: Mapping[str, float], reference: Mapping[str, float], binary: bool, alpha: float = 0.05
 ) -> PairedResult:
     """Paired comparison of two per-item outcome maps (module docstring)."""
     shared = sorted(set(candidate) & set(reference))
     if binary:
-        a = b = c = d = 0
-        for item in shared:
-            x, y = candidate[item] >= 1.0, reference[item] >= 1.0
-            if x and y:
-                a += 1
-            elif x:
-                b += 1
-            elif y:
-                c += 1
-            else:
-                d += 1
+        a, b, c, d = paired_table({i: candidate[i] >= 1.0 for i in shared}, {i: reference[i] >= 1.0 for i in shared})
         diff, lo, hi = newcombe_paired_diff(a, b, c, d, alpha=alpha) if shared else (0.0, 0.0, 0.0)
         return PairedResult(len(shared), a, b, c, d, diff, lo, hi, mcnemar_exact(b, c), "mcnemar-exact")
     diffs = [candidate[i] - reference[i] for i in shared]
@@ -143,4 +149,4 @@ def paired(
     return PairedResult(n, 0, b, c, n - b - c, mean, max(-1.0, mean - half), min(1.0, mean + half), p, "paired-t")
 
 
-__all__ = ["PairedResult", "accuracy", "clustered_interval", "epochs_of", "paired", "per_item_means"]
+__all__ = ["PairedResult", "accuracy", "clustered_interval", "epochs_of", "paired", "paired_table", "per_item_means"]

@@ -210,22 +210,6 @@ class Comparison:
     metric: str = "correct_em"
 
 
-def paired_table(candidate: dict[str, bool], reference: dict[str, bool]) -> tuple[int, int, int, int]:
-    """(a, b, c, d) over the items both record: a both right, b candidate only, c reference only, d neither."""
-    a = b = c = d = 0
-    for item_id in sorted(set(candidate) & set(reference)):
-        x, y = candidate[item_id], reference[item_id]
-        if x and y:
-            a += 1
-        elif x:
-            b += 1
-        elif y:
-            c += 1
-        else:
-            d += 1
-    return a, b, c, d
-
-
 def _compare(
     grid: str,
     model: str,
