@@ -21,6 +21,7 @@ from bcas.agent import STOP_REASONS, run_bcas
 from bcas.agent.loop import Trajectory
 from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
 from bcas.data import Dataset, load_dataset
+from bcas.identity import prompt_hash
 from bcas.results import ResultStore, load_price_sheet, load_records, record_from_trajectory
 
 RETRIEVAL = RetrievalConfig(mode="bm25", k=2)
@@ -150,7 +151,11 @@ def test_search_budgets_and_planning_produce_valid_records(
 
     records = load_records(store.path)
     assert len(records) == 20
-    assert store.done_keys() == {(c.config_id, subset.hash, i.id) for c in configs for i in subset.items}
+    fingerprint = f"model:{smollm2.model_id}"
+    phash = prompt_hash("bcas")
+    assert store.done_keys() == {
+        (fingerprint, c.config_id, subset.hash, i.id, phash, 0) for c in configs for i in subset.items
+    }
     for rec in records:
         planning = rec.config["agent"]["planning"]
         kinds = [s["kind"] for s in rec.steps]

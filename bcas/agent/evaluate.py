@@ -56,8 +56,7 @@ async def evaluate_bcas(
 
     async def produce(item: Any, epoch: int) -> Record:
         traj = await run_bcas(item, model, retriever, config)
-        record = record_from_trajectory(traj, run_id=run_id, dataset=dataset)
-        return record.replace(model_fingerprint=fingerprint, prompt_hash=phash, seed=config.seed, epoch=epoch)
+        return record_from_trajectory(traj, run_id=run_id, dataset=dataset, model_fingerprint=fingerprint, epoch=epoch)
 
     grade = None
     if judge is not None:

@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from bcas.grading import score_prediction
+from bcas.identity import prompt_hash
 from bcas.records import PriceSheet, Record, reprice_record
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -25,12 +26,18 @@ def record_from_trajectory(
     judge: Any = None,
     prices: PriceSheet | None = None,
     extra: dict[str, Any] | None = None,
+    model_fingerprint: str | None = None,
+    epoch: int = 0,
 ) -> Record:
     """The record of a BCAS trajectory, graded with the dataset's scoring rule.
 
     ``dataset`` supplies name, hash and scoring rule (or pass them one by one).
     ``judge``: a :class:`bcas.grading.JudgeResult` (or its dict) or ``None``.
     ``prices``: price the agent's usage (and the judge's) under this sheet.
+    ``model_fingerprint``: the model's identity (:mod:`bcas.llm.fingerprint`); default
+    ``model:<model id>``.  The record always carries the BCAS prompt-template hash, the
+    configuration's seed and ``epoch``, so a record made outside the harness has a full
+    answer identity (:mod:`bcas.identity`).
     """
     name = dataset_name if dataset_name is not None else (dataset.name if dataset is not None else None)
     hash_ = dataset_hash if dataset_hash is not None else (dataset.hash if dataset is not None else None)
@@ -80,5 +87,9 @@ def record_from_trajectory(
         method="bcas",
         extra=details,
         created_at=time.time(),
+        model_fingerprint=model_fingerprint or f"model:{trajectory.model}",
+        prompt_hash=prompt_hash("bcas"),
+        epoch=epoch,
+        seed=config.seed,
     )
     return reprice_record(record, prices) if prices is not None else record
