@@ -171,29 +171,24 @@ async def _scored_topk(ctx: TreatmentContext, cot: bool, select: str) -> Treatme
     return TreatmentOutcome(answer, raw, selected, assessment, ws)
 
 
-async def _three_agent(ctx: TreatmentContext) -> TreatmentOutcome:
-    return await _scored_topk(ctx, cot=False, select="weighted")
+def _scored_treatment(cot: bool, select: str, doc: str) -> Treatment:
+    """A treatment that scores the documents (CoT or not) and selects top k by ``select``."""
+
+    async def run(ctx: TreatmentContext) -> TreatmentOutcome:
+        return await _scored_topk(ctx, cot=cot, select=select)
+
+    run.__doc__ = doc
+    return run
 
 
-async def _cot(ctx: TreatmentContext) -> TreatmentOutcome:
-    return await _scored_topk(ctx, cot=True, select="weighted")
-
-
-async def _sda(ctx: TreatmentContext) -> TreatmentOutcome:
-    return await _scored_topk(ctx, cot=False, select="sda")
-
-
-async def _sda_cot(ctx: TreatmentContext) -> TreatmentOutcome:
-    """CoT de-polarised scores (§4.1) aligned by SDA (Algorithm 1): MADARA Table 14 / Appendix C "SDA+CoT"."""
-    return await _scored_topk(ctx, cot=True, select="sda")
-
-
-async def _rrf(ctx: TreatmentContext) -> TreatmentOutcome:
-    return await _scored_topk(ctx, cot=False, select="rrf")
-
-
-async def _atf(ctx: TreatmentContext) -> TreatmentOutcome:
-    return await _scored_topk(ctx, cot=False, select="atf")
+_three_agent = _scored_treatment(False, "weighted", "MADARA §5.3 (2) 3-Agent: base scores, weighted top k.")
+_cot = _scored_treatment(True, "weighted", "MADARA §4.1 CoT: de-polarised scores, weighted top k.")
+_sda = _scored_treatment(False, "sda", "MADARA §4.2 SDA (Algorithm 1): base scores, percentile ranks, top k.")
+_sda_cot = _scored_treatment(
+    True, "sda", 'CoT de-polarised scores (§4.1) aligned by SDA (Algorithm 1): MADARA Table 14 / Appendix C "SDA+CoT".'
+)
+_rrf = _scored_treatment(False, "rrf", "MADARA Appendix C RRF: base scores, reciprocal rank fusion.")
+_atf = _scored_treatment(False, "atf", "MADARA §4.3 ATF: base scores, keep >= mu - kappa sigma.")
 
 
 async def _extract_and_vote(
@@ -217,23 +212,25 @@ async def _extract_and_vote(
     return winner, candidates, group_view
 
 
-async def _pde(ctx: TreatmentContext) -> TreatmentOutcome:
+async def _assessed_vote(ctx: TreatmentContext, weighted: bool) -> TreatmentOutcome:
+    """The top-k documents by weighted score, one answer each, then a vote weighted by score or uniform."""
     assessment = await _assess(ctx, cot=False)
     S = assessment.matrix
     ws = [float(v) for v in weighted_scores(S, ctx.config.weights)] if S else []
     selected = order_best_first(ws)[: ctx.config.k]
-    winner, candidates, groups = await _extract_and_vote(ctx, selected, [ws[i] for i in selected])
+    weights = [ws[i] for i in selected] if weighted else None
+    winner, candidates, groups = await _extract_and_vote(ctx, selected, weights)
     return TreatmentOutcome(winner, "", selected, assessment, ws, candidates, {"vote_groups": groups})
+
+
+async def _pde(ctx: TreatmentContext) -> TreatmentOutcome:
+    """MADARA §4.4 PDE: per-document extraction, votes weighted by the assessment scores."""
+    return await _assessed_vote(ctx, weighted=True)
 
 
 async def _pde_unif(ctx: TreatmentContext) -> TreatmentOutcome:
     """MADARA Table 1 "Unif.": PDE's assessment-guided top-k documents, then a uniform vote."""
-    assessment = await _assess(ctx, cot=False)
-    S = assessment.matrix
-    ws = [float(v) for v in weighted_scores(S, ctx.config.weights)] if S else []
-    selected = order_best_first(ws)[: ctx.config.k]
-    winner, candidates, groups = await _extract_and_vote(ctx, selected, None)
-    return TreatmentOutcome(winner, "", selected, assessment, ws, candidates, {"vote_groups": groups})
+    return await _assessed_vote(ctx, weighted=False)
 
 
 async def _pde_random(ctx: TreatmentContext) -> TreatmentOutcome:
@@ -263,15 +260,19 @@ def _resolve_decision(profile: Any, decision: RoutingDecision | None, cfg: Asses
     )
 
 
+# The ledger's counts a MADARA record carries in ``extra``.
+_RECORD_USAGE_FIELDS = (
+    "llm_calls",
+    "assessment_calls",
+    "generation_calls",
+    "rescore_calls",
+    "cached_calls",
+    "model_errors",
+)
+
+
 def _usage_fields(usage: Usage) -> dict[str, Any]:
-    return {
-        "llm_calls": usage.llm_calls,
-        "assessment_calls": usage.assessment_calls,
-        "generation_calls": usage.generation_calls,
-        "rescore_calls": usage.rescore_calls,
-        "cached_calls": usage.cached_calls,
-        "model_errors": usage.model_errors,
-    }
+    return {name: getattr(usage, name) for name in _RECORD_USAGE_FIELDS}
 
 
 def make_record(fields: dict[str, Any]) -> Record:
@@ -314,88 +315,17 @@ async def run_madara(
     started = time.perf_counter()
     task = task or cfg.task or (getattr(dataset, "task", None)) or infer_task(item.answers)
     scoring = getattr(dataset, "scoring", None) or SCORING_FOR_TASK.get(task, "qa")
-
-    routing: RoutingDecision | None = None
-    method = cfg.method
-    if method == "madara":
-        routing = _resolve_decision(profile, decision, cfg)
-        method = routed_modes()[routing.mode]
+    method, routing = _choose_treatment(cfg, profile, decision)
     fn = TREATMENTS.get(method)
 
     ledger = Ledger(seed=run_config.seed)
     docs = await gather_documents(item, retriever, cfg)
     ctx = TreatmentContext(model, item.question, docs, task, cfg, f"{run_config.seed}:{item.id}", ledger)
-    stop_reason, error = "answered", None
-    try:
-        outcome = await fn(ctx)
-    except ModelError as exc:
-        outcome = TreatmentOutcome("")
-        stop_reason, error = "error", f"ModelError: {exc}"
+    outcome, stop_reason, error = await _apply_treatment(fn, ctx)
     usage = ledger.usage()
     correct, f1 = score_prediction(outcome.prediction, list(item.answers), scoring)
 
-    assessment = outcome.assessment
-
-    def tokens(kind: str) -> tuple[int, int]:
-        entries = [e for e in ledger.entries if e.kind == kind]
-        return sum(e.prompt_tokens for e in entries), sum(e.completion_tokens for e in entries)
-
-    steps: list[dict[str, Any]] = [
-        {
-            "kind": "retrieve",
-            "query": item.question,
-            "source": cfg.doc_source,
-            "retrieved": [d.chunk_id or d.doc_id for d in docs],
-            "docs": [d.doc_id for d in docs],
-        }
-    ]
-    if assessment is not None:
-        t_in, t_out = tokens("assessment")
-        steps.append(
-            {
-                "kind": "assess",
-                "cot": assessment.cot,
-                "calls": usage.assessment_calls,
-                "tokens_in": t_in,
-                "tokens_out": t_out,
-                "docs": [d.doc_id for d in docs],
-            }
-        )
-    t_in, t_out = tokens("generation")
-    steps.append(
-        {
-            "kind": "generate",
-            "output": outcome.raw if outcome.raw else [c["raw"] for c in outcome.candidates],
-            "calls": usage.generation_calls,
-            "tokens_in": t_in,
-            "tokens_out": t_out,
-            "docs": [docs[i].doc_id for i in outcome.selected],
-        }
-    )
-    extra: dict[str, Any] = {
-        "assess_method": cfg.method,
-        "treatment": method,
-        "task": task,
-        "doc_source": cfg.doc_source,
-        "doc_ids": [d.doc_id for d in docs],
-        "chunk_ids": [d.chunk_id for d in docs],
-        "scores": assessment.matrix if assessment is not None else None,
-        "agents": ["relevance", "consistency", "conflict"],
-        "doc_scores": outcome.doc_scores,
-        "selected_docs": [docs[i].doc_id for i in outcome.selected],
-        "selected_indices": list(outcome.selected),
-        "context_doc_ids": context_doc_ids(docs, outcome),
-        "context_chunk_ids": [docs[i].chunk_id or docs[i].doc_id for i in outcome.selected],
-        "candidates": outcome.candidates,
-        "missing_scores": assessment.missing if assessment is not None else [],
-        "reasoning": assessment.reasoning if assessment is not None and assessment.cot else None,
-        "routing": routing.to_dict() if routing is not None else None,
-        "rsc_profile_id": getattr(profile, "id", None) or (routing.profile_id if routing else None),
-        **_usage_fields(usage),
-        **outcome.extra,
-    }
-    if cfg.method == "atf" or method == "atf":
-        extra["atf_kappa"] = cfg.atf_kappa
+    run = _MadaraRun(item, cfg, method, task, docs, outcome, ledger, usage, routing, profile)
     fields = {
         "run_id": run_id or uuid.uuid4().hex[:12],
         "config_id": run_config.config_id,
@@ -420,12 +350,119 @@ async def run_madara(
         "error": error,
         "latency_s": time.perf_counter() - started,
         "cost_usd": None,
-        "steps": steps,
+        "steps": _madara_steps(run),
         "method": "madara",
-        "extra": extra,
+        "extra": _madara_extra(run),
         "created_at": time.time(),
     }
     return make_record(fields)
+
+
+def _choose_treatment(
+    cfg: AssessConfig, profile: Any, decision: RoutingDecision | None
+) -> tuple[str, RoutingDecision | None]:
+    """The treatment to apply and, for method ``madara``, the routing decision that chose it (Algorithm 2)."""
+    if cfg.method != "madara":
+        return cfg.method, None
+    routing = _resolve_decision(profile, decision, cfg)
+    return routed_modes()[routing.mode], routing
+
+
+async def _apply_treatment(fn: Treatment, ctx: TreatmentContext) -> tuple[TreatmentOutcome, str, str | None]:
+    """The treatment's outcome, stop reason and error: a model failure is an empty answer, not a raise."""
+    try:
+        return await fn(ctx), "answered", None
+    except ModelError as exc:
+        return TreatmentOutcome(""), "error", f"ModelError: {exc}"
+
+
+@dataclass
+class _MadaraRun:
+    """What one MADARA run produced, read by the record's ``steps`` and ``extra``."""
+
+    item: Any
+    cfg: AssessConfig
+    method: str  # the treatment applied (the routed one for ``madara``)
+    task: str
+    docs: list[AssessDocument]
+    outcome: TreatmentOutcome
+    ledger: Ledger
+    usage: Usage
+    routing: RoutingDecision | None
+    profile: Any
+
+    def tokens(self, kind: str) -> tuple[int, int]:
+        """Prompt and completion tokens of the ledger's calls of ``kind``."""
+        entries = [e for e in self.ledger.entries if e.kind == kind]
+        return sum(e.prompt_tokens for e in entries), sum(e.completion_tokens for e in entries)
+
+
+def _madara_steps(run: _MadaraRun) -> list[dict[str, Any]]:
+    """The record's steps: retrieve, assess (when the treatment scored documents), generate."""
+    docs, outcome, assessment = run.docs, run.outcome, run.outcome.assessment
+    steps: list[dict[str, Any]] = [
+        {
+            "kind": "retrieve",
+            "query": run.item.question,
+            "source": run.cfg.doc_source,
+            "retrieved": [d.chunk_id or d.doc_id for d in docs],
+            "docs": [d.doc_id for d in docs],
+        }
+    ]
+    if assessment is not None:
+        t_in, t_out = run.tokens("assessment")
+        steps.append(
+            {
+                "kind": "assess",
+                "cot": assessment.cot,
+                "calls": run.usage.assessment_calls,
+                "tokens_in": t_in,
+                "tokens_out": t_out,
+                "docs": [d.doc_id for d in docs],
+            }
+        )
+    t_in, t_out = run.tokens("generation")
+    steps.append(
+        {
+            "kind": "generate",
+            "output": outcome.raw if outcome.raw else [c["raw"] for c in outcome.candidates],
+            "calls": run.usage.generation_calls,
+            "tokens_in": t_in,
+            "tokens_out": t_out,
+            "docs": [docs[i].doc_id for i in outcome.selected],
+        }
+    )
+    return steps
+
+
+def _madara_extra(run: _MadaraRun) -> dict[str, Any]:
+    """The record's ``extra``: documents, scores, selection, routing and the ledger's counts."""
+    cfg, docs, outcome, assessment, routing = run.cfg, run.docs, run.outcome, run.outcome.assessment, run.routing
+    extra: dict[str, Any] = {
+        "assess_method": cfg.method,
+        "treatment": run.method,
+        "task": run.task,
+        "doc_source": cfg.doc_source,
+        "doc_ids": [d.doc_id for d in docs],
+        "chunk_ids": [d.chunk_id for d in docs],
+        "scores": assessment.matrix if assessment is not None else None,
+        "agents": ["relevance", "consistency", "conflict"],
+        "doc_scores": outcome.doc_scores,
+        "selected_docs": [docs[i].doc_id for i in outcome.selected],
+        "selected_indices": list(outcome.selected),
+        "context_doc_ids": context_doc_ids(docs, outcome),
+        "context_chunk_ids": [docs[i].chunk_id or docs[i].doc_id for i in outcome.selected],
+        "candidates": outcome.candidates,
+        "missing_scores": assessment.missing if assessment is not None else [],
+        "reasoning": assessment.reasoning if assessment is not None and assessment.cot else None,
+        "routing": routing.to_dict() if routing is not None else None,
+        "rsc_profile_id": getattr(run.profile, "id", None) or (routing.profile_id if routing else None),
+        **_usage_fields(run.usage),
+        **outcome.extra,
+    }
+    if cfg.method == "atf" or run.method == "atf":
+        extra["atf_kappa"] = cfg.atf_kappa
+    return extra
 
 
 async def run_nf_for_probe(
