@@ -25,8 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bcas.formats.common import Record, make_item
-from bcas.formats.stream import iter_records
+from bcas.formats.common import make_item, records
 from bcas.items import Item
 
 FEVER_LABELS = ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO")
@@ -34,8 +33,7 @@ FEVER_LABELS = ("SUPPORTS", "REFUTES", "NOT ENOUGH INFO")
 
 def read_fever(path: Path) -> Iterator[tuple[int, Item]]:
     """FEVER claims JSON Lines (train / dev; the unlabelled test file has no ``label``)."""
-    for line, obj in iter_records(path):
-        rec = Record(path, line, obj)
+    for line, rec in records(path):
         item_id = rec.ident("id")
         claim = rec.str("claim")
         label = rec.str("label")
@@ -83,8 +81,7 @@ def _gold_side(truth: list[str], yes_no: bool, memory_answer: str, counter_answe
 
 def read_conflictqa(path: Path) -> Iterator[tuple[int, Item]]:
     """ConflictQA PopQA or StrategyQA file."""
-    for n, (line, obj) in enumerate(iter_records(path)):
-        rec = Record(path, line, obj)
+    for n, (line, rec) in enumerate(records(path)):
         item_id = rec.ident("id") if rec.has("id") else f"conflictqa-{n}"
         question = rec.str("question")
         truth = rec.answers("ground_truth")

@@ -7,10 +7,11 @@ on and the field (dotted, with list indexes: ``context[3][1]``).
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from bcas.formats.stream import iter_records
 from bcas.items import DatasetError, Document, Item
 
 _MISSING = object()
@@ -112,6 +113,12 @@ class Record:
         return out
 
 
+def records(path: Path, member: str | None = None) -> Iterator[tuple[int, Record]]:
+    """``(line, record)`` of every record ``iter_records`` streams from ``path``; a record must be an object."""
+    for line, obj in iter_records(path, member):
+        yield line, Record(path, line, obj)
+
+
 def collapse(text: str) -> str:
     """Whitespace collapsed to single spaces (the fixtures' normalisation)."""
     return " ".join(text.split())
@@ -158,6 +165,29 @@ def paragraphs(rec: Record, key: str) -> list[tuple[str, str]]:
             raise rec.error("must be a list of sentence strings", f"{key}[{j}][1]")
         out.append((title, join_sentences(body)))
     return out
+
+
+def paragraph_objects(rec: Record, key: str, *, strict: bool = True) -> tuple[list[tuple[str, str]], list[int]]:
+    """MuSiQue's ``[{"title", "paragraph_text", "is_supporting"}, ...]``: documents and supporting positions.
+
+    ``strict``: ``is_supporting`` must be true or false where present (MuSiQue's own
+    files); otherwise only ``true`` marks a paragraph (FlashRAG's copies).
+    """
+    docs: list[tuple[str, str]] = []
+    supporting: list[int] = []
+    for j, para in enumerate(rec.list(key)):
+        where = f"{key}[{j}]."
+        if not isinstance(para, dict):
+            raise rec.error("must be an object", f"{key}[{j}]")
+        title = rec.str("title", where=where, obj=para, empty_ok=True)
+        text = rec.str("paragraph_text", where=where, obj=para, empty_ok=True)
+        flag = para.get("is_supporting", False)
+        if strict and not isinstance(flag, bool):
+            raise rec.error("must be true or false", f"{where}is_supporting")
+        if flag is True:
+            supporting.append(len(docs))
+        docs.append((title, collapse(text)))
+    return docs, supporting
 
 
 def fact_titles(rec: Record, value: Any, key: str) -> list[str]:

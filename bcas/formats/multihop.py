@@ -23,14 +23,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bcas.formats.common import Record, collapse, fact_titles, make_item, paragraphs
-from bcas.formats.stream import iter_records
+from bcas.formats.common import fact_titles, make_item, paragraph_objects, paragraphs, records
 from bcas.items import Item
 
 
 def _wiki_style(path: Path, dataset: str) -> Iterator[tuple[int, Item]]:
-    for line, obj in iter_records(path):
-        rec = Record(path, line, obj)
+    for line, rec in records(path):
         item_id = rec.ident("_id")
         question = rec.str("question")
         answers = rec.answers("answer")
@@ -60,27 +58,13 @@ def read_2wiki(path: Path) -> Iterator[tuple[int, Item]]:
 
 def read_musique(path: Path) -> Iterator[tuple[int, Item]]:
     """Official MuSiQue JSON Lines (answerable or full)."""
-    for line, obj in iter_records(path):
-        rec = Record(path, line, obj)
+    for line, rec in records(path):
         item_id = rec.ident("id")
         question = rec.str("question")
         answer = rec.str("answer")
         aliases = rec.answers("answer_aliases") if rec.get("answer_aliases") else []
         answers = list(dict.fromkeys([answer, *aliases]))
-        docs: list[tuple[str, str]] = []
-        supporting: list[int] = []
-        for j, para in enumerate(rec.list("paragraphs")):
-            where = f"paragraphs[{j}]."
-            if not isinstance(para, dict):
-                raise rec.error("must be an object", f"paragraphs[{j}]")
-            title = rec.str("title", where=where, obj=para, empty_ok=True)
-            text = rec.str("paragraph_text", where=where, obj=para, empty_ok=True)
-            flag = para.get("is_supporting", False)
-            if not isinstance(flag, bool):
-                raise rec.error("must be true or false", f"{where}is_supporting")
-            if flag:
-                supporting.append(len(docs))
-            docs.append((title, collapse(text)))
+        docs, supporting = paragraph_objects(rec, "paragraphs")
         meta: dict[str, Any] = {"source_format": "musique"}
         if isinstance(rec.get("answerable"), bool):
             meta["answerable"] = rec.get("answerable")

@@ -9,12 +9,11 @@ file-level check every format shares: unique item ids, and one document per docu
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bcas.formats.stream import JSONL_HINT, jsonl_hint
+from bcas.formats.stream import JSONL_HINT, parse_lines
 from bcas.items import DatasetError, Document, Item
 
 FIELDS = ("id", "question", "answers", "documents", "supporting", "meta", "gold")
@@ -125,19 +124,7 @@ def parse_items(path: str | Path, data: bytes, allow_no_documents: bool = False)
 
 def iter_native(path: Path, data: bytes, allow_no_documents: bool = False) -> Iterator[tuple[int, Item]]:
     """``(line, item)`` of every non-blank line of the JSONL bytes ``data``."""
-    for line_no, raw in enumerate(data.split(b"\n"), start=1):
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise DatasetError(path, line_no, f"is not valid UTF-8 (byte offset {exc.start})") from None
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(
-                path, line_no, f"invalid JSON: {exc.msg} at column {exc.colno} {jsonl_hint(raw)}"
-            ) from None
+    for line_no, obj in parse_lines(path, data.split(b"\n")):
         yield line_no, parse_item(path, line_no, obj, allow_no_documents)
 
 

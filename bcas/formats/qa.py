@@ -28,8 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bcas.formats.common import Record, collapse, fact_titles, make_item, paragraphs
-from bcas.formats.stream import iter_records
+from bcas.formats.common import Record, collapse, fact_titles, make_item, paragraph_objects, paragraphs, records
 from bcas.items import Item
 
 
@@ -42,23 +41,14 @@ def _context_docs(meta: Record) -> tuple[list[tuple[str, str]], list[int], list[
         docs = paragraphs(meta, "context")
         supporting = [n for n, (title, _) in enumerate(docs) if title in gold]
     elif meta.get("paragraphs") is not None:
-        for j, para in enumerate(meta.list("paragraphs")):
-            where = f"paragraphs[{j}]."
-            if not isinstance(para, dict):
-                raise meta.error("must be an object", f"paragraphs[{j}]")
-            title = meta.str("title", where=where, obj=para, empty_ok=True)
-            text = meta.str("paragraph_text", where=where, obj=para, empty_ok=True)
-            if para.get("is_supporting") is True:
-                supporting.append(len(docs))
-                gold.append(title)
-            docs.append((title, collapse(text)))
+        docs, supporting = paragraph_objects(meta, "paragraphs", strict=False)
+        gold.extend(docs[n][0] for n in supporting)
     return docs, supporting, gold
 
 
 def read_flashrag(path: Path) -> Iterator[tuple[int, Item]]:
     """A FlashRAG dataset file (JSON Lines)."""
-    for line, obj in iter_records(path):
-        rec = Record(path, line, obj)
+    for line, rec in records(path):
         item_id = rec.ident("id")
         question = rec.str("question")
         answers = rec.answers("golden_answers")
@@ -93,8 +83,7 @@ def read_triviaqa(path: Path) -> Iterator[tuple[int, Item]]:
                 raise rec.error(f"evidence file {file} is not valid UTF-8", field) from None
         return texts[file]
 
-    for line, obj in iter_records(path, member="Data"):
-        rec = Record(path, line, obj)
+    for line, rec in records(path, member="Data"):
         item_id = rec.ident("QuestionId")
         question = rec.str("Question")
         ans = rec.sub("Answer")
@@ -124,8 +113,7 @@ def read_triviaqa(path: Path) -> Iterator[tuple[int, Item]]:
 
 def read_nq_open(path: Path) -> Iterator[tuple[int, Item]]:
     """NQ-open JSON Lines (``question`` + ``answer``), optionally with retrieved ``ctxs``."""
-    for n, (line, obj) in enumerate(iter_records(path)):
-        rec = Record(path, line, obj)
+    for n, (line, rec) in enumerate(records(path)):
         item_id = rec.ident("id") if rec.has("id") else f"nq_open-{n}"
         question = rec.str("question")
         answers = rec.answers("answer" if rec.has("answer") or not rec.has("answers") else "answers")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,23 +47,29 @@ def jsonl_hint(raw: bytes | str) -> str:
     return f"({JSONL_HINT})"
 
 
+def parse_lines(path: Path, lines: Iterable[bytes]) -> Iterator[tuple[int, Any]]:
+    """``(line number, parsed value)`` of every non-blank line of JSON Lines ``lines`` read from ``path``."""
+    for line_no, raw in enumerate(lines, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DatasetError(path, line_no, f"is not valid UTF-8 (byte offset {exc.start})") from None
+        if not text.strip():
+            continue
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(
+                path, line_no, f"invalid JSON: {exc.msg} at column {exc.colno} {jsonl_hint(raw)}"
+            ) from None
+        yield line_no, value
+
+
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
     """``(line number, parsed value)`` of every non-blank line of a JSON Lines file."""
     path = Path(path)
     with path.open("rb") as fh:
-        for line_no, raw in enumerate(fh, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DatasetError(path, line_no, f"is not valid UTF-8 (byte offset {exc.start})") from None
-            if not text.strip():
-                continue
-            try:
-                yield line_no, json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(
-                    path, line_no, f"invalid JSON: {exc.msg} at column {exc.colno} {jsonl_hint(raw)}"
-                ) from None
+        yield from parse_lines(path, fh)
 
 
 class _Reader:
