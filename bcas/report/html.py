@@ -69,11 +69,22 @@ def _table(
     return f'<table class="{cls}"{tid}><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
+# The grouping columns the summary, comparison and MADARA tables open with.
+_GROUP_HEADERS = ("grid", "model", "dataset")
+
+
+def _group_cells(grid: str, model: str, dataset: str) -> list[str]:
+    return [escape(grid), escape(model), escape(dataset)]
+
+
+def _filter_attrs(rows: list[SummaryRow] | list[Comparison]) -> list[str]:
+    """Each row's filter attributes: its grid, model, dataset and configuration."""
+    return [fr_attrs(grid=r.grid, model=r.model, dataset=r.dataset, config=r.label) for r in rows]
+
+
 def _summary_table(rows: list[SummaryRow]) -> str:
     headers = [
-        "grid",
-        "model",
-        "dataset",
+        *_GROUP_HEADERS,
         "config",
         "n",
         "acc %",
@@ -92,9 +103,7 @@ def _summary_table(rows: list[SummaryRow]) -> str:
     ]
     body = [
         [
-            escape(r.grid),
-            escape(r.model),
-            escape(r.dataset),
+            *_group_cells(r.grid, r.model, r.dataset),
             escape(r.label) + (" (ref)" if r.reference else ""),
             str(r.n),
             _pct(r.accuracy),
@@ -113,15 +122,12 @@ def _summary_table(rows: list[SummaryRow]) -> str:
         ]
         for r in rows
     ]
-    attrs = [fr_attrs(grid=r.grid, model=r.model, dataset=r.dataset, config=r.label) for r in rows]
-    return _table(headers, body, table_id="summary", row_attrs=attrs)
+    return _table(headers, body, table_id="summary", row_attrs=_filter_attrs(rows))
 
 
 def _comparison_table(comps: list[Comparison]) -> str:
     headers = [
-        "grid",
-        "model",
-        "dataset",
+        *_GROUP_HEADERS,
         "config vs ref",
         "n paired",
         "diff pts",
@@ -134,9 +140,7 @@ def _comparison_table(comps: list[Comparison]) -> str:
     ]
     body = [
         [
-            escape(c.grid),
-            escape(c.model),
-            escape(c.dataset),
+            *_group_cells(c.grid, c.model, c.dataset),
             f"{escape(c.label)} vs {escape(c.reference)}",
             str(c.n_paired),
             f"{c.diff * 100:+.1f}",
@@ -149,13 +153,12 @@ def _comparison_table(comps: list[Comparison]) -> str:
         ]
         for c in comps
     ]
-    attrs = [fr_attrs(grid=c.grid, model=c.model, dataset=c.dataset, config=c.label) for c in comps]
     return _table(
         headers,
         body,
         row_classes=["sig" if c.significant else "" for c in comps],
         table_id="comparisons",
-        row_attrs=attrs,
+        row_attrs=_filter_attrs(comps),
     )
 
 
@@ -168,9 +171,7 @@ def _madara_table(records: list[dict[str, Any]]) -> str:
     if not groups:
         return ""
     headers = [
-        "grid",
-        "model",
-        "dataset",
+        *_GROUP_HEADERS,
         "method",
         "n",
         "strict EM %",
@@ -189,9 +190,7 @@ def _madara_table(records: list[dict[str, Any]]) -> str:
         reasons = sorted({str(e["routing"].get("reason", "")) for e in ex if isinstance(e.get("routing"), dict)})
         body.append(
             [
-                escape(grid),
-                escape(model),
-                escape(dataset),
+                *_group_cells(grid, model, dataset),
                 escape(label),
                 str(n),
                 _pct(sum(bool(outcome(r, "strict_em")) for r in recs) / n),

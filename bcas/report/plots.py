@@ -12,6 +12,7 @@ Figure 3).  ``cost_scatter`` draws accuracy against cost with the Pareto frontie
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from html import escape
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
@@ -30,6 +31,21 @@ def _tick_label(x: float, y: float, text: str) -> str:
         f'<text x="{x:.1f}" y="{y}" font-size="10" text-anchor="end" '
         f'transform="rotate(-30 {x:.1f} {y})">{escape(text)}</text>'
     )
+
+
+def _accuracy_scale(left: float, right: float, top: float, ph: float) -> tuple[Callable[[float], float], list[str]]:
+    """An accuracy axis: the y of a value in [0, 1] (clamped) on a plot ``ph`` high below ``top``,
+    and its grid lines from ``left`` to ``right`` labelled 0, 25, ..., 100."""
+
+    def y(v: float) -> float:
+        return top + ph * (1.0 - max(0.0, min(1.0, v)))
+
+    grid = [
+        f'<line x1="{left}" x2="{right}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" stroke="#ddd"/>'
+        f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end" font-size="10">{int(tick * 100)}</text>'
+        for tick in (0.0, 0.25, 0.5, 0.75, 1.0)
+    ]
+    return y, grid
 
 
 def scaling_chart(
@@ -55,15 +71,8 @@ def scaling_chart(
     cat0 = left + slot * (n_ord + (0.5 if n_ord else 0.0))
     cxs = [cat0 + slot * (i + 0.5) for i in range(n_cat)]
 
-    def y(v: float) -> float:
-        return top + ph * (1.0 - max(0.0, min(1.0, v)))
-
-    parts = _header(title, width, height)
-    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
-        parts.append(
-            f'<line x1="{left}" x2="{width - right}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" stroke="#ddd"/>'
-            f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end" font-size="10">{int(tick * 100)}</text>'
-        )
+    y, grid = _accuracy_scale(left, width - right, top, ph)
+    parts = [*_header(title, width, height), *grid]
     if n_ord and n_cat:
         sep = cat0 - slot * 0.25
         parts.append(
@@ -127,9 +136,7 @@ def shift_bars(
         return top + ph * (hi_axis - v) / (hi_axis - lo_axis)
 
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-        f'aria-label="{escape(title)}">',
-        f'<text x="{width / 2}" y="16" text-anchor="middle" font-size="13">{escape(title)}</text>',
+        *_header(title, width, height),
         f'<line x1="{left}" x2="{width - right}" y1="{y(0):.1f}" y2="{y(0):.1f}" stroke="#444"/>',
     ]
     for tick in (lo_axis, 0.0, hi_axis):
@@ -183,15 +190,8 @@ def cost_scatter(
     def x(v: float) -> float:
         return left + pw * (v - x_min) / (x_max - x_min)
 
-    def y(v: float) -> float:
-        return top + ph * (1.0 - max(0.0, min(1.0, v)))
-
-    parts = _header(title, width, height)
-    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
-        parts.append(
-            f'<line x1="{left}" x2="{width - right}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" stroke="#ddd"/>'
-            f'<text x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end" font-size="10">{int(tick * 100)}</text>'
-        )
+    y, grid = _accuracy_scale(left, width - right, top, ph)
+    parts = [*_header(title, width, height), *grid]
     for frac in (0.0, 0.25, 0.5, 0.75, 1.0):
         tick = x_min + frac * (x_max - x_min)
         parts.append(

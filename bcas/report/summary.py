@@ -29,14 +29,14 @@ import csv
 import io
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from itertools import combinations
 from pathlib import Path
 from typing import Any
 
 from bcas.grading.outcomes import METRIC_NAMES, outcome, outcome_fn, resolve, token_f1_of
-from bcas.report.paired import accuracy, epochs_of, paired, per_item_means
+from bcas.report.paired import PairedResult, accuracy, epochs_of, paired, per_item_means
 from bcas.stats import holm_bonferroni
 
 
@@ -170,15 +170,25 @@ def _row(
     )
 
 
+def _scope(
+    records: Iterable[dict[str, Any]],
+    grids: Mapping[str, Any] | None,
+    only: Iterable[str] | None,
+    judge: bool | None,
+) -> tuple[Groups, dict[tuple[str, str, str], str], dict[str, str]]:
+    """The records' groups, each (grid, model, dataset)'s reference label, and each grid's metric."""
+    recs = list(records)
+    groups, references = grouped(recs, grids, only)
+    return groups, references, grid_metrics(recs, grids, only, judge)
+
+
 def summarize(
     records: Iterable[dict[str, Any]],
     grids: Mapping[str, Any] | None = None,
     only: Iterable[str] | None = None,
     judge: bool | None = None,
 ) -> list[SummaryRow]:
-    recs = list(records)
-    groups, references = grouped(recs, grids, only)
-    metrics = grid_metrics(recs, grids, only, judge)
+    groups, references, metrics = _scope(records, grids, only, judge)
     return [
         _row(key, g, references.get(key[:3]), metrics.get(key[0], "correct_em")) for key, g in sorted(groups.items())
     ]
@@ -188,24 +198,16 @@ def summarize(
 
 
 @dataclass
-class Comparison:
+class Comparison(PairedResult):
+    """A paired result of one configuration (or model) against another, with its Holm adjustment."""
+
     grid: str
     model: str
     dataset: str
     label: str
     reference: str
-    n_paired: int
-    a: int
-    b: int
-    c: int
-    d: int
-    diff: float
-    ci_lo: float
-    ci_hi: float
-    p_value: float
     p_holm: float
     significant: bool
-    test: str = "mcnemar-exact"
     family: str = ""  # the Holm family within the grid ("" = the grid's one family)
     metric: str = "correct_em"
 
@@ -226,25 +228,16 @@ def _compare(
     fn = outcome_fn(metric)
     res = paired(per_item_means(cand, fn), per_item_means(ref, fn), binary, alpha)
     return Comparison(
-        grid,
-        model,
-        dataset,
-        label,
-        ref_label,
-        res.n_paired,
-        res.a,
-        res.b,
-        res.c,
-        res.d,
-        res.diff,
-        res.ci_lo,
-        res.ci_hi,
-        res.p_value,
-        res.p_value,
-        False,
-        res.test,
-        family,
-        metric,
+        **asdict(res),
+        grid=grid,
+        model=model,
+        dataset=dataset,
+        label=label,
+        reference=ref_label,
+        p_holm=res.p_value,
+        significant=False,
+        family=family,
+        metric=metric,
     )
 
 
@@ -259,12 +252,45 @@ def _holm(comparisons: list[Comparison], family: Any, alpha: float) -> None:
             comp.significant = bool(rej)
 
 
+# (candidate group, the other's label or model, Holm family, candidate records, the other's records)
+Pairing = tuple[GroupKey, str, str, list[dict[str, Any]], list[dict[str, Any]]]
+
+
+def _compare_all(
+    pairings: Iterable[Pairing], metrics: Mapping[str, str], alpha: float, family: Callable[[Comparison], Any]
+) -> list[Comparison]:
+    """Each pairing compared (``_compare``) under its grid's metric, then Holm-adjusted within ``family``."""
+    out = [
+        _compare(grid, model, dataset, label, other, cand, ref, alpha, metrics.get(grid, "correct_em"), fam)
+        for (grid, model, dataset, label), other, fam, cand, ref in pairings
+    ]
+    _holm(out, family, alpha)
+    return out
+
+
 def holm_family(comp: Comparison, grids: Mapping[str, Any] | None = None) -> tuple[str, ...]:
     """The Holm family of a comparison: (grid, family), or per model × dataset when the grid says so."""
     table = (grids or {}).get(comp.grid)
     if getattr(table, "holm_scope", "grid") == "model_dataset":
         return (comp.grid, comp.model, comp.dataset, comp.family)
     return (comp.grid, comp.family)
+
+
+def _reference_pairings(
+    groups: Groups, references: Mapping[tuple[str, str, str], str], grids: Mapping[str, Any] | None
+) -> Iterator[Pairing]:
+    """Each group against the entries its grid compares it with (by default the grid's reference)."""
+    for (grid, model, dataset, label), recs in sorted(groups.items()):
+        table = (grids or {}).get(grid)
+        if table is not None and hasattr(table, "comparisons"):
+            pairs = table.comparisons(label)
+        else:
+            ref_label = references.get((grid, model, dataset))
+            pairs = [] if ref_label is None or ref_label == label else [(ref_label, "")]
+        for other, family in pairs:
+            ref = groups.get((grid, model, dataset, other))
+            if ref:
+                yield (grid, model, dataset, label), other, family, recs, ref
 
 
 def compare_to_reference(
@@ -279,27 +305,18 @@ def compare_to_reference(
     By default an entry is compared with the grid's reference, one family per grid;
     a grid's entries may name other entries and families (``GridEntry.compare``).
     """
-    recs_all = list(records)
-    groups, references = grouped(recs_all, grids, only)
-    metrics = grid_metrics(recs_all, grids, only, judge)
-    out: list[Comparison] = []
-    for (grid, model, dataset, label), recs in sorted(groups.items()):
-        table = (grids or {}).get(grid)
-        if table is not None and hasattr(table, "comparisons"):
-            pairs = table.comparisons(label)
-        else:
-            ref_label = references.get((grid, model, dataset))
-            pairs = [] if ref_label is None or ref_label == label else [(ref_label, "")]
-        for other, family in pairs:
-            ref = groups.get((grid, model, dataset, other))
-            if ref:
-                out.append(
-                    _compare(
-                        grid, model, dataset, label, other, recs, ref, alpha, metrics.get(grid, "correct_em"), family
-                    )
-                )
-    _holm(out, lambda c: holm_family(c, grids), alpha)
-    return out
+    groups, references, metrics = _scope(records, grids, only, judge)
+    return _compare_all(_reference_pairings(groups, references, grids), metrics, alpha, lambda c: holm_family(c, grids))
+
+
+def _model_pairings(groups: Groups) -> Iterator[Pairing]:
+    """Every two models (in name order) on the same grid, dataset and configuration."""
+    by_config: dict[tuple[str, str, str], dict[str, list[dict[str, Any]]]] = defaultdict(dict)
+    for (grid, model, dataset, label), recs in groups.items():
+        by_config[(grid, dataset, label)][model] = recs
+    for (grid, dataset, label), models in sorted(by_config.items()):
+        for first, second in combinations(sorted(models), 2):
+            yield (grid, first, dataset, label), second, "", models[first], models[second]
 
 
 def compare_models(
@@ -313,30 +330,8 @@ def compare_models(
 
     In each :class:`Comparison`, ``model`` is the candidate and ``reference`` the other model.
     """
-    recs_all = list(records)
-    groups, _ = grouped(recs_all, grids, only)
-    metrics = grid_metrics(recs_all, grids, only, judge)
-    by_config: dict[tuple[str, str, str], dict[str, list[dict[str, Any]]]] = defaultdict(dict)
-    for (grid, model, dataset, label), recs in groups.items():
-        by_config[(grid, dataset, label)][model] = recs
-    out: list[Comparison] = []
-    for (grid, dataset, label), models in sorted(by_config.items()):
-        for first, second in combinations(sorted(models), 2):
-            out.append(
-                _compare(
-                    grid,
-                    first,
-                    dataset,
-                    label,
-                    second,
-                    models[first],
-                    models[second],
-                    alpha,
-                    metrics.get(grid, "correct_em"),
-                )
-            )
-    _holm(out, lambda c: (c.grid, c.dataset), alpha)
-    return out
+    groups, _, metrics = _scope(records, grids, only, judge)
+    return _compare_all(_model_pairings(groups), metrics, alpha, lambda c: (c.grid, c.dataset))
 
 
 def model_matrix(rows: list[SummaryRow]) -> dict[str, Any]:
