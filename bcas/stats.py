@@ -46,6 +46,13 @@ def _check_count(name: str, value: int) -> None:
         raise ValueError(f"{name} must be >= 0, got {value}")
 
 
+def _discordant(first: tuple[str, int], second: tuple[str, int]) -> tuple[int, int]:
+    """The two discordant counts ``(name, value)`` of a paired table, checked and as ints."""
+    _check_count(*first)
+    _check_count(*second)
+    return int(first[1]), int(second[1])
+
+
 def _z(alpha: float) -> float:
     return float(norm.ppf(1.0 - alpha / 2.0))
 
@@ -143,13 +150,10 @@ def mcnemar_exact(b: int, c: int) -> float:
     ``min(1, 2 * P(X <= min(b, c)))`` with ``X ~ Binomial(b + c, 1/2)``; with no
     discordant pairs (``b = c = 0``) there is no evidence and the p-value is 1.
     """
-    _check_count("b", b)
-    _check_count("c", c)
-    b, c = int(b), int(c)
-    m = b + c
-    if m == 0:
+    b, c = _discordant(("b", b), ("c", c))
+    if b + c == 0:
         return 1.0
-    return float(min(1.0, 2.0 * binom.cdf(min(b, c), m, 0.5)))
+    return float(min(1.0, 2.0 * binom.cdf(min(b, c), b + c, 0.5)))
 
 
 def mcnemar_exact_one_sided(first_only: int, second_only: int) -> float:
@@ -166,13 +170,10 @@ def mcnemar_exact_one_sided(first_only: int, second_only: int) -> float:
     For a regression gate call ``mcnemar_exact_one_sided(first_only=candidate_only,
     second_only=baseline_only)``.
     """
-    _check_count("first_only", first_only)
-    _check_count("second_only", second_only)
-    first_only, second_only = int(first_only), int(second_only)
-    m = first_only + second_only
-    if m == 0:
+    first_only, second_only = _discordant(("first_only", first_only), ("second_only", second_only))
+    if first_only + second_only == 0:
         return 1.0
-    return float(min(1.0, binom.cdf(first_only, m, 0.5)))
+    return float(min(1.0, binom.cdf(first_only, first_only + second_only, 0.5)))
 
 
 def holm_bonferroni(pvalues: Sequence[float], alpha: float = 0.05) -> tuple[list[bool], list[float]]:

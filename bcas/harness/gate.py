@@ -354,30 +354,6 @@ class GateResult:
         )
 
 
-def check_case(
-    case_id: str,
-    records: list[dict[str, Any]],
-    baseline: dict[str, dict[str, bool]],
-    n_gated: int,
-    alpha: float = 0.05,
-    *,
-    metric: str = DEFAULT_METRIC,
-    max_drop: float = 0.0,
-    family: str = "session",
-    grid: str = "",
-) -> GateResult | None:
-    """Paired one-sided test of the case against the baseline case of the same key; None if nothing to compare."""
-    if not records:
-        return None
-    key = case_key(records[0])
-    base = baseline.get(key)
-    if not base:
-        return None
-    return paired_result(
-        case_id, key, records, base, n_gated, alpha, metric=metric, max_drop=max_drop, family=family, grid=grid
-    )
-
-
 def paired_result(
     case_id: str,
     key: str,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -438,31 +439,27 @@ def power_tables(alpha: float, families: list[int], sizes: list[int], p_better: 
     """Markdown tables of the smallest detectable drop and the drop caught with 80% power."""
     head = "| paired items | " + " | ".join(f"{k} gated case{'s' if k > 1 else ''}" for k in families) + " |"
     rule = "|---:|" + "---:|" * len(families)
-    out = [
-        f"Smallest drop that can be significant (points; every discordant item lost), alpha {alpha:g}:",
-        "",
-        head,
-        rule,
+    tables: list[tuple[str, Callable[[int, float], float | None], str]] = [
+        (
+            f"Smallest drop that can be significant (points; every discordant item lost), alpha {alpha:g}:",
+            mcnemar_min_detectable_drop,
+            "cannot fail",
+        ),
+        (
+            f"True drop caught with 80% power when {p_better * 100:g}% of items also flip the other way (points):",
+            lambda n, threshold: mcnemar_drop_for_power(n, threshold, 0.8, p_better),
+            "never",
+        ),
     ]
-    for n in sizes:
-        cells = []
-        for k in families:
-            drop = mcnemar_min_detectable_drop(n, alpha / k)
-            cells.append("cannot fail" if drop is None else f"{drop * 100:.1f}")
-        out.append(f"| {n} | " + " | ".join(cells) + " |")
-    out += [
-        "",
-        f"True drop caught with 80% power when {p_better * 100:g}% of items also flip the other way (points):",
-        "",
-        head,
-        rule,
-    ]
-    for n in sizes:
-        cells = []
-        for k in families:
-            drop = mcnemar_drop_for_power(n, alpha / k, 0.8, p_better)
-            cells.append("never" if drop is None else f"{drop * 100:.1f}")
-        out.append(f"| {n} | " + " | ".join(cells) + " |")
+    out: list[str] = []
+    for title, drop_at, none_text in tables:
+        if out:
+            out.append("")
+        out += [title, "", head, rule]
+        for n in sizes:
+            drops = [drop_at(n, alpha / k) for k in families]
+            cells = [none_text if drop is None else f"{drop * 100:.1f}" for drop in drops]
+            out.append(f"| {n} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
