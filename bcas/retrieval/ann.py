@@ -32,10 +32,13 @@ from typing import Any, cast
 
 import numpy as np
 
+from bcas.config import RetrievalConfig
+
 DENSE_INDEX_KINDS = ("flat", "hnsw", "ivf", "ivf-pq")
 IVF_MIN_POINTS_PER_LIST = 39  # faiss warns below this many training points per centroid
 IVF_TRAIN_PER_CENTROID = 64
 TRAIN_SEED = 0
+_CONFIG_DEFAULTS = RetrievalConfig()
 
 
 class DenseIndexError(ValueError):
@@ -44,16 +47,19 @@ class DenseIndexError(ValueError):
 
 @dataclass(frozen=True)
 class DenseIndexSpec:
-    """The faiss index kind and its parameters (the ``RetrievalConfig`` fields of the same names)."""
+    """The faiss index kind and its parameters (the ``RetrievalConfig`` fields of the same names).
 
-    kind: str = "flat"
-    ivf_nlist: int = 0
-    ivf_nprobe: int = 16
-    pq_m: int = 0
-    pq_nbits: int = 8
-    hnsw_m: int = 32
-    hnsw_ef_construction: int = 200
-    hnsw_ef_search: int = 128
+    The defaults are the configuration's, so the two cannot drift apart.
+    """
+
+    kind: str = _CONFIG_DEFAULTS.dense_index
+    ivf_nlist: int = _CONFIG_DEFAULTS.ivf_nlist
+    ivf_nprobe: int = _CONFIG_DEFAULTS.ivf_nprobe
+    pq_m: int = _CONFIG_DEFAULTS.pq_m
+    pq_nbits: int = _CONFIG_DEFAULTS.pq_nbits
+    hnsw_m: int = _CONFIG_DEFAULTS.hnsw_m
+    hnsw_ef_construction: int = _CONFIG_DEFAULTS.hnsw_ef_construction
+    hnsw_ef_search: int = _CONFIG_DEFAULTS.hnsw_ef_search
 
     @classmethod
     def from_config(cls, config: Any) -> DenseIndexSpec:

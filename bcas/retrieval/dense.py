@@ -35,11 +35,11 @@ import importlib.util
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from bcas.retrieval.ann import DENSE_INDEX_KINDS, DenseIndex  # noqa: F401  (re-exported)
+from bcas.retrieval.model_table import ModelTable
 
 
 class EmbedderError(RuntimeError):
@@ -73,41 +73,19 @@ def normalise_rows(vectors: np.ndarray) -> np.ndarray:
 
 EMBEDDERS: dict[str, Callable[..., Embedder]] = {}
 
-
-def register_embedder(name: str) -> Callable[[Callable[..., Embedder]], Callable[..., Embedder]]:
-    """Register an embedder factory under ``name`` (its heavy imports belong inside the factory)."""
-
-    def decorate(factory: Callable[..., Embedder]) -> Callable[..., Embedder]:
-        EMBEDDERS[name] = factory
-        return factory
-
-    return decorate
-
-
 PATH_EMBEDDERS = ("bge-m3", "sentence-transformers")
 """Embedders that take a local folder as ``NAME:PATH``; ``sentence-transformers`` needs one."""
 
-
-def embedder_known(name: str) -> bool:
-    """Whether ``name`` is a registered embedder, or ``NAME:PATH`` of one that takes a path."""
-    if name in EMBEDDERS:
-        return True
-    head, sep, rest = name.partition(":")
-    return bool(sep and rest) and head in PATH_EMBEDDERS and head in EMBEDDERS
+_TABLE = ModelTable("embedder", EMBEDDERS, PATH_EMBEDDERS, "sentence-transformers", EmbedderError)
 
 
-def embedder_names() -> list[str]:
-    return sorted([n for n in EMBEDDERS if n != "sentence-transformers"] + [f"{n}:PATH" for n in PATH_EMBEDDERS])
-
-
-def load_embedder(name: str, **options: Any) -> Embedder:
-    """Create the named embedder (``NAME`` or ``NAME:PATH``); unknown names raise ``EmbedderError``."""
-    if name in EMBEDDERS:
-        return EMBEDDERS[name](**options)
-    if not embedder_known(name):
-        raise EmbedderError(f"unknown embedder {name!r}; known embedders: {', '.join(embedder_names())}")
-    head, _, path = name.partition(":")
-    return EMBEDDERS[head](path=path, **options)
+# ``@register_embedder("name")`` registers a factory (its heavy imports belong inside it);
+# ``embedder_known`` checks a name, ``NAME:PATH`` included; ``load_embedder(name, **options)``
+# creates one (an unknown name raises ``EmbedderError``).
+register_embedder = _TABLE.register
+embedder_known = _TABLE.known
+embedder_names = _TABLE.names
+load_embedder = _TABLE.create
 
 
 def _offline() -> None:

@@ -44,6 +44,7 @@ from typing import Any
 
 from bcas.llm.base import ChatModel, ChatRequest, ModelError
 from bcas.prompts import prompt_text
+from bcas.retrieval.model_table import ModelTable
 
 RERANK_PROMPT = "rerank.txt"
 DEFAULT_TOP_LOGPROBS = 20
@@ -70,47 +71,22 @@ class Reranker(abc.ABC):
 
 RERANKERS: dict[str, Callable[..., Reranker]] = {}
 
-
-def register_reranker(name: str) -> Callable[[Callable[..., Reranker]], Callable[..., Reranker]]:
-    """Register a reranker factory under ``name`` (heavy imports belong inside the factory)."""
-
-    def decorate(factory: Callable[..., Reranker]) -> Callable[..., Reranker]:
-        RERANKERS[name] = factory
-        return factory
-
-    return decorate
-
-
 PATH_RERANKERS = ("cross-encoder", "bge-reranker-v2-m3")
 """Rerankers that take a local folder as ``NAME:PATH``; ``cross-encoder`` needs one."""
 
-
-def split_model_name(name: str) -> tuple[str, str | None]:
-    """``NAME:ARGUMENT`` -> (NAME, ARGUMENT); a plain name -> (name, None)."""
-    head, sep, rest = name.partition(":")
-    return (head, rest or None) if sep else (name, None)
+_TABLE = ModelTable("reranker", RERANKERS, PATH_RERANKERS, "cross-encoder", RerankerError)
 
 
-def reranker_known(name: str) -> bool:
-    """Whether ``name`` is a registered reranker, or ``NAME:PATH`` of one that takes a path."""
-    if name in RERANKERS:
-        return True
-    head, arg = split_model_name(name)
-    return head in PATH_RERANKERS and head in RERANKERS and arg is not None
-
-
-def reranker_names() -> list[str]:
-    return sorted([n for n in RERANKERS if n != "cross-encoder"] + [f"{n}:PATH" for n in PATH_RERANKERS])
+# ``@register_reranker("name")`` registers a factory (heavy imports belong inside it);
+# ``reranker_known`` checks a name, ``NAME:PATH`` included.
+register_reranker = _TABLE.register
+reranker_known = _TABLE.known
+reranker_names = _TABLE.names
 
 
 def load_reranker(name: str, *, model: ChatModel | None = None, **options: Any) -> Reranker:
     """Create the named reranker (``NAME`` or ``NAME:PATH``); unknown names raise ``RerankerError``."""
-    if name in RERANKERS:
-        return RERANKERS[name](model=model, **options)
-    if not reranker_known(name):
-        raise RerankerError(f"unknown reranker {name!r}; known rerankers: {', '.join(reranker_names())}")
-    head, path = split_model_name(name)
-    return RERANKERS[head](model=model, path=path, **options)
+    return _TABLE.create(name, model=model, **options)
 
 
 def load_prompt(name: str = RERANK_PROMPT) -> str:

@@ -41,7 +41,7 @@ from bcas.config import RetrievalConfig
 from bcas.data import Document
 from bcas.llm.base import ChatModel
 from bcas.registry import RETRIEVAL_MODES, mode_uses
-from bcas.retrieval.ann import DENSE_INDEX_KINDS, DenseIndex, DenseIndexError, DenseIndexSpec
+from bcas.retrieval.ann import DenseIndex, DenseIndexError, DenseIndexSpec
 from bcas.retrieval.bm25 import BM25_B, BM25_K1, DEFAULT_STEMMER, BM25Index
 from bcas.retrieval.chunking import Chunk, chunk_documents, collection_hash
 from bcas.retrieval.dense import (
@@ -265,25 +265,14 @@ def build_retriever(
     cached collection is found without reading the documents again.
     """
     config = config or RetrievalConfig()
-    mode = config.mode
-    if config.dense_index not in DENSE_INDEX_KINDS:
-        raise RetrievalError(f"dense_index must be one of {DENSE_INDEX_KINDS}, got {config.dense_index!r}")
-    try:
-        spec = DenseIndexSpec.from_config(config)
-    except DenseIndexError as exc:
-        raise RetrievalError(str(exc)) from None
     embedder_choice = embedder if embedder is not None else config.embedder
     reranker_choice = reranker if reranker is not None else config.reranker
-    # Fail on unknown names before any expensive build.
-    if mode_uses(mode, "dense") and isinstance(embedder_choice, str) and not embedder_known(embedder_choice):
-        raise RetrievalError(f"unknown embedder {embedder_choice!r}; known embedders: {', '.join(embedder_names())}")
-    if mode_uses(mode, "rerank") and isinstance(reranker_choice, str) and not reranker_known(reranker_choice):
-        raise RetrievalError(f"unknown reranker {reranker_choice!r}; known rerankers: {', '.join(reranker_names())}")
+    spec = _checked_choices(config, embedder_choice, reranker_choice)
 
     # The configured reranker loads first: if it cannot run, fail before minutes of indexing.
     reranker_obj: Reranker | None = None
     owns = False
-    if mode_uses(mode, "rerank"):
+    if mode_uses(config.mode, "rerank"):
         if isinstance(reranker_choice, str):
             reranker_obj = load_reranker(reranker_choice, model=model)
             owns = True
@@ -294,38 +283,17 @@ def build_retriever(
         None if cache_dir is False else IndexCache(None if cache_dir is None or cache_dir is True else Path(cache_dir))
     )
     embedder_obj: Embedder | None = None
-    if mode_uses(mode, "dense"):
+    if mode_uses(config.mode, "dense"):
         embedder_obj = shared_embedder(embedder_choice) if isinstance(embedder_choice, str) else embedder_choice
     chunks: Sequence[Chunk]
     if cache is None:
         chunks, bm25_index, dense_index = _build_in_memory(documents, config, spec, embedder_obj, progress)
         collection = collection_hash(chunks)
     else:
-        store = chunk_store(
-            documents,
-            cache,
-            chunk_tokens=config.chunk_tokens,
-            chunk_overlap=config.chunk_overlap,
-            source_hash=source_hash,
-            progress=progress,
+        store, bm25_index, dense_index = _build_cached(
+            documents, config, spec, embedder_obj, cache, source_hash=source_hash, progress=progress
         )
-        if not len(store):
-            raise RetrievalError("the collection has no text to index (no documents, or only empty ones)")
-        chunks, collection, bm25_index, dense_index = store, store.collection, None, None
-        if mode_uses(mode, "lexical"):
-            bm25_index = bm25_component(
-                store,
-                cache,
-                _bm25_params(config),
-                phrase_slop=config.phrase_slop,
-                stemmer=DEFAULT_STEMMER,
-                progress=progress,
-            )
-        if embedder_obj is not None:
-            try:
-                dense_index = dense_component(store, cache, embedder_obj, spec, progress=progress)
-            except DenseIndexError as exc:
-                raise RetrievalError(str(exc)) from None
+        chunks, collection = store, store.collection
     if dense_index is not None and dense_index.size != len(chunks):
         raise RetrievalError(f"dense index holds {dense_index.size} vectors for {len(chunks)} chunks")
 
@@ -339,6 +307,59 @@ def build_retriever(
         owns_reranker=owns,
         collection=collection,
     )
+
+
+def _checked_choices(config: RetrievalConfig, embedder: str | Embedder, reranker: str | Reranker) -> DenseIndexSpec:
+    """The dense index's parameters, after refusing unknown model names before any expensive build."""
+    try:
+        spec = DenseIndexSpec.from_config(config)
+    except DenseIndexError as exc:
+        raise RetrievalError(str(exc)) from None
+    if mode_uses(config.mode, "dense") and isinstance(embedder, str) and not embedder_known(embedder):
+        raise RetrievalError(f"unknown embedder {embedder!r}; known embedders: {', '.join(embedder_names())}")
+    if mode_uses(config.mode, "rerank") and isinstance(reranker, str) and not reranker_known(reranker):
+        raise RetrievalError(f"unknown reranker {reranker!r}; known rerankers: {', '.join(reranker_names())}")
+    return spec
+
+
+def _build_cached(
+    documents: Iterable[Document],
+    config: RetrievalConfig,
+    spec: DenseIndexSpec,
+    embedder: Embedder | None,
+    cache: IndexCache,
+    *,
+    source_hash: str | None,
+    progress: bool,
+) -> tuple[ChunkStore, BM25Index | None, DenseIndex | None]:
+    """Chunks and indexes built as streams into ``cache`` (or found there) and loaded memory-mapped."""
+    store = chunk_store(
+        documents,
+        cache,
+        chunk_tokens=config.chunk_tokens,
+        chunk_overlap=config.chunk_overlap,
+        source_hash=source_hash,
+        progress=progress,
+    )
+    if not len(store):
+        raise RetrievalError("the collection has no text to index (no documents, or only empty ones)")
+    bm25_index = None
+    if mode_uses(config.mode, "lexical"):
+        bm25_index = bm25_component(
+            store,
+            cache,
+            _bm25_params(config),
+            phrase_slop=config.phrase_slop,
+            stemmer=DEFAULT_STEMMER,
+            progress=progress,
+        )
+    dense_index = None
+    if embedder is not None:
+        try:
+            dense_index = dense_component(store, cache, embedder, spec, progress=progress)
+        except DenseIndexError as exc:
+            raise RetrievalError(str(exc)) from None
+    return store, bm25_index, dense_index
 
 
 def _build_in_memory(
