@@ -237,6 +237,11 @@ ROUTED = "routed vs NF"  # MADARA Table 2
 BCAS_PAPER_RETRIEVAL = {"embedder": "bge-m3", "reranker": "bge-reranker-v2-m3"}  # BCAS §3.5
 
 
+def _vs_nf(method: str, family: str) -> GridEntry:
+    """A MADARA treatment tested against no filtering (NF) in the Holm family ``family``."""
+    return _madara(method, compare=((NF, family),))
+
+
 SEARCH_SCALING = Grid(
     "search_scaling",
     (
@@ -289,15 +294,15 @@ MADARA = Grid(
     "madara",
     (
         _madara("nf", reference=True),
-        _madara("3-agent", compare=((NF, SCORING),)),
-        _madara("cot", compare=((NF, SCORING),)),
-        _madara("sda", compare=((NF, SCORING),)),
-        _madara("sda-cot", compare=((NF, SCORING),)),
-        _madara("atf", compare=((NF, SCORING),)),
+        _vs_nf("3-agent", SCORING),
+        _vs_nf("cot", SCORING),
+        _vs_nf("sda", SCORING),
+        _vs_nf("sda-cot", SCORING),
+        _vs_nf("atf", SCORING),
         _madara("pde", compare=((NF, ISOLATION), ("madara/3-agent", ISOLATION))),
-        _madara("pde-unif", compare=((NF, ISOLATION),)),
-        _madara("pde-random", compare=((NF, ISOLATION),)),
-        _madara("madara", compare=((NF, ROUTED),)),
+        _vs_nf("pde-unif", ISOLATION),
+        _vs_nf("pde-random", ISOLATION),
+        _vs_nf("madara", ROUTED),
     ),
     datasets=("conflictqa", "fever"),
     description="MADARA §4-§6 treatments and the routed pipeline (10 BM25 documents per query, 5 kept)",
@@ -310,9 +315,9 @@ MADARA_HELDOUT = Grid(
     "madara_heldout",
     (
         _madara("nf", reference=True),
-        _madara("pde-random", compare=((NF, ISOLATION),)),
-        _madara("pde-unif", compare=((NF, ISOLATION),)),
-        _madara("pde", compare=((NF, ISOLATION),)),
+        _vs_nf("pde-random", ISOLATION),
+        _vs_nf("pde-unif", ISOLATION),
+        _vs_nf("pde", ISOLATION),
         GridEntry("rsc", RunConfig(retrieval=MADARA_RETRIEVAL, assess=AssessConfig(doc_source="retrieval"))),
     ),
     datasets=("triviaqa",),
