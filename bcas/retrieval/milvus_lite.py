@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bcas.processes import free_port, stop_process
+
 START_TIMEOUT_S = 60.0
 
 
@@ -32,12 +34,6 @@ class EngineStartError(RuntimeError):
 def milvus_lite_available() -> bool:
     """Whether ``milvus-lite`` and ``pymilvus`` are installed (``pip install 'bcas[search]'``)."""
     return all(importlib.util.find_spec(name) is not None for name in ("milvus_lite", "pymilvus"))
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class MilvusLiteServer:
@@ -63,7 +59,7 @@ class MilvusLiteServer:
                 "milvus-lite is not installed: pip install 'bcas[search]' (bash .ci/search_engine.sh)"
             )
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.port = self.port or _free_port()
+        self.port = self.port or free_port()
         started = time.perf_counter()
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
@@ -121,13 +117,7 @@ class MilvusLiteServer:
             return "(no log)"
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=15)
+        stop_process(self.process)
         self.process = None
         if self._tmp is not None:
             self._tmp.cleanup()

@@ -28,14 +28,6 @@ from typing import Any
 
 from bcas.testing.proxy import FAULT_KINDS, FaultSchedule, Upstream
 
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 # -- fault-injecting OpenAI-shaped server ---------------------------------------------
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from bcas.testing.fault_server import free_port
+from bcas.processes import free_port, stop_process
 
 
 def _child_env() -> dict[str, str]:
@@ -142,13 +142,7 @@ class LlamaCppServer:
         )
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=15)
+        stop_process(self.process)
         self.process = None
         if self._log_file is not None:
             self._log_file.close()
