@@ -52,9 +52,8 @@ from typing import Any
 
 from bcas.config import AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
 from bcas.grading.outcomes import JUDGE, resolve
-from bcas.registry import Registry, RegistryError, mode_uses
+from bcas.registry import RUN_KINDS, Registry, RegistryError, mode_uses
 
-KINDS = ("bcas", "madara", "rsc")
 HOLM_SCOPES = ("grid", "model_dataset")
 
 
@@ -62,7 +61,8 @@ HOLM_SCOPES = ("grid", "model_dataset")
 class GridEntry:
     """One configuration of a grid.
 
-    ``kind`` selects the runner (BCAS agent loop, MADARA treatment, RSC probe);
+    ``kind`` names the run kind (:data:`bcas.registry.RUN_KINDS`: BCAS agent loop,
+    MADARA treatment, RSC probe, or a registered one);
     ``reference`` marks the configuration the grid's paired comparisons use;
     ``requires`` lists requirement markers (``gpu``, ``slow``, ``judge``, ``vllm``);
     ``compare``: (label of another entry, Holm family) pairs this entry is tested
@@ -81,11 +81,8 @@ class GridEntry:
     def label(self) -> str:
         if self.name:
             return self.name
-        if self.kind == "madara":
-            return f"madara/{self.config.assess.method}"
-        if self.kind == "rsc":
-            return "rsc"
-        return self.config.label
+        template = RUN_KINDS.meta(self.kind, "label", "{config.label}") if self.kind in RUN_KINDS else "{config.label}"
+        return str(template).format(config=self.config)
 
 
 @dataclass(frozen=True)
@@ -109,6 +106,11 @@ class Grid:
     def __post_init__(self) -> None:
         if self.holm_scope not in HOLM_SCOPES:
             raise ValueError(f"grid {self.name!r}: holm_scope must be one of {HOLM_SCOPES}, got {self.holm_scope!r}")
+        for entry in self.entries:
+            if entry.kind not in RUN_KINDS:
+                raise RegistryError(
+                    f"grid {self.name!r}: unknown run kind {entry.kind!r}; registered: {', '.join(RUN_KINDS.names())}"
+                )
         labels = [e.label for e in self.entries]
         for entry in self.entries:
             for other, _family in entry.compare:

@@ -29,15 +29,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from bcas.registry import RUN_KINDS
+
 PACKAGE_ROOT = Path(__file__).resolve().parent
 
-# Prompt folders whose templates shape the answers of each run kind; the judge's own
-# templates are part of the grade's identity instead.
-PROMPT_DIRS: dict[str, tuple[str, ...]] = {
-    "bcas": ("agent/prompts", "retrieval/prompts"),
-    "madara": ("assess/prompts",),
-    "rsc": ("assess/prompts",),
-}
+# The prompt folders whose templates shape the answers of each run kind are the kind's
+# ``prompts`` metadata (bcas.registry.RUN_KINDS); the judge's own templates are part of
+# the grade's identity instead.
 JUDGE_PROMPTS = (
     "grading/prompts/judge.txt",
     "grading/prompts/judge_format_json.txt",
@@ -57,10 +55,15 @@ def _sha256_files(paths: Iterable[Path]) -> str:
     return digest.hexdigest()
 
 
+def prompt_dirs(kind: str) -> tuple[str, ...]:
+    """The prompt folders of run kind ``kind`` (none for an unregistered kind)."""
+    return tuple(RUN_KINDS.meta(kind, "prompts", ())) if kind in RUN_KINDS else ()
+
+
 def prompt_hash(kind: str) -> str:
     """Hash (16 hex) of every prompt template that shapes the answers of ``kind``."""
     files: list[Path] = []
-    for folder in PROMPT_DIRS.get(kind, ()):
+    for folder in prompt_dirs(kind):
         files.extend(sorted((PACKAGE_ROOT / folder).glob("*.txt")))
     return _sha256_files(files)[:16]
 

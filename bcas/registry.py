@@ -231,6 +231,36 @@ def mode_uses(mode: str, need: str) -> bool:
     return mode in RETRIEVAL_MODES and bool(RETRIEVAL_MODES.meta(mode, need))
 
 
+RUN_KINDS: Registry[Any] = Registry("run kind")
+"""How a grid entry's case runs (``GridEntry.kind``): a :class:`bcas.harness.pipelines.RunKind`.
+
+Metadata, read without importing the kind: ``per_item`` -- it answers items one by one
+into records (``False``: a probe run whole that writes a profile, such as MADARA §3's
+RSC probe); ``prompts`` -- the prompt folders (relative to the package, or absolute)
+whose templates shape its answers, hashed into the answer identity (:mod:`bcas.identity`);
+``label`` -- a format string over ``config`` naming an unnamed grid entry."""
+RUN_KINDS.register(
+    "bcas",
+    "bcas.harness.pipelines:BCAS",
+    per_item=True,
+    prompts=("agent/prompts", "retrieval/prompts"),
+    label="{config.label}",
+)
+RUN_KINDS.register(
+    "madara",
+    "bcas.harness.pipelines:MADARA",
+    per_item=True,
+    prompts=("assess/prompts",),
+    label="madara/{config.assess.method}",
+)
+RUN_KINDS.register("rsc", "bcas.harness.pipelines:RSC", per_item=False, prompts=("assess/prompts",), label="rsc")
+
+
+def per_item(kind: str) -> bool:
+    """Whether run kind ``kind`` writes one record per item (an unknown kind: yes)."""
+    return kind not in RUN_KINDS or bool(RUN_KINDS.meta(kind, "per_item", True))
+
+
 ROUTED_METHOD = "madara"
 """The assessment method that is no treatment but routes to one (MADARA Algorithm 2)."""
 
@@ -254,6 +284,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "RETRIEVAL_MODES",
     "ROUTED_METHOD",
+    "RUN_KINDS",
     "TREATMENTS",
     "Registry",
     "RegistryError",
@@ -261,5 +292,6 @@ __all__ = [
     "assess_methods",
     "load_plugins",
     "mode_uses",
+    "per_item",
     "routed_modes",
 ]

@@ -1,6 +1,6 @@
-"""Extending bcas from a user's own folder: a new backend, dataset format, retrieval mode
-and MADARA treatment, one registration each in a temporary ``conftest.py``, and a grid
-that uses them all, run end to end through the plugin."""
+"""Extending bcas from a user's own folder: a new backend, dataset format, retrieval mode,
+MADARA treatment and run kind, one registration each in a temporary ``conftest.py``, and
+a grid that uses them all, run end to end through the plugin."""
 
 from __future__ import annotations
 
@@ -19,16 +19,21 @@ pytest_plugins = ["pytester"]
 REPO = Path(__file__).resolve().parents[1]
 
 CONFTEST = '''
+import json
 from pathlib import Path
 
 from bcas.assess import treatment
 from bcas.assess.pipeline import TreatmentOutcome, _generate_from
 from bcas.config import AssessConfig, Budget, RetrievalConfig, RunConfig
 from bcas.formats import Format, register_format
+from bcas.grading import score_prediction
 from bcas.grids import Grid, GridEntry, register_grid
+from bcas.harness.pipelines import RunKind
 from bcas.items import Document, Item
 from bcas.llm import register_backend
-from bcas.registry import RETRIEVAL_MODES
+from bcas.llm.base import ChatRequest
+from bcas.records import Record
+from bcas.registry import RETRIEVAL_MODES, RUN_KINDS
 from bcas.testing.mock import MockModel
 
 
@@ -55,16 +60,42 @@ def reversed_bm25(retriever, query, n, exclude=None):
     return list(reversed(retriever.lexical(query, n, exclude)))
 
 
+class ClosedBook(RunKind):
+    """A run kind of the user's: the question alone, no retrieval, one constrained answer."""
+
+    def needs_retriever(self, config):
+        return False
+
+    async def answer(self, ctx, item, run_id, extra, config):
+        schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+        request = ChatRequest([{"role": "user", "content": f"Question: {item.question}\\nAnswer the question now."}],
+                              max_tokens=32, json_schema=schema, seed=config.seed)
+        result = await ctx.model.chat(request)
+        prediction = json.loads(result.text)["answer"]
+        correct, f1 = score_prediction(prediction, list(item.answers), ctx.dataset.scoring)
+        return Record(run_id=run_id, config_id=config.config_id, config=config.to_dict(), label="closed-book",
+                      model=ctx.model.model_id, dataset=ctx.dataset.name, dataset_hash=ctx.dataset.hash,
+                      item_id=item.id, question=item.question, answers=list(item.answers), prediction=prediction,
+                      correct_em=bool(correct), f1=float(f1), tokens_in=result.prompt_tokens,
+                      tokens_out=result.completion_tokens, llm_calls=1, stop_reason="answered",
+                      method="closed-book")
+
+    def check(self, config, records):
+        return [f"{r['item_id']}: searched" for r in records if r.get("searches_used")]
+
+
 # One registration each:
 register_backend("echo", Echo, label="echo", concurrency=2)
 register_format(Format("qa-tsv", "question, answer, title, text per line", read_tsv, lambda keys: False))
 RETRIEVAL_MODES.register("bm25-reversed", reversed_bm25, label="bm25rev", lexical=True)
 treatment("first-doc")(first_document)
+RUN_KINDS.register("closed-book", ClosedBook(), per_item=True, prompts=(), label="closed-book")
 
 register_grid(Grid("mine", (
     GridEntry("bcas", RunConfig(budget=Budget(max_searches=1, max_total_tokens=400),
                                 retrieval=RetrievalConfig(mode="bm25-reversed", k=2)), reference=True),
     GridEntry("madara", RunConfig(assess=AssessConfig(method="first-doc", doc_source="item", calibration_n=1))),
+    GridEntry("closed-book", RunConfig(budget=Budget(max_searches=0, max_total_tokens=64))),
 ), datasets=("qa-tsv:DATA",), limit=None))
 '''
 
@@ -85,13 +116,17 @@ def test_one_registration_each_from_a_conftest(
     result = pytester.runpytest(
         "--bcas-grid", "mine", "--bcas-model", "echo", "--bcas-report", str(run_dir), "-p", "no:cacheprovider", "-v"
     )
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     help_text = pytester.runpytest("--help").stdout.str()
-    for name in ("echo", "qa-tsv", "bm25-reversed", "first-doc", "mine"):
+    for name in ("echo", "qa-tsv", "bm25-reversed", "first-doc", "closed-book", "mine"):
         assert name in help_text  # pytest --help lists what is registered
     records = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
-    assert len(records) == 8 and {r["model"] for r in records} == {"echo"}
+    assert len(records) == 12 and {r["model"] for r in records} == {"echo"}
     bcas_recs = [r for r in records if r["method"] == "bcas"]
+    closed = [r for r in records if r["method"] == "closed-book"]
+    assert len(closed) == 4 and {r["label"] for r in closed} == {"closed-book"}
+    assert all(r["searches_used"] == 0 and r["llm_calls"] == 1 and r["correct_em"] for r in closed)
+    assert len({r["prompt_hash"] for r in closed}) == 1 and closed[0]["prompt_hash"] != bcas_recs[0]["prompt_hash"]
     madara_recs = [r for r in records if r["method"] == "madara"]
     assert {r["label"] for r in bcas_recs} == {"bm25rev/s1/t400"}  # the mode's declared label
     assert all(r["config"]["retrieval"]["mode"] == "bm25-reversed" for r in bcas_recs)

@@ -115,7 +115,7 @@ def test_prompt_hash_changes_with_a_template(tmp_path: Path, monkeypatch: pytest
 
     before = prompt_hash("bcas")
     fake = tmp_path / "pkg"
-    for folder in identity.PROMPT_DIRS["bcas"]:
+    for folder in identity.prompt_dirs("bcas"):
         src = identity.PACKAGE_ROOT / folder
         (fake / folder).mkdir(parents=True)
         for f in src.glob("*.txt"):

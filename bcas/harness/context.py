@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bcas.config import RunConfig
+from bcas.harness.pipelines import run_item_record, run_kind
 
 
 def _teach(model: Any, dataset: Any) -> None:
@@ -35,15 +36,13 @@ class CaseContext:
         }
 
     async def prepare(self, todo: list[Any]) -> None:
-        kind = self.case.entry.kind
-        needs_retriever = kind == "bcas" or (kind in ("madara", "rsc") and self.config.assess.doc_source == "retrieval")
-        if needs_retriever and todo:
+        kind = run_kind(self.case.entry.kind)
+        if kind.needs_retriever(self.config) and todo:
             self.retriever = self.session.retriever(self.case.dataset, self.config.retrieval, self.model)
             engine = getattr(self.retriever, "engine_url", None)
             if engine:  # records say which engine answered their searches
                 self.extra_base["retriever"] = engine
-        if kind == "madara" and self.config.assess.method == "madara" and todo:
-            self.profile = await self.session_rsc_profile()
+        await kind.prepare(self, todo)
 
     async def session_rsc_profile(self) -> Any:
         from bcas.assess import rsc as rsc_mod
@@ -57,9 +56,5 @@ class CaseContext:
         return cached
 
     async def run_item(self, item: Any, epoch: int = 0) -> Any:
-        from bcas.harness.pipelines import run_item_record
-
         record = await run_item_record(self, item, epoch)
-        if self.case.entry.kind == "bcas":
-            record = self.session.with_evidence_recall(self.case.dataset, item, record)
-        return record
+        return run_kind(self.case.entry.kind).finish(self, item, record)

@@ -29,9 +29,11 @@ import pytest
 from bcas.harness import state
 from bcas.harness.context import CaseContext
 from bcas.harness.cost import record_spend
+from bcas.harness.pipelines import run_kind
 from bcas.harness.runner import BcasSession
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, WrappedModel
 from bcas.llm.cache import CachedModel
+from bcas.registry import per_item
 
 # The cache misses of the item being replayed (each item runs in its own task, with its own list):
 # pipelines and the judge turn a failed call into an error record or an unknown verdict, so the
@@ -114,16 +116,11 @@ async def _estimate_case(sess: BcasSession, case: Any) -> CaseEstimate:
     judge = sess.judge()
     if judge is not None and not isinstance(judge.model, ReplayModel):
         judge.model = ReplayModel(judge.model)
-    if case.entry.kind == "rsc":
-        from bcas.assess import probe
-
-        calib = sess.calibration(case.dataset, plan.config.assess.calibration_n)
-        retriever = None
-        if plan.config.assess.doc_source == "retrieval":
-            retriever = sess.retriever(case.dataset, plan.config.retrieval, model)
-        est.items = len(calib.items)
+    if not per_item(case.entry.kind):  # a whole-case kind (the RSC probe) replayed against the cache
+        kind = run_kind(case.entry.kind)
+        est.items = kind.whole_items(sess, case, plan.config)
         try:
-            await probe(model, list(calib.items), retriever, plan.config)
+            await kind.rehearse(sess, case, plan.config, model)
             est.replayed = est.items
         except NotCached:
             est.cost = None
@@ -176,7 +173,7 @@ def estimate(settings: Any, cases: list[Any]) -> list[CaseEstimate]:
         finally:
             sess.close()
     for est in out:
-        if est.basis == "no basis" and est.kind != "rsc" and est.replayed == 0 and est.items:
+        if est.basis == "no basis" and per_item(est.kind) and est.replayed == 0 and est.items:
             similar = [
                 row for other in out if other.model == est.model and other.kind == est.kind for row in other.known
             ]

@@ -40,6 +40,7 @@ from bcas.harness.gate import (
     min_detectable,
     paired_result,
 )
+from bcas.registry import per_item
 from bcas.stats import mcnemar_drop_for_power, mcnemar_min_detectable_drop, tango_pvalues
 
 FAMILIES = ("session", "grid", "case")
@@ -265,8 +266,9 @@ def plan_gate(
         metric = primary_metric(case.grid, judge)
         if metric not in baselines:
             baselines[metric] = load_baseline_cases(baseline, metric)
-        if case.entry.kind == "rsc":
-            plans[case.id] = CasePlan(case.id, case.grid, metric, "", reason="RSC probe: no per-item records")
+        if not per_item(case.entry.kind):
+            reason = f"{case.entry.kind} case: no per-item records"
+            plans[case.id] = CasePlan(case.id, case.grid, metric, "", reason=reason)
             continue
         try:
             ds = load_evaluation(

@@ -1,12 +1,14 @@
-"""The invariants a finished case must hold: every item (and epoch) recorded once,
-budgets respected, no errored item unless allowed (the case's failure message lists the
-distinct errors)."""
+"""The invariants a finished case must hold: every item (and epoch) recorded once, the
+run kind's own checks (the BCAS budgets), no errored item unless allowed (the case's
+failure message lists the distinct errors)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from bcas.config import RunConfig
+from bcas.harness.pipelines import run_kind
+from bcas.registry import per_item
 
 
 def check_invariants(
@@ -27,17 +29,8 @@ def check_invariants(
     dupes = {i for (i, _), n in counts.items() if n > 1}
     if dupes:
         problems.append(f"items recorded more than once: {sorted(dupes)[:5]}")
-    if case.entry.kind == "bcas":
-        b = config.budget
-        for r in records:
-            if b.max_searches is not None and int(r.get("searches_used") or 0) > b.max_searches:
-                problems.append(f"{r.get('item_id')}: searches_used {r.get('searches_used')} > {b.max_searches}")
-            agent_out = int((r.get("extra") or {}).get("agent_tokens_out", r.get("tokens_out") or 0))
-            if agent_out > b.max_total_tokens + b.forced_answer_tokens:
-                problems.append(
-                    f"{r.get('item_id')}: completion tokens {agent_out} > budget {b.max_total_tokens} "
-                    f"+ forced-answer allowance {b.forced_answer_tokens}"
-                )
+    if per_item(case.entry.kind):
+        problems.extend(run_kind(case.entry.kind).check(config, records))
     if not allow_errors:
         errs = [r for r in records if r.get("stop_reason") == "error"]
         if errs:

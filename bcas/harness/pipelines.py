@@ -1,17 +1,179 @@
-"""The pipelines of the harness's run kinds: one item of one case to its record.
+"""The harness's run kinds: how one grid entry's case runs (``GridEntry.kind``).
 
-``run_item_record`` runs the case's pipeline (BCAS agent loop or MADARA treatment) and
-returns the record with the answer's identity; grading and pricing are the executor's
-(:func:`bcas.records.executor.run_items`)."""
+A run kind is a :class:`RunKind` registered in :data:`bcas.registry.RUN_KINDS` (one
+registration; the registry's metadata says whether it writes records per item, which
+prompt folders shape its answers and how an unnamed entry is labelled).  A per-item kind
+turns one item into its record (:meth:`RunKind.answer`); grading, pricing and appending
+are the executor's (:func:`bcas.records.executor.run_items`).  A whole-case kind (the
+RSC probe) runs its case at once and writes its own artefact.
+
+Built in: ``bcas`` (the BCAS agent loop, BCAS §3), ``madara`` (a MADARA treatment or the
+routed pipeline, MADARA §4-§5) and ``rsc`` (the RSC probe, MADARA §3).
+"""
 
 from __future__ import annotations
 
+import json
 import time
 import traceback
+from dataclasses import asdict, is_dataclass, replace
 from typing import Any
 
+from bcas.identity import epoch_seed
+from bcas.records import Record
+from bcas.registry import ROUTED_METHOD, RUN_KINDS
 
-async def run_item_record(ctx: Any, item: Any, epoch: int = 0) -> Any:
+
+class RunKind:
+    """One way of running a case; subclass and register an instance in ``RUN_KINDS``."""
+
+    def needs_retriever(self, config: Any) -> bool:
+        """Whether the case needs the dataset's retriever (default: MADARA's ``doc_source``)."""
+        return bool(config.assess.doc_source == "retrieval")
+
+    async def prepare(self, ctx: Any, todo: list[Any]) -> None:
+        """Per-case set-up before its items run (``ctx``: the case's :class:`CaseContext`)."""
+
+    async def answer(self, ctx: Any, item: Any, run_id: str, extra: dict[str, Any], config: Any) -> Record:
+        """The record of one item under ``config`` (a per-item kind must implement it)."""
+        raise NotImplementedError(f"{type(self).__name__} writes no per-item records")
+
+    def finish(self, ctx: Any, item: Any, record: Record) -> Record:
+        """The record after the harness stamped its identity (default: unchanged)."""
+        return record
+
+    def check(self, config: Any, records: list[dict[str, Any]]) -> list[str]:
+        """The kind's own invariants over a finished case's records (default: none)."""
+        return []
+
+    async def run_whole(self, session: Any, case: Any, config: Any) -> tuple[int, int, list[str]]:
+        """Run a whole-case kind; returns (items run, items skipped, violations)."""
+        raise NotImplementedError(f"{type(self).__name__} runs item by item")
+
+    def whole_items(self, session: Any, case: Any, config: Any) -> int:
+        """How many items a whole-case kind covers (for the cost estimate)."""
+        raise NotImplementedError(f"{type(self).__name__} runs item by item")
+
+    async def rehearse(self, session: Any, case: Any, config: Any, model: Any) -> None:
+        """Run a whole-case kind against ``model`` writing nothing (the cost estimate replays it)."""
+        raise NotImplementedError(f"{type(self).__name__} runs item by item")
+
+
+def run_kind(name: str) -> RunKind:
+    """The registered run kind ``name`` (an unknown name raises, listing the registered ones)."""
+    kind: RunKind = RUN_KINDS.get(name)
+    return kind
+
+
+class BcasKind(RunKind):
+    """The BCAS agent loop (BCAS §3): search budget, token budget, planning, reflection."""
+
+    def needs_retriever(self, config: Any) -> bool:
+        return True
+
+    async def answer(self, ctx: Any, item: Any, run_id: str, extra: dict[str, Any], config: Any) -> Record:
+        from bcas.agent import run_bcas
+        from bcas.agent.records import record_from_trajectory
+
+        trajectory = await run_bcas(item, ctx.model, ctx.retriever, config)
+        extra = {**extra, "agent_tokens_out": trajectory.tokens_out}
+        record = record_from_trajectory(trajectory, run_id=run_id, dataset=ctx.dataset, extra=extra)
+        titles = ctx.session.titles(ctx.case.dataset)
+        steps = [
+            {**step, "titles": [titles.get(d, d) for d in step.get("docs") or []]} if step.get("docs") else step
+            for step in record.steps
+        ]
+        return record.replace(steps=steps)
+
+    def finish(self, ctx: Any, item: Any, record: Record) -> Record:
+        with_recall: Record = ctx.session.with_evidence_recall(ctx.case.dataset, item, record)
+        return with_recall
+
+    def check(self, config: Any, records: list[dict[str, Any]]) -> list[str]:
+        """Searches within the search budget; agent completion tokens within the token
+        budget plus the forced-answer allowance (BCAS §3.3)."""
+        b = config.budget
+        problems = []
+        for r in records:
+            if b.max_searches is not None and int(r.get("searches_used") or 0) > b.max_searches:
+                problems.append(f"{r.get('item_id')}: searches_used {r.get('searches_used')} > {b.max_searches}")
+            agent_out = int((r.get("extra") or {}).get("agent_tokens_out", r.get("tokens_out") or 0))
+            if agent_out > b.max_total_tokens + b.forced_answer_tokens:
+                problems.append(
+                    f"{r.get('item_id')}: completion tokens {agent_out} > budget {b.max_total_tokens} "
+                    f"+ forced-answer allowance {b.forced_answer_tokens}"
+                )
+        return problems
+
+
+class MadaraKind(RunKind):
+    """A MADARA treatment, or the routed pipeline that probes and routes (MADARA §4-§5)."""
+
+    async def prepare(self, ctx: Any, todo: list[Any]) -> None:
+        if ctx.config.assess.method == ROUTED_METHOD and todo:
+            ctx.profile = await ctx.session_rsc_profile()
+
+    async def answer(self, ctx: Any, item: Any, run_id: str, extra: dict[str, Any], config: Any) -> Record:
+        from bcas.assess import run_madara
+
+        profile = getattr(ctx, "profile", None)
+        record: Record = await run_madara(
+            item, ctx.model, ctx.retriever, config, dataset=ctx.dataset, profile=profile, run_id=run_id
+        )
+        return record
+
+
+class RscKind(RunKind):
+    """The RSC probe of one model x dataset on its calibration items (MADARA §3): a profile file."""
+
+    def whole_items(self, session: Any, case: Any, config: Any) -> int:
+        return len(session.calibration(case.dataset, config.assess.calibration_n).items)
+
+    async def _probe(self, session: Any, case: Any, config: Any, model: Any) -> Any:
+        from bcas.assess import probe
+
+        ds = session.calibration(case.dataset, config.assess.calibration_n)
+        retriever = session.retriever(case.dataset, config.retrieval, model) if self.needs_retriever(config) else None
+        return await probe(model, list(ds.items), retriever, config)
+
+    async def rehearse(self, session: Any, case: Any, config: Any, model: Any) -> None:
+        await self._probe(session, case, config, model)
+
+    async def run_whole(self, session: Any, case: Any, config: Any) -> tuple[int, int, list[str]]:
+        ds = session.calibration(case.dataset, config.assess.calibration_n)
+        name = f"{case.model.label}--{ds.name}--{config.config_id}--{ds.hash[:12]}.json"
+        path = session.settings.run_dir / "rsc" / name
+        if path.is_file():
+            session.progress(f"[bcas] {case.id}: profile already at {path}")
+            return 0, len(ds.items), []
+        session.progress(f"[bcas] {case.id}: RSC probe on {len(ds.items)} calibration items")
+        profile = await self._probe(session, case, config, session.model(case.model))
+        data = profile.to_dict()
+        data["decision"] = _plain_decision(profile.decision())
+        data.update({"dataset": ds.name, "dataset_hash": ds.hash, "model_label": case.model.label, "case_id": case.id})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str), encoding="utf-8")
+        tmp.replace(path)
+        empty = ["RSC probe produced no (normal, perturbed) score triples"] if profile.n_triples == 0 else []
+        return len(ds.items), 0, empty
+
+
+def _plain_decision(decision: Any) -> dict[str, Any]:
+    if hasattr(decision, "to_dict"):
+        plain: dict[str, Any] = decision.to_dict()
+        return plain
+    return (
+        asdict(decision) if is_dataclass(decision) and not isinstance(decision, type) else {"treatment": str(decision)}
+    )
+
+
+BCAS = BcasKind()
+MADARA = MadaraKind()
+RSC = RscKind()
+
+
+async def run_item_record(ctx: Any, item: Any, epoch: int = 0) -> Record:
     """Run ``item`` (its ``epoch``-th sample) under the case in ``ctx``; return its ``Record``.
 
     A failure inside the pipeline never loses the item: it becomes a record with
@@ -19,11 +181,6 @@ async def run_item_record(ctx: Any, item: Any, epoch: int = 0) -> Any:
     Epoch ``e`` samples with :func:`bcas.identity.epoch_seed` (the run's seed for epoch 0);
     the record keeps the configuration's own id and says its epoch and seed.
     """
-    from dataclasses import replace
-
-    from bcas.identity import epoch_seed
-    from bcas.records import Record
-
     session = ctx.session
     case = ctx.case
     kind = case.entry.kind
@@ -34,12 +191,7 @@ async def run_item_record(ctx: Any, item: Any, epoch: int = 0) -> Any:
     sampling = ctx.config if seed == ctx.config.seed else replace(ctx.config, seed=seed)
     started = time.perf_counter()
     try:
-        if kind == "bcas":
-            record = await _bcas_record(ctx, item, run_id, extra, sampling)
-        elif kind == "madara":
-            record = await _madara_record(ctx, item, run_id, sampling)
-        else:
-            raise ValueError(f"kind {kind!r} has no per-item records")
+        record = await run_kind(kind).answer(ctx, item, run_id, extra, sampling)
     except Exception as exc:  # noqa: BLE001 - any failure becomes an error record, never a lost item
         record = Record(
             run_id=run_id,
@@ -63,7 +215,7 @@ async def run_item_record(ctx: Any, item: Any, epoch: int = 0) -> Any:
             created_at=time.time(),
         )
     merged = {**(record.extra or {}), **extra}
-    record = record.replace(
+    return record.replace(
         model=case.model.label,
         label=case.entry.label,
         run_id=run_id,
@@ -74,26 +226,6 @@ async def run_item_record(ctx: Any, item: Any, epoch: int = 0) -> Any:
         seed=seed,
         **ctx.identity,
     )
-    return record
 
 
-async def _bcas_record(ctx: Any, item: Any, run_id: str, extra: dict[str, Any], config: Any) -> Any:
-    from bcas.agent import run_bcas
-    from bcas.agent.records import record_from_trajectory
-
-    trajectory = await run_bcas(item, ctx.model, ctx.retriever, config)
-    extra = {**extra, "agent_tokens_out": trajectory.tokens_out}
-    record = record_from_trajectory(trajectory, run_id=run_id, dataset=ctx.dataset, extra=extra)
-    titles = ctx.session.titles(ctx.case.dataset)
-    steps = [
-        {**step, "titles": [titles.get(d, d) for d in step.get("docs") or []]} if step.get("docs") else step
-        for step in record.steps
-    ]
-    return record.replace(steps=steps)
-
-
-async def _madara_record(ctx: Any, item: Any, run_id: str, config: Any) -> Any:
-    from bcas.assess import run_madara
-
-    profile = getattr(ctx, "profile", None)
-    return await run_madara(item, ctx.model, ctx.retriever, config, dataset=ctx.dataset, profile=profile, run_id=run_id)
+__all__ = ["BCAS", "MADARA", "RSC", "BcasKind", "MadaraKind", "RscKind", "RunKind", "run_item_record", "run_kind"]

@@ -37,7 +37,7 @@ def registered_extensions() -> str:
     from bcas.formats import FORMATS
     from bcas.grids import GRIDS
     from bcas.llm import BACKENDS
-    from bcas.registry import RETRIEVAL_MODES, TREATMENTS
+    from bcas.registry import RETRIEVAL_MODES, RUN_KINDS, TREATMENTS
 
     return "; ".join(
         [
@@ -45,6 +45,7 @@ def registered_extensions() -> str:
             FORMATS.describe(),
             RETRIEVAL_MODES.describe(),
             TREATMENTS.describe(),
+            RUN_KINDS.describe(),
             f"grids: {', '.join(sorted(GRIDS))}",
         ]
     )
@@ -88,14 +89,15 @@ def pytest_configure(config: pytest.Config) -> None:
     for marker, text in REQUIREMENT_MARKERS.items():
         _add_marker(config, marker, text)
     from bcas.data import DATASETS
-    from bcas.grids import GRIDS, KINDS
+    from bcas.grids import GRIDS
+    from bcas.registry import RUN_KINDS
 
     for name in DATASETS:
         _add_marker(config, name, f"cases on the {name} dataset")
     for name in GRIDS:
         _add_marker(config, name, f"cases of the {name} grid")
-    for kind in KINDS:
-        _add_marker(config, KIND_MARKER.format(kind), f"cases run by the {kind} runner (in any grid)")
+    for kind in RUN_KINDS:
+        _add_marker(config, KIND_MARKER.format(kind), f"cases run by the {kind} run kind (in any grid)")
     _add_marker(config, "min_accuracy(value)", "absolute EM accuracy floor for the regression gate")
     if getattr(config.option, "help", False):
         return  # --help lists the options; it checks none of them and needs no settings

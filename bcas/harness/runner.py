@@ -22,11 +22,12 @@ from bcas.harness import state
 from bcas.harness.context import CaseContext, _teach
 from bcas.harness.cost import guard_for
 from bcas.harness.invariants import check_invariants
+from bcas.harness.pipelines import run_kind
 from bcas.harness.progress import message_writer, start_case
 from bcas.llm import backend_meta
 from bcas.records import reprice_record
 from bcas.records.executor import run_items
-from bcas.registry import mode_uses
+from bcas.registry import mode_uses, per_item
 
 
 class CaseFailure(AssertionError):
@@ -333,7 +334,7 @@ class BcasSession:
         ds = self.dataset(case.dataset, self.limit_for(case), get_grid(case.grid).holdout)
         # The session seed picks the item subset and seeds sampling, so it is part of the config id.
         config: RunConfig = replace(case.entry.config, seed=self.settings.seed)
-        if case.entry.kind == "rsc":  # a probe of calibration items, run whole (_run_rsc)
+        if not per_item(case.entry.kind):  # a probe of calibration items, run whole (RunKind.run_whole)
             return CasePlan(ds, config, "", "", [], [])
         shard = getattr(self.settings, "shard", None)
         if shard is not None:
@@ -354,12 +355,14 @@ class BcasSession:
         plan = self.plan_case(case)
         ds, config = plan.dataset, plan.config
         shard = getattr(self.settings, "shard", None)
-        if case.entry.kind == "rsc":
-            if shard is not None and not shard.owns(case.id):  # a whole probe runs on one shard (bcas.shard)
-                self.progress(f"[bcas] {case.id}: RSC probe runs on another shard than {shard.label}")
+        if not per_item(case.entry.kind):
+            if shard is not None and not shard.owns(case.id):  # a whole-case kind runs on one shard (bcas.shard)
+                self.progress(f"[bcas] {case.id}: {case.entry.kind} case runs on another shard than {shard.label}")
                 return CaseOutcome(case.id, [], 0, 0, time.perf_counter() - t0)
             self.spend.before_case(case, 1, 0)  # a probe's calls are not items: it only stops once the cap has
-            return await self._run_rsc(case, ds, config, t0)
+            ran, skipped_whole, violations = await run_kind(case.entry.kind).run_whole(self, case, config)
+            self.cases_run += 1 if ran else 0
+            return CaseOutcome(case.id, [], ran, skipped_whole, time.perf_counter() - t0, violations)
         config_id, fingerprint, phash, epochs = (
             config.config_id,
             plan.fingerprint,
@@ -431,34 +434,6 @@ class BcasSession:
                     failures.append(res.message())
         return failures
 
-    async def _run_rsc(self, case: Any, ds: Any, config: RunConfig, t0: float) -> CaseOutcome:
-        """The RSC probe of one model x dataset (MADARA §3) on its calibration items: a profile file."""
-        ds = self.calibration(case.dataset, config.assess.calibration_n)
-        path = self.settings.run_dir / "rsc" / f"{case.model.label}--{ds.name}--{config.config_id}--{ds.hash[:12]}.json"
-        if path.is_file():
-            self.progress(f"[bcas] {case.id}: profile already at {path}")
-            return CaseOutcome(case.id, [], 0, len(ds.items), time.perf_counter() - t0)
-        from bcas.assess import probe
-
-        model = self.model(case.model)
-        retriever = None
-        if config.assess.doc_source == "retrieval":
-            retriever = self.retriever(case.dataset, config.retrieval, model)
-        self.progress(f"[bcas] {case.id}: RSC probe on {len(ds.items)} calibration items")
-        profile = await probe(model, list(ds.items), retriever, config)
-        data = profile.to_dict()
-        data["decision"] = _plain_decision(profile.decision())
-        data.update({"dataset": ds.name, "dataset_hash": ds.hash, "model_label": case.model.label, "case_id": case.id})
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str), encoding="utf-8")
-        tmp.replace(path)
-        self.cases_run += 1
-        outcome = CaseOutcome(case.id, [], len(ds.items), 0, time.perf_counter() - t0)
-        if profile.n_triples == 0:
-            outcome.violations.append("RSC probe produced no (normal, perturbed) score triples")
-        return outcome
-
     def close(self) -> None:
         if self.gate_results:
             from dataclasses import asdict
@@ -481,14 +456,3 @@ class BcasSession:
             finally:
                 self.loop.close()
         self._models.clear()
-
-
-def _plain_decision(decision: Any) -> dict[str, Any]:
-    if hasattr(decision, "to_dict"):
-        plain: dict[str, Any] = decision.to_dict()
-        return plain
-    from dataclasses import asdict, is_dataclass
-
-    return (
-        asdict(decision) if is_dataclass(decision) and not isinstance(decision, type) else {"treatment": str(decision)}
-    )

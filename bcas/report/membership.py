@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from bcas.grids import with_retrieval_models
+from bcas.registry import per_item
 
 GroupKey = tuple[str, str, str, str]  # (grid, model, dataset, label)
 
@@ -62,7 +63,7 @@ def memberships(
                 if name not in wanted:
                     continue
                 for entry in grid.entries:
-                    if entry.kind == "rsc":  # a probe writes a profile, never item records
+                    if not per_item(entry.kind):  # a probe writes a profile, never item records
                         continue
                     chosen = with_retrieval_models(entry, embedder, reranker)
                     cid = replace(chosen.config, seed=seed).config_id
