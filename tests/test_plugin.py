@@ -6,78 +6,27 @@ the suite's control flow; retrieval over the small dataset is the real BM25 inde
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-# In-process pytester runs restore sys.modules afterwards; numpy and friends cannot be
-# imported twice in one process, so load everything a run touches up front.
-import bcas.agent  # noqa: F401,E402
-import bcas.harness.pipelines  # noqa: F401,E402
-import bcas.harness.runner  # noqa: F401,E402
-import bcas.report.html  # noqa: F401,E402
-import bcas.results  # noqa: F401,E402
-import bcas.retrieval  # noqa: F401,E402
+from bcas.testing.project import backends, budget_grid, codename_items, grid_project, preload, read_records
+
+preload()
 
 pytest_plugins = ["pytester"]
 
 TESTS_DIR = Path(__file__).resolve().parent
-GRID_FILE = (Path(__file__).resolve().parents[1] / "benchmarks" / "test_grids.py").read_text()
-
-CONFTEST = f"""
-import sys
-sys.path.insert(0, {str(TESTS_DIR)!r})
-from bcas.config import Budget, RetrievalConfig, RunConfig
-from bcas.llm import register_backend
-from bcas.grids import Grid, GridEntry, register_grid
-
-register_backend("instant", "support.instant:create")
-_cfg = lambda s: RunConfig(budget=Budget(max_searches=s, max_total_tokens=2000),
-                           retrieval=RetrievalConfig(mode="bm25"))
-register_grid(Grid("tiny", (GridEntry("bcas", _cfg(1), reference=True), GridEntry("bcas", _cfg(2))),
-                   datasets=("DATASET",), limit=None))
-"""
-
-
-def _dataset(path: Path, n: int = 10) -> Path:
-    lines = []
-    for i in range(n):
-        lines.append(
-            json.dumps(
-                {
-                    "id": f"q{i}",
-                    "question": f"Which greek letter is the codename of project number {i}?",
-                    "answers": ["alpha"],
-                    "documents": [
-                        {
-                            "id": f"q{i}::0",
-                            "title": f"Project {i}",
-                            "text": f"Project number {i} has the codename alpha.",
-                        },
-                        {"id": f"q{i}::1", "title": "Other", "text": f"An unrelated note about gardening, number {i}."},
-                    ],
-                    "supporting": [f"q{i}::0"],
-                }
-            )
-        )
-    path.write_text("\n".join(lines) + "\n")
-    return path
+INSTANT = backends({"instant": "support.instant:create"}, TESTS_DIR)
 
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("BCAS_INSTANT_ANSWER", "alpha")
-    data = _dataset(pytester.path / "tiny.jsonl")
-    pytester.makeconftest(CONFTEST.replace("DATASET", str(data)))
-    pytester.makepyfile(test_grids=GRID_FILE)
+    conftest = INSTANT + budget_grid("tiny", [pytester.path / "tiny.jsonl"])
+    grid_project(pytester.path, conftest, datasets={"tiny.jsonl": codename_items(10)})
     return pytester
-
-
-def _records(run_dir: Path) -> list[dict]:
-    path = run_dir / "records.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 # The instant model's answer comes from the environment, which the generation cache
@@ -131,7 +80,7 @@ def test_run_records_report_and_resume(suite: pytest.Pytester) -> None:
     run_dir = suite.path / "out"
     result = suite.runpytest(*BASE, "--bcas-report", str(run_dir))
     result.assert_outcomes(passed=2)
-    recs = _records(run_dir)
+    recs = read_records(run_dir)
     assert len(recs) == 20
     assert len({(r["config_id"], r["item_id"]) for r in recs}) == 20
     assert all(r["correct_em"] for r in recs)
@@ -143,7 +92,7 @@ def test_run_records_report_and_resume(suite: pytest.Pytester) -> None:
     (run_dir / "records.jsonl").write_text("\n".join(lines[:-3]) + "\n")
     result = suite.runpytest(*BASE, "--bcas-report", str(run_dir), "-s")
     result.assert_outcomes(passed=2)
-    recs = _records(run_dir)
+    recs = read_records(run_dir)
     assert len(recs) == 20 and len({(r["config_id"], r["item_id"]) for r in recs}) == 20
     assert "already recorded" in result.stdout.str()
 
@@ -179,7 +128,7 @@ def test_xdist_merges_records_exactly_once(suite: pytest.Pytester) -> None:
     run_dir = suite.path / "xd"
     result = suite.runpytest_subprocess(*BASE, "--bcas-report", str(run_dir), "-n", "2")
     result.assert_outcomes(passed=2)
-    recs = _records(run_dir)
+    recs = read_records(run_dir)
     assert len(recs) == 20
     assert len({(r["config_id"], r["item_id"]) for r in recs}) == 20
     assert not list(run_dir.glob("records.*.jsonl")) or all(
