@@ -124,6 +124,24 @@ def test_min_accuracy_floor(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPa
     assert "below the floor" in result.stdout.str()
 
 
+def test_min_accuracy_floor_uses_the_grids_primary_metric(
+    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "Alpha." is right in SQuAD EM (punctuation dropped) and wrong in strict EM: the floor
+    follows the grid's declared primary metric, not SQuAD EM."""
+    grid = budget_grid("tiny", [suite.path / "tiny.jsonl"]).replace(
+        "limit=None)", "limit=None, primary_metric='strict_em')"
+    )
+    (suite.path / "conftest.py").write_text(INSTANT + grid.replace("'tiny'", "'tiny_strict'"))
+    monkeypatch.setenv("BCAS_INSTANT_ANSWER", "Alpha.")
+    args = ["--bcas-backend", "instant", "--bcas-grid", "tiny_strict", "--bcas-no-cache", "-p", "no:cacheprovider"]
+    result = suite.runpytest(*args, "--bcas-report", str(suite.path / "strict"), "--bcas-min-accuracy", "0.5")
+    result.assert_outcomes(failed=2)
+    assert "strict_em accuracy 0.000 over 10 items is below the floor 0.500" in result.stdout.str()
+    records = read_records(suite.path / "strict")
+    assert len(records) == 20 and all(r["correct_em"] for r in records)  # SQuAD EM would have passed
+
+
 def test_xdist_merges_records_exactly_once(suite: pytest.Pytester) -> None:
     run_dir = suite.path / "xd"
     result = suite.runpytest_subprocess(*BASE, "--bcas-report", str(run_dir), "-n", "2")

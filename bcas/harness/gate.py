@@ -1,8 +1,8 @@
 """CI regression gate: compare a case's accuracy with a baseline run on the same items.
 
-A case fails when (a) its EM accuracy is below an absolute floor (``min_accuracy``
-marker or ``--bcas-min-accuracy``), or (b) it is significantly worse than the
-baseline on the items both runs share, in the grid's primary metric (a per-item
+A case fails when (a) its accuracy in the grid's primary metric is below an absolute
+floor (``min_accuracy`` marker or ``--bcas-min-accuracy``), or (b) it is significantly
+worse than the baseline on the items both runs share, in that same metric (a per-item
 pass/fail field of the records; ``correct_em`` unless the grid declares
 ``primary_metric``).
 

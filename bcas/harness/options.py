@@ -112,7 +112,7 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
         "bcas/resources/prices.toml, its default sheet",
     ),
     ("baseline", "str", None, "baseline for the regression gate: a run directory, records.jsonl or baseline JSON"),
-    ("min-accuracy", "float", None, "fail a case whose EM accuracy is below this floor"),
+    ("min-accuracy", "float", None, "fail a case whose accuracy in its grid's primary metric is below this floor"),
     ("alpha", "float", 0.05, "significance level of the regression gate"),
     (
         "gate-family",

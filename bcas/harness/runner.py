@@ -417,13 +417,21 @@ class BcasSession:
     def gate(self, case: Any, outcome: CaseOutcome, floor: float | None) -> list[str]:
         """Absolute floor and paired baseline check of one case; returns failure messages."""
         failures = []
-        n = len(outcome.records)
-        acc = sum(bool(r.get("correct_em")) for r in outcome.records) / n if n else 0.0
         floor = floor if floor is not None else self.settings.min_accuracy
-        if floor is not None and acc < floor:
-            failures.append(
-                f"regression gate: {case.id}: EM accuracy {acc:.3f} over {n} items is below the floor {floor:.3f}"
-            )
+        if floor is not None:
+            from bcas.grading.outcomes import outcome as passed
+            from bcas.harness.gate_power import primary_metric
+
+            # The grid's primary metric, as the report and the paired gate use (an
+            # ungraded, empty or errored answer counts as wrong).
+            metric = primary_metric(case.grid, getattr(self.settings, "judge", "none") != "none")
+            n = len(outcome.records)
+            acc = sum(bool(passed(r, metric)) for r in outcome.records) / n if n else 0.0
+            if acc < floor:
+                failures.append(
+                    f"regression gate: {case.id}: {metric} accuracy {acc:.3f} over {n} items "
+                    f"is below the floor {floor:.3f}"
+                )
         if self.settings.baseline:
             from bcas.harness.gate_power import gate_in_session
 
