@@ -14,66 +14,20 @@ from pathlib import Path
 
 import pytest
 
-# In-process pytester runs restore sys.modules afterwards; numpy and friends cannot be
-# imported twice in one process, so load everything a run touches up front.
-import bcas.agent  # noqa: F401
-import bcas.harness.gate_power  # noqa: F401
-import bcas.harness.gate_report  # noqa: F401
-import bcas.harness.pipelines  # noqa: F401
-import bcas.harness.runner  # noqa: F401
-import bcas.report.html  # noqa: F401
-import bcas.results  # noqa: F401
-import bcas.retrieval  # noqa: F401
 from bcas.harness.gate import main as gate_main
+from bcas.testing.project import backends, budget_grid, codename_items, grid_project, preload, read_records
+
+preload()
 
 pytest_plugins = ["pytester"]
 
 TESTS_DIR = Path(__file__).resolve().parent
-GRID_FILE = (TESTS_DIR.parent / "benchmarks" / "test_grids.py").read_text()
-
-CONFTEST = f"""
-import sys
-sys.path.insert(0, {str(TESTS_DIR)!r})
-from bcas.config import Budget, RetrievalConfig, RunConfig
-from bcas.llm import register_backend
-from bcas.grids import Grid, GridEntry, register_grid
-
-register_backend("instant", "support.instant:create")
-_cfg = lambda s: RunConfig(budget=Budget(max_searches=s, max_total_tokens=2000),
-                           retrieval=RetrievalConfig(mode="bm25"))
-register_grid(Grid("gate_tiny", (GridEntry("bcas", _cfg(1), reference=True), GridEntry("bcas", _cfg(2))),
-                   datasets=("DATASET",), limit=None))
-"""
+INSTANT_BACKEND = backends({"instant": "support.instant:create"}, TESTS_DIR)
 
 INSTANT = ["--bcas-backend", "instant", "--bcas-no-cache", "-p", "no:cacheprovider"]
 # The issue's scenario: the smoke grid's three HotpotQA cases, 5 items each.
 SMOKE_HOTPOTQA = [*INSTANT, "--bcas-grid", "smoke", "-m", "hotpotqa"]
 TINY = [*INSTANT, "--bcas-grid", "gate_tiny", "--bcas-limit", "40"]
-
-
-def _dataset(path: Path, n: int) -> Path:
-    lines = []
-    for i in range(n):
-        lines.append(
-            json.dumps(
-                {
-                    "id": f"q{i}",
-                    "question": f"Which greek letter is the codename of project number {i}?",
-                    "answers": ["alpha"],
-                    "documents": [
-                        {
-                            "id": f"q{i}::0",
-                            "title": f"Project {i}",
-                            "text": f"Project number {i} has the codename alpha.",
-                        },
-                        {"id": f"q{i}::1", "title": "Other", "text": f"An unrelated note about gardening, number {i}."},
-                    ],
-                    "supporting": [f"q{i}::0"],
-                }
-            )
-        )
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -85,14 +39,9 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> pytest.Pytester:
     monkeypatch.setenv("BCAS_CACHE_DIR", str(cache_dir))
     monkeypatch.setenv("BCAS_INSTANT_ANSWER", "alpha")
-    data = _dataset(pytester.path / "tiny.jsonl", 40)
-    pytester.makeconftest(CONFTEST.replace("DATASET", str(data)))
-    pytester.makepyfile(test_grids=GRID_FILE)
+    conftest = INSTANT_BACKEND + budget_grid("gate_tiny", [pytester.path / "tiny.jsonl"])
+    grid_project(pytester.path, conftest, datasets={"tiny.jsonl": codename_items(40)})
     return pytester
-
-
-def _records(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines() if line.strip()]
 
 
 def _claim_all_correct(baseline: Path) -> None:
@@ -123,7 +72,7 @@ def test_a_gate_that_cannot_fail_says_so_and_strict_stops_the_session(project: p
     assert re.search(r"=+ regression gate =+", out)
     assert "overall: CANNOT FAIL: none of the 3 gated cases" in out
     current = {}
-    for rec in _records(run_dir):
+    for rec in read_records(run_dir):
         current.setdefault(rec["extra"]["case_id"], []).append(rec["correct_em"])
     report = json.loads((run_dir / "gate-report.json").read_text())
     assert report["overall"].startswith("CANNOT FAIL") and not report["failed"]
@@ -167,7 +116,7 @@ def test_a_regression_fails_with_its_numbers_in_message_summary_report_and_junit
 ) -> None:
     base_dir = project.path / "gold"
     project.runpytest(*TINY, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)
-    assert all(r["correct_em"] for r in _records(base_dir))
+    assert all(r["correct_em"] for r in read_records(base_dir))
 
     monkeypatch.setenv("BCAS_INSTANT_ANSWER", "beta")  # every answer wrong now
     run_dir = project.path / "worse"
@@ -254,7 +203,7 @@ def test_mock_gold_baseline_against_mock_random_run_fails_with_the_numbers(proje
     assert "compared despite --bcas-allow-mismatch: model fingerprint mock:gold" in out
     assert "compared despite --bcas-allow-mismatch" in (run_dir / "index.html").read_text()
     correct: dict[str, int] = {}
-    for rec in _records(run_dir):
+    for rec in read_records(run_dir):
         correct[rec["extra"]["case_id"]] = correct.get(rec["extra"]["case_id"], 0) + bool(rec["correct_em"])
     assert len(correct) == 2
     for case_id, k in correct.items():

@@ -14,36 +14,22 @@ from pathlib import Path
 
 import pytest
 
-import bcas.agent  # noqa: F401  (loaded once: pytester runs in this process)
-import bcas.harness.pipelines  # noqa: F401
-import bcas.harness.runner  # noqa: F401
-import bcas.report.html  # noqa: F401
-import bcas.results  # noqa: F401
-import bcas.retrieval  # noqa: F401
 from bcas.harness.settings import parse_model_spec
 from bcas.identity import answer_key, epoch_seed, gguf_fingerprint, prompt_hash, server_fingerprint
 from bcas.results import Record, RecordError, ResultStore, load_records
+from bcas.testing.project import budget_grid, grid_project, preload, read_records
 from bcas.testing.servers import FaultServer
+
+preload()
 
 pytest_plugins = ["pytester"]
 
-REPO = Path(__file__).resolve().parents[1]
-GRID_FILE = (REPO / "benchmarks" / "test_grids.py").read_text()
 BACKENDS = {"embedded": 1, "openai": 1, "vllm": 1, "mock": 1}
 
 # Two grids sharing one configuration (s2), each with its own reference.
-SHARED_CONFTEST = """
-from bcas.config import Budget, RetrievalConfig, RunConfig
-from bcas.grids import Grid, GridEntry, register_grid
-
-def _cfg(s):
-    return RunConfig(budget=Budget(max_searches=s, max_total_tokens=2000), retrieval=RetrievalConfig(mode="bm25"))
-
-register_grid(Grid("pair_a", (GridEntry("bcas", _cfg(1), reference=True), GridEntry("bcas", _cfg(2))),
-                   datasets=("hotpotqa",), limit=4))
-register_grid(Grid("pair_b", (GridEntry("bcas", _cfg(2)), GridEntry("bcas", _cfg(3), reference=True)),
-                   datasets=("hotpotqa",), limit=4))
-"""
+SHARED_CONFTEST = budget_grid("pair_a", ["hotpotqa"], (1, 2), limit=4) + budget_grid(
+    "pair_b", ["hotpotqa"], (2, 3), limit=4, reference=1
+)
 
 TIMING = ("latency_s", "created_at", "run_id")
 
@@ -64,7 +50,7 @@ def _answers(run_dir: Path) -> dict[tuple, dict]:
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
-    pytester.makepyfile(test_grids=GRID_FILE)
+    grid_project(pytester.path)
     return pytester
 
 
@@ -186,7 +172,7 @@ def test_grids_sharing_a_configuration_keep_both_comparisons(project: pytest.Pyt
     project.runpytest("--bcas-grid", "pair_a", *args).assert_outcomes(passed=2)
     second = project.runpytest("--bcas-grid", "pair_b", *args, "-s")
     second.assert_outcomes(passed=2)
-    raw = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines() if line.strip()]
+    raw = read_records(run_dir)
     assert sum(r["label"] == "bm25/s2/t2k" for r in raw) == 4  # the shared configuration ran once
     records = load_records(run_dir)
     assert len(records) == 4 * 3  # s1, s2 (once, shared), s3

@@ -13,64 +13,33 @@ from pathlib import Path
 
 import pytest
 
-# In-process pytester runs restore sys.modules afterwards; load what a run touches up front.
-import bcas.agent  # noqa: F401,E402
-import bcas.harness.merge  # noqa: F401,E402
-import bcas.harness.pipelines  # noqa: F401,E402
-import bcas.harness.runner  # noqa: F401,E402
-import bcas.report.html  # noqa: F401,E402
-import bcas.results  # noqa: F401,E402
-import bcas.retrieval  # noqa: F401,E402
 from bcas.results import main as results_main
 from bcas.shard import Shard, ShardError, parse_shard, shard_number
+from bcas.testing.project import budget_grid, codename_items, grid_project, preload, read_records
+
+preload("bcas.harness.merge")
 
 pytest_plugins = ["pytester"]
 
-GRID_FILE = (Path(__file__).resolve().parents[1] / "benchmarks" / "test_grids.py").read_text()
-CONFTEST = """
-from bcas.config import Budget, RetrievalConfig, RunConfig
-from bcas.grids import Grid, GridEntry, register_grid
-
-_cfg = lambda s: RunConfig(budget=Budget(max_searches=s, max_total_tokens=2000),
-                           retrieval=RetrievalConfig(mode="bm25"))
-register_grid(Grid("shardy", (GridEntry("bcas", _cfg(1), reference=True), GridEntry("bcas", _cfg(2))),
-                   datasets=("DATASET",), limit=None))
-"""
 # Timing and provenance: where and when an answer was made, not what it is.
 VOLATILE = {"run_id", "created_at", "latency_s"}
 
 
-def _dataset(path: Path, n: int) -> Path:
-    lines = []
-    for i in range(n):
-        lines.append(
-            json.dumps(
-                {
-                    "id": f"q{i}",
-                    "question": f"Which greek letter is the codename of project number {i}?",
-                    "answers": ["alpha" if i % 3 else "beta"],
-                    "documents": [
-                        {
-                            "id": f"q{i}::0",
-                            "title": f"Project {i}",
-                            "text": f"Project number {i} has the codename {'alpha' if i % 3 else 'beta'}.",
-                        },
-                        {"id": f"q{i}::1", "title": "Other", "text": f"An unrelated note about gardening, number {i}."},
-                    ],
-                    "supporting": [f"q{i}::0"],
-                }
-            )
-        )
-    path.write_text("\n".join(lines) + "\n")
-    return path
+def _items(n: int) -> list[dict]:
+    """Codename items; every third one's codename is beta instead of alpha."""
+    rows = codename_items(n)
+    for row in rows[::3]:
+        row["answers"] = ["beta"]
+        row["documents"][0]["text"] = row["documents"][0]["text"].replace("alpha", "beta")
+    return rows
 
 
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
-    data = _dataset(pytester.path / "tiny.jsonl", 24)
-    pytester.makeconftest(CONFTEST.replace("DATASET", str(data)))
-    pytester.makepyfile(test_grids=GRID_FILE)
+    grid_project(
+        pytester.path, budget_grid("shardy", [pytester.path / "tiny.jsonl"]), datasets={"tiny.jsonl": _items(24)}
+    )
     return pytester
 
 
@@ -88,10 +57,6 @@ RUN = [
     "-p",
     "no:cacheprovider",
 ]
-
-
-def _records(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines() if line.strip()]
 
 
 def _key(rec: dict) -> tuple:
@@ -133,24 +98,24 @@ def test_two_shards_merged_equal_the_unsharded_run(project: pytest.Pytester) -> 
     project.runpytest(*RUN, "--bcas-report", str(two), "--bcas-shard", "2/2").assert_outcomes(passed=4)
 
     # The shards split the items: disjoint, both non-empty, together all of them.
-    items = {p: {r["item_id"] for r in _records(p)} for p in (whole, one, two)}
+    items = {p: {r["item_id"] for r in read_records(p)} for p in (whole, one, two)}
     assert items[one] and items[two] and not items[one] & items[two]
     assert items[one] | items[two] == items[whole] and len(items[whole]) == 16  # a subset of 24: drawn before sharding
     assert all(Shard(1, 2).owns(i) for i in items[one])
     # Same dataset hash and config ids as the unsharded run (a shard filters, it does not re-draw).
-    ids = {p: {(r["dataset_hash"], r["config_id"]) for r in _records(p)} for p in (whole, one, two)}
+    ids = {p: {(r["dataset_hash"], r["config_id"]) for r in read_records(p)} for p in (whole, one, two)}
     assert ids[one] == ids[two] == ids[whole]
     assert json.loads((one / "run.json").read_text())["sessions"][0]["shard"] == "1/2"
     assert json.loads((whole / "run.json").read_text())["sessions"][0]["shard"] is None
 
     assert results_main(["merge", str(one), str(two), "--out", str(merged)]) == 0
-    expected = {_key(r): _answer(r) for r in _records(whole)}
-    got = {_key(r): _answer(r) for r in _records(merged)}
-    assert len(_records(merged)) == len(got) == 2 * 2 * 16 * 2  # models x configs x items x epochs, once each
+    expected = {_key(r): _answer(r) for r in read_records(whole)}
+    got = {_key(r): _answer(r) for r in read_records(merged)}
+    assert len(read_records(merged)) == len(got) == 2 * 2 * 16 * 2  # models x configs x items x epochs, once each
     assert got.keys() == expected.keys()
     for key, rec in expected.items():
         assert got[key] == rec, key
-    assert any(not r["correct_em"] for r in _records(merged))  # mock:random answers wrong: a real comparison
+    assert any(not r["correct_em"] for r in read_records(merged))  # mock:random answers wrong: a real comparison
 
     # The report: the same summary rows and comparisons as the unsharded run's, and a rendered page.
     assert json.loads((merged / "summary.json").read_text()) == json.loads((whole / "summary.json").read_text())
@@ -177,7 +142,7 @@ def test_merge_refuses_a_missing_or_repeated_shard(project: pytest.Pytester, cap
     assert not (project.path / "m" / "records.jsonl").exists()
     # --partial joins what is there: shard 1/2's answers, nothing invented.
     assert results_main(["merge", str(one), "--out", str(project.path / "m"), "--partial"]) == 0
-    assert {r["item_id"] for r in _records(project.path / "m")} == {r["item_id"] for r in _records(one)}
+    assert {r["item_id"] for r in read_records(project.path / "m")} == {r["item_id"] for r in read_records(one)}
 
 
 def test_bad_shard_is_a_usage_error(project: pytest.Pytester) -> None:

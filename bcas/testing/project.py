@@ -91,10 +91,12 @@ def budget_grid(
     limit: int | None = None,
     tokens: int = 2000,
     mode: str = "bm25",
+    reference: int = 0,
 ) -> str:
-    """Conftest lines registering grid ``name``: BCAS entries at ``searches`` (the first
-    is the reference) under a ``tokens`` budget with retrieval ``mode``."""
-    entries = ", ".join(f"GridEntry('bcas', _cfg({s}), reference={i == 0})" for i, s in enumerate(searches))
+    """Conftest lines registering grid ``name``: BCAS entries at ``searches`` (the one at
+    index ``reference``, the first unless told, is the reference) under a ``tokens``
+    budget with retrieval ``mode``."""
+    entries = ", ".join(f"GridEntry('bcas', _cfg({s}), reference={i == reference})" for i, s in enumerate(searches))
     return (
         "from bcas.config import Budget, RetrievalConfig, RunConfig\n"
         "from bcas.grids import Grid, GridEntry, register_grid\n\n"
