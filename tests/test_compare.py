@@ -7,23 +7,19 @@ of the ``mock`` backend (gold vs random) check the same path end to end.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 
-import bcas.agent  # noqa: F401  (loaded once: pytester runs in this process)
-import bcas.harness.pipelines  # noqa: F401
-import bcas.harness.runner  # noqa: F401
-import bcas.report.html  # noqa: F401
-import bcas.retrieval  # noqa: F401
 from bcas.report.compare import compare_runs, load_run, main
 from bcas.results import Record, ResultStore
+from bcas.testing.project import grid_project, preload, read_records
+
+preload()
 
 pytest_plugins = ["pytester"]
 
-GRID_FILE = (Path(__file__).resolve().parents[1] / "benchmarks" / "test_grids.py").read_text()
 HOSTILE = "<script>alert(1)</script>"
 
 # Outcomes by hand: items q0..q9; A is right on 0 1 2 3 5 8, B on 0 2 4 5 6 7 8.
@@ -158,7 +154,7 @@ def test_mock_gold_against_mock_random_end_to_end(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
-    pytester.makepyfile(test_grids=GRID_FILE)
+    grid_project(pytester.path)
     runs = {}
     for variant in ("gold", "random"):
         runs[variant] = pytester.path / variant
@@ -177,10 +173,7 @@ def test_mock_gold_against_mock_random_end_to_end(
             "no:cacheprovider",
         )
         result.assert_outcomes(passed=1)
-    outcome = {
-        v: {r["item_id"]: r["correct_em"] for r in map(json.loads, (p / "records.jsonl").read_text().splitlines())}
-        for v, p in runs.items()
-    }
+    outcome = {v: {r["item_id"]: r["correct_em"] for r in read_records(p)} for v, p in runs.items()}
     assert len(outcome["gold"]) == 5 and set(outcome["gold"]) == set(outcome["random"])
     capsys.readouterr()
 

@@ -14,20 +14,16 @@ from pathlib import Path
 
 import pytest
 
-import bcas.agent  # noqa: F401  (loaded once: pytester runs in this process)
-import bcas.harness.pipelines  # noqa: F401
-import bcas.harness.runner  # noqa: F401
-import bcas.report.html  # noqa: F401
-import bcas.results  # noqa: F401
-import bcas.retrieval  # noqa: F401
 from bcas.harness.manifest import MANIFEST_FILE, plain, read_manifest, safe_url, start_session
 from bcas.harness.settings import OPTIONS
 from bcas.report.html_run import manifest_section
 from bcas.resources import resource_path
+from bcas.testing.project import grid_project, preload, read_records
+
+preload()
 
 pytest_plugins = ["pytester"]
 
-GRID_FILE = (Path(__file__).resolve().parents[1] / "benchmarks" / "test_grids.py").read_text()
 RUN = ["--bcas-grid", "smoke", "-k", "bm25 and s1", "--bcas-limit", "3", "-p", "no:cacheprovider"]
 SECRET = "sk-manifest-secret-4711"
 
@@ -36,12 +32,8 @@ SECRET = "sk-manifest-secret-4711"
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("BCAS_MANIFEST_TEST_KEY", SECRET)
-    pytester.makepyfile(test_grids=GRID_FILE)
+    grid_project(pytester.path)
     return pytester
-
-
-def _records(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines() if line.strip()]
 
 
 def test_a_run_writes_a_complete_manifest_without_the_key(project: pytest.Pytester) -> None:
@@ -67,7 +59,7 @@ def test_a_run_writes_a_complete_manifest_without_the_key(project: pytest.Pytest
     }
     assert entry["packages"]["bm25s"] == metadata.version("bm25s")
     assert entry["models"]["mock-gold"]["fingerprint"] == "mock:gold"
-    recs = _records(run_dir)
+    recs = read_records(run_dir)
     assert entry["datasets"] == {"hotpotqa": sorted({r["dataset_hash"] for r in recs})}
     assert entry["records_written"] == len(recs) == 3
     assert entry["price_sheet"]["sha256"] == hashlib.sha256(resource_path("prices.toml").read_bytes()).hexdigest()
