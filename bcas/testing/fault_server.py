@@ -300,138 +300,159 @@ class FaultServer:
 
 
 def _make_handler(owner: FaultServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    """A request handler class bound to ``owner`` (http.server makes one handler per request)."""
+    return type("Handler", (_FaultHandler,), {"owner": owner})
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature fixed by http.server
+
+def _error_body(message: str, **fields: Any) -> bytes:
+    """An OpenAI-shaped error object: ``{"error": {"message": ..., **fields}}``."""
+    return json.dumps({"error": {"message": message, **fields}}).encode()
+
+
+class _FaultHandler(BaseHTTPRequestHandler):
+    """Answers one connection's requests as its ``owner`` (a :class:`FaultServer`) says."""
+
+    owner: FaultServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature fixed by http.server
+        return
+
+    def _send(self, status: int, payload: bytes, headers: Iterable[tuple[str, str]] = ()) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in headers:
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(payload)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _drop(self) -> None:
+        """Close the connection without an answer."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def _record(self, body: Any, fault: str) -> None:
+        self.owner._record(RecordedRequest(self.path, body, dict(self.headers.items()), fault, time.time()))
+
+    def _is_chat(self) -> bool:
+        return self.path.rstrip("/").endswith("/chat/completions")
+
+    def _unauthorised(self) -> bool:
+        if self.owner.api_key is None:
+            return False
+        sent = self.headers.get("Authorization") or ""
+        if sent == f"Bearer {self.owner.api_key}":
+            return False
+        message = f"Incorrect API key provided: {sent.removeprefix('Bearer ')}"
+        self._send(401, _error_body(message, type="invalid_request_error"))
+        return True
+
+    # -- proxy mode ------------------------------------------------------------------
+
+    def _relay(self, method: str, body: bytes) -> None:
+        assert self.owner.upstream is not None
+        self._send(*self.owner.upstream.forward(method, self.path, body, dict(self.headers.items())))
+
+    def _proxy_chat(self, raw: bytes, body: Any) -> None:
+        owner = self.owner
+        assert owner.upstream is not None and owner.schedule is not None
+        kind = owner.schedule.decide()
+        self._record(body, kind)
+        if kind == "forward":
+            self._send(*owner.upstream.forward_once(self.path, raw, dict(self.headers.items())))
+        elif kind == "500":
+            self._send(500, _error_body("injected server error", type="injected", code=500))
+        elif kind == "429":
+            error = _error_body("injected rate limit", type="injected", code=429)
+            self._send(429, error, (("Retry-After", f"{owner.retry_after:g}"),))
+        elif kind == "timeout":
+            time.sleep(owner.hold_s)
+            self._drop()
+        else:  # malformed: valid JSON, not a chat completion
+            self._send(200, json.dumps({"object": "chat.completion", "choices": [], "oops": True}).encode())
+
+    # -- requests --------------------------------------------------------------------
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+        if self.owner.upstream is not None:
+            self._relay("GET", b"")
             return
+        if self._unauthorised():
+            return
+        if self.path.rstrip("/").endswith("/models"):
+            payload = {"object": "list", "data": [{"id": self.owner.model, "object": "model", "owned_by": "bcas"}]}
+            self._send(200, json.dumps(payload).encode())
+        else:
+            self._send(404, _error_body(f"no route {self.path}"))
 
-        def _send(self, status: int, payload: bytes, headers: Iterable[tuple[str, str]] = ()) -> None:
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                for name, value in headers:
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(payload)
-                self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
-                self.close_connection = True
-
-        def _unauthorised(self) -> bool:
-            if owner.api_key is None:
-                return False
-            sent = self.headers.get("Authorization") or ""
-            if sent == f"Bearer {owner.api_key}":
-                return False
-            message = f"Incorrect API key provided: {sent.removeprefix('Bearer ')}"
-            self._send(401, json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode())
-            return True
-
-        def _relay(self, method: str, body: bytes) -> None:
-            assert owner.upstream is not None
-            self._send(*owner.upstream.forward(method, self.path, body, dict(self.headers.items())))
-
-        def _proxy_chat(self, raw: bytes, body: Any) -> None:
-            assert owner.upstream is not None and owner.schedule is not None
-            kind = owner.schedule.decide()
-            owner._record(RecordedRequest(self.path, body, dict(self.headers.items()), kind, time.time()))
-            if kind == "forward":
-                self._send(*owner.upstream.forward_once(self.path, raw, dict(self.headers.items())))
-            elif kind == "500":
-                error = {"error": {"message": "injected server error", "type": "injected", "code": 500}}
-                self._send(500, json.dumps(error).encode())
-            elif kind == "429":
-                error = {"error": {"message": "injected rate limit", "type": "injected", "code": 429}}
-                self._send(429, json.dumps(error).encode(), (("Retry-After", f"{owner.retry_after:g}"),))
-            elif kind == "timeout":
-                time.sleep(owner.hold_s)
-                self.close_connection = True
-                try:
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-            else:  # malformed: valid JSON, not a chat completion
-                self._send(200, json.dumps({"object": "chat.completion", "choices": [], "oops": True}).encode())
-
-        def do_GET(self) -> None:  # noqa: N802 - http.server naming
-            if owner.upstream is not None:
-                self._relay("GET", b"")
-                return
-            if self._unauthorised():
-                return
-            if self.path.rstrip("/").endswith("/models"):
-                payload = {"object": "list", "data": [{"id": owner.model, "object": "model", "owned_by": "bcas"}]}
-                self._send(200, json.dumps(payload).encode())
+    def do_POST(self) -> None:  # noqa: N802 - http.server naming
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else {}
+        except json.JSONDecodeError:
+            body = None
+        if self.owner.upstream is not None:
+            if self._is_chat():
+                self._proxy_chat(raw, body)
             else:
-                self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}).encode())
+                self._relay("POST", raw)
+            return
+        if not self._is_chat():
+            self._send(404, _error_body(f"no route {self.path}"))
+            return
+        self._chat(body)
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server naming
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body = json.loads(raw) if raw else {}
-            except json.JSONDecodeError:
-                body = None
-            if owner.upstream is not None:
-                if self.path.rstrip("/").endswith("/chat/completions"):
-                    self._proxy_chat(raw, body)
-                else:
-                    self._relay("POST", raw)
-                return
-            if not self.path.rstrip("/").endswith("/chat/completions"):
-                self._send(404, json.dumps({"error": {"message": f"no route {self.path}"}}).encode())
-                return
-            if self._unauthorised():
-                owner._record(RecordedRequest(self.path, body, dict(self.headers.items()), "unauthorised", time.time()))
-                return
-            if owner.strict_models and isinstance(body, dict) and body.get("model") != owner.model:
-                owner._record(
-                    RecordedRequest(self.path, body, dict(self.headers.items()), "unknown-model", time.time())
-                )
-                message = f"The model `{body.get('model')}` does not exist."
-                self._send(
-                    404, json.dumps({"error": {"message": message, "type": "NotFoundError", "code": 404}}).encode()
-                )
-                return
-            fault = owner._next_fault()
-            owner._record(RecordedRequest(self.path, body, dict(self.headers.items()), fault.kind, time.time()))
-            owner._enter()
-            try:
-                self._answer(body, fault)
-            finally:
-                owner._leave()
+    def _chat(self, body: Any) -> None:
+        """A chat request to the scripted server: refused (key, model name) or answered with the next fault."""
+        owner = self.owner
+        if self._unauthorised():
+            self._record(body, "unauthorised")
+            return
+        if owner.strict_models and isinstance(body, dict) and body.get("model") != owner.model:
+            self._record(body, "unknown-model")
+            message = f"The model `{body.get('model')}` does not exist."
+            self._send(404, _error_body(message, type="NotFoundError", code=404))
+            return
+        fault = owner._next_fault()
+        self._record(body, fault.kind)
+        owner._enter()
+        try:
+            self._answer(body, fault)
+        finally:
+            owner._leave()
 
-        def _answer(self, body: dict[str, Any] | None, fault: Fault) -> None:
-            if body is None:
-                self._send(400, json.dumps({"error": {"message": "request body is not JSON"}}).encode())
-                return
-            if owner.latency > 0:
-                time.sleep(owner.latency)
-            if fault.kind == "drop":
-                self.close_connection = True
-                try:
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                return
-            if fault.kind == "status":
-                payload = (
-                    fault.body
-                    if fault.body is not None
-                    else json.dumps({"error": {"message": fault.message, "type": "injected", "code": fault.status}})
-                )
-                self._send(fault.status, payload.encode(), fault.headers)
-                return
-            if fault.kind == "slow":
-                time.sleep(fault.delay)
-            completion = json.dumps(owner.completion(body, fault.text)).encode()
-            if fault.kind == "truncated":
-                self._send(200, completion[: len(completion) // 2])
-            elif fault.kind == "malformed":
-                self._send(200, json.dumps({"unexpected": "shape", "choices": []}).encode())
-            else:
-                self._send(200, completion)
-
-    return Handler
+    def _answer(self, body: dict[str, Any] | None, fault: Fault) -> None:
+        if body is None:
+            self._send(400, _error_body("request body is not JSON"))
+            return
+        if self.owner.latency > 0:
+            time.sleep(self.owner.latency)
+        if fault.kind == "drop":
+            self._drop()
+            return
+        if fault.kind == "status":
+            payload = (
+                fault.body.encode()
+                if fault.body is not None
+                else _error_body(fault.message, type="injected", code=fault.status)
+            )
+            self._send(fault.status, payload, fault.headers)
+            return
+        if fault.kind == "slow":
+            time.sleep(fault.delay)
+        completion = json.dumps(self.owner.completion(body, fault.text)).encode()
+        if fault.kind == "truncated":
+            self._send(200, completion[: len(completion) // 2])
+        elif fault.kind == "malformed":
+            self._send(200, json.dumps({"unexpected": "shape", "choices": []}).encode())
+        else:
+            self._send(200, completion)
