@@ -229,13 +229,13 @@ class OpenAICompatModel(ChatModel):
         if status == 429:
             raise _Retryable("HTTP 429 (rate limited)", wait=_retry_after(response))
         if status >= 400 and "response_format" in body:
-            message = _server_message(response)
+            message = server_message(response)
             if _rejects_response_format(status, message):
                 raise _SchemaRejected(f"HTTP {status}: {message}")
         if status >= 500 or status in RETRYABLE_STATUS:
-            raise _Retryable(f"HTTP {status}: {_server_message(response)}", wait=_retry_after(response))
+            raise _Retryable(f"HTTP {status}: {server_message(response)}", wait=_retry_after(response))
         if status >= 400:
-            message = _server_message(response)
+            message = server_message(response)
             raise self._error(f"{self.url} rejected the request for model {self.model!r} with HTTP {status}: {message}")
         try:
             payload = response.json()
@@ -400,23 +400,26 @@ def _retry_after(response: httpx.Response) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _server_message(response: httpx.Response) -> str:
-    """The error text the server sent (OpenAI ``error.message``, FastAPI ``detail``, or the body)."""
+def server_message(response: httpx.Response, limit: int = 500) -> str:
+    """The error text the server sent (OpenAI ``error.message``, FastAPI ``detail``, or the body).
+
+    At most ``limit`` characters.
+    """
     try:
         payload = response.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
-        return response.text[:500] or response.reason_phrase
+        return response.text[:limit] or response.reason_phrase[:limit]
     if isinstance(payload, dict):
         error = payload.get("error")
         if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])[:500]
+            return str(error["message"])[:limit]
         if isinstance(error, str):
-            return error[:500]
+            return error[:limit]
         if "detail" in payload:
-            return json.dumps(payload["detail"])[:500]
+            return json.dumps(payload["detail"])[:limit]
         if payload.get("message"):
-            return str(payload["message"])[:500]
-    return json.dumps(payload)[:500]
+            return str(payload["message"])[:limit]
+    return json.dumps(payload)[:limit]
 
 
 def _parse_logprobs(block: Any) -> list[dict[str, float]] | None:

@@ -25,13 +25,14 @@ for it and the ``system_fingerprint`` of the chat answer when the server gives o
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+
+from bcas.llm.openai_compat import server_message
 
 DEFAULT_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 5.0
@@ -63,24 +64,6 @@ class PreflightResult:
         }
 
 
-def _server_text(response: httpx.Response) -> str:
-    try:
-        payload = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return (response.text or response.reason_phrase or "")[:300]
-    if isinstance(payload, dict):
-        error = payload.get("error")
-        if isinstance(error, dict) and error.get("message"):
-            return str(error["message"])[:300]
-        if isinstance(error, str):
-            return error[:300]
-        if payload.get("detail") is not None:
-            return json.dumps(payload["detail"])[:300]
-        if payload.get("message"):
-            return str(payload["message"])[:300]
-    return json.dumps(payload)[:300]
-
-
 def _transport_cause(exc: Exception) -> str:
     if isinstance(exc, httpx.ConnectError):
         text = str(exc).lower()
@@ -110,67 +93,13 @@ def preflight(
     headers = {"Content-Type": "application/json"}
     if key:
         headers["Authorization"] = f"Bearer {key}"
-
-    def redact(text: str) -> str:
-        return text.replace(key, "***") if key else text
-
-    def fail(cause: str) -> PreflightError:
-        return PreflightError(redact(f"{base}: model {model!r}: {cause}"))
-
-    def auth_cause(status: int, message: str) -> str:
-        where = f"the key in ${api_key_env}" if api_key_env else "no API key was given (--bcas-api-key-env)"
-        return f"HTTP {status} (not authorised: {where}): {message}"
+    check = _Check(base, model, key, api_key_env)
 
     result = PreflightResult(base_url=base, model=model)
     limits = httpx.Timeout(timeout, connect=min(CONNECT_TIMEOUT_S, timeout))
     with httpx.Client(timeout=limits, headers=headers, transport=transport) as client:
-        # 1. What the server serves.
-        try:
-            response = client.get(f"{base}/models")
-        except httpx.HTTPError as exc:
-            raise fail(_transport_cause(exc)) from None
-        if response.status_code in (401, 403):
-            raise fail(auth_cause(response.status_code, _server_text(response)))
-        if response.status_code == 200:
-            try:
-                payload = response.json()
-                data = payload["data"] if isinstance(payload, dict) else None
-                if not isinstance(data, list):
-                    raise ValueError("no 'data' list")
-                result.served = [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id") is not None]
-            except (ValueError, KeyError, TypeError) as exc:
-                raise fail(f"malformed reply to GET /models ({exc}): {response.text[:200]!r}") from None
-        elif response.status_code != 404:  # some gateways have no /models route: the chat request decides
-            raise fail(f"GET /models answered HTTP {response.status_code}: {_server_text(response)}")
-
-        # 2. One 1-token request for the model; a transient 5xx/429 is asked again (twice at
-        #    most, after 0.5 s and 1 s), a refused connection or a timeout is not.
-        body = {"model": model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1, "temperature": 0}
-        for attempt in range(TRANSIENT_ATTEMPTS):
-            try:
-                response = client.post(f"{base}/chat/completions", json=body)
-            except httpx.HTTPError as exc:
-                raise fail(_transport_cause(exc)) from None
-            if response.status_code not in TRANSIENT_STATUS or attempt == TRANSIENT_ATTEMPTS - 1:
-                break
-            time.sleep(0.5 * 2**attempt)
-        status = response.status_code
-        if status in (401, 403):
-            raise fail(auth_cause(status, _server_text(response)))
-        if status == 404:
-            served = ", ".join(result.served) if result.served else "(it lists none)"
-            raise fail(
-                f"the server does not serve this model (HTTP 404: {_server_text(response)}); it serves: {served}"
-            )
-        if status >= 400:
-            raise fail(f"a 1-token request answered HTTP {status}: {_server_text(response)}")
-        try:
-            payload = response.json()
-            choices = payload.get("choices") if isinstance(payload, dict) else None
-            if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-                raise ValueError("no choices")
-        except ValueError as exc:
-            raise fail(f"malformed reply to a 1-token request ({exc}): {response.text[:200]!r}") from None
+        result.served = _served_models(client, check)
+        payload = _one_token_answer(client, check, result.served)
         result.served_id = str(payload.get("model") or model)
         fingerprint = payload.get("system_fingerprint")
         result.system_fingerprint = str(fingerprint) if fingerprint else None
@@ -180,6 +109,89 @@ def preflight(
             "(llama.cpp's server does this): the answers come from the model it serves"
         )
     return result
+
+
+@dataclass(frozen=True)
+class _Check:
+    """The endpoint under check: builds its errors, naming URL and model, with the key redacted."""
+
+    base: str
+    model: str
+    key: str | None
+    api_key_env: str | None
+
+    def fail(self, cause: str) -> PreflightError:
+        text = f"{self.base}: model {self.model!r}: {cause}"
+        return PreflightError(text.replace(self.key, "***") if self.key else text)
+
+    def refused(self, response: httpx.Response) -> PreflightError:
+        """HTTP 401/403: names the variable that holds the key (never the key) and the server's message."""
+        where = f"the key in ${self.api_key_env}" if self.api_key_env else "no API key was given (--bcas-api-key-env)"
+        return self.fail(f"HTTP {response.status_code} (not authorised: {where}): {_server_text(response)}")
+
+
+def _server_text(response: httpx.Response) -> str:
+    return server_message(response, limit=300)
+
+
+def _served_models(client: httpx.Client, check: _Check) -> list[str]:
+    """Step 1: the model names ``GET /models`` lists (none when the gateway has no such route)."""
+    try:
+        response = client.get(f"{check.base}/models")
+    except httpx.HTTPError as exc:
+        raise check.fail(_transport_cause(exc)) from None
+    if response.status_code in (401, 403):
+        raise check.refused(response)
+    if response.status_code == 404:  # some gateways have no /models route: the chat request decides
+        return []
+    if response.status_code != 200:
+        raise check.fail(f"GET /models answered HTTP {response.status_code}: {_server_text(response)}")
+    try:
+        payload = response.json()
+        data = payload["data"] if isinstance(payload, dict) else None
+        if not isinstance(data, list):
+            raise ValueError("no 'data' list")
+        return [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id") is not None]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise check.fail(f"malformed reply to GET /models ({exc}): {response.text[:200]!r}") from None
+
+
+def _one_token_answer(client: httpx.Client, check: _Check, served: list[str]) -> dict[str, Any]:
+    """Step 2: one 1-token chat request for the model; its reply, or the error that says why not."""
+    body = {
+        "model": check.model,
+        "messages": [{"role": "user", "content": "Say OK."}],
+        "max_tokens": 1,
+        "temperature": 0,
+    }
+    # A transient 5xx/429 is asked again (twice at most, after 0.5 s and 1 s), a refused
+    # connection or a timeout is not.
+    for attempt in range(TRANSIENT_ATTEMPTS):
+        try:
+            response = client.post(f"{check.base}/chat/completions", json=body)
+        except httpx.HTTPError as exc:
+            raise check.fail(_transport_cause(exc)) from None
+        if response.status_code not in TRANSIENT_STATUS or attempt == TRANSIENT_ATTEMPTS - 1:
+            break
+        time.sleep(0.5 * 2**attempt)
+    status = response.status_code
+    if status in (401, 403):
+        raise check.refused(response)
+    if status == 404:
+        listed = ", ".join(served) if served else "(it lists none)"
+        raise check.fail(
+            f"the server does not serve this model (HTTP 404: {_server_text(response)}); it serves: {listed}"
+        )
+    if status >= 400:
+        raise check.fail(f"a 1-token request answered HTTP {status}: {_server_text(response)}")
+    try:
+        payload = response.json()
+        choices = payload.get("choices") if isinstance(payload, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise ValueError("no choices")
+    except ValueError as exc:
+        raise check.fail(f"malformed reply to a 1-token request ({exc}): {response.text[:200]!r}") from None
+    return dict(payload)
 
 
 __all__ = ["PreflightError", "PreflightResult", "preflight"]
