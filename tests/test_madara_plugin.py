@@ -15,16 +15,12 @@ from pathlib import Path
 
 import pytest
 
-import bcas.assess  # noqa: F401  (pytester restores sys.modules: import heavy modules once, up front)
-import bcas.harness.pipelines  # noqa: F401
-import bcas.harness.runner  # noqa: F401
-import bcas.report.html  # noqa: F401
-import bcas.results  # noqa: F401
-import bcas.retrieval  # noqa: F401
+from bcas.testing.project import grid_project, preload, read_records
+
+preload()
 
 pytest_plugins = ["pytester"]
 
-GRID_FILE = (Path(__file__).resolve().parents[1] / "benchmarks" / "test_grids.py").read_text()
 CALIBRATION_N = 12
 
 CONFTEST = f"""
@@ -50,8 +46,7 @@ register_grid(Grid(
 @pytest.fixture
 def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
-    pytester.makeconftest(CONFTEST)
-    pytester.makepyfile(test_grids=GRID_FILE)
+    grid_project(pytester.path, CONFTEST)
     run_dir = pytester.path / "run"
     result = pytester.runpytest_inprocess(
         "--bcas-model",
@@ -70,16 +65,12 @@ def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     return run_dir
 
 
-def _records(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines() if line.strip()]
-
-
 def _calibration_items_are_never_evaluated(run: Path) -> None:
     (profile_path,) = (run / "rsc").glob("*.json")
     profile = json.loads(profile_path.read_text())
     calibration = set(profile["item_ids"])
     assert len(calibration) == CALIBRATION_N and profile["n_queries"] == CALIBRATION_N
-    madara = [r for r in _records(run) if r["method"] == "madara"]
+    madara = [r for r in read_records(run) if r["method"] == "madara"]
     evaluated = {r["item_id"] for r in madara}
     assert len(evaluated) == 4 and not calibration & evaluated
     routed = [r for r in madara if r["extra"]["assess_method"] == "madara"]

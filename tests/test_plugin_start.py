@@ -22,79 +22,33 @@ import sys
 import time
 from pathlib import Path
 
-import httpcore  # noqa: F401  (see below)
 import pytest
 
-import bcas.agent  # noqa: F401
-import bcas.corpus  # noqa: F401
-import bcas.harness.gate  # noqa: F401
-import bcas.harness.gate_power  # noqa: F401
-import bcas.harness.manifest  # noqa: F401
-import bcas.harness.pipelines  # noqa: F401
-import bcas.harness.runner  # noqa: F401
-import bcas.harness.startup  # noqa: F401
 import bcas.llm
+from bcas.testing.project import budget_grid, codename_items, grid_project, preload, read_records, write_jsonl
 
-# In-process pytester runs restore sys.modules afterwards; load what a run touches first
-# (httpx maps httpcore's exceptions through classes it loads on first use: a copy loaded
-# inside a run would be discarded, and the preflight's transport errors escape unmapped).
-import bcas.llm.openai_compat  # noqa: F401
-import bcas.llm.preflight  # noqa: F401
-import bcas.report.html  # noqa: F401
-import bcas.results  # noqa: F401
-import bcas.retrieval  # noqa: F401
-import bcas.testing.mock  # noqa: F401
+# Beyond what every run touches: the start-of-session checks, the OpenAI-compatible client
+# and its preflight, the gate, the manifest and the mock backend.
+preload(
+    "bcas.corpus",
+    "bcas.harness.gate",
+    "bcas.harness.manifest",
+    "bcas.harness.startup",
+    "bcas.llm.openai_compat",
+    "bcas.llm.preflight",
+    "bcas.testing.mock",
+)
 
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
-GRID_FILE = (REPO / "benchmarks" / "test_grids.py").read_text()
-
-CONFTEST = """
-from bcas.config import Budget, RetrievalConfig, RunConfig
-from bcas.grids import Grid, GridEntry, register_grid
-
-_cfg = lambda s: RunConfig(budget=Budget(max_searches=s, max_total_tokens=2000),
-                           retrieval=RetrievalConfig(mode="bm25"))
-register_grid(Grid("tiny", (GridEntry("bcas", _cfg(1), reference=True), GridEntry("bcas", _cfg(2))),
-                   datasets=("DATASET",), limit=4))
-"""
-
-
-def _items(n: int, tag: str = "") -> list[str]:
-    return [
-        json.dumps(
-            {
-                "id": f"q{i}",
-                "question": f"Which greek letter is the codename of project {tag}{i}?",
-                "answers": ["alpha"],
-                "documents": [
-                    {
-                        "id": f"q{i}::0",
-                        "title": f"Project {tag}{i}",
-                        "text": f"Project {tag}{i} has the codename alpha.",
-                    },
-                    {"id": f"q{i}::1", "title": "Other", "text": f"An unrelated note about gardening, number {i}."},
-                ],
-                "supporting": [f"q{i}::0"],
-            }
-        )
-        for i in range(n)
-    ]
-
-
-def _write_items(path: Path, n: int, tag: str = "") -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(_items(n, tag)) + "\n")
-    return path
 
 
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))  # outside the project folder
-    data = _write_items(pytester.path / "tiny.jsonl", 10)
-    pytester.makeconftest(CONFTEST.replace("DATASET", str(data)))
-    pytester.makepyfile(test_grids=GRID_FILE)
+    conftest = budget_grid("tiny", [pytester.path / "tiny.jsonl"], limit=4)
+    grid_project(pytester.path, conftest, datasets={"tiny.jsonl": codename_items(10)})
     return pytester
 
 
@@ -110,10 +64,6 @@ def _snapshot(folder: Path) -> dict[str, int]:
             continue
         out[str(rel)] = path.stat().st_mtime_ns
     return out
-
-
-def _records(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines() if line.strip()]
 
 
 # -- 1. every option checked at session start ----------------------------------------------
@@ -258,7 +208,7 @@ def test_unpriced_model_shows_no_number_for_cost_anywhere(project: pytest.Pytest
     result = project.runpytest(*MOCK, "-k", "s1", "--bcas-prices", str(sheet), "--bcas-report", str(run_dir))
     result.assert_outcomes(passed=1)
     out = result.stdout.str()
-    assert all(r["cost_usd"] is None for r in _records(run_dir))
+    assert all(r["cost_usd"] is None for r in read_records(run_dir))
     summary = json.loads((run_dir / "summary.json").read_text())
     assert [row["cost_usd"] for row in summary["rows"]] == [None]
     header, row = (run_dir / "summary.csv").read_text().splitlines()[:2]
@@ -280,7 +230,7 @@ def test_prices_none_turns_pricing_off(project: pytest.Pytester) -> None:
     run_dir = project.path / "off"
     result = project.runpytest(*MOCK, "-k", "s1", "--bcas-prices", "none", "--bcas-report", str(run_dir))
     result.assert_outcomes(passed=1)
-    assert all(r["cost_usd"] is None and r.get("price_sheet") is None for r in _records(run_dir))
+    assert all(r["cost_usd"] is None and r.get("price_sheet") is None for r in read_records(run_dir))
     assert "no price for" not in result.stdout.str()  # off is not a missing price: no warning
 
 
@@ -364,17 +314,17 @@ def _closed_port() -> int:
 
 def test_limit_all_runs_every_item_and_the_default_is_the_grids(project: pytest.Pytester) -> None:
     project.runpytest(*MOCK, "-k", "s1", "--bcas-report", str(project.path / "d")).assert_outcomes(passed=1)
-    assert len(_records(project.path / "d")) == 4  # the tiny grid's limit
+    assert len(read_records(project.path / "d")) == 4  # the tiny grid's limit
     project.runpytest(
         *MOCK, "-k", "s1", "--bcas-limit", "all", "--bcas-report", str(project.path / "a")
     ).assert_outcomes(passed=1)
-    assert len(_records(project.path / "a")) == 10
+    assert len(read_records(project.path / "a")) == 10
 
 
 def test_dataset_file_marker_name_and_files_named_alike(project: pytest.Pytester) -> None:
-    mine = _write_items(project.path / "my.jsonl", 3, "m")
-    one = _write_items(project.path / "x" / "data.jsonl", 3, "x")
-    two = _write_items(project.path / "y" / "data.jsonl", 3, "y")
+    mine = write_jsonl(project.path / "my.jsonl", codename_items(3, tag="m"))
+    one = write_jsonl(project.path / "x" / "data.jsonl", codename_items(3, tag="x"))
+    two = write_jsonl(project.path / "y" / "data.jsonl", codename_items(3, tag="y"))
     result = project.runpytest(*MOCK, "--collect-only", "-q", "--bcas-datasets", str(mine), "-m", "my")
     ids = [line for line in result.stdout.lines if "test_case[" in line]
     assert len(ids) == 2 and all("mock-gold-my-" in line for line in ids), result.stdout.str()
@@ -389,7 +339,7 @@ def test_dataset_file_marker_name_and_files_named_alike(project: pytest.Pytester
     )
     result.assert_outcomes(passed=3)
     by_name: dict[str, set[str]] = {}
-    for rec in _records(run_dir):
+    for rec in read_records(run_dir):
         by_name.setdefault(rec["dataset"], set()).add(rec["question"])
     assert sorted(by_name) == ["mine", "x-data", "y-data"]
     assert all(len(questions) == 3 for questions in by_name.values())  # never pooled

@@ -19,20 +19,16 @@ from pathlib import Path
 
 import pytest
 
-import bcas.agent  # noqa: F401  (loaded once: pytester runs in this process)
-import bcas.harness.pipelines  # noqa: F401
-import bcas.harness.runner  # noqa: F401
-import bcas.report.html  # noqa: F401
-import bcas.results  # noqa: F401
-import bcas.retrieval  # noqa: F401
 from bcas.llm.preflight import PreflightError, preflight
 from bcas.results import ModelPrice, PriceSheet, Record, reprice_record
+from bcas.testing.project import grid_project, preload, read_records
 from bcas.testing.servers import Fault, FaultServer, free_port
+
+preload()
 
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
-GRID_FILE = (REPO / "benchmarks" / "test_grids.py").read_text()
 
 
 def _closed_port() -> int:
@@ -194,7 +190,7 @@ def test_case_failure_lists_the_distinct_errors() -> None:
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
-    pytester.makepyfile(test_grids=GRID_FILE)
+    grid_project(pytester.path)
     return pytester
 
 
@@ -298,7 +294,7 @@ def test_readme_recipe_runs_an_unpriced_model_to_completion(llama_server, tmp_pa
     assert proc.returncode == 0, out[-4000:]
     assert "answered for it anyway" in out  # llama.cpp serves its one model under any name: a warning
     assert "no price for qwen3-8b in sheet" in out  # one warning for the model
-    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines() if line.strip()]
+    records = read_records(run_dir)
     assert len(records) == 2
     assert all(r["cost_usd"] is None and r["model"] == "qwen3-8b" for r in records)
     assert all(r["error"] is None and r["tokens_out"] > 0 for r in records)
