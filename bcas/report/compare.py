@@ -303,6 +303,22 @@ def _row(cells: list[str]) -> str:
     )
 
 
+_GROUP_COLUMNS = (
+    "model",
+    "dataset",
+    "config",
+    "n paired",
+    "A %",
+    "B %",
+    "B − A pts",
+    "95% CI",
+    "A right, B wrong",
+    "A wrong, B right",
+    "p",
+    "test",
+)
+
+
 def render_html(
     run_a: Run,
     run_b: Run,
@@ -312,20 +328,29 @@ def render_html(
     metric: str = "em",
 ) -> str:
     """The comparison as one self-contained page (every text escaped; no script)."""
-    head = [
-        "model",
-        "dataset",
-        "config",
-        "n paired",
-        "A %",
-        "B %",
-        "B − A pts",
-        "95% CI",
-        "A right, B wrong",
-        "A wrong, B right",
-        "p",
-        "test",
-    ]
+    notes = [f"{c.title}: {n}" for c in comps for n in c.notes] + unmatched
+    notes_html = f"<h2>Notes</h2><ul>{''.join(f'<li>{escape(n)}</li>' for n in notes)}</ul>" if notes else ""
+    runs = "".join(f"<li>{escape(line)}</li>" for line in run_lines(run_a, run_b))
+    title = f"bcas compare — {run_a.name} vs {run_b.name}"
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+        'img-src data:">'
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body><h1>{escape(title)}</h1>"
+        f"<ul>{runs}</ul>{_override_html(overridden)}"
+        f"<h2>Paired comparison ({escape('EM' if metric == 'em' else 'judge verdict')})</h2>"
+        "<p>On the items both runs hold: difference B − A with Newcombe's (1998) paired 95% interval and the "
+        "exact McNemar p-value (with several epochs: per-item means, paired t-test).</p>"
+        + _groups_table(comps)
+        + notes_html
+        + "<h2>Flipped items</h2>"
+        + (_flips_html(run_a, run_b, comps, metric) or "<p>None.</p>")
+        + "</body></html>"
+    )
+
+
+def _groups_table(comps: list[GroupComparison]) -> str:
+    """One row per paired group: accuracies, difference with its interval, discordant counts, p-value."""
     rows = "".join(
         _row(
             [
@@ -345,19 +370,24 @@ def render_html(
         )
         for c in comps
     )
-    table = (
-        f'<table id="groups"><thead><tr>{"".join(f"<th>{escape(h)}</th>" for h in head)}</tr></thead>'
+    return (
+        f'<table id="groups"><thead><tr>{"".join(f"<th>{escape(h)}</th>" for h in _GROUP_COLUMNS)}</tr></thead>'
         f"<tbody>{rows}</tbody></table>"
     )
-    override = ""
-    if overridden:
-        listed = "".join(f"<li>{escape(m)}</li>" for m in overridden)
-        override = (
-            f'<div class="warn" id="override"><b>Compared despite differences (--allow-mismatch)</b>'
-            f"<ul>{listed}</ul></div>"
-        )
-    notes = [f"{c.title}: {n}" for c in comps for n in c.notes] + unmatched
-    notes_html = f"<h2>Notes</h2><ul>{''.join(f'<li>{escape(n)}</li>' for n in notes)}</ul>" if notes else ""
+
+
+def _override_html(overridden: list[str]) -> str:
+    """The differences compared despite ``--allow-mismatch`` (empty when there are none)."""
+    if not overridden:
+        return ""
+    listed = "".join(f"<li>{escape(m)}</li>" for m in overridden)
+    return (
+        f'<div class="warn" id="override"><b>Compared despite differences (--allow-mismatch)</b><ul>{listed}</ul></div>'
+    )
+
+
+def _flips_html(run_a: Run, run_b: Run, comps: list[GroupComparison], metric: str) -> str:
+    """Each flipped item, both ways, with its two trajectories side by side (empty when none flipped)."""
     flips = []
     for c in comps:
         for tag, items in (("A right, B wrong", c.a_only), ("A wrong, B right", c.b_only)):
@@ -373,23 +403,7 @@ def render_html(
                     f'<div class="pair">{_trajectory("A", run_a, ra, metric)}{_trajectory("B", run_b, rb, metric)}'
                     "</div></details>"
                 )
-    runs = "".join(f"<li>{escape(line)}</li>" for line in run_lines(run_a, run_b))
-    title = f"bcas compare — {run_a.name} vs {run_b.name}"
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
-        'img-src data:">'
-        f"<title>{escape(title)}</title><style>{CSS}</style></head><body><h1>{escape(title)}</h1>"
-        f"<ul>{runs}</ul>{override}"
-        f"<h2>Paired comparison ({escape('EM' if metric == 'em' else 'judge verdict')})</h2>"
-        "<p>On the items both runs hold: difference B − A with Newcombe's (1998) paired 95% interval and the "
-        "exact McNemar p-value (with several epochs: per-item means, paired t-test).</p>"
-        + table
-        + notes_html
-        + "<h2>Flipped items</h2>"
-        + ("".join(flips) or "<p>None.</p>")
-        + "</body></html>"
-    )
+    return "".join(flips)
 
 
 # -- command line ------------------------------------------------------------------------------
