@@ -267,21 +267,26 @@ def others_block(docs: list[AssessDocument], index: int, excerpt_chars: int) -> 
     return "\n" + render("others_block", others="\n".join(lines))
 
 
+def _document_fields(
+    agent: str, question: str, docs: list[AssessDocument], index: int, config: AssessConfig
+) -> dict[str, str]:
+    """The user template's fields for ``docs[index]``: question, title, clipped text, other documents' excerpts."""
+    doc = docs[index]
+    return {
+        "question": question,
+        "title": doc.title or "untitled",
+        "document": clip_text(doc.text, config.doc_chars),
+        "others_block": others_block(docs, index, config.excerpt_chars) if agent in CROSS_DOCUMENT_AGENTS else "",
+    }
+
+
 def assessment_messages(
     agent: str, question: str, docs: list[AssessDocument], index: int, config: AssessConfig, cot: bool
 ) -> list[dict[str, str]]:
     """System and user messages for one agent scoring ``docs[index]``."""
     if agent not in AGENTS:
         raise ValueError(f"unknown agent {agent!r}; agents are {AGENTS}")
-    doc = docs[index]
-    block = others_block(docs, index, config.excerpt_chars) if agent in CROSS_DOCUMENT_AGENTS else ""
-    user = render(
-        "assess_user",
-        question=question,
-        title=doc.title or "untitled",
-        document=clip_text(doc.text, config.doc_chars),
-        others_block=block,
-    )
+    user = render("assess_user", **_document_fields(agent, question, docs, index, config))
     system = render(f"{agent}_cot" if cot else agent)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
@@ -290,16 +295,8 @@ def rescore_messages(
     agent: str, question: str, docs: list[AssessDocument], index: int, reasoning: str, config: AssessConfig
 ) -> list[dict[str, str]]:
     """Messages asking an agent for a score given (possibly perturbed) reasoning (MADARA §3.1)."""
-    doc = docs[index]
-    block = others_block(docs, index, config.excerpt_chars) if agent in CROSS_DOCUMENT_AGENTS else ""
-    user = render(
-        "rescore_user",
-        question=question,
-        title=doc.title or "untitled",
-        document=clip_text(doc.text, config.doc_chars),
-        others_block=block,
-        reasoning=reasoning.strip() or "(none)",
-    )
+    fields = _document_fields(agent, question, docs, index, config)
+    user = render("rescore_user", **fields, reasoning=reasoning.strip() or "(none)")
     return [{"role": "system", "content": render(f"{agent}_cot")}, {"role": "user", "content": user}]
 
 
