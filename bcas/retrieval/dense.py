@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from bcas.retrieval.ann import DENSE_INDEX_KINDS, DenseIndex  # noqa: F401  (re-exported)
-from bcas.retrieval.model_table import ModelTable
+from bcas.retrieval.model_table import ModelTable, weights_digest
 
 
 class EmbedderError(RuntimeError):
@@ -183,22 +183,10 @@ def _sentence_transformers(device: str | None = None, path: str | None = None) -
     folder = Path(path).expanduser()
     if not folder.is_dir():
         raise EmbedderError(f"embedder 'sentence-transformers:{path}': {folder} is not a folder holding a saved model")
-    digest = _weights_digest(folder)
+    digest = weights_digest(folder)
     return SentenceTransformerEmbedder(
         f"sentence-transformers:{path}", str(folder), f"sentence-transformers:{folder.resolve()}@{digest}", device
     )
-
-
-def _weights_digest(folder: Path) -> str:
-    """A short sha256 of the folder's weight files (part of the index cache key)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    for f in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")):
-        with f.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()[:12]
 
 
 def embed_chunks(

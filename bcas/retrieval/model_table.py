@@ -5,12 +5,15 @@ chosen by name the same way: a name is a registered factory, or ``NAME:PATH`` wh
 ``NAME`` takes a local model folder and ``PATH`` is passed to it as ``path``.  One of
 them needs a folder and is listed only as ``NAME:PATH``.  :class:`ModelTable` holds
 that logic once; each module keeps its own factory dictionary and public functions.
+:func:`weights_digest` identifies a model loaded from a folder by its weight files.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -20,6 +23,19 @@ def split_model_name(name: str) -> tuple[str, str | None]:
     """``NAME:ARGUMENT`` -> (NAME, ARGUMENT); a plain name -> (name, None)."""
     head, sep, rest = name.partition(":")
     return (head, rest or None) if sep else (name, None)
+
+
+def weights_digest(folder: Path) -> str:
+    """A short sha256 of a model folder's weight files: two folders with other weights differ.
+
+    It goes into the model id, so into the index cache key.
+    """
+    h = hashlib.sha256()
+    for f in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")):
+        with f.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()[:12]
 
 
 @dataclass(frozen=True)

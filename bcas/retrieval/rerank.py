@@ -44,7 +44,7 @@ from typing import Any
 
 from bcas.llm.base import ChatModel, ChatRequest, ModelError
 from bcas.prompts import prompt_text
-from bcas.retrieval.model_table import ModelTable
+from bcas.retrieval.model_table import ModelTable, weights_digest
 
 RERANK_PROMPT = "rerank.txt"
 DEFAULT_TOP_LOGPROBS = 20
@@ -244,7 +244,7 @@ class CrossEncoderReranker(Reranker):
                 f"reranker 'cross-encoder:{path}': cannot load a CrossEncoder from {folder}: {exc}"
             ) from None
         self.batch_size = batch_size
-        self.model_id = f"cross-encoder:{folder.resolve()}@{_weights_digest(folder)}"
+        self.model_id = f"cross-encoder:{folder.resolve()}@{weights_digest(folder)}"
 
     def _score_sync(self, query: str, passages: Sequence[str]) -> list[float]:
         out = self._model.predict([(query, p) for p in passages], batch_size=self.batch_size, show_progress_bar=False)
@@ -260,18 +260,6 @@ def _device() -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def _weights_digest(folder: Path) -> str:
-    """A short sha256 of the folder's weight files: two folders with other weights differ."""
-    import hashlib
-
-    h = hashlib.sha256()
-    for f in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")):
-        with f.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()[:12]
 
 
 @register_reranker("cross-encoder")
