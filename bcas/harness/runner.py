@@ -287,20 +287,21 @@ class BcasSession:
             return
         from bcas.grading import grade_record
 
-        by_id = {it.id: it for it in ds.items}
-        stale = [
-            r
-            for r in self.store.records()
-            if r.config_id == config_id
-            and r.dataset_hash == ds.hash
-            and r.model_fingerprint == fingerprint
-            and r.prompt_hash == phash
-            and r.item_id in by_id
-            and gid not in (r.grades or {})
-        ]
+        stale = [r for r in self._case_records(ds, config_id, fingerprint, phash) if gid not in (r.grades or {})]
         for rec in stale:
             graded = await grade_record(rec, judge, gid)
             await asyncio.to_thread(self.store.append, graded)
+
+    def _case_records(self, ds: Any, config_id: str, fingerprint: str, phash: str) -> list[Any]:
+        """The store's records of one case's answer identity (every epoch) on ``ds``'s items."""
+        ids = {it.id for it in ds.items}
+        return [
+            r
+            for r in self.store.records()
+            if (r.model_fingerprint, r.config_id, r.dataset_hash, r.prompt_hash)
+            == (fingerprint, config_id, ds.hash, phash)
+            and r.item_id in ids
+        ]
 
     def _note_price(self, record: Any) -> None:
         """One warning per model per session when the price sheet cannot price it."""
@@ -395,17 +396,7 @@ class BcasSession:
         )
         await self._grade_missing(case, ds, config_id, fingerprint, phash)
         self.cases_run += 1
-        item_ids = {it.id for it in ds.items}
-        records = [
-            r.to_dict()
-            for r in self.store.records()
-            if r.config_id == config_id
-            and r.dataset_hash == ds.hash
-            and r.model_fingerprint == fingerprint
-            and r.prompt_hash == phash
-            and r.item_id in item_ids
-            and r.epoch < epochs
-        ]
+        records = [r.to_dict() for r in self._case_records(ds, config_id, fingerprint, phash) if r.epoch < epochs]
         outcome = CaseOutcome(case.id, records, len(todo), skipped, time.perf_counter() - t0)
         outcome.violations = check_invariants(case, ds, config, records, self.settings.allow_errors, epochs)
         if self.spend.stopped_items(case):
