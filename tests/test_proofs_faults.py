@@ -22,18 +22,13 @@ from pathlib import Path
 import httpx
 import pytest
 from support import openai_client
-from support.proofs import by_key, first_difference, raw_records, write_project
+from support.proofs import by_key, first_difference, write_project
 
-# In-process pytester runs restore sys.modules afterwards; load what a run touches first.
-import bcas.agent  # noqa: F401
-import bcas.harness.pipelines  # noqa: F401
-import bcas.harness.runner  # noqa: F401
-import bcas.llm.openai_compat  # noqa: F401
-import bcas.report.html  # noqa: F401
-import bcas.results  # noqa: F401
-import bcas.retrieval  # noqa: F401
 from bcas import llm
+from bcas.testing.project import preload, read_records
 from bcas.testing.servers import FAULT_KINDS, FaultServer, LlamaCppServer
+
+preload("bcas.llm.openai_compat")
 
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.server
@@ -118,8 +113,8 @@ def test_grid_through_a_faulty_server_matches_the_fault_free_run(
     in_full = sum(1 for number, kind in proxy.schedule.log if number < 10 * full_blocks and kind != "forward")
     assert in_full == 2 * full_blocks
 
-    clean_records = raw_records(tmp_path / "clean")
-    faulty_records = raw_records(tmp_path / "faulty")
+    clean_records = read_records(tmp_path / "clean")
+    faulty_records = read_records(tmp_path / "faulty")
     expected = len(CONFIGS) * ITEMS
     # 0 lost, 0 doubled: each (config, item) exactly once in the file itself.
     for records in (clean_records, faulty_records):

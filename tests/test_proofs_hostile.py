@@ -22,30 +22,16 @@ import pytest
 from support.canned import canned_reply
 from support.proofs import TESTS_DIR, write_project
 
-# In-process pytester runs restore sys.modules afterwards; load what a run touches first.
-import bcas.agent  # noqa: F401
-import bcas.harness.pipelines  # noqa: F401
-import bcas.harness.runner  # noqa: F401
-import bcas.llm.openai_compat  # noqa: F401
-import bcas.report.html  # noqa: F401
-import bcas.results  # noqa: F401
-import bcas.retrieval  # noqa: F401
+from bcas.testing.project import backends, codename_items, preload
 from bcas.testing.servers import Fault, FaultServer
+
+preload("bcas.llm.openai_compat")
 
 pytest_plugins = ["pytester"]
 
 
 def _item(i: int, **changes: object) -> dict[str, object]:
-    item: dict[str, object] = {
-        "id": f"q{i}",
-        "question": f"Which greek letter is the codename of project number {i}?",
-        "answers": ["alpha"],
-        "documents": [
-            {"id": f"q{i}::0", "title": f"Project {i}", "text": f"Project number {i} has the codename alpha."},
-            {"id": f"q{i}::1", "title": "Other", "text": f"An unrelated note about gardening, number {i}."},
-        ],
-        "supporting": [f"q{i}::0"],
-    }
+    item: dict[str, object] = codename_items(i + 1)[i]
     item.update(changes)
     return {k: v for k, v in item.items() if v is not None}
 
@@ -68,20 +54,13 @@ MALFORMED: list[tuple[str, bytes, tuple[str, ...]]] = [
     ("non-utf8", json.dumps(_item(2)).encode().replace(b"Which", b"Wh\xff\xfech"), ("not valid UTF-8",)),
 ]
 
-CONFTEST_EXTRA = f"""
-import sys
-sys.path.insert(0, {str(TESTS_DIR)!r})
-from bcas.llm import register_backend
-register_backend("instant", "support.instant:create")
-"""
+INSTANT = backends({"instant": "support.instant:create"}, TESTS_DIR)
 
 
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
-    write_project(pytester.path, grid="hostile", configs=((1, False),), dataset="hotpotqa", limit=2)
-    conftest = pytester.path / "conftest.py"
-    conftest.write_text(conftest.read_text() + CONFTEST_EXTRA)
+    write_project(pytester.path, INSTANT, grid="hostile", configs=((1, False),), dataset="hotpotqa", limit=2)
     return pytester
 
 

@@ -15,18 +15,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bcas.testing.project import backends, grid_project
+
 REPO = Path(__file__).resolve().parents[2]
-GRID_FILE = (REPO / "benchmarks" / "test_grids.py").read_text(encoding="utf-8")
 
-CONFTEST = """
-import sys
-sys.path.insert(0, {tests!r})
+GRIDS = """
 from bcas.config import AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
-from bcas.llm import register_backend
 from bcas.grids import Grid, GridEntry, register_grid
-
-register_backend("paced", "support.paced:create")
-register_backend("coin", "support.coin:create")
 
 
 def _bcas(searches, plan=False, reference=False):
@@ -46,6 +41,7 @@ register_grid(Grid("pages", (_bcas(1, reference=True), _bcas(2), _bcas(3), _bcas
                    datasets=("hotpotqa", "fever"), limit=12))
 register_grid(Grid("brief", (_bcas(1, reference=True), _bcas(2)), datasets=("hotpotqa",), limit=6))
 """
+CONFTEST = backends({"paced": "support.paced:create", "coin": "support.coin:create"}, REPO / "tests") + GRIDS
 
 PRICES = """
 default = "test"
@@ -72,11 +68,7 @@ output_per_mtok = 4.0
 
 def make_project(folder: Path) -> Path:
     """A folder with the grids' test file, a conftest registering the test grids, and ``prices.toml``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "conftest.py").write_text(CONFTEST.format(tests=str(REPO / "tests")), encoding="utf-8")
-    (folder / "test_grids.py").write_text(GRID_FILE, encoding="utf-8")
-    (folder / "prices.toml").write_text(PRICES, encoding="utf-8")
-    return folder
+    return grid_project(folder, CONFTEST, prices=PRICES)
 
 
 def run_pytest(

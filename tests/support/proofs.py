@@ -3,13 +3,12 @@ for the bcas plugin, and record comparison that ignores only timing fields."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from bcas.testing.project import grid_project, read_records
+
 TESTS_DIR = Path(__file__).resolve().parents[1]
-REPO = TESTS_DIR.parent
-GRID_FILE = REPO / "benchmarks" / "test_grids.py"
 
 # A tiny grid on HotpotQA: short turns, two small chunks per search, so a real
 # 135M model runs an item in a few calls with prompts well under 2K tokens.
@@ -55,19 +54,14 @@ def conftest_text(
     )
 
 
-def write_project(folder: Path, **grid: Any) -> Path:
-    """A pytest project in ``folder``: conftest registering the grid, the benchmarks' test file."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "conftest.py").write_text(conftest_text(**grid), encoding="utf-8")
-    (folder / "test_grids.py").write_text(GRID_FILE.read_text(encoding="utf-8"), encoding="utf-8")
-    (folder / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
-    return folder
+def write_project(folder: Path, extra: str = "", **grid: Any) -> Path:
+    """A pytest project in ``folder``: conftest registering the grid (then ``extra``
+    conftest lines), the one-line grid test file, an empty ``pytest.ini``."""
+    return grid_project(folder, conftest_text(**grid) + extra, files={"pytest.ini": "[pytest]\n"})
 
 
-def raw_records(run_dir: Path) -> list[dict[str, Any]]:
-    """Every line of ``records.jsonl`` parsed (no de-duplication: duplicates must show)."""
-    path = run_dir / "records.jsonl"
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+# Every line of ``records.jsonl`` parsed (no de-duplication: duplicates must show).
+raw_records = read_records
 
 
 STEP_TIMING = ("latency_s", "cached")
