@@ -14,12 +14,6 @@ from pathlib import Path
 import pytest
 
 import bcas
-import bcas.agent  # noqa: F401  (pytester runs restore sys.modules; import what a run touches up front)
-import bcas.harness.pipelines  # noqa: F401
-import bcas.harness.runner  # noqa: F401
-import bcas.report.html  # noqa: F401
-import bcas.results  # noqa: F401
-import bcas.retrieval  # noqa: F401
 from bcas.corpus import (
     InputError,
     check_inputs,
@@ -29,6 +23,9 @@ from bcas.corpus import (
 )
 from bcas.data import DatasetError, load_dataset
 from bcas.resources import resource_path
+from bcas.testing.project import backends, budget_grid, grid_project, preload, read_records
+
+preload()
 
 TESTS_DIR = Path(__file__).resolve().parent
 ROOT = TESTS_DIR.parent
@@ -194,19 +191,9 @@ def test_samples_and_price_sheets_are_package_data() -> None:
 
 # --- through the plugin -------------------------------------------------------------------
 
-CONFTEST = f"""
-import sys
-sys.path.insert(0, {str(TESTS_DIR)!r})
-from bcas.config import Budget, RetrievalConfig, RunConfig
-from bcas.llm import register_backend
-from bcas.grids import Grid, GridEntry, register_grid
-
-register_backend("instant", "support.instant:create")
-register_backend("asker", "asker:create")
-register_grid(Grid("tiny", (GridEntry("bcas", RunConfig(budget=Budget(max_searches=1, max_total_tokens=2000),
-                                                        retrieval=RetrievalConfig(mode="bm25")), reference=True),),
-                   datasets=("hotpotqa",), limit=None))
-"""
+CONFTEST = backends({"instant": "support.instant:create", "asker": "asker:create"}, TESTS_DIR) + budget_grid(
+    "tiny", ["hotpotqa"], (1,)
+)
 BASE = ["--bcas-backend", "instant", "--bcas-grid", "tiny", "--bcas-no-cache", "-p", "no:cacheprovider"]
 
 # The instant test double, searching with the question itself (the agent's prompt
@@ -235,9 +222,7 @@ def create(model=None, **options):
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
-    pytester.makeconftest(CONFTEST)
-    pytester.makepyfile(asker=ASKER)
-    pytester.makepyfile(test_grids=(ROOT / "benchmarks" / "test_grids.py").read_text())
+    grid_project(pytester.path, CONFTEST, files={"asker.py": ASKER})
     return pytester
 
 
@@ -250,7 +235,7 @@ def test_flashrag_pair_runs_through_a_grid_with_evidence_recall(suite: pytest.Py
     )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*hotpotqa-dev*"])
-    records = [json.loads(ln) for ln in (run / "records.jsonl").read_text().splitlines() if ln.strip()]
+    records = read_records(run)
     assert sorted(r["item_id"] for r in records) == sorted(it.id for it in items)
     expected_hash = load_dataset(dataset).with_corpus(open_corpus(corpus).hash).hash
     assert {r["dataset_hash"] for r in records} == {expected_hash}
@@ -313,7 +298,7 @@ def test_every_official_layout_runs_through_a_grid(suite: pytest.Pytester) -> No
         str(suite.path / "wiki"),
     )
     result.assert_outcomes(passed=len(questions))
-    records = [json.loads(ln) for ln in (suite.path / "wiki" / "records.jsonl").read_text().splitlines() if ln]
+    records = read_records(suite.path / "wiki")
     assert {r["dataset"] for r in records} == {"paper_dev", "NQ-open.dev"} and len(records) == 4
     fever_records = [r for r in records if r["dataset"] == "paper_dev"]
     assert all(r["extra"]["gold_documents"] >= 1 for r in fever_records)  # claims' pages found by id
@@ -339,9 +324,7 @@ def test_a_non_editable_install_collects_the_smoke_grid(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], **run)
     python = str(venv / "bin" / "python")
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", *map(str, wheels.glob("*.whl"))], **run)
-    user = tmp_path / "user"
-    user.mkdir()
-    (user / "test_grids.py").write_text((ROOT / "benchmarks" / "test_grids.py").read_text())
+    user = grid_project(tmp_path / "user")
     probe = (
         "import bcas, bcas.data as d, bcas.resources as r, bcas.results as res; "
         "print(bcas.__file__); [d.load_dataset(n) for n in d.DATASETS]; "

@@ -4,19 +4,15 @@ a grid that uses them all, run end to end through the plugin."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-import bcas.agent  # noqa: F401  (loaded once: pytester runs in this process)
-import bcas.harness.runner  # noqa: F401
-import bcas.report.html  # noqa: F401
-import bcas.retrieval  # noqa: F401
+from bcas.testing.project import grid_project, preload, read_records
+
+preload()
 
 pytest_plugins = ["pytester"]
-
-REPO = Path(__file__).resolve().parents[1]
 
 CONFTEST = '''
 import json
@@ -109,9 +105,7 @@ def test_one_registration_each_from_a_conftest(
         f"Which greek letter is project {i} named after?\talpha\tProject {i}\tProject {i} is named alpha."
         for i in range(4)
     ]
-    data.write_text("\n".join(lines) + "\n")
-    pytester.makeconftest(CONFTEST.replace("DATA", str(data)))
-    pytester.makepyfile(test_grids=(REPO / "benchmarks" / "test_grids.py").read_text())
+    grid_project(pytester.path, CONFTEST.replace("DATA", str(data)), files={data.name: "\n".join(lines) + "\n"})
     run_dir = pytester.path / "run"
     result = pytester.runpytest(
         "--bcas-grid", "mine", "--bcas-model", "echo", "--bcas-report", str(run_dir), "-p", "no:cacheprovider", "-v"
@@ -120,7 +114,7 @@ def test_one_registration_each_from_a_conftest(
     help_text = pytester.runpytest("--help").stdout.str()
     for name in ("echo", "qa-tsv", "bm25-reversed", "first-doc", "closed-book", "mine"):
         assert name in help_text  # pytest --help lists what is registered
-    records = [json.loads(x) for x in (run_dir / "records.jsonl").read_text().splitlines()]
+    records = read_records(run_dir)
     assert len(records) == 12 and {r["model"] for r in records} == {"echo"}
     bcas_recs = [r for r in records if r["method"] == "bcas"]
     closed = [r for r in records if r["method"] == "closed-book"]

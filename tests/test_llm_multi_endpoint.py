@@ -10,17 +10,20 @@ import asyncio
 import json
 from pathlib import Path
 
-import httpcore  # noqa: F401 - see below
 import pytest
 
-# httpx maps httpcore's exceptions through classes it loads on first use; an in-process
-# pytester run (another file's) that loads httpcore first would leave httpx holding classes
-# of a discarded module copy, and transport errors would escape unmapped.  Load it now.
 from bcas.llm import load_model
 from bcas.llm.base import ChatRequest, ModelError
 from bcas.llm.multi_endpoint import MultiEndpointModel, split_base_urls
 from bcas.llm.openai_compat import EndpointUnavailable, OpenAICompatModel
+from bcas.testing.project import budget_grid, codename_items, grid_project, preload, read_records
 from bcas.testing.servers import Fault, FaultServer, free_port
+
+# httpx maps httpcore's exceptions through classes it loads on first use; an in-process
+# pytester run (another file's) that loads httpcore first would leave httpx holding classes
+# of a discarded module copy, and transport errors would escape unmapped.  Load it (and
+# what this file's own pytester run touches) now.
+preload()
 
 FAST = {"backoff_base": 0.01, "backoff_max": 0.02, "timeout": 5.0, "max_retries": 1}
 
@@ -197,15 +200,6 @@ def test_servers_of_one_model_must_serve_the_same_model() -> None:
 
 pytest_plugins = ["pytester"]
 
-CONFTEST = """
-from bcas.config import Budget, RetrievalConfig, RunConfig
-from bcas.grids import Grid, GridEntry, register_grid
-
-register_grid(Grid("multi", (GridEntry("bcas", RunConfig(budget=Budget(max_searches=1, max_total_tokens=2000),
-                                                        retrieval=RetrievalConfig(mode="bm25")), reference=True),),
-                   datasets=("DATASET",), limit=6))
-"""
-
 
 def test_the_plugin_spreads_a_run_over_repeated_base_urls(
     pytester: pytest.Pytester,
@@ -213,28 +207,11 @@ def test_the_plugin_spreads_a_run_over_repeated_base_urls(
     tmp_path: Path,
     two_servers: tuple[FaultServer, FaultServer],
 ) -> None:
-    import bcas.harness.runner  # noqa: F401 - loaded before pytester restores sys.modules
-
     a, b = two_servers
     a.latency = b.latency = 0.05
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
-    data = pytester.path / "tiny.jsonl"
-    data.write_text(
-        "".join(
-            json.dumps(
-                {
-                    "id": f"q{i}",
-                    "question": f"What is the codename of project {i}?",
-                    "answers": ["alpha"],
-                    "documents": [{"id": f"d{i}", "title": f"Project {i}", "text": f"Project {i} is called alpha."}],
-                }
-            )
-            + "\n"
-            for i in range(6)
-        )
-    )
-    pytester.makeconftest(CONFTEST.replace("DATASET", str(data)))
-    pytester.makepyfile(test_grids=(Path(__file__).resolve().parents[1] / "benchmarks" / "test_grids.py").read_text())
+    conftest = budget_grid("multi", [pytester.path / "tiny.jsonl"], (1,), limit=6)
+    grid_project(pytester.path, conftest, datasets={"tiny.jsonl": codename_items(6, distractor=False)})
     run_dir = pytester.path / "run"
     result = pytester.runpytest(
         "--bcas-backend",
@@ -262,5 +239,5 @@ def test_the_plugin_spreads_a_run_over_repeated_base_urls(
     entry = manifest["sessions"][0]["models"]["served"]
     assert entry["endpoints"] == [a.base_url, b.base_url]
     assert entry["fingerprint"].startswith("served:served")
-    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+    records = read_records(run_dir)
     assert len(records) == 6 and len({r["model_fingerprint"] for r in records}) == 1

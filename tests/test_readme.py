@@ -42,19 +42,11 @@ from pathlib import Path
 
 import pytest
 
-# In-process pytester runs restore sys.modules afterwards; load what a run touches first.
-import bcas.agent  # noqa: F401
-import bcas.corpus  # noqa: F401
-import bcas.harness.gate  # noqa: F401
-import bcas.harness.gate_power  # noqa: F401
-import bcas.harness.manifest  # noqa: F401
-import bcas.harness.pipelines  # noqa: F401
-import bcas.harness.runner  # noqa: F401
-import bcas.harness.startup  # noqa: F401
-import bcas.report.html  # noqa: F401
-import bcas.results  # noqa: F401
-import bcas.retrieval  # noqa: F401
-import bcas.testing.mock  # noqa: F401
+from bcas.testing.project import preload
+
+# Beyond what every run touches: the corpus, the gate, the manifest, the start-of-session
+# checks and the mock backend.
+preload("bcas.corpus", "bcas.harness.gate", "bcas.harness.manifest", "bcas.harness.startup", "bcas.testing.mock")
 
 pytest_plugins = ["pytester"]
 

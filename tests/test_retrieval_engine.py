@@ -21,6 +21,7 @@ from bcas.data import load_dataset
 from bcas.retrieval import RetrievalError, build_retriever
 from bcas.retrieval.evaluate import canonical_ids, recall_and_rr, supporting_in_collection
 from bcas.retrieval.milvus_lite import MilvusLiteServer, milvus_lite_available
+from bcas.testing.project import budget_grid, codename_items, grid_project, preload, read_records
 
 pytest_plugins = ["pytester"]
 
@@ -91,46 +92,16 @@ def test_excluded_chunks_and_documents_are_not_returned_and_the_index_is_shared(
         EngineRetriever.open(engine_url, ds.documents, RetrievalConfig(mode="dense"))
 
 
-CONFTEST = """
-from bcas.config import Budget, RetrievalConfig, RunConfig
-from bcas.grids import Grid, GridEntry, register_grid
-
-register_grid(Grid("eng", (GridEntry("bcas", RunConfig(budget=Budget(max_searches=2, max_total_tokens=2000),
-                                                      retrieval=RetrievalConfig(mode="bm25")), reference=True),),
-                   datasets=("DATASET",), limit=5))
-"""
-
-
 def test_the_plugin_sends_bm25_searches_to_the_engine(
     engine_url: str,
     pytester: pytest.Pytester,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    import bcas.harness.runner  # noqa: F401 - loaded before pytester restores sys.modules
-    import bcas.retrieval.engine  # noqa: F401
-
+    preload("bcas.retrieval.engine")  # before pytester restores sys.modules
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
-    data = pytester.path / "tiny.jsonl"
-    data.write_text(
-        "".join(
-            json.dumps(
-                {
-                    "id": f"q{i}",
-                    "question": f"What is the codename of project {i}?",
-                    "answers": ["alpha"],
-                    "documents": [
-                        {"id": f"d{i}", "title": f"Project {i}", "text": f"Project {i} is called alpha."},
-                        {"id": f"n{i}", "title": "Gardening", "text": f"Note {i} on roses."},
-                    ],
-                }
-            )
-            + "\n"
-            for i in range(5)
-        )
-    )
-    pytester.makeconftest(CONFTEST.replace("DATASET", str(data)))
-    pytester.makepyfile(test_grids=(Path(__file__).resolve().parents[1] / "benchmarks" / "test_grids.py").read_text())
+    conftest = budget_grid("eng", [pytester.path / "tiny.jsonl"], (2,), limit=5)
+    grid_project(pytester.path, conftest, datasets={"tiny.jsonl": codename_items(5)})
     run_dir = pytester.path / "run"
     result = pytester.runpytest(
         "--bcas-model",
@@ -145,7 +116,7 @@ def test_the_plugin_sends_bm25_searches_to_the_engine(
         "no:cacheprovider",
     )
     result.assert_outcomes(passed=1)
-    records = [json.loads(line) for line in (run_dir / "records.jsonl").read_text().splitlines()]
+    records = read_records(run_dir)
     assert len(records) == 5 and all(r["extra"]["retriever"] == engine_url for r in records)
     assert all(any(s.get("retrieved") for s in r["steps"]) for r in records)  # the engine's hits were shown
     assert json.loads((run_dir / "run.json").read_text())["sessions"][0]["settings"]["retriever"] == engine_url

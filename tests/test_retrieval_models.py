@@ -25,9 +25,9 @@ from bcas.report.summary import build_summaries
 from bcas.retrieval import RerankerError, build_retriever, load_reranker
 from bcas.retrieval.rerank import CrossEncoderReranker
 from bcas.retrieval.retriever import check_model_choice
+from bcas.testing.project import grid_project
 
 pytest_plugins = ["pytester"]
-GRID_FILE = (Path(__file__).resolve().parents[1] / "benchmarks" / "test_grids.py").read_text()
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +170,7 @@ def test_report_says_which_models_a_paper_grid_ran_with() -> None:
 
 @pytest.mark.parametrize("where", ["option", "ini"])
 def test_a_bad_choice_stops_the_session_naming_the_option(pytester: pytest.Pytester, where: str) -> None:
-    pytester.makepyfile(test_grids=GRID_FILE)
+    grid_project(pytester.path)
     args = ["--bcas-grid", "ablation", "--collect-only", "-p", "no:cacheprovider"]
     if where == "ini":
         pytester.makeini("[pytest]\nbcas_reranker = cohere\n")
