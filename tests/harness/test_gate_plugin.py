@@ -21,7 +21,7 @@ preload()
 
 pytest_plugins = ["pytester"]
 
-TESTS_DIR = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parents[1]
 INSTANT_BACKEND = backends({"instant": "support.instant:create"}, TESTS_DIR)
 
 INSTANT = ["--bcas-backend", "instant", "--bcas-no-cache", "-p", "no:cacheprovider"]

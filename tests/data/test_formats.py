@@ -23,7 +23,7 @@ from bcas.formats import detect_format
 from bcas.formats import stream as stream_mod
 from bcas.formats.stream import iter_json_array, iter_records
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from support import official  # noqa: E402
 
 

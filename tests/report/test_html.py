@@ -1,6 +1,6 @@
 """The HTML report's source: escaping of record text and plot labels, the page's
 Content-Security-Policy, and self-containment (no network).  No browser needed;
-tests/test_report_browser.py loads the same pages in headless Chromium."""
+tests/report/test_browser.py loads the same pages in headless Chromium."""
 
 from __future__ import annotations
 

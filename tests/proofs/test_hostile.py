@@ -8,7 +8,7 @@
   run directory or the cache, not in the captured output or log lines, also when
   the server rejects it with HTTP 401 and echoes it in its error message.
 
-(The HTML report's escaping of hostile text is proved in tests/test_report_browser.py.)
+(The HTML report's escaping of hostile text is proved in tests/report/test_browser.py.)
 """
 
 from __future__ import annotations

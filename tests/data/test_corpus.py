@@ -27,7 +27,7 @@ from bcas.testing.project import backends, budget_grid, grid_project, preload, r
 
 preload()
 
-TESTS_DIR = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parents[1]
 ROOT = TESTS_DIR.parent
 sys.path.insert(0, str(TESTS_DIR))
 from support import official  # noqa: E402

@@ -16,7 +16,7 @@ preload()
 
 pytest_plugins = ["pytester"]
 
-TESTS_DIR = Path(__file__).resolve().parent
+TESTS_DIR = Path(__file__).resolve().parents[1]
 INSTANT = backends({"instant": "support.instant:create"}, TESTS_DIR)
 
 

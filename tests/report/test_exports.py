@@ -90,7 +90,7 @@ def test_without_pyarrow_the_run_says_so_and_keeps_the_jsonl(project: Path) -> N
         "--bcas-report",
         "plain",
         "-q",
-        env={"PYTHONPATH": f"{blocker.parent}:{Path(__file__).resolve().parents[1]}"},
+        env={"PYTHONPATH": f"{blocker.parent}:{Path(__file__).resolve().parents[2]}"},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "parquet: not written: pyarrow is not installed (pip install 'bcas[parquet]')" in result.stdout

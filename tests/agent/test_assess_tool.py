@@ -1,7 +1,7 @@
 """MADARA treatments on the BCAS search tool (AgentConfig.assess): ledgered and budgeted.
 
 Control flow with the scripted model; the treatments themselves run for real in
-tests/test_assess_real.py.
+tests/assess/test_real_assess.py.
 """
 
 from __future__ import annotations

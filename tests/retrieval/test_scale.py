@@ -25,7 +25,7 @@ from bcas.retrieval.index import MANIFEST, IndexCache
 from bcas.retrieval.store import ChunkStore
 from bcas.retrieval.streamed import chunk_store, embeddings_component
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

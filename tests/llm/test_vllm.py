@@ -308,7 +308,7 @@ def test_converted_checkpoint_generates_the_ggufs_greedy_tokens(vllm_model: VLLM
         for r in requests
     ]
     job = {"gguf": str(find_shipped_gguf()), "max_tokens": 16, "top": 5, "prompts": prompts}
-    helper = Path(__file__).parent / "support" / "gguf_greedy.py"
+    helper = Path(__file__).parents[1] / "support" / "gguf_greedy.py"
     done = subprocess.run(
         [_gguf_python(), str(helper)], input=json.dumps(job), capture_output=True, text=True, timeout=600
     )

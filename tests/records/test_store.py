@@ -23,7 +23,7 @@ from bcas.results import (
     to_dataframe,
 )
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def key(config_id: str, item_id: str) -> tuple[str, str, str, str, str, int]:
