@@ -16,8 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from bcas.testing.project import preload
 from tests.support.mockruns import REPO, make_project
 from tests.support.terminal import replay, run_on_terminal
+
+# The in-process run below writes records.parquet: pyarrow and pandas must be loaded before
+# it, or the copies it loads are dropped with its sys.modules and later readers break.
+preload("pandas", "pyarrow")
 
 pytest_plugins = ["pytester"]
 
