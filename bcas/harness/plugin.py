@@ -98,7 +98,9 @@ def pytest_configure(config: pytest.Config) -> None:
         _add_marker(config, name, f"cases of the {name} grid")
     for kind in RUN_KINDS:
         _add_marker(config, KIND_MARKER.format(kind), f"cases run by the {kind} run kind (in any grid)")
-    _add_marker(config, "min_accuracy(value)", "absolute accuracy floor (the grid's primary metric) for the regression gate")
+    _add_marker(
+        config, "min_accuracy(value)", "absolute accuracy floor (the grid's primary metric) for the regression gate"
+    )
     if getattr(config.option, "help", False):
         return  # --help lists the options; it checks none of them and needs no settings
     if hasattr(config, "workerinput"):
