@@ -3,6 +3,9 @@ errors, mapping access for monkeypatching, entry-point plugins."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from bcas.registry import Registry, RegistryError
@@ -69,3 +72,38 @@ def test_backends_declare_what_the_harness_needs() -> None:
     assert backend_meta("openai", "needs_base_url") and not backend_meta("embedded", "needs_base_url", False)
     assert backend_meta("vllm", "one_per_process") is True
     assert backend_meta("mock", "label_prefix") == "mock-"
+
+
+def test_an_installed_package_registers_through_the_entry_point_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A distribution on sys.path with a ``bcas.plugins`` entry point: its function runs
+    the first time a registry is asked for a name it does not hold, and only then."""
+    import bcas.registry as registry
+
+    (tmp_path / "bcas_demo_plugin.py").write_text(
+        "CALLS = []\n\n"
+        "def register():\n"
+        "    from bcas.registry import RETRIEVAL_MODES\n"
+        "    CALLS.append(1)\n"
+        "    RETRIEVAL_MODES.register('demo-mode', 'bcas.retrieval.modes:bm25', label='demo', lexical=True)\n"
+    )
+    info = tmp_path / "bcas_demo_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bcas-demo-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{registry.ENTRY_POINT_GROUP}]\ndemo = bcas_demo_plugin:register\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "_plugins_loaded", False)
+    saved = registry.RETRIEVAL_MODES.snapshot()
+    try:
+        assert "bm25" in registry.RETRIEVAL_MODES  # a known name loads nothing
+        import bcas_demo_plugin  # type: ignore[import-not-found]
+
+        assert bcas_demo_plugin.CALLS == []
+        assert "demo-mode" in registry.RETRIEVAL_MODES  # an unknown one loads the plugins once
+        assert bcas_demo_plugin.CALLS == [1]
+        assert registry.RETRIEVAL_MODES.meta("demo-mode", "label") == "demo"
+        assert "another-unknown" not in registry.RETRIEVAL_MODES and bcas_demo_plugin.CALLS == [1]
+    finally:
+        registry.RETRIEVAL_MODES.restore(saved)
+        sys.modules.pop("bcas_demo_plugin", None)
