@@ -109,9 +109,10 @@ def parse_model_spec(value: str | None, default_backend: str, backends: Any) -> 
 
 
 def _model_specs(config: pytest.Config, backend: str, base_url: str | None) -> list[ModelSpec]:
-    from bcas.harness.startup import check_model
+    from bcas.harness.startup import check_key_env, check_model
 
     key_env = _get(config, "api-key-env")
+    check_key_env(key_env)
     specs: list[ModelSpec] = []
     for raw in _get(config, "model") or [None]:
         chosen, model = parse_model_spec(raw, backend, BACKENDS)

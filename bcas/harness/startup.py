@@ -65,6 +65,14 @@ def check_url(option: str, value: str | None) -> str | None:
     return value
 
 
+def check_key_env(name: str | None) -> None:
+    """``--bcas-api-key-env``: the named variable must be set (its value is never shown)."""
+    if name is not None and not os.environ.get(name):
+        raise usage(
+            "api-key-env", f"{name!r} names an environment variable that is not set or empty (export {name}=...)"
+        )
+
+
 def check_model(option: str, raw: str | None, backend: str, model: str | None) -> None:
     """The model a spec names exists, where that can be known without loading it.
 

@@ -117,6 +117,11 @@ BAD_OPTIONS: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("judge-repeats", [*MOCK, "--bcas-judge-repeats", "0"], ("--bcas-judge-repeats", ">= 1")),
     ("concurrency", [*MOCK, "--bcas-concurrency", "0"], ("--bcas-concurrency", ">= 1")),
     ("min-accuracy", [*MOCK, "--bcas-min-accuracy", "1.5"], ("--bcas-min-accuracy", "from 0 to 1")),
+    (
+        "api-key-env-unset",
+        [*MOCK, "--bcas-api-key-env", "BCAS_TEST_NO_SUCH_KEY_VARIABLE"],
+        ("--bcas-api-key-env", "'BCAS_TEST_NO_SUCH_KEY_VARIABLE'", "not set or empty"),
+    ),
     ("baseline-missing", [*MOCK, "--bcas-baseline", "missing.json"], ("--bcas-baseline", "not found", "a run folder")),
     (
         "baseline-format",
