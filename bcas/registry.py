@@ -232,7 +232,7 @@ def mode_uses(mode: str, need: str) -> bool:
 
 
 RUN_KINDS: Registry[Any] = Registry("run kind")
-"""How a grid entry's case runs (``GridEntry.kind``): a :class:`bcas.harness.pipelines.RunKind`.
+"""How a grid entry's case runs (``GridEntry.kind``): a :class:`bcas.harness.pipelines.ItemKind` or ``WholeCaseKind``.
 
 Metadata, read without importing the kind: ``per_item`` -- it answers items one by one
 into records (``False``: a probe run whole that writes a profile, such as MADARA §3's

@@ -24,7 +24,7 @@ from bcas.config import AssessConfig, Budget, RetrievalConfig, RunConfig
 from bcas.formats import Format, register_format
 from bcas.grading import score_prediction
 from bcas.grids import Grid, GridEntry, register_grid
-from bcas.harness.pipelines import RunKind
+from bcas.harness.pipelines import ItemKind
 from bcas.items import Document, Item
 from bcas.llm import register_backend
 from bcas.llm.base import ChatRequest
@@ -56,7 +56,7 @@ def reversed_bm25(retriever, query, n, exclude=None):
     return list(reversed(retriever.lexical(query, n, exclude)))
 
 
-class ClosedBook(RunKind):
+class ClosedBook(ItemKind):
     """A run kind of the user's: the question alone, no retrieval, one constrained answer."""
 
     def needs_retriever(self, config):

@@ -29,7 +29,7 @@ import pytest
 from bcas.harness import state
 from bcas.harness.context import CaseContext
 from bcas.harness.cost import record_spend
-from bcas.harness.pipelines import run_kind
+from bcas.harness.pipelines import whole_case_kind
 from bcas.harness.runner import BcasSession
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, WrappedModel
 from bcas.llm.cache import CachedModel
@@ -117,7 +117,7 @@ async def _estimate_case(sess: BcasSession, case: Any) -> CaseEstimate:
     if judge is not None and not isinstance(judge.model, ReplayModel):
         judge.model = ReplayModel(judge.model)
     if not per_item(case.entry.kind):  # a whole-case kind (the RSC probe) replayed against the cache
-        kind = run_kind(case.entry.kind)
+        kind = whole_case_kind(case.entry.kind)
         est.items = kind.whole_items(sess, case, plan.config)
         try:
             await kind.rehearse(sess, case, plan.config, model)

@@ -1,9 +1,9 @@
 """The harness's run kinds: how one grid entry's case runs (``GridEntry.kind``).
 
-A run kind is a :class:`RunKind` registered in :data:`bcas.registry.RUN_KINDS` (one
+A run kind is an :class:`ItemKind` or a :class:`WholeCaseKind` registered in :data:`bcas.registry.RUN_KINDS` (one
 registration; the registry's metadata says whether it writes records per item, which
 prompt folders shape its answers and how an unnamed entry is labelled).  A per-item kind
-turns one item into its record (:meth:`RunKind.answer`); grading, pricing and appending
+turns one item into its record (:meth:`ItemKind.answer`); grading, pricing and appending
 are the executor's (:func:`bcas.records.executor.run_items`).  A whole-case kind (the
 RSC probe) runs its case at once and writes its own artefact.
 
@@ -16,16 +16,17 @@ from __future__ import annotations
 import json
 import time
 import traceback
+from abc import ABC, abstractmethod
 from dataclasses import asdict, is_dataclass, replace
 from typing import Any
 
 from bcas.identity import epoch_seed
 from bcas.records import Record
-from bcas.registry import ROUTED_METHOD, RUN_KINDS
+from bcas.registry import ROUTED_METHOD, RUN_KINDS, RegistryError
 
 
 class RunKind:
-    """One way of running a case; subclass and register an instance in ``RUN_KINDS``."""
+    """What every run kind shares; register an :class:`ItemKind` or a :class:`WholeCaseKind`."""
 
     def needs_retriever(self, config: Any) -> bool:
         """Whether the case needs the dataset's retriever (default: MADARA's ``doc_source``)."""
@@ -33,10 +34,6 @@ class RunKind:
 
     async def prepare(self, ctx: Any, todo: list[Any]) -> None:
         """Per-case set-up before its items run (``ctx``: the case's :class:`CaseContext`)."""
-
-    async def answer(self, ctx: Any, item: Any, run_id: str, extra: dict[str, Any], config: Any) -> Record:
-        """The record of one item under ``config`` (a per-item kind must implement it)."""
-        raise NotImplementedError(f"{type(self).__name__} writes no per-item records")
 
     def finish(self, ctx: Any, item: Any, record: Record) -> Record:
         """The record after the harness stamped its identity (default: unchanged)."""
@@ -46,17 +43,29 @@ class RunKind:
         """The kind's own invariants over a finished case's records (default: none)."""
         return []
 
+
+class ItemKind(RunKind, ABC):
+    """A kind that answers items one by one into records (``per_item=True``)."""
+
+    @abstractmethod
+    async def answer(self, ctx: Any, item: Any, run_id: str, extra: dict[str, Any], config: Any) -> Record:
+        """The record of one item under ``config``."""
+
+
+class WholeCaseKind(RunKind, ABC):
+    """A kind that runs its case at once and writes its own artefact (``per_item=False``)."""
+
+    @abstractmethod
     async def run_whole(self, session: Any, case: Any, config: Any) -> tuple[int, int, list[str]]:
-        """Run a whole-case kind; returns (items run, items skipped, violations)."""
-        raise NotImplementedError(f"{type(self).__name__} runs item by item")
+        """Run the case; returns (items run, items skipped, violations)."""
 
+    @abstractmethod
     def whole_items(self, session: Any, case: Any, config: Any) -> int:
-        """How many items a whole-case kind covers (for the cost estimate)."""
-        raise NotImplementedError(f"{type(self).__name__} runs item by item")
+        """How many items the case covers (for the cost estimate)."""
 
+    @abstractmethod
     async def rehearse(self, session: Any, case: Any, config: Any, model: Any) -> None:
-        """Run a whole-case kind against ``model`` writing nothing (the cost estimate replays it)."""
-        raise NotImplementedError(f"{type(self).__name__} runs item by item")
+        """Run the case against ``model`` writing nothing (the cost estimate replays it)."""
 
 
 def run_kind(name: str) -> RunKind:
@@ -65,7 +74,23 @@ def run_kind(name: str) -> RunKind:
     return kind
 
 
-class BcasKind(RunKind):
+def item_kind(name: str) -> ItemKind:
+    """Run kind ``name``, which must answer items one by one."""
+    kind = run_kind(name)
+    if not isinstance(kind, ItemKind):
+        raise RegistryError(f"run kind {name!r} answers no single items: it runs whole cases")
+    return kind
+
+
+def whole_case_kind(name: str) -> WholeCaseKind:
+    """Run kind ``name``, which must run whole cases."""
+    kind = run_kind(name)
+    if not isinstance(kind, WholeCaseKind):
+        raise RegistryError(f"run kind {name!r} runs item by item, not whole cases")
+    return kind
+
+
+class BcasKind(ItemKind):
     """The BCAS agent loop (BCAS §3): search budget, token budget, planning, reflection."""
 
     def needs_retriever(self, config: Any) -> bool:
@@ -106,7 +131,7 @@ class BcasKind(RunKind):
         return problems
 
 
-class MadaraKind(RunKind):
+class MadaraKind(ItemKind):
     """A MADARA treatment, or the routed pipeline that probes and routes (MADARA §4-§5)."""
 
     async def prepare(self, ctx: Any, todo: list[Any]) -> None:
@@ -123,7 +148,7 @@ class MadaraKind(RunKind):
         return record
 
 
-class RscKind(RunKind):
+class RscKind(WholeCaseKind):
     """The RSC probe of one model x dataset on its calibration items (MADARA §3): a profile file."""
 
     def whole_items(self, session: Any, case: Any, config: Any) -> int:
@@ -191,7 +216,7 @@ async def run_item_record(ctx: Any, item: Any, epoch: int = 0) -> Record:
     sampling = ctx.config if seed == ctx.config.seed else replace(ctx.config, seed=seed)
     started = time.perf_counter()
     try:
-        record = await run_kind(kind).answer(ctx, item, run_id, extra, sampling)
+        record = await item_kind(kind).answer(ctx, item, run_id, extra, sampling)
     except Exception as exc:  # noqa: BLE001 - any failure becomes an error record, never a lost item
         record = Record(
             run_id=run_id,
@@ -228,4 +253,18 @@ async def run_item_record(ctx: Any, item: Any, epoch: int = 0) -> Record:
     )
 
 
-__all__ = ["BCAS", "MADARA", "RSC", "BcasKind", "MadaraKind", "RscKind", "RunKind", "run_item_record", "run_kind"]
+__all__ = [
+    "BCAS",
+    "MADARA",
+    "RSC",
+    "BcasKind",
+    "ItemKind",
+    "MadaraKind",
+    "RscKind",
+    "RunKind",
+    "WholeCaseKind",
+    "item_kind",
+    "run_item_record",
+    "run_kind",
+    "whole_case_kind",
+]

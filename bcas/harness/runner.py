@@ -22,7 +22,7 @@ from bcas.harness import state
 from bcas.harness.context import CaseContext, _teach
 from bcas.harness.cost import guard_for
 from bcas.harness.invariants import check_invariants
-from bcas.harness.pipelines import run_kind
+from bcas.harness.pipelines import whole_case_kind
 from bcas.harness.progress import message_writer, start_case
 from bcas.llm import backend_meta
 from bcas.records import reprice_record
@@ -361,7 +361,7 @@ class BcasSession:
                 self.progress(f"[bcas] {case.id}: {case.entry.kind} case runs on another shard than {shard.label}")
                 return CaseOutcome(case.id, [], 0, 0, time.perf_counter() - t0)
             self.spend.before_case(case, 1, 0)  # a probe's calls are not items: it only stops once the cap has
-            ran, skipped_whole, violations = await run_kind(case.entry.kind).run_whole(self, case, config)
+            ran, skipped_whole, violations = await whole_case_kind(case.entry.kind).run_whole(self, case, config)
             self.cases_run += 1 if ran else 0
             return CaseOutcome(case.id, [], ran, skipped_whole, time.perf_counter() - t0, violations)
         config_id, fingerprint, phash, epochs = (

@@ -1,0 +1,38 @@
+"""Run kinds (bcas.harness.pipelines): per-item kinds and whole-case kinds are different
+types, so asking one for the other's work is a clear error, and a kind missing its
+work cannot be made at all."""
+
+from __future__ import annotations
+
+import pytest
+
+from bcas.harness.pipelines import BCAS, RSC, ItemKind, WholeCaseKind, item_kind, whole_case_kind
+from bcas.registry import RUN_KINDS, RegistryError, per_item
+
+
+def test_built_in_kinds_are_the_type_their_metadata_says() -> None:
+    for name in RUN_KINDS:
+        kind = RUN_KINDS.get(name)
+        assert isinstance(kind, ItemKind if per_item(name) else WholeCaseKind), name
+    assert item_kind("bcas") is BCAS and whole_case_kind("rsc") is RSC
+
+
+def test_asking_a_kind_for_the_other_kinds_work_names_it() -> None:
+    with pytest.raises(RegistryError, match="run kind 'rsc' answers no single items"):
+        item_kind("rsc")
+    with pytest.raises(RegistryError, match="run kind 'bcas' runs item by item"):
+        whole_case_kind("bcas")
+
+
+def test_a_kind_without_its_work_cannot_be_made() -> None:
+    class Empty(ItemKind):
+        pass
+
+    class Half(WholeCaseKind):
+        def whole_items(self, session: object, case: object, config: object) -> int:
+            return 0
+
+    with pytest.raises(TypeError, match="answer"):
+        Empty()  # type: ignore[abstract]
+    with pytest.raises(TypeError, match="run_whole"):
+        Half()  # type: ignore[abstract]
