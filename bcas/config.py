@@ -111,6 +111,12 @@ class RetrievalConfig:
             raise ConfigError("chunk_overlap must be smaller than chunk_tokens")
 
 
+# The longest maxLength of a constrained string field: llama.cpp expands maxLength into
+# nested grammar rules, and its sampler crashes on the grammar of a 1,024-character one.
+THOUGHT_CHARS_LIMIT = 512
+DEFAULT_THOUGHT_CHARS = 256
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     """Agent loop switches (BCAS §3.4): planning, reflection, action format.
@@ -121,6 +127,12 @@ class AgentConfig:
     never more than the safety limit ``MAX_TURNS_SAFETY`` (64 action turns), which is
     the bound with unlimited searches; so the budgets, not a turn count, end a
     trajectory.  An integer overrides it.
+
+    ``thought_max_chars``: the longest ``thought`` a schema-constrained JSON action may
+    write (:mod:`bcas.agent.protocol`), at most ``THOUGHT_CHARS_LIMIT``: llama.cpp's
+    grammar for a longer ``maxLength`` crashes the library (measured: 1,024 crashes,
+    512 does not).  ``None`` leaves the thought unbounded (a constant grammar; a reply
+    cut off by the token allowance before its action is an invalid turn).
     """
 
     planning: bool = False
@@ -133,8 +145,14 @@ class AgentConfig:
     constrained_answer: bool = True
     search_hints: bool = True
     assess: str = "none"
+    thought_max_chars: int | None = DEFAULT_THOUGHT_CHARS
 
     def __post_init__(self) -> None:
+        if self.thought_max_chars is not None and not 8 <= self.thought_max_chars <= THOUGHT_CHARS_LIMIT:
+            raise ConfigError(
+                f"thought_max_chars must be None (unbounded) or 8..{THOUGHT_CHARS_LIMIT}, got {self.thought_max_chars}"
+                " (a longer maxLength becomes a grammar that crashes llama.cpp)"
+            )
         if self.action_format not in ACTION_FORMATS:
             raise ConfigError(f"action_format must be one of {ACTION_FORMATS}")
         if self.assess not in agent_tool_methods():

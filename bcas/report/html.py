@@ -98,6 +98,8 @@ def _summary_table(rows: list[SummaryRow]) -> str:
         "LLM calls",
         "cost $",
         "errors",
+        "invalid turns %",
+        "context full",
         "metric",
         "SQuAD EM %",
     ]
@@ -117,6 +119,8 @@ def _summary_table(rows: list[SummaryRow]) -> str:
             f"{r.mean_llm_calls:.1f}",
             "—" if r.cost_usd is None else f"{r.cost_usd:.4f}",
             str(r.errors),
+            _pct(r.invalid_turn_rate),
+            str(r.context_window_stops),
             escape(getattr(r, "metric", "correct_em")),
             _pct(getattr(r, "em_squad", None)),
         ]

@@ -104,6 +104,9 @@ class SummaryRow:
     em_squad: float = 0.0  # SQuAD EM accuracy, whatever the primary metric
     ungraded: int = 0  # records without an outcome in the metric (answers no judge graded)
     mean_cost_usd: float | None = None  # cost per record; None when any record's cost is unknown
+    action_turns: int = 0  # BCAS action turns of the row's records
+    invalid_turn_rate: float | None = None  # share of those turns that did not parse into an offered action
+    context_window_stops: int = 0  # records whose loop stopped because the context window was full
 
 
 def _total_cost(recs: list[dict[str, Any]]) -> float | None:
@@ -167,7 +170,19 @@ def _row(
         em_squad=squad,
         ungraded=len(recs) - len(scored),
         mean_cost_usd=None if (total := _total_cost(recs)) is None else total / len(recs),
+        **_turn_counts(recs),
     )
+
+
+def _turn_counts(recs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Action turns, the invalid-turn rate and context-window stops of a row's records."""
+    turns = sum(int((r.get("extra") or {}).get("action_turns") or 0) for r in recs)
+    invalid = sum(int((r.get("extra") or {}).get("invalid_turns") or 0) for r in recs)
+    return {
+        "action_turns": turns,
+        "invalid_turn_rate": invalid / turns if turns else None,
+        "context_window_stops": sum(1 for r in recs if r.get("stop_reason") == "context_window"),
+    }
 
 
 def _scope(

@@ -42,6 +42,11 @@ format), ``plan``, ``reflect``, ``answer``; MADARA ``assess`` (base and CoT),
 ``Yes``/``No`` log-probabilities); anything else is ``generic`` (a valid instance
 of the schema, or a short text).
 
+Context window.  ``context_window`` (an option, default none) makes the mock behave
+like a server with that window: a request whose prompt tokens plus ``max_tokens``
+exceed it raises :class:`~bcas.llm.base.ContextWindowError`, as a llama.cpp server's
+"exceeds the available context size" reply does.
+
 Replies under a JSON schema are always valid under it.  Token counts: whitespace
 tokens (``len(text.split())``) of the reply and of all prompt messages.  A reply never
 exceeds ``max_tokens``: free text is cut at ``max_tokens`` tokens (``finish_reason``
@@ -61,7 +66,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bcas.grading import exact_match, normalize_answer
-from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ModelError
+from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, ModelError
 from bcas.testing.schema_json import count_tokens, cut_tokens, filler, fit_json, instance
 
 VARIANTS = ("gold", "verbose", "random")
@@ -104,9 +109,12 @@ class MockModel(ChatModel):
     supports_logprobs = True
     cacheable = False
 
-    def __init__(self, variant: str = DEFAULT_VARIANT) -> None:
+    def __init__(self, variant: str = DEFAULT_VARIANT, context_window: int | None = None) -> None:
         if variant not in VARIANTS:
             raise ModelError(f"unknown mock variant {variant!r}; choose one of {list(VARIANTS)} (e.g. mock:gold)")
+        if context_window is not None and context_window <= 0:
+            raise ModelError(f"mock context_window must be > 0, got {context_window}")
+        self.context_window = context_window
         self.variant = variant
         self.model_id = f"mock:{variant}"
         self._gold: dict[str, tuple[str, ...]] = {}
@@ -130,6 +138,13 @@ class MockModel(ChatModel):
 
     def respond(self, request: ChatRequest) -> ChatResult:
         """The reply to ``request`` (synchronous; ``chat`` awaits nothing else)."""
+        if self.context_window is not None:
+            prompt = sum(count_tokens(str(m.get("content", ""))) for m in request.messages)
+            if prompt + request.max_tokens > self.context_window:
+                raise ContextWindowError(
+                    f"{self.model_id}: request ({prompt} prompt + {request.max_tokens} completion tokens) "
+                    f"exceeds the available context size ({self.context_window} tokens)"
+                )
         view = _View(request)
         kind = view.kind()
         rng = random.Random(_seed(self.variant, request, kind))
@@ -435,7 +450,11 @@ class _View:
 
 
 def create(model: str | None = None, **options: Any) -> MockModel:
-    """Factory registered as backend ``mock``: ``model`` names the variant (default ``gold``)."""
-    if options:
-        raise ModelError(f"the mock backend takes no options; got {sorted(options)}")
-    return MockModel(model or DEFAULT_VARIANT)
+    """Factory registered as backend ``mock``: ``model`` names the variant (default ``gold``).
+
+    Option: ``context_window`` (tokens; default none).
+    """
+    unknown = sorted(set(options) - {"context_window"})
+    if unknown:
+        raise ModelError(f"the mock backend takes only the option context_window; got {unknown}")
+    return MockModel(model or DEFAULT_VARIANT, context_window=options.get("context_window"))

@@ -379,10 +379,16 @@ def test_every_stop_reason_is_reachable(stop: str) -> None:
     elif stop == "max_turns":
         script = [search("a"), search("b"), answer("a")]
         kwargs = {"max_turns": 2}
+    elif stop == "context_window":
+        script = [search("a"), search("b"), answer("a")]
     else:
         script = [search("a")]
         retriever = BrokenRetriever()
-    traj = run(ScriptedModel(script), retriever, budget=budget, **kwargs)
+    model = ScriptedModel(script)
+    if stop == "context_window":
+        # room for the first turn, not for a second one after the search results
+        model.context_window = 900
+    traj = run(model, retriever, budget=budget, **kwargs)
     assert traj.stop_reason == stop
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from bcas.agent import run_bcas
 from bcas.agent.budget import MAX_TURNS_SAFETY, BudgetLedger, turn_bound
-from bcas.agent.protocol import QUERY_MAX_CHARS, action_schema
+from bcas.agent.protocol import MIN_FIELD_CHARS, QUERY_MAX_CHARS, THOUGHT_MAX_CHARS, action_schema
 from bcas.config import AgentConfig, Budget, ConfigError, RetrievalConfig, RunConfig
 from bcas.data import Dataset, load_dataset
 from bcas.grids import ABLATION, CONTEXT_SCALING, SEARCH_SCALING, SMOKE
@@ -80,29 +80,45 @@ def test_a_turn_may_use_what_remains_of_the_budget() -> None:
     assert BudgetLedger(Budget(max_total_tokens=100, per_turn_max_tokens=384)).turn_max_tokens() == 100
 
 
-def test_action_fields_are_sized_from_the_turn_allowance() -> None:
-    caps = []
-    for allowance in (64, 500, 2000, 16000):
+def test_action_fields_fit_the_turn_allowance_and_never_grow_past_fixed_caps() -> None:
+    schemas = set()
+    for allowance in (*range(1, 600), 1000, 2000, 4000, 16000, 128000, None):
         props = action_schema(["search_database", "ready_to_answer"], allowance)["properties"]
         thought, query = props["thought"]["maxLength"], props["query"]["maxLength"]
-        # the fields fit the allowance at two characters per token, after the JSON overhead
-        assert thought + query <= max(16, 2 * allowance)
-        caps.append((thought, query))
-    assert [t for t, _ in caps] == sorted({t for t, _ in caps})  # strictly growing thoughts
-    assert caps[-1][0] > 16000 and caps[-1][1] == QUERY_MAX_CHARS
-    assert "maxLength" not in action_schema(["ready_to_answer"])["properties"]["thought"]
+        assert thought <= THOUGHT_MAX_CHARS and query <= QUERY_MAX_CHARS
+        if allowance is not None:
+            # the fields fit the allowance at two characters per token, after the JSON overhead
+            assert thought + query <= max(2 * MIN_FIELD_CHARS, 2 * allowance)
+        schemas.add((thought, query))
+    # bounded whatever the budget: every allowance from 600 tokens on gets the same schema
+    assert max(schemas) == (THOUGHT_MAX_CHARS, QUERY_MAX_CHARS)
+    assert (
+        len({action_schema(["search_database"], n)["properties"]["thought"]["maxLength"] for n in (600, 16000, 10**6)})
+        == 1
+    )
+    assert action_schema(["ready_to_answer"], 16000) == action_schema(["ready_to_answer"], 128000)
 
 
 # -- the effects are observable ---------------------------------------------------------
 
 
-def test_context_scaling_spends_each_budget_with_mock_verbose(hotpotqa: Dataset, bm25: Any) -> None:
+@pytest.mark.parametrize("thought_max_chars", [None, 256], ids=["unbounded-thought", "bounded-thought"])
+def test_context_scaling_spends_each_budget_with_mock_verbose(
+    hotpotqa: Dataset, bm25: Any, thought_max_chars: int | None
+) -> None:
+    """With an unbounded thought every budget is spent; with the default 256-character
+    thought, action turns are bounded, so the 64-turn safety limit caps what a 16K budget
+    can spend (measured 0.25 of it): every budget up to 4K is still spent."""
     model = MockModel("verbose")
     items = hotpotqa.items[:3]
     means: dict[int, float] = {}
     for entry in CONTEXT_SCALING.entries:
-        config = replace(entry.config, retrieval=BM25)  # the mock cares for no ranking: BM25 is enough
+        # the mock cares for no ranking: BM25 is enough
+        agent = replace(entry.config.agent, thought_max_chars=thought_max_chars)
+        config = replace(entry.config, retrieval=BM25, agent=agent)
         budget = config.budget
+        if thought_max_chars is not None and budget.max_total_tokens > 4000:
+            continue
         assert budget.max_searches is None and budget.per_turn_max_tokens is None
         trajs = run_items(items, model, bm25, config)
         assert all(t.error is None for t in trajs)
@@ -114,7 +130,7 @@ def test_context_scaling_spends_each_budget_with_mock_verbose(hotpotqa: Dataset,
             # unlimited searches go past a dozen whenever the tokens allow a dozen turns
             if budget.max_total_tokens >= 2000:
                 assert min(t.searches_used for t in trajs) > 12, entry.label
-    assert sorted(means) == [500, 1000, 2000, 4000, 16000]
+    assert sorted(means) == [500, 1000, 2000, 4000, 16000][: 5 if thought_max_chars is None else 4]
     ordered = [means[b] for b in sorted(means)]
     assert all(a < b for a, b in zip(ordered, ordered[1:], strict=False))
 

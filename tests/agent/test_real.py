@@ -172,3 +172,24 @@ def test_search_budgets_and_planning_produce_valid_records(
         searches = statistics.mean(r.searches_used for r in rows)
         stops = sorted({r.stop_reason for r in rows})
         print(f"{config.label:<22} EM {em:.2f}  F1 {f1:.2f}  searches {searches:.1f}  stops {stops}")
+
+
+def test_a_paper_sized_budget_runs_on_a_bounded_grammar(hotpotqa: Dataset, bm25: Any, smollm2: Any) -> None:
+    """The reproduction that crashed llama.cpp: one search, 1,500 tokens, no per-turn cap.
+
+    The action schema's caps used to grow with the turn's allowance (a 1,476-character
+    thought here), and llama.cpp's grammar for it crashed the native library.  Now the
+    schema is bounded and the trajectory completes with a valid record.
+    """
+    budget = Budget(max_searches=1, max_total_tokens=1500)
+    config = RunConfig(budget=budget, retrieval=RETRIEVAL)
+    engine = getattr(smollm2, "inner", smollm2)
+    crashes = engine.crashes
+    item = hotpotqa.subset(1).items[0]
+    traj = asyncio.run(run_bcas(item, smollm2, bm25, config, keep_requests=True))
+    check_budget(traj, budget)
+    assert engine.crashes == crashes  # no engine process was lost
+    schemas = [r.json_schema for r in traj.requests if r.json_schema and "thought" in r.json_schema["properties"]]
+    assert schemas and all(s["properties"]["thought"]["maxLength"] <= 256 for s in schemas)
+    record = record_from_trajectory(traj, run_id="repro", dataset=hotpotqa.subset(1))
+    assert record.stop_reason in STOP_REASONS and record.error is None

@@ -188,6 +188,17 @@ def test_answers_from_context_with_engine_token_counts(vllm_model: VLLMModel) ->
 
 @pytest.mark.vllm
 @skip_if_no_vllm
+def test_the_context_window_is_max_model_len_and_a_longer_request_is_refused_as_such(vllm_model: VLLMModel) -> None:
+    from bcas.llm.base import ContextWindowError
+
+    assert vllm_model.context_window == 2048
+    request = ChatRequest(PARIS_MESSAGES, max_tokens=2048)
+    with pytest.raises(ContextWindowError, match="max_model_len 2048"):
+        asyncio.run(vllm_model.chat(request))
+
+
+@pytest.mark.vllm
+@skip_if_no_vllm
 def test_json_schema_output_is_schema_valid(vllm_model: VLLMModel) -> None:
     import jsonschema
 

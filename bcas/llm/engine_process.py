@@ -1,0 +1,210 @@
+"""A llama.cpp engine in a child process: a native crash fails a request, not the session.
+
+llama.cpp is a native library; a segmentation fault or an abort inside it ends the
+process that loaded it.  Loaded in the pytest process, such a crash would take pytest,
+every record not yet written and the report with it.  So the embedded backend keeps
+its engine here, in a child process started with ``python -m bcas.llm.engine_process``,
+and talks to it over one socket (pickled dicts, :mod:`multiprocessing.connection`).
+
+Protocol (parent → child, one message each, answered in order):
+
+``{"op": "load", "path": ..., "options": {...}}``
+    Load the GGUF; answered ``{"ok": True, "n_ctx": int, "pid": int}`` or
+    ``{"ok": False, "error": str}``.
+``{"op": "chat", "request": {...}}``
+    One chat completion (messages, max_tokens, temperature, seed, stop, json_schema,
+    top_logprobs, repeat_penalty); answered with the completion's fields or
+    ``{"ok": False, "error": str, "kind": "context" | "llama"}``.
+``{"op": "close"}``
+    Free the model and exit.
+
+Nothing the model writes is executed: the child returns text and numbers only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from collections import OrderedDict
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
+
+
+class _TopLogprobs:
+    """Logits processor that records the top-k log-probabilities at each position.
+
+    It sees the raw logits (before repetition penalty and grammar masking), so a
+    reranker can read log P("Yes") against log P("No") without ``logits_all``.
+    """
+
+    def __init__(self, llm: Any, k: int) -> None:
+        self.llm = llm
+        self.k = k
+        self.rows: list[dict[str, float]] = []
+
+    def __call__(self, input_ids: Any, scores: np.ndarray) -> np.ndarray:
+        logits = np.asarray(scores, dtype=np.float64)
+        peak = float(logits.max())
+        log_norm = peak + float(np.log(np.exp(logits - peak).sum()))
+        k = min(self.k, logits.shape[0])
+        top = np.argpartition(-logits, k - 1)[:k]
+        top = top[np.argsort(-logits[top])]
+        row: dict[str, float] = {}
+        for token_id in top:
+            text = self.llm.detokenize([int(token_id)]).decode("utf-8", errors="replace")
+            # Two ids may print the same; keep the likelier (they come in descending order).
+            row.setdefault(text, float(logits[token_id] - log_norm))
+        self.rows.append(row)
+        return scores
+
+
+def load_llama(path: str, options: dict[str, Any]) -> Any:
+    """Create the ``llama_cpp.Llama`` (in the child).
+
+    ``extra_buffer_types=False`` (the default) turns off llama.cpp's extra CPU weight
+    buffers (AMX / repacked layouts): on AMX-capable Xeons the AMX path of the
+    llama.cpp bundled with llama-cpp-python 0.3.x crashes on any multi-token batch,
+    and for the Q4_1 default model those buffers bring nothing else.
+    """
+    import llama_cpp
+    import llama_cpp.llama_cpp as llama_c
+
+    opts = dict(options)
+    extra_buffer_types = bool(opts.pop("extra_buffer_types", False))
+    n_threads = opts.pop("n_threads", None)
+    if n_threads is not None:
+        opts["n_threads"] = n_threads
+        opts["n_threads_batch"] = n_threads
+    original = llama_c.llama_model_default_params
+
+    def default_params() -> Any:
+        params = original()
+        params.use_extra_bufts = extra_buffer_types
+        return params
+
+    llama_c.llama_model_default_params = default_params
+    try:
+        return llama_cpp.Llama(model_path=path, **opts)
+    finally:
+        llama_c.llama_model_default_params = original
+
+
+class _Engine:
+    """The child's side: one ``Llama`` and a small cache of compiled grammars."""
+
+    def __init__(self, llm: Any) -> None:
+        self.llm = llm
+        self.grammars: OrderedDict[str, Any] = OrderedDict()
+
+    def grammar(self, schema_json: str) -> Any:
+        from llama_cpp import LlamaGrammar  # type: ignore[attr-defined]  # exported, not in __all__
+
+        grammar = self.grammars.get(schema_json)
+        if grammar is None:
+            grammar = LlamaGrammar.from_json_schema(schema_json, verbose=False)
+            self.grammars[schema_json] = grammar
+            while len(self.grammars) > 64:
+                self.grammars.popitem(last=False)
+        else:
+            self.grammars.move_to_end(schema_json)
+        return grammar
+
+    def chat(self, req: dict[str, Any]) -> dict[str, Any]:
+        started = time.perf_counter()
+        kwargs: dict[str, Any] = {
+            "messages": req["messages"],
+            "max_tokens": req["max_tokens"],
+            "temperature": req["temperature"],
+            "seed": req["seed"],
+            "stop": req["stop"],
+        }
+        if req.get("repeat_penalty") is not None:
+            kwargs["repeat_penalty"] = req["repeat_penalty"]
+        if req.get("json_schema") is not None:
+            try:
+                kwargs["grammar"] = self.grammar(json.dumps(req["json_schema"]))
+            except Exception as exc:  # the converter raises plain Exceptions/ValueErrors
+                return {"ok": False, "kind": "schema", "error": f"cannot turn this json_schema into a grammar: {exc}"}
+        recorder: _TopLogprobs | None = None
+        if req.get("top_logprobs"):
+            from llama_cpp import LogitsProcessorList
+
+            recorder = _TopLogprobs(self.llm, int(req["top_logprobs"]))
+            kwargs["logits_processor"] = LogitsProcessorList([recorder])
+        try:
+            completion = self.llm.create_chat_completion(**kwargs)
+        except ValueError as exc:
+            # llama-cpp-python: ValueError("Requested tokens (N) exceed context window of M")
+            return {"ok": False, "kind": "context", "error": str(exc)}
+        except RuntimeError as exc:
+            return {"ok": False, "kind": "llama", "error": str(exc)}
+        choice = completion["choices"][0]
+        usage = completion.get("usage") or {}
+        completion_tokens = int(usage.get("completion_tokens", 0))
+        return {
+            "ok": True,
+            "text": choice["message"].get("content") or "",
+            "prompt_tokens": int(usage.get("prompt_tokens", 0)),
+            "completion_tokens": completion_tokens,
+            "finish_reason": "length" if choice.get("finish_reason") == "length" else "stop",
+            "generation_s": time.perf_counter() - started,
+            "logprobs": recorder.rows[:completion_tokens] if recorder is not None else None,
+        }
+
+
+def serve(conn: Connection) -> None:
+    """Answer the parent's messages until it closes the socket or says ``close``."""
+    engine: _Engine | None = None
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        op = message.get("op")
+        if op == "close":
+            conn.send({"ok": True})
+            return
+        if op == "load":
+            try:
+                llm = load_llama(message["path"], message["options"])
+            except Exception as exc:  # reported to the parent, which raises ModelError
+                conn.send({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            engine = _Engine(llm)
+            conn.send({"ok": True, "n_ctx": int(llm.n_ctx()), "pid": os.getpid()})
+        elif op == "chat" and engine is not None:
+            conn.send(engine.chat(message["request"]))
+        else:
+            conn.send({"ok": False, "kind": "protocol", "error": f"unexpected message {op!r}"})
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or not argv[0].isdigit():
+        print("usage: python -m bcas.llm.engine_process FD (started by the embedded backend)", file=sys.stderr)
+        return 2
+    # OpenMP threads sleep rather than spin between batches: spinning threads starve the
+    # parent's event loop and retriever on a small machine (measured: 2x slower prompt
+    # processing under contention).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # The parent owns this process's life: Ctrl-C or a scheduler's SIGTERM reach the
+    # whole process group, and the parent answers them (finishing its records, then
+    # closing this engine).  Should the parent die, the socket closes and serve() ends.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sock = socket.socket(fileno=int(argv[0]))
+    conn = Connection(sock.detach())
+    try:
+        serve(conn)
+    finally:
+        conn.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,176 @@
+"""Action validity of the JSON action designs on the embedded model (prints figures, asserts nothing).
+
+Runs the BCAS loop on HotpotQA items with the embedded default (SmolLM2-135M-Instruct,
+llama.cpp in its engine process) under three designs of the constrained action, and
+prints per design and configuration: valid action turns / action turns, stop
+reasons, engine crashes, completion tokens and seconds per item.
+
+* ``budget_sized``: the earlier design, kept here only to be measured: the thought's
+  ``maxLength`` grew with the turn's token allowance (room at two characters per
+  token, less the query's share), so paper budgets gave grammars of thousands of
+  rules.
+* ``fixed``: the shipped design (:func:`bcas.agent.protocol.field_caps`): thought
+  and query capped by constants, drawn from a few levels.
+* ``unbounded_thought``: the thought first with no ``maxLength`` (a constant grammar);
+  a reply cut by the allowance before its action is an invalid turn.
+* ``action_first``: the action and query first, then an unbounded thought (no
+  ``maxLength``, so a constant grammar; a reply cut by the allowance still holds
+  its action).
+
+    python benchmarks/perf/bench_action_validity.py [--items 20] [--designs fixed,budget_sized]
+        [--configs small,t500,repro] [--out FILE.json]
+
+``small`` is the smoke grid's BM25 s3 configuration (2K tokens, 160 per call),
+``t500`` the context-scaling grid's 500-token configuration (BCAS §3.10, unlimited
+searches; BM25 here so no embedder loads), ``repro`` ``Budget(max_searches=1,
+max_total_tokens=1500)`` with no per-call cap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from bcas.agent import protocol, run_bcas
+from bcas.config import Budget, RetrievalConfig, RunConfig
+from bcas.data import load_dataset
+from bcas.grids import CONTEXT_SCALING, SMOKE
+from bcas.llm.embedded import create
+from bcas.retrieval import build_retriever
+
+SHIPPED_ACTION_SCHEMA = protocol.action_schema
+
+
+def budget_sized_schema(tools: Sequence[str], max_tokens: int | None = None, *_: Any) -> dict[str, Any]:
+    """The earlier design: caps sized from the turn's allowance (the thought uncapped without one)."""
+    schema = SHIPPED_ACTION_SCHEMA(tools, max_tokens)
+    props = schema["properties"]
+    if max_tokens is None:
+        props["thought"] = {"type": "string"}
+        props["query"]["maxLength"] = 500
+        return schema
+    room = max(0, max_tokens - protocol.JSON_OVERHEAD_TOKENS) * protocol.CHARS_PER_TOKEN
+    query = min(500, max(8, int(room * protocol.QUERY_SHARE)))
+    props["thought"]["maxLength"] = max(8, room - query)
+    props["query"]["maxLength"] = query
+    return schema
+
+
+def unbounded_thought_schema(tools: Sequence[str], max_tokens: int | None = None, *_: Any) -> dict[str, Any]:
+    schema = SHIPPED_ACTION_SCHEMA(tools, max_tokens)
+    schema["properties"]["thought"] = {"type": "string"}
+    return schema
+
+
+def action_first_schema(tools: Sequence[str], max_tokens: int | None = None, *_: Any) -> dict[str, Any]:
+    schema = SHIPPED_ACTION_SCHEMA(tools, max_tokens)
+    props = schema["properties"]
+    schema["properties"] = {"action": props["action"], "query": props["query"], "thought": {"type": "string"}}
+    schema["required"] = ["action", "query", "thought"]
+    return schema
+
+
+DESIGNS = {
+    "fixed": SHIPPED_ACTION_SCHEMA,
+    "budget_sized": budget_sized_schema,
+    "unbounded_thought": unbounded_thought_schema,
+    "action_first": action_first_schema,
+}
+
+
+def configs() -> dict[str, RunConfig]:
+    smoke = next(e.config for e in SMOKE.entries if e.kind == "bcas" and e.config.label == "bm25/s3/t2k")
+    t500 = next(e.config for e in CONTEXT_SCALING.entries if e.config.label.startswith("hs/sinf/t500"))
+    bm25 = RetrievalConfig(mode="bm25")
+    return {
+        "small": smoke,
+        "t500": replace(t500, retrieval=bm25),
+        "repro": RunConfig(budget=Budget(max_searches=1, max_total_tokens=1500), retrieval=bm25),
+    }
+
+
+async def run(design: str, config: RunConfig, items: list[Any], retriever: Any, model: Any) -> dict[str, Any]:
+    protocol_schema = DESIGNS[design]
+    import bcas.agent.loop as loop
+
+    loop.action_schema = protocol_schema  # the loop's reference to the action schema
+    turns = invalid = tokens = 0
+    stops: Counter[str] = Counter()
+    seconds: list[float] = []
+    crashes_before = model.crashes
+    errors: list[str] = []
+    try:
+        for item in items:
+            started = time.perf_counter()
+            traj = await run_bcas(item, model, retriever, config)
+            seconds.append(time.perf_counter() - started)
+            turns += traj.action_turns
+            invalid += traj.invalid_turns
+            tokens += traj.tokens_out
+            stops[traj.stop_reason] += 1
+            if traj.error:
+                errors.append(traj.error[:160])
+    finally:
+        loop.action_schema = SHIPPED_ACTION_SCHEMA
+    return {
+        "design": design,
+        "config": config.label,
+        "items": len(items),
+        "action_turns": turns,
+        "valid_turns": turns - invalid,
+        "valid_share": None if not turns else round((turns - invalid) / turns, 3),
+        "stop_reasons": dict(stops),
+        "engine_crashes": model.crashes - crashes_before,
+        "mean_tokens_out": round(tokens / len(items), 1),
+        "mean_seconds": round(statistics.mean(seconds), 1),
+        "errors": errors[:3],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--items", type=int, default=20)
+    parser.add_argument("--designs", default="fixed,budget_sized")
+    parser.add_argument("--configs", default="small,t500,repro")
+    parser.add_argument("--n-threads", type=int, default=None)
+    parser.add_argument("--out", default=None, help="also write the rows as JSON to this file")
+    args = parser.parse_args(argv)
+    dataset = load_dataset("hotpotqa", limit=args.items, seed=0)
+    documents = [d for item in dataset.items for d in item.documents]
+    chosen = configs()
+    model = create(n_threads=args.n_threads)
+    rows = []
+    try:
+        for name in args.configs.split(","):
+            config = chosen[name]
+            retriever = build_retriever(documents, config.retrieval)
+            for design in args.designs.split(","):
+                row = asyncio.run(run(design, config, list(dataset.items), retriever, model))
+                row["name"] = name
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    finally:
+        model.close()
+    print(f"\n{'config':<8} {'design':<13} {'valid turns':>12} {'crashes':>8} {'tok/item':>9} {'s/item':>7}  stops")
+    for r in rows:
+        valid = f"{r['valid_turns']}/{r['action_turns']}"
+        print(
+            f"{r['name']:<8} {r['design']:<13} {valid:>12} {r['engine_crashes']:>8} {r['mean_tokens_out']:>9} "
+            f"{r['mean_seconds']:>7}  {r['stop_reasons']}"
+        )
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            json.dump(rows, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""A native crash of the embedded engine fails one request, never the process that asked.
+
+The embedded backend runs llama.cpp in a child process (``bcas.llm.engine_process``).
+These tests crash that child for real, with SIGSEGV (what a bad grammar or a bad
+kernel does inside llama.cpp): one crash is retried on a fresh engine; two in a row
+raise ``EngineCrashError`` naming the model and the request; the model then serves
+the next request on a new engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from llm_cases import PARIS_MESSAGES
+
+from bcas.llm.base import ChatRequest
+from bcas.llm.embedded import EmbeddedModel, EngineCrashError
+
+LONG = ChatRequest([{"role": "user", "content": "Write a long story about a lighthouse keeper."}], max_tokens=400)
+SHORT = ChatRequest(PARIS_MESSAGES, max_tokens=32)  # answered from its context: "Paris"
+
+
+@pytest.fixture
+def model(smollm2_gguf: Path) -> Iterator[EmbeddedModel]:
+    m = EmbeddedModel(smollm2_gguf, n_ctx=1024, n_threads=1)
+    yield m
+    m.close()
+
+
+def _crash_engines(model: EmbeddedModel, times: int, settle_s: float = 0.5) -> threading.Thread:
+    """Send SIGSEGV to the engine answering ``model``, ``times`` engines in a row."""
+
+    def run() -> None:
+        killed: set[int] = set()
+        deadline = time.monotonic() + 120
+        while len(killed) < times and time.monotonic() < deadline:
+            pid = model.worker_pid
+            if pid is None or pid in killed:
+                time.sleep(0.02)
+                continue
+            # let the new engine load and start generating before it is crashed
+            time.sleep(settle_s if not killed else 3.0)
+            os.kill(pid, signal.SIGSEGV)
+            killed.add(pid)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_one_crash_is_retried_on_a_fresh_engine(model: EmbeddedModel) -> None:
+    first = model.worker_pid
+    killer = _crash_engines(model, 1)
+    result = asyncio.run(model.chat(LONG))
+    killer.join(timeout=10)
+    assert model.crashes == 1
+    assert model.worker_pid not in (None, first)
+    assert result.completion_tokens > 0 and result.text
+
+
+def test_two_crashes_fail_the_request_with_its_size_and_the_model_goes_on(model: EmbeddedModel) -> None:
+    killer = _crash_engines(model, 2)
+    with pytest.raises(EngineCrashError) as caught:
+        asyncio.run(model.chat(LONG))
+    killer.join(timeout=10)
+    message = str(caught.value)
+    assert model.model_id in message and "SIGSEGV" in message
+    assert "max_tokens=400" in message and "1 messages" in message
+    assert model.crashes == 2
+    # the next request gets a fresh engine
+    result = asyncio.run(model.chat(SHORT))
+    assert "Paris" in result.text
+
+
+def test_the_engine_is_a_child_process(model: EmbeddedModel) -> None:
+    assert model.worker_pid is not None and model.worker_pid != os.getpid()
+    assert model.context_window == 1024
+
+
+def test_a_grammar_that_crashes_llama_cpp_fails_its_request_only(model: EmbeddedModel) -> None:
+    """A real native crash: llama.cpp's grammar for a 4,000-character maxLength (what the
+    action schema used to ask for at paper budgets) crashes the library on every try."""
+    schema = {
+        "type": "object",
+        "properties": {"thought": {"type": "string", "maxLength": 4000}},
+        "required": ["thought"],
+        "additionalProperties": False,
+    }
+    request = ChatRequest([{"role": "user", "content": "Think."}], max_tokens=16, json_schema=schema)
+    with pytest.raises(EngineCrashError, match="crashed twice"):
+        asyncio.run(model.chat(request))
+    assert "Paris" in asyncio.run(model.chat(SHORT)).text
