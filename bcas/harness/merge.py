@@ -193,7 +193,9 @@ def merge_runs(
     _check_target(target, inputs)
     manifests = [read_manifest(run) for run in inputs]
     shards, missing = _check_shards(inputs, manifests, partial)
-    per_input: list[list[Record]] = [[rec for path in record_files(run) for rec in read_records_file(path)] for run in inputs]
+    per_input: list[list[Record]] = [
+        [rec for path in record_files(run) for rec in read_records_file(path)] for run in inputs
+    ]
     found = mismatches(inputs, shards, manifests, per_input)
     if found and not allow_mismatch:
         shown = "\n  ".join(m.line() for m in found)

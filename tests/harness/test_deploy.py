@@ -42,7 +42,7 @@ def test_shell_script_parses(script: Path) -> None:
 def test_the_batch_script_declares_an_array_and_runs_auto_shards() -> None:
     text = (DEPLOY / "slurm" / "bcas-shards.sbatch").read_text()
     assert "#SBATCH --array=0-" in text and "--bcas-shard auto" in text and "vllm_up " in text
-    assert "--dependency=afterany:" in (DEPLOY / "slurm" / "submit.sh").read_text()
+    assert '--dependency="afterany:' in (DEPLOY / "slurm" / "submit.sh").read_text()
 
 
 def _docs() -> list[tuple[str, dict[str, Any]]]:
@@ -94,7 +94,11 @@ def test_the_indexed_job_and_its_shard_count_agree_with_the_service() -> None:
     port = service["spec"]["ports"][0]["port"]
     assert f"--bcas-base-url=http://{service['metadata']['name']}:{port}/v1" in container["args"]
     claim = docs["bcas-shards-job.yaml#0"]["metadata"]["name"]
-    assert {v["persistentVolumeClaim"]["claimName"] for v in spec["template"]["spec"]["volumes"] if "persistentVolumeClaim" in v} == {claim}
+    assert {
+        v["persistentVolumeClaim"]["claimName"]
+        for v in spec["template"]["spec"]["volumes"]
+        if "persistentVolumeClaim" in v
+    } == {claim}
 
 
 def test_ray_job_compiles_and_builds_each_shards_command(tmp_path: Path) -> None:
@@ -103,7 +107,21 @@ def test_ray_job_compiles_and_builds_each_shards_command(tmp_path: Path) -> None
     assert spec is not None and spec.loader is not None
     job = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(job)  # Ray itself is imported only when tasks are submitted
-    args = job.parse(["--shards", "4", "--run", "/r", "--model", "openai:m", "--base-url", "http://h:8000/v1", "--", "--bcas-grid", "smoke"])
+    args = job.parse(
+        [
+            "--shards",
+            "4",
+            "--run",
+            "/r",
+            "--model",
+            "openai:m",
+            "--base-url",
+            "http://h:8000/v1",
+            "--",
+            "--bcas-grid",
+            "smoke",
+        ]
+    )
     command = job.shard_command(args)
     assert command[1:4] == ["-m", "pytest", "benchmarks"] and command[-2:] == ["--bcas-grid", "smoke"]
     assert command[command.index("--bcas-shard") + 1] == "auto"

@@ -4,7 +4,8 @@
 :class:`bcas.testing.FaultServer` on port P that lists NAME at ``/v1/models`` and answers
 every chat request as the ``mock`` backend's ``random`` variant would
 (:func:`bcas.testing.mock_server.mock_reply`).  On SIGTERM (the launch script's exit trap)
-it appends ``<port> <chat requests answered>`` to ``$FAKE_VLLM_LOG`` and exits.  It stands
+it appends ``<port> <chat requests> <chat requests other than 1-token probes>`` to
+``$FAKE_VLLM_LOG`` and exits.  It stands
 in for no capability: it lets a test run the scripts' control flow (start, health check,
 shard, merge, gate) without a GPU.
 """
@@ -39,7 +40,10 @@ def main(argv: list[str]) -> int:
         log = os.environ.get("FAKE_VLLM_LOG")
         if log:
             with Path(log).open("a", encoding="utf-8") as fh:
-                fh.write(f"{args.port} {server.requests}\n")
+                # Chat requests, and those beyond a preflight's 1-token probe (the run's own calls).
+                asked = [r for r in server.log if r.path.endswith("/chat/completions")]
+                calls = sum(1 for r in asked if (r.body or {}).get("max_tokens") != 1)
+                fh.write(f"{args.port} {len(asked)} {calls}\n")
         done.set()
 
     signal.signal(signal.SIGTERM, stop)
