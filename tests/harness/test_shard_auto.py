@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -233,24 +235,33 @@ def test_kubernetes_indexed_job_played_locally_merges_to_the_unsharded_run(home:
     assert any(not r["correct_em"] for r in read_records(run))  # random spans: a real comparison
 
 
-def test_slurm_array_played_locally_through_the_batch_scripts(home: Path, unsharded: Path, tmp_path: Path) -> None:
-    """deploy/slurm/bcas-shards.sbatch as a 3-task array (--array=1-3), each task starting its own
-    stand-in for `vllm serve`; then bcas-merge.sbatch merges and gates against the unsharded run."""
+@dataclass
+class SlurmArray:
+    run: Path
+    env: dict[str, str]  # the batch scripts' environment (as submit.sh exports it)
+    log: Path  # the vllm stand-ins' request counts
+    outputs: list[str]
+
+
+@pytest.fixture(scope="module")
+def slurm_array(home: Path, tmp_path_factory: pytest.TempPathFactory) -> SlurmArray:
+    """deploy/slurm/bcas-shards.sbatch played as a 3-task array (--array=1-3), the tasks at once,
+    each starting its own stand-in for `vllm serve` (tests/support/fake_vllm.py)."""
     from bcas.processes import free_port
 
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    vllm = bin_dir / "vllm"
+    tmp = tmp_path_factory.mktemp("slurm")
+    (tmp / "bin").mkdir()
+    vllm = tmp / "bin" / "vllm"
     vllm.write_text(
         f"#!{sys.executable}\nimport runpy, sys\n"
         f"sys.argv[0] = 'vllm'\nrunpy.run_path({str(REPO / 'tests/support/fake_vllm.py')!r}, run_name='__main__')\n"
     )
     vllm.chmod(0o755)
-    run, log = home / "slurm-run", tmp_path / "vllm.log"
-    base = clean_env(
+    run, log = home / "slurm-run", tmp / "vllm.log"
+    env = clean_env(
         home,
         "unused",
-        PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        PATH=f"{tmp / 'bin'}{os.pathsep}{os.environ['PATH']}",
         BCAS_HOME=str(home),
         BCAS_DEPLOY=str(REPO / "deploy/slurm"),
         BCAS_RUN=str(run),
@@ -260,22 +271,17 @@ def test_slurm_array_played_locally_through_the_batch_scripts(home: Path, unshar
         VLLM_START_TIMEOUT="60",
         FAKE_VLLM_LOG=str(log),
         SLURM_ARRAY_JOB_ID="77",
+        TMPDIR=str(tmp),
     )
-    del base["BCAS_CACHE_DIR"]  # the scripts' default: node-local, $TMPDIR/bcas-cache-$SLURM_JOB_ID
-    base["TMPDIR"] = str(tmp_path)
+    del env["BCAS_CACHE_DIR"]  # the scripts' default: node-local, $TMPDIR/bcas-cache-$SLURM_JOB_ID
     array = {"SLURM_ARRAY_TASK_MIN": "1", "SLURM_ARRAY_TASK_MAX": "3", "SLURM_ARRAY_TASK_COUNT": "3"}
-    script = str(REPO / "deploy/slurm/bcas-shards.sbatch")
     tasks = [
         subprocess.Popen(
-            ["bash", script],
-            cwd=tmp_path,
-            env={
-                **base,
-                **array,
-                "SLURM_ARRAY_TASK_ID": str(task),
-                "SLURM_JOB_ID": f"77{task}",
-                "VLLM_PORT": str(free_port()),
-            },
+            ["bash", str(REPO / "deploy/slurm/bcas-shards.sbatch")],
+            cwd=tmp,
+            env=env
+            | array
+            | {"SLURM_ARRAY_TASK_ID": str(task), "SLURM_JOB_ID": f"77{task}", "VLLM_PORT": str(free_port())},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -285,29 +291,46 @@ def test_slurm_array_played_locally_through_the_batch_scripts(home: Path, unshar
     outputs = [t.communicate(timeout=600)[0] for t in tasks]
     for task, out in zip(tasks, outputs, strict=True):
         assert task.returncode == 0, out[-3000:]
+    return SlurmArray(run, env, log, outputs)
+
+
+def _merge_job(array: SlurmArray, **extra: str) -> subprocess.CompletedProcess[str]:
+    from bcas.processes import free_port
+
+    env = array.env | {"VLLM_PORT": str(free_port()), "SLURM_JOB_ID": "78"} | extra
+    script = str(REPO / "deploy/slurm/bcas-merge.sbatch")
+    done = subprocess.run(["bash", script], cwd=array.log.parent, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def test_slurm_array_played_locally_through_the_batch_scripts(slurm_array: SlurmArray, unsharded: Path) -> None:
+    for out in slurm_array.outputs:
         assert "vllm_up: mock-random served at http://127.0.0.1:" in out
-    served = [line.split() for line in log.read_text().splitlines()]
+    served = [line.split() for line in slurm_array.log.read_text().splitlines()]
     assert len(served) == 3 and len({port for port, _, _ in served}) == 3  # three servers, one per task
     assert all(int(calls) > 0 for _, _, calls in served)  # each answered its task's items
+    run = slurm_array.run
     assert [p.name for p in find_shards(run)] == ["shard-1-of-3", "shard-2-of-3", "shard-3-of-3"]
     first = json.loads((run / "shard-1-of-3" / "run.json").read_text())["sessions"][0]
     assert first["shard"] == "1/3" and first["shard_source"].startswith("SLURM_ARRAY_TASK_ID=1 (MIN=1")
 
-    merge = subprocess.run(
-        ["bash", str(REPO / "deploy/slurm/bcas-merge.sbatch")],
-        cwd=tmp_path,
-        env={**base, "VLLM_PORT": str(free_port()), "BCAS_BASELINE": str(unsharded), "SLURM_JOB_ID": "78"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert merge.returncode == 0, merge.stdout[-3000:] + merge.stderr[-3000:]
-    assert "merged 3 run folders" in merge.stdout
+    merge = _merge_job(slurm_array)  # no BCAS_BASELINE: merge only
+    assert "merged 3 run folders" in merge.stdout and "no BCAS_BASELINE, no gate" in merge.stdout
     assert answers(run) == answers(unsharded)
+    assert json.loads((run / "summary.json").read_text()) == json.loads((unsharded / "summary.json").read_text())
+
+
+@pytest.mark.slow
+def test_slurm_merge_job_gates_without_asking_again(slurm_array: SlurmArray, unsharded: Path) -> None:
+    """bcas-merge.sbatch with a baseline: merge, then the suite on the merged folder gates it."""
+    merge = _merge_job(slurm_array, BCAS_BASELINE=str(unsharded))
+    assert "merged 3 run folders" in merge.stdout and "overall: PASS" in merge.stdout
+    assert answers(slurm_array.run) == answers(unsharded)
     # The gate's run found every answer recorded: its server answered 1-token preflight probes only.
-    _, probes, calls = log.read_text().splitlines()[-1].split()
-    assert int(probes) >= 1 and calls == "0" and len(read_records(run)) == 24
-    sessions = json.loads((run / "run.json").read_text())["sessions"]
+    _, probes, calls = slurm_array.log.read_text().splitlines()[-1].split()
+    assert int(probes) >= 1 and calls == "0" and len(read_records(slurm_array.run)) == 24
+    sessions = json.loads((slurm_array.run / "run.json").read_text())["sessions"]
     assert sessions[-1]["shard"] is None and sessions[-1]["exit_status"] == 0
     assert sessions[-1]["options"]["baseline"]["value"] == str(unsharded)
 
@@ -342,7 +365,7 @@ def test_merge_refuses_shards_of_another_model_or_option_naming_shard_and_field(
     odd_model, odd_option = project.path / "odd-model", project.path / "odd-option"
     _shard(project, monkeypatch, odd_model, 0, *gold)
     _shard(project, monkeypatch, odd_model, 1, "--bcas-model", "mock:random")
-    _shard(project, monkeypatch, odd_option, 0, *gold)
+    shutil.copytree(odd_model / "shard-1-of-2", odd_option / "shard-1-of-2")  # the same first shard
     _shard(project, monkeypatch, odd_option, 1, *gold, "--bcas-limit", "10")
 
     assert results_main(["merge", str(odd_model)]) == 2
@@ -388,19 +411,19 @@ def test_auto_without_variables_is_a_usage_error(project: pytest.Pytester) -> No
 
 def test_estimate_splits_the_run_as_the_shards_will(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     gold = ("--bcas-model", "mock:gold", "--bcas-grid", "tiny", "-p", "no:cacheprovider")
-    est = project.runpytest(*gold, "--bcas-shard", "1/3", "--bcas-estimate", "--bcas-report", str(project.path / "e"))
+    est = project.runpytest(*gold, "--bcas-shard", "1/2", "--bcas-estimate", "--bcas-report", str(project.path / "e"))
     assert est.ret == 0, est.stdout.str()[-3000:]
     rows = {}
     for line in est.stdout.lines:
         parts = line.split()
-        if parts and parts[0] in ("1/3", "2/3", "3/3"):
+        if parts and parts[0] in ("1/2", "2/2"):
             rows[parts[0]] = (int(parts[1]), int(parts[2]))
-    # The estimate's items and calls per shard are those the three shard runs make.
-    for k in (1, 2, 3):
+    # The estimate's items and calls per shard are those the two shard runs make.
+    for k in (1, 2):
         run = project.path / f"s{k}"
-        done = project.runpytest(*gold, "--bcas-shard", f"{k}/3", "--bcas-report", str(run))
+        done = project.runpytest(*gold, "--bcas-shard", f"{k}/2", "--bcas-report", str(run))
         assert done.ret == 0
         recs = read_records(run)
-        assert rows[f"{k}/3"] == (len(recs), sum(r["llm_calls"] for r in recs)), (k, rows)
+        assert rows[f"{k}/2"] == (len(recs), sum(r["llm_calls"] for r in recs)), (k, rows)
     assert sum(items for items, _ in rows.values()) == 24
     assert "the array takes about" in est.stdout.str()
