@@ -119,8 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.out is None and not find_shards(Path(args.run_dir[0])):
                 print(ResultStore(args.run_dir[0]).merge(remove_worker_files=not args.keep))
                 return 0
-            summary = merge_runs(args.run_dir, args.out, partial=args.partial, allow_mismatch=args.allow_mismatch)
-            print("\n".join(summary.lines()))
+            merged = merge_runs(args.run_dir, args.out, partial=args.partial, allow_mismatch=args.allow_mismatch)
+            print("\n".join(merged.lines()))
             return 0
         sheet = load_price_sheet(args.prices, args.sheet)
         before = load_records(args.records)
