@@ -8,6 +8,7 @@ for code written against ``bcas.results`` and is the command line::
     python -m bcas.results reprice RECORDS --prices SHEET      # costs under another sheet
     python -m bcas.results rejudge RUN --judge BACKEND:MODEL   # grades by another judge
     python -m bcas.results merge RUN [RUN ...] [--out DIR]     # worker files, or shard runs
+    python -m bcas.results merge RUN                           # RUN/shard-K-of-N/ (--bcas-shard auto)
 """
 
 from __future__ import annotations
@@ -74,15 +75,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     mg = sub.add_parser(
         "merge",
         help="merge per-worker records.<worker>.jsonl files into records.jsonl; with several "
-        "run folders (the shards of a --bcas-shard run) and --out, join them into one run",
+        "run folders (the shards of a --bcas-shard run) and --out, join them into one run; a run "
+        "folder holding shard-K-of-N folders (--bcas-shard auto) is joined into itself",
     )
-    mg.add_argument("run_dir", nargs="+", help="a run folder, or several with --out")
+    mg.add_argument("run_dir", nargs="+", help="a run folder, a folder of shard-K-of-N folders, or several with --out")
     mg.add_argument(
         "--out",
         default=None,
         help="the new run folder that joins the given ones (records, run.json, summaries and report)",
     )
-    mg.add_argument("--partial", action="store_true", help="join the shards given even when some are missing")
+    mg.add_argument(
+        "--partial", action="store_true", help="join the shards there are when some are missing (they are named)"
+    )
+    mg.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="join shards whose manifests disagree (bcas version, grids, options, model fingerprints, "
+        "dataset hashes, price sheet); the differences are written into the merged run.json",
+    )
     mg.add_argument("--keep", action="store_true", help="keep the worker files (one run folder, no --out)")
     args = parser.parse_args(argv)
     try:
@@ -104,12 +114,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "merge":
             if args.out is None and len(args.run_dir) > 1:
                 raise RecordError("merging several run folders writes a new one: give --out DIR")
-            if args.out is None:
+            from bcas.harness.merge import find_shards, merge_runs  # the CLI sits above both layers
+
+            if args.out is None and not find_shards(Path(args.run_dir[0])):
                 print(ResultStore(args.run_dir[0]).merge(remove_worker_files=not args.keep))
                 return 0
-            from bcas.harness.merge import merge_runs  # the CLI sits above both layers, as rejudge does
-
-            print("\n".join(merge_runs(args.run_dir, args.out, partial=args.partial).lines()))
+            merged = merge_runs(args.run_dir, args.out, partial=args.partial, allow_mismatch=args.allow_mismatch)
+            print("\n".join(merged.lines()))
             return 0
         sheet = load_price_sheet(args.prices, args.sheet)
         before = load_records(args.records)

@@ -29,6 +29,7 @@ the README's own files and small samples at the data paths the README names:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -254,7 +255,7 @@ def _on_mock(args: list[str]) -> list[str]:
     return out
 
 
-def _pytest(args: list[str], pytester: pytest.Pytester, full: bool) -> str:
+def _pytest(args: list[str], pytester: pytest.Pytester, full: bool, env: dict[str, str] | None = None) -> str:
     """Collect the command as written; run it on the mock backend when that is cheap (see the module doc).
 
     In process (``pytester``, its folder the sandbox): a subprocess per command would spend
@@ -267,17 +268,28 @@ def _pytest(args: list[str], pytester: pytest.Pytester, full: bool) -> str:
     # A command naming --bcas-api-key-env assumes its reader exported the key (an unset
     # variable stops the session at start): collect it with a placeholder in that variable.
     key_vars = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--bcas-api-key-env"]
-    saved = {name: os.environ.get(name) for name in key_vars}
-    for name in key_vars:
-        os.environ[name] = os.environ.get(name) or "sk-readme-placeholder"
+    given = {name: os.environ.get(name) or "sk-readme-placeholder" for name in key_vars} | (env or {})
+    with _environment(given):
+        return _collect_and_run(args, collect, pytester, full)
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """``values`` set in this process's environment (in-process pytest runs read it), restored after."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
-        result = pytester.runpytest(*collect, "--collect-only", "-q", "-p", "no:cacheprovider")
+        yield
     finally:
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def _collect_and_run(args: list[str], collect: list[str], pytester: pytest.Pytester, full: bool) -> str:
+    result = pytester.runpytest(*collect, "--collect-only", "-q", "-p", "no:cacheprovider")
     out = result.stdout.str() + result.stderr.str()
     assert result.ret == 0, f"pytest {shlex.join(args)} --collect-only exited {result.ret}:\n{out[-3000:]}"
     cases = _CASE.findall(out)
@@ -327,10 +339,13 @@ def _run_command(command: str, pytester: pytest.Pytester, cache_dir: Path, full:
         if re.search(pattern, command):
             return f"not run: {why}"
     words = shlex.split(command)
-    while words and re.match(r"^[A-Z_]+=", words[0]):  # VAR=value prefixes: the environment of a server run
+    env: dict[str, str] = {}
+    while words and re.match(r"^[A-Z_]+=", words[0]):  # VAR=value prefixes: the command's environment
+        name, _, value = words[0].partition("=")
+        env[name] = value
         words = words[1:]
     if words[:3] in (["python3", "-m", "pytest"], ["python", "-m", "pytest"]):
-        return _pytest(words[3:], pytester, full)
+        return _pytest(words[3:], pytester, full, env)
     if words[:2] in (["python", "-m"], ["python3", "-m"]) and words[2].startswith("bcas."):
         args = words[2:]
         inputs = [w for w in args[1:] if w.startswith("reports/")]

@@ -1,7 +1,7 @@
 """``--bcas-estimate``: the expected calls, tokens and cost of the selected cases, without running them.
 
 Every selected case is planned as a run would plan it (the same items, minus those
-already recorded in the run folder, this shard's only), then each item's pipeline is
+already recorded in the run folder), then each item's pipeline is
 replayed against the generation cache (:mod:`bcas.llm.cache`): a request the cache holds
 returns its stored result, so an item whose every call is cached gives exactly the
 tokens, calls and cost (under the run's price sheet, BCAS §3.7) the run would record.  A
@@ -11,7 +11,9 @@ at that call and is extrapolated from the mean of the case's replayed items (or,
 none replayed, of the same model's replayed items in other cases of the same kind);
 with neither, its cost is unknown and the estimate says so.  Indexes are built (or read
 from their disk cache) as the run would; no model is called, nothing is written to the
-run folder.
+run folder.  With ``--bcas-shard`` (K/N or ``auto``) every item of the run is planned,
+whatever K, and a second table gives each of the N shards' items, calls and expected
+wall time (:mod:`bcas.harness.estimate_shards`), to size an array before submitting it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import pytest
 from bcas.harness import state
 from bcas.harness.context import CaseContext
 from bcas.harness.cost import record_spend
+from bcas.harness.estimate_shards import shard_lines
 from bcas.harness.pipelines import whole_case_kind
 from bcas.harness.runner import BcasSession
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, WrappedModel
@@ -54,6 +57,7 @@ class ReplayModel(WrappedModel):
         # Not worth caching (instant and free, the mock backend): asking it is the replay.
         self.ask = not getattr(self.inner, "cacheable", True)
         self.calls = 0
+        self.latency_s = 0.0  # the measured latencies of the calls answered (a cache hit keeps its own)
 
     async def chat(self, request: ChatRequest) -> ChatResult:
         if self.ask:
@@ -67,6 +71,7 @@ class ReplayModel(WrappedModel):
                 raise NotCached(f"no cached result for a {self.inner.model_id} request")
             result = hit
         self.calls += 1
+        self.latency_s += float(result.latency_s or 0.0)
         return result
 
 
@@ -83,6 +88,13 @@ class CaseEstimate:
     cost: float | None = 0.0
     known: list[tuple[float, float, float, float | None]] = field(default_factory=list)  # per replayed item
     basis: str = "replayed"
+    # For the per-shard table (bcas.harness.estimate_shards): the item id of each planned (item, epoch),
+    # its replayed calls (None: extrapolated), the measured latency of the replayed calls.
+    item_ids: list[str] = field(default_factory=list)
+    item_calls: list[float | None] = field(default_factory=list)
+    latency_s: float = 0.0
+    latency_calls: int = 0
+    whole: bool = False  # a whole-case kind: runs on the one shard its case id hashes to
 
     def extrapolate(self, means: tuple[float, float, float, float | None] | None, basis: str) -> None:
         """Add the items that could not be replayed at ``means`` (calls, tokens in, tokens out, cost) each."""
@@ -126,8 +138,11 @@ async def _estimate_case(sess: BcasSession, case: Any) -> CaseEstimate:
             est.cost = None
             est.basis = "no basis"
         est.calls = model.calls
+        est.whole, est.latency_s, est.latency_calls = True, model.latency_s, model.calls
         return est
     est.items = len(plan.todo)
+    est.item_ids = [it.id for it, _ in plan.todo]
+    est.item_calls = [None] * len(plan.todo)
     if not plan.todo:
         return est
     context = CaseContext(sess, case, plan.dataset, plan.config, model)
@@ -139,7 +154,7 @@ async def _estimate_case(sess: BcasSession, case: Any) -> CaseEstimate:
         return est
     sem = asyncio.Semaphore(sess.settings.concurrency)
 
-    async def one(item: Any, epoch: int) -> None:
+    async def one(position: int, item: Any, epoch: int) -> None:
         misses: list[str] = []
         _MISSES.set(misses)
         async with sem:
@@ -151,8 +166,10 @@ async def _estimate_case(sess: BcasSession, case: Any) -> CaseEstimate:
         judge_calls = len((record.judge or {}).get("verdicts") or []) if record.judge else 0
         row = (float(record.llm_calls + judge_calls), float(record.tokens_in), float(record.tokens_out), cost)
         est.known.append(row)
+        est.item_calls[position] = row[0]
 
-    await asyncio.gather(*(one(it, e) for it, e in plan.todo))
+    await asyncio.gather(*(one(i, it, e) for i, (it, e) in enumerate(plan.todo)))
+    est.latency_s, est.latency_calls = model.latency_s, model.calls
     est.replayed = len(est.known)
     means = _means(est.known)
     if means is not None:
@@ -167,7 +184,8 @@ def estimate(settings: Any, cases: list[Any]) -> list[CaseEstimate]:
     with tempfile.TemporaryDirectory(prefix="bcas-estimate-") as scratch:
         # An absent run folder is not created: resume keys come from an empty scratch folder instead.
         run_dir = settings.run_dir if Path(settings.run_dir).is_dir() else Path(scratch)
-        sess = BcasSession(dataclasses.replace(settings, run_dir=run_dir))
+        # With a shard, every shard's items are planned: the per-shard table splits them (estimate_shards).
+        sess = BcasSession(dataclasses.replace(settings, run_dir=run_dir, shard=None))
         try:
             out = [sess.loop.run_until_complete(_estimate_case(sess, case)) for case in cases]
         finally:
@@ -212,6 +230,8 @@ def lines(estimates: list[CaseEstimate], settings: Any) -> list[str]:
         f"{sum(e.tokens_in for e in estimates):,.0f} tokens in, {sum(e.tokens_out for e in estimates):,.0f} "
         f"tokens out, cost ${sum(priced):.6f}" + (f" + {len(unknown)} case(s) of unknown cost" if unknown else "")
     )
+    if getattr(settings, "shard", None) is not None:
+        out.extend(shard_lines(estimates, settings))
     return out
 
 

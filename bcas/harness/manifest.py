@@ -22,6 +22,7 @@ An entry holds:
   is never written: only the name of the variable that holds it; URLs lose any
   user:password and query string;
 * ``shard``: ``"K/N"`` when the session ran one shard of the items (``--bcas-shard``), else ``None``;
+  ``shard_source``: the scheduler variables ``--bcas-shard auto`` read it from (``None`` for K/N);
 * ``seed``, ``epochs``, ``started_at``, ``ended_at`` and ``exit_status`` (pytest's).
 
 The HTML report shows the manifest in its "Run" section (:mod:`bcas.report.html_run`).
@@ -300,6 +301,7 @@ def session_entry(
         "seed": settings.seed,
         "epochs": getattr(settings, "epochs", 1),
         "shard": getattr(getattr(settings, "shard", None), "label", None),  # "K/N" of a sharded run (bcas.shard)
+        "shard_source": getattr(getattr(settings, "shard", None), "source", None),  # where auto found it
         "options": options,
         "settings": plain(settings),
     }

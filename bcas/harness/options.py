@@ -67,7 +67,10 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
         "str",
         None,
         "run only shard K of N (K/N, e.g. 1/4): the items whose id hashes to K, so N machines or "
-        "CI jobs each run a share; join the shard folders with python -m bcas.results merge",
+        "CI jobs each run a share; join the shard folders with python -m bcas.results merge. auto "
+        "(or auto/N): K and N from a Slurm array (SLURM_ARRAY_TASK_ID, _COUNT, _MIN), a Kubernetes "
+        "Indexed Job (JOB_COMPLETION_INDEX, N from BCAS_SHARD_COUNT) or BCAS_SHARD_INDEX/"
+        "BCAS_SHARD_COUNT (0-based index; Ray), writing into REPORT/shard-K-of-N/",
     ),
     (
         "retriever",

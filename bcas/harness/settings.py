@@ -233,6 +233,10 @@ def read_settings(config: pytest.Config) -> Settings:
     rootdir = Path(str(config.rootpath))
     report = _get(config, "report")
     run_dir = Path(report) if report else rootdir / "reports" / "+".join(grids)
+    shard = _shard(config)
+    if shard is not None and shard.source is not None and run_dir.name != shard.folder:
+        # --bcas-shard auto: every task of an array is given one run folder; each writes its own part.
+        run_dir = run_dir / shard.folder
     startup.check_report_dir(run_dir)
     settings = Settings(
         models=models,
@@ -257,7 +261,7 @@ def read_settings(config: pytest.Config) -> Settings:
         preflight=not bool(_get(config, "no-preflight")),
         require_prices=bool(_get(config, "require-prices")),
         corpus=corpus,
-        shard=_shard(config),
+        shard=shard,
         embedder=_retrieval_model(config, "embedder"),
         reranker=_retrieval_model(config, "reranker"),
         retriever=_engine_url(config),

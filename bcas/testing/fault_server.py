@@ -127,7 +127,10 @@ class FaultServer:
         schedule: FaultSchedule | None = None,
         hold_s: float = 3.0,
         retry_after: float = 0.1,
+        port: int = 0,
     ) -> None:
+        # port: 0 takes a free one; a fixed one stands in for a server a script starts (vllm serve --port).
+        self.fixed_port = port
         # Proxy mode (upstream): forward to a real server, faults from ``schedule``
         # (bcas.testing.proxy); ``hold_s`` and ``retry_after`` shape its timeout and 429.
         self.upstream = Upstream(upstream) if upstream else None
@@ -233,7 +236,7 @@ class FaultServer:
 
     def start(self) -> FaultServer:
         handler = _make_handler(self)
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        server = ThreadingHTTPServer(("127.0.0.1", self.fixed_port), handler)
         server.daemon_threads = True
         server.block_on_close = False
         server.request_queue_size = 128
