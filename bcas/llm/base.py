@@ -59,6 +59,19 @@ class ModelError(RuntimeError):
     """A backend failed to produce a result; the message says why and what to do."""
 
 
+class ContextWindowError(ModelError):
+    """The request does not fit the model's context window (a server's "context exceeded" reply).
+
+    ``window``: the context length in tokens, when the server or the model says it.  A
+    caller that can shorten the conversation (the BCAS loop) catches this apart from
+    other failures and stops with reason ``context_window``.
+    """
+
+    def __init__(self, message: str, window: int | None = None) -> None:
+        super().__init__(message)
+        self.window = window
+
+
 @dataclass(frozen=True)
 class ChatRequest:
     """One chat completion request.
@@ -147,11 +160,16 @@ class ChatResult:
 
 
 class ChatModel(abc.ABC):
-    """A chat model backend.  ``model_id`` is backend-agnostic (used in cache keys)."""
+    """A chat model backend.  ``model_id`` is backend-agnostic (used in cache keys).
+
+    ``context_window``: the model's context length in tokens (prompt and completion
+    together), ``None`` when unknown; callers clamp ``max_tokens`` to what it leaves.
+    """
 
     model_id: str = "unknown"
     supports_json_schema: bool = True
     supports_logprobs: bool = False
+    context_window: int | None = None
 
     @abc.abstractmethod
     async def chat(self, request: ChatRequest) -> ChatResult: ...
@@ -177,3 +195,7 @@ class WrappedModel(ChatModel):
     @property
     def supports_logprobs(self) -> bool:  # type: ignore[override]
         return self.inner.supports_logprobs
+
+    @property
+    def context_window(self) -> int | None:  # type: ignore[override]
+        return self.inner.context_window

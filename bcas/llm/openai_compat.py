@@ -39,6 +39,14 @@ DeepSeek) or ``reasoning`` field, and any ``<think>…</think>`` left inline in
 goes to ``ChatResult.reasoning_tokens``.  ``completion_tokens`` is kept as reported
 (reasoning included, per the OpenAI usage convention).
 
+Context window: a "context exceeded" reply (HTTP 400 whose error says the request
+exceeds the model's context: llama.cpp's "exceeds the available context size",
+vLLM's and llama-cpp-python's "maximum context length", the code
+``context_length_exceeded``) raises :class:`~bcas.llm.base.ContextWindowError` naming
+the window.  ``context_window`` is the server's context length: given
+(``context_window=``, or set by the harness from the preflight), else read once from
+the server on first use (:mod:`bcas.llm.served`; ``None`` when it does not say).
+
 The API key is read from the environment variable named by ``api_key_env``.  It is
 sent only in the ``Authorization`` header; it is never logged, never part of ``repr``
 and is removed from every error message.
@@ -51,18 +59,29 @@ import email.utils
 import json
 import os
 import random
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ModelError, split_reasoning
+from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, ModelError, split_reasoning
+from bcas.llm.served import read_server_facts
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 SCHEMA_MODES = ("json_schema", "json_object", "none")
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 SCHEMA_REJECT_STATUS = frozenset({400, 422})
+# How servers word a request that does not fit the context (llama.cpp, vLLM, llama-cpp-python, OpenAI).
+CONTEXT_EXCEEDED = re.compile(
+    r"exceeds? the available context size|maximum context length|context_length_exceeded|"
+    r"exceed context window|context window exceeded",
+    re.IGNORECASE,
+)
+_WINDOW_NUMBER = re.compile(
+    r"(?:maximum context length is|context window of|context size \(?|n_ctx\s*[=:]\s*)\s*(\d+)", re.IGNORECASE
+)
 
 
 @dataclass
@@ -121,6 +140,7 @@ class OpenAICompatModel(ChatModel):
         model_id: str | None = None,
         extra_body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        context_window: int | None = None,
     ) -> None:
         if not model:
             raise ModelError(
@@ -154,10 +174,28 @@ class OpenAICompatModel(ChatModel):
             self._headers["Authorization"] = f"Bearer {self._api_key}"
         self._state: _LoopState | None = None
         self._rng = random.Random()
+        self._window: int | None = context_window
+        self._window_known = context_window is not None
 
     def __repr__(self) -> str:
         key = f", api_key_env={self._api_key_env!r}" if self._api_key_env else ""
         return f"OpenAICompatModel({self.model!r}, base_url={self.base_url!r}{key})"
+
+    @property
+    def context_window(self) -> int | None:
+        """The server's context length: given or set, else read once from the server (None: not reported)."""
+        if not self._window_known:
+            self._window_known = True
+            try:
+                with httpx.Client(timeout=httpx.Timeout(10.0, connect=5.0), headers=self._headers) as client:
+                    self._window = read_server_facts(client, self.base_url, self.model).context_window
+            except httpx.HTTPError:
+                self._window = None
+        return self._window
+
+    @context_window.setter
+    def context_window(self, value: int | None) -> None:
+        self._window, self._window_known = value, True
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -228,6 +266,8 @@ class OpenAICompatModel(ChatModel):
         status = response.status_code
         if status == 429:
             raise _Retryable("HTTP 429 (rate limited)", wait=_retry_after(response))
+        if status == 400:
+            self._raise_if_context_exceeded(response)
         if status >= 400 and "response_format" in body:
             message = server_message(response)
             if _rejects_response_format(status, message):
@@ -249,6 +289,34 @@ class OpenAICompatModel(ChatModel):
         if not isinstance(reply, dict):
             raise _Retryable("malformed response body (choices[0].message missing)", malformed=True)
         return payload
+
+    def _raise_if_context_exceeded(self, response: httpx.Response) -> None:
+        """A 400 that says the request does not fit the context: :class:`ContextWindowError` naming the window."""
+        message = server_message(response)
+        code = ""
+        window: int | None = None
+        try:
+            error = response.json().get("error")
+        except (ValueError, AttributeError):
+            error = None
+        if isinstance(error, dict):
+            code = str(error.get("code") or error.get("type") or "")
+            if isinstance(error.get("n_ctx"), int):
+                window = int(error["n_ctx"])  # llama.cpp's server says its context size
+        if not (CONTEXT_EXCEEDED.search(message) or CONTEXT_EXCEEDED.search(code) or "exceed_context" in code):
+            return
+        if window is None:
+            found = _WINDOW_NUMBER.search(message)
+            window = int(found.group(1)) if found else self._window
+        shown = f"{window} tokens" if window else "of unknown size"
+        raise ContextWindowError(
+            self._redact(
+                f"{self.url}: the request for model {self.model!r} does not fit its context window ({shown}): "
+                f"{message}; shorten the conversation or start the server with a larger context "
+                "(llama.cpp: -c/--ctx-size or --n_ctx; vLLM: --max-model-len)"
+            ),
+            window=window,
+        )
 
     # -- the contract --------------------------------------------------------------
 
