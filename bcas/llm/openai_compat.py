@@ -59,7 +59,6 @@ import email.utils
 import json
 import os
 import random
-import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -67,21 +66,12 @@ from typing import Any
 import httpx
 
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, ModelError, split_reasoning
-from bcas.llm.served import read_server_facts
+from bcas.llm.served import context_exceeded, read_server_facts
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 SCHEMA_MODES = ("json_schema", "json_object", "none")
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 SCHEMA_REJECT_STATUS = frozenset({400, 422})
-# How servers word a request that does not fit the context (llama.cpp, vLLM, llama-cpp-python, OpenAI).
-CONTEXT_EXCEEDED = re.compile(
-    r"exceeds? the available context size|maximum context length|context_length_exceeded|"
-    r"exceed context window|context window exceeded",
-    re.IGNORECASE,
-)
-_WINDOW_NUMBER = re.compile(
-    r"(?:maximum context length is|context window of|context size \(?|n_ctx\s*[=:]\s*)\s*(\d+)", re.IGNORECASE
-)
 
 
 @dataclass
@@ -293,21 +283,10 @@ class OpenAICompatModel(ChatModel):
     def _raise_if_context_exceeded(self, response: httpx.Response) -> None:
         """A 400 that says the request does not fit the context: :class:`ContextWindowError` naming the window."""
         message = server_message(response)
-        code = ""
-        window: int | None = None
-        try:
-            error = response.json().get("error")
-        except (ValueError, AttributeError):
-            error = None
-        if isinstance(error, dict):
-            code = str(error.get("code") or error.get("type") or "")
-            if isinstance(error.get("n_ctx"), int):
-                window = int(error["n_ctx"])  # llama.cpp's server says its context size
-        if not (CONTEXT_EXCEEDED.search(message) or CONTEXT_EXCEEDED.search(code) or "exceed_context" in code):
+        exceeded, window = context_exceeded(response, message)
+        if not exceeded:
             return
-        if window is None:
-            found = _WINDOW_NUMBER.search(message)
-            window = int(found.group(1)) if found else self._window
+        window = window or self._window
         shown = f"{window} tokens" if window else "of unknown size"
         raise ContextWindowError(
             self._redact(

@@ -23,6 +23,7 @@ template's hash and the context length; the URL and the name asked for do not.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,15 @@ import httpx
 
 # llama.cpp's /v1/models ``meta`` keys that describe the weights (not the process).
 META_KEYS = ("n_params", "size", "n_vocab", "n_ctx_train", "n_embd", "vocab_type")
+# How servers word a request that does not fit the context (llama.cpp, vLLM, llama-cpp-python, OpenAI).
+CONTEXT_EXCEEDED = re.compile(
+    r"exceeds? the available context size|maximum context length|context_length_exceeded|"
+    r"exceed context window|context window exceeded|exceed_context_size",
+    re.IGNORECASE,
+)
+_WINDOW_NUMBER = re.compile(
+    r"(?:maximum context length is|context window of|context size \(?|n_ctx\s*[=:]\s*)\s*(\d+)", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -117,6 +127,26 @@ def facts_from(entry: dict[str, Any], props: dict[str, Any] | None) -> ServerFac
     )
 
 
+def context_exceeded(response: httpx.Response, message: str) -> tuple[bool, int | None]:
+    """Whether an error reply says the request exceeds the context, and the window it names (if any).
+
+    llama.cpp's server puts ``n_ctx`` in its error object; vLLM and llama-cpp-python say
+    "maximum context length is N tokens"; the code ``context_length_exceeded`` (OpenAI)
+    or the type ``exceed_context_size_error`` (llama.cpp) mark it too.
+    """
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = None
+    error = payload.get("error") if isinstance(payload, dict) else None
+    error = error if isinstance(error, dict) else {}
+    marks = " ".join(str(error.get(k) or "") for k in ("code", "type"))
+    if not (CONTEXT_EXCEEDED.search(message) or CONTEXT_EXCEEDED.search(marks)):
+        return False, None
+    found = _WINDOW_NUMBER.search(message)
+    return True, _positive_int(error.get("n_ctx")) or (int(found.group(1)) if found else None)
+
+
 def read_server_facts(
     client: httpx.Client, base_url: str, model: str, served_id: str | None = None, models_payload: Any = None
 ) -> ServerFacts:
@@ -132,4 +162,13 @@ def read_server_facts(
     return facts_from(entry, props)
 
 
-__all__ = ["META_KEYS", "ServerFacts", "facts_from", "model_entry", "read_server_facts", "server_root"]
+__all__ = [
+    "CONTEXT_EXCEEDED",
+    "META_KEYS",
+    "ServerFacts",
+    "context_exceeded",
+    "facts_from",
+    "model_entry",
+    "read_server_facts",
+    "server_root",
+]
