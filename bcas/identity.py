@@ -15,8 +15,11 @@ Model fingerprints, by how the model is reached:
 * a local Hugging Face checkpoint (``vllm``): ``hf-local:<folder name>:<hex>``, a hash of
   ``config.json``, the weights' index and the weight files' names and sizes;
   a hub id: ``hf:<id>`` (with ``@revision`` when the id carries one);
-* a server (``openai``): ``served:<id the server reports>`` plus
-  ``#<system_fingerprint>`` when the server sends one;
+* a server (``openai``): ``served:<id the server reports>``, then
+  ``@<digest>`` of what the server reports about the model it serves (model path,
+  ``root``, weights ``meta``, chat template hash, context length:
+  :mod:`bcas.llm.served`) when it reports any, then ``#<system_fingerprint>`` when a
+  chat answer carries one.  Another file behind the same name is another identity;
 * the ``mock`` backend: ``mock:<variant>``.
 """
 
@@ -144,8 +147,15 @@ def hf_fingerprint(model: str) -> str:
     return f"hf-local:{folder.name}:{digest.hexdigest()[:32]}"
 
 
-def server_fingerprint(served_id: str, system_fingerprint: str | None = None) -> str:
-    return f"served:{served_id}" + (f"#{system_fingerprint}" if system_fingerprint else "")
+def server_fingerprint(
+    served_id: str, system_fingerprint: str | None = None, facts: dict[str, Any] | None = None
+) -> str:
+    """``served:<id>[@<16 hex of the reported facts>][#<system_fingerprint>]`` (see the module docstring)."""
+    digest = ""
+    if facts:
+        blob = json.dumps(facts, sort_keys=True, separators=(",", ":"), default=str)
+        digest = "@" + hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return f"served:{served_id}{digest}" + (f"#{system_fingerprint}" if system_fingerprint else "")
 
 
 def short(fingerprint: str, n: int = 10) -> str:

@@ -238,13 +238,16 @@ Metadata, read without importing the kind: ``per_item`` -- it answers items one 
 into records (``False``: a probe run whole that writes a profile, such as MADARA §3's
 RSC probe); ``prompts`` -- the prompt folders (relative to the package, or absolute)
 whose templates shape its answers, hashed into the answer identity (:mod:`bcas.identity`);
-``label`` -- a format string over ``config`` naming an unnamed grid entry."""
+``label`` -- a format string over ``config`` naming an unnamed grid entry; ``budgeted`` --
+its conversation grows with ``config.budget`` (BCAS §3.3), which the session start
+compares with each model's context window."""
 RUN_KINDS.register(
     "bcas",
     "bcas.harness.pipelines:BCAS",
     per_item=True,
     prompts=("agent/prompts", "retrieval/prompts"),
     label="{config.label}",
+    budgeted=True,
 )
 RUN_KINDS.register(
     "madara",

@@ -195,6 +195,7 @@ NOT_RUN = {
     r"^bash \.ci/install\b": "installs packages: CI runs it before the tests",
     r"^python3? -m pytest tests\b": "the test suite itself, of which this test is a part",
     r"^vllm serve\b": "a vLLM server needs a GPU and the gpu extra",
+    r"^python3? -m bcas\.llm\.llama_server\b": "starts a llama.cpp server (tests/llm/test_preflight.py runs the recipe)",
     r"^python3? -m bcas\.retrieval\.milvus_lite\b": "starts a Milvus Lite server (tests/retrieval/test_engine.py runs one)",
     r"^python3? benchmarks/perf/run_all\.py\b": "prints speed figures for minutes; nothing to assert",
 }

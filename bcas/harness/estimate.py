@@ -63,7 +63,7 @@ class ReplayModel(WrappedModel):
         if self.ask:
             result = await self.inner.chat(request)
         else:
-            hit = await self.cached.cache.aget(request.cache_key(self.inner.model_id)) if self.cached else None
+            hit = await self.cached.cache.aget(self.cached.key(request)) if self.cached else None
             if hit is None:
                 misses = _MISSES.get()
                 if misses is not None:

@@ -84,6 +84,7 @@ def finalize_run(settings: Any, session: Any, token: str = "run") -> FinalResult
                 f"[{c.ci_lo * 100:+.1f}, {c.ci_hi * 100:+.1f}] on {c.n_paired} items, p={c.p_value:.3g}, "
                 f"Holm p={c.p_holm:.3g}{mark}"
             )
+    lines.extend(cache_lines(manifest, token))
     holm_failures: list[str] = gate.holm_failures if gate is not None else []
     lines.extend(stop_lines(stops))
     if records:
@@ -95,6 +96,16 @@ def finalize_run(settings: Any, session: Any, token: str = "run") -> FinalResult
             f"rho*={prof.get('rho_star')} class={prof.get('classification')} -> {dec.get('mode')}"
         )
     return FinalResult(store.path, report, lines, holm_failures, gate)
+
+
+def cache_lines(manifest: dict[str, Any] | None, token: str) -> list[str]:
+    """How many of this session's answers the generation cache gave (run.json's ``answers_from_cache``)."""
+    sessions = (manifest or {}).get("sessions") or []
+    entry = next((s for s in sessions if isinstance(s, dict) and s.get("session") == token), None)
+    if not entry or not entry.get("records_written"):
+        return []
+    cached, written = int(entry.get("answers_from_cache") or 0), int(entry["records_written"])
+    return [f"generation cache: {cached} of {written} answers written by this session came from the cache"]
 
 
 def read_profiles(run_dir: Path) -> list[dict[str, Any]]:

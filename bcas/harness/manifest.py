@@ -11,11 +11,13 @@ An entry holds:
   their installed metadata (nothing is imported to ask; ``None`` when absent);
 * ``host``: the CPU's model name (``/proc/cpuinfo``) and the GPUs ``nvidia-smi`` lists;
 * ``models`` (label -> backend, model, fingerprint, ``endpoints``: every server of a
-  served model, :mod:`bcas.llm.multi_endpoint`) and ``judge`` (fingerprint, grade
-  id), see :mod:`bcas.identity`; servers are identified from the session's preflight,
-  never asked again here;
-* ``datasets`` (name -> hashes) and ``records_written``, filled at the end from the
-  records this session wrote and the datasets it loaded;
+  served model, :mod:`bcas.llm.multi_endpoint`, ``context_window``: the preflight's
+  reading for a server, the backend's default otherwise, the loaded model's own at the
+  end) and ``judge`` (fingerprint, grade id), see :mod:`bcas.identity`; servers are
+  identified from the session's preflight, never asked again here;
+* ``datasets`` (name -> hashes), ``records_written`` and ``answers_from_cache`` (those
+  of them whose every model call the generation cache answered), filled at the end
+  from the records this session wrote and the datasets it loaded;
 * ``price_sheet`` (path and sha256 of the TOML file; ``None`` when pricing is off);
 * ``options``: every ``--bcas-*`` option as resolved, with where its value came from
   (command line, ini, default), and ``settings`` as the session used them.  An API key
@@ -51,6 +53,9 @@ from urllib.parse import urlsplit, urlunsplit
 from pluggy import HookimplMarker
 
 from bcas.harness import state
+from bcas.harness.pipelines import answered_from_cache
+from bcas.harness.session_start import context_windows, loaded_window
+from bcas.harness.settings import judge_endpoint
 from bcas.llm import backend_meta
 from bcas.records.manifest import MANIFEST_FILE, locked, read_manifest
 
@@ -203,13 +208,11 @@ def resolved_options(
 
 
 def _served(preflight: list[dict[str, Any]], base_url: str | None, model: str | None) -> str | None:
-    from bcas.identity import server_fingerprint
-
     urls = _split_urls(base_url)
     first = urls[0] if urls else None  # several servers of one model: the fingerprint is the first's
     for result in preflight:
-        if result.get("base_url") == first and result.get("model") == model:
-            return server_fingerprint(str(result.get("served_id") or model), result.get("system_fingerprint"))
+        if result.get("base_url") == first and result.get("model") == model and result.get("fingerprint"):
+            return str(result["fingerprint"])
     return None
 
 
@@ -238,8 +241,9 @@ def _try(fn: Callable[[], str]) -> str:
 
 
 def model_entries(settings: Any, preflight: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """(models by label, judge) with their fingerprints."""
+    """(models by label, judge) with their fingerprints and context windows (as known at start)."""
     models: dict[str, Any] = {}
+    windows = context_windows(settings, preflight)
     for spec in settings.models:
         models[spec.label] = {
             "backend": spec.backend,
@@ -247,6 +251,7 @@ def model_entries(settings: Any, preflight: list[dict[str, Any]]) -> tuple[dict[
             "base_url": plain(spec.base_url, "base_url"),
             "endpoints": [safe_url(u) for u in _split_urls(spec.base_url)],
             "fingerprint": _try(partial(_fingerprint, spec.backend, spec.model, spec.base_url, preflight)),
+            "context_window": windows.get(spec.label),
         }
     judge_spec = str(settings.judge)
     if judge_spec == "none":
@@ -256,7 +261,7 @@ def model_entries(settings: Any, preflight: list[dict[str, Any]]) -> tuple[dict[
         fingerprint = models[first.label]["fingerprint"]
     else:
         backend, _, name = judge_spec.partition(":")
-        base = settings.judge_base_url or next((m.base_url for m in settings.models if m.base_url), None)
+        base, _key_env = judge_endpoint(settings)
         fingerprint = _try(
             lambda: _fingerprint(
                 backend, name or None, base if backend_meta(backend, "needs_base_url") else None, preflight
@@ -373,13 +378,19 @@ def complete_session(
             if str(ds.hash) in answered:
                 datasets.setdefault(str(ds.name), set()).add(str(ds.hash))
         entry["datasets"] = {k: sorted(v) for k, v in sorted(datasets.items())}
+        loaded = {spec.label: m for spec, m in (getattr(session, "_models", None) or {}).items()}
         for label, model in (entry.get("models") or {}).items():
             seen = sorted({str(r.get("model_fingerprint")) for r in mine if r.get("model") == label})
             if seen:
                 model["recorded_fingerprints"] = seen
+            served = backend_meta(str(model.get("backend")), "needs_base_url")  # a server's: the preflight's reading
+            window = loaded_window(loaded[label]) if label in loaded and not served else None
+            if window:  # the loaded model's own window is the truth
+                model["context_window"] = window
         if entry.get("judge"):
             entry["judge"]["recorded_grade_ids"] = sorted({g for r in mine for g in (r.get("grades") or {})})
         entry["records_written"] = len(mine)
+        entry["answers_from_cache"] = sum(answered_from_cache(r) for r in mine)
         entry["ended_at"] = _now()
 
     return _update(run_dir, change)

@@ -104,7 +104,12 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
         "single in-process model then reuses each conversation's cached prefix; 8 otherwise)",
     ),
     ("judge", "str", "none", "LLM judge: none | same | BACKEND[:MODEL] (e.g. openai:gpt-4o-mini)"),
-    ("judge-base-url", "str", None, "base URL of the judge's OpenAI-compatible server"),
+    (
+        "judge-base-url",
+        "str",
+        None,
+        "base URL of the judge's OpenAI-compatible server (default: the first served model's servers)",
+    ),
     ("judge-repeats", "int", 1, "ask the judge this many times per item and record agreement"),
     (
         "prices",

@@ -21,6 +21,7 @@ from dataclasses import asdict, is_dataclass, replace
 from typing import Any
 
 from bcas.identity import epoch_seed
+from bcas.llm.cache import tally
 from bcas.records import Record
 from bcas.registry import ROUTED_METHOD, RUN_KINDS, RegistryError
 
@@ -215,30 +216,33 @@ async def run_item_record(ctx: Any, item: Any, epoch: int = 0) -> Record:
     seed = epoch_seed(ctx.config.seed, epoch)
     sampling = ctx.config if seed == ctx.config.seed else replace(ctx.config, seed=seed)
     started = time.perf_counter()
-    try:
-        record = await item_kind(kind).answer(ctx, item, run_id, extra, sampling)
-    except Exception as exc:  # noqa: BLE001 - any failure becomes an error record, never a lost item
-        record = Record(
-            run_id=run_id,
-            config_id=ctx.config.config_id,
-            config=ctx.config.to_dict(),
-            label=case.entry.label,
-            model=case.model.label,
-            dataset=ctx.dataset.name,
-            dataset_hash=ctx.dataset.hash,
-            item_id=item.id,
-            question=item.question,
-            answers=list(item.answers),
-            prediction="",
-            correct_em=False,
-            f1=0.0,
-            stop_reason="error",
-            error=f"{type(exc).__name__}: {exc}",
-            latency_s=time.perf_counter() - started,
-            method=kind,
-            extra={**extra, "traceback": traceback.format_exc(limit=6)},
-            created_at=time.time(),
-        )
+    with tally() as cache:  # how many of the item's model calls the generation cache answered
+        try:
+            record = await item_kind(kind).answer(ctx, item, run_id, extra, sampling)
+        except Exception as exc:  # noqa: BLE001 - any failure becomes an error record, never a lost item
+            record = Record(
+                run_id=run_id,
+                config_id=ctx.config.config_id,
+                config=ctx.config.to_dict(),
+                label=case.entry.label,
+                model=case.model.label,
+                dataset=ctx.dataset.name,
+                dataset_hash=ctx.dataset.hash,
+                item_id=item.id,
+                question=item.question,
+                answers=list(item.answers),
+                prediction="",
+                correct_em=False,
+                f1=0.0,
+                stop_reason="error",
+                error=f"{type(exc).__name__}: {exc}",
+                latency_s=time.perf_counter() - started,
+                method=kind,
+                extra={**extra, "traceback": traceback.format_exc(limit=6)},
+                created_at=time.time(),
+            )
+    if cache.lookups:
+        extra["cache"] = {"lookups": cache.lookups, "hits": cache.hits}
     merged = {**(record.extra or {}), **extra}
     return record.replace(
         model=case.model.label,
@@ -253,6 +257,12 @@ async def run_item_record(ctx: Any, item: Any, epoch: int = 0) -> Record:
     )
 
 
+def answered_from_cache(record: dict[str, Any]) -> bool:
+    """Whether the generation cache answered every model call of a record (``extra.cache``)."""
+    cache = (record.get("extra") or {}).get("cache") or {}
+    return bool(cache.get("lookups")) and cache.get("hits") == cache.get("lookups")
+
+
 __all__ = [
     "BCAS",
     "MADARA",
@@ -263,6 +273,7 @@ __all__ = [
     "RscKind",
     "RunKind",
     "WholeCaseKind",
+    "answered_from_cache",
     "item_kind",
     "run_item_record",
     "run_kind",

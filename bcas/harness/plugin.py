@@ -18,7 +18,7 @@ import pytest
 
 from bcas.harness import state
 from bcas.harness.options import OPTIONS
-from bcas.harness.session_start import _check_run_dir, _preflight
+from bcas.harness.session_start import _check_run_dir, _preflight, _warn_context_windows
 from bcas.harness.settings import (
     DEFAULT_LIMIT,
     KIND_MARKER,
@@ -316,8 +316,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if settings is None:
         return
     _check_run_dir(settings)
-    if settings.preflight:
+    if settings.preflight:  # every run, its answers cached or not (--bcas-no-preflight: offline replay)
         _preflight(config, settings)
+    _warn_context_windows(config, settings)
 
 
 def _ran_cases_elsewhere(config: pytest.Config) -> bool:

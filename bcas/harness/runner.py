@@ -24,6 +24,7 @@ from bcas.harness.cost import guard_for
 from bcas.harness.invariants import check_invariants
 from bcas.harness.pipelines import whole_case_kind
 from bcas.harness.progress import message_writer, start_case
+from bcas.harness.settings import judge_endpoint
 from bcas.llm import backend_meta
 from bcas.records import reprice_record
 from bcas.records.executor import run_items
@@ -165,7 +166,10 @@ class BcasSession:
                 options["base_url"] = spec.base_url
                 if spec.api_key_env:
                     options["api_key_env"] = spec.api_key_env
-            self._models[spec] = load_model(spec.backend, spec.model, cache=self.settings.cache, **options)
+            # The generation cache keys on the fingerprint: another model behind the same name reuses nothing.
+            self._models[spec] = load_model(
+                spec.backend, spec.model, cache=self.settings.cache, identity=self.fingerprint(spec), **options
+            )
             for ds in self._datasets.values():
                 _teach(self._models[spec], ds)
         return self._models[spec]
@@ -215,8 +219,12 @@ class BcasSession:
                 backend, _, name = spec.partition(":")
                 options: dict[str, Any] = {}
                 if backend_meta(backend, "needs_base_url"):
-                    options["base_url"] = self.settings.judge_base_url or self.settings.models[0].base_url
-                judge_model = load_model(backend, name or None, cache=self.settings.cache, **options)
+                    options["base_url"], key_env = judge_endpoint(self.settings)  # as judge_fingerprint
+                    if key_env:
+                        options["api_key_env"] = key_env
+                judge_model = load_model(
+                    backend, name or None, cache=self.settings.cache, identity=self.judge_fingerprint(), **options
+                )
             self._judge = LLMJudge(judge_model, repeats=self.settings.judge_repeats)
         return self._judge
 
@@ -265,11 +273,16 @@ class BcasSession:
             return None
         if spec == "same":
             return self.fingerprint(self.settings.models[0])
-        from bcas.llm.fingerprint import model_fingerprint
+        if ("judge", spec) not in self._fingerprints:
+            from bcas.llm.fingerprint import model_fingerprint
 
-        backend, _, name = spec.partition(":")
-        base = self.settings.judge_base_url or next((m.base_url for m in self.settings.models if m.base_url), None)
-        return model_fingerprint(backend, name or None, base_url=base, verify=getattr(self.settings, "preflight", True))
+            backend, _, name = spec.partition(":")
+            base, key_env = judge_endpoint(self.settings) if backend_meta(backend, "needs_base_url") else (None, None)
+            verify = getattr(self.settings, "preflight", True)
+            self._fingerprints[("judge", spec)] = model_fingerprint(
+                backend, name or None, base_url=base, api_key_env=key_env, verify=verify
+            )
+        return self._fingerprints[("judge", spec)]
 
     def grade_id(self) -> str | None:
         """Identity of the session's grades: judge fingerprint + judge prompt hash + repeats."""

@@ -183,6 +183,19 @@ class Settings:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def judge_endpoint(settings: Any) -> tuple[str | None, str | None]:
+    """(base URL, API key variable) of a served judge: where it is loaded from *and* fingerprinted.
+
+    ``--bcas-judge-base-url`` when given, else the servers of the first evaluated model
+    that is served (an embedded model listed first has none: the served one after it is
+    used); the key variable is that of the evaluated model served there, if any.  ``(None,
+    None)`` when neither exists: ``check_judge`` has then refused a judge that needs a URL.
+    """
+    base = settings.judge_base_url or next((m.base_url for m in settings.models if m.base_url), None)
+    key_env = next((m.api_key_env for m in settings.models if m.base_url and m.base_url == base), None)
+    return base, key_env
+
+
 def _positive(value: int, name: str) -> int:
     if value < 1:
         raise pytest.UsageError(f"--bcas-{name}: expected an integer >= 1, got {value}")

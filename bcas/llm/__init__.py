@@ -16,7 +16,9 @@ plus what the harness needs to know about it, declared by the backend itself:
   for the device);
 * ``requires``: requirement markers its cases carry (``vllm``: the ``vllm`` marker);
 * ``models``: the only model names the backend knows (``mock``: gold, verbose, random),
-  checked at session start.
+  checked at session start;
+* ``context_window``: the context length its models get by default, known before one
+  loads (``embedded``: 8192); a served model's is read by the preflight.
 
 ``register_backend("name", "package.module:create", **meta)`` adds one (from a
 ``conftest.py``, a ``-p`` plugin or a package's ``bcas.plugins`` entry point).
@@ -28,11 +30,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ModelError
+from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, ModelError
 from bcas.registry import Registry, RegistryError
 
 BACKENDS: Registry[Any] = Registry("backend")
-BACKENDS.register("embedded", "bcas.llm.embedded:create", label="smollm2-135m", concurrency=1, identity="gguf")
+# context_window: the n_ctx create() gives a model by default (bcas.llm.embedded.DEFAULT_N_CTX), known
+# before it loads; a loaded model's own ``context_window`` is the truth.
+BACKENDS.register(
+    "embedded",
+    "bcas.llm.embedded:create",
+    label="smollm2-135m",
+    concurrency=1,
+    identity="gguf",
+    context_window=8192,
+)
 BACKENDS.register(
     "openai", "bcas.llm.multi_endpoint:create", concurrency=8, needs_base_url=True, identity="served"
 )  # one server, or several for one model
@@ -65,12 +76,21 @@ def backend_meta(name: str, key: str, default: Any = None) -> Any:
     return BACKENDS.meta(name, key, default)
 
 
-def load_model(backend: str = "embedded", model: str | None = None, *, cache: Any = True, **options: Any) -> ChatModel:
+def load_model(
+    backend: str = "embedded",
+    model: str | None = None,
+    *,
+    cache: Any = True,
+    identity: str | None = None,
+    **options: Any,
+) -> ChatModel:
     """Create a model of the named backend.
 
     ``cache``: ``True`` (default) uses the generation cache at its default path,
     a path string uses that SQLite file, ``False`` disables caching.  A model whose
     class sets ``cacheable = False`` (the ``mock`` backend) is never wrapped.
+    ``identity``: the model's fingerprint (:mod:`bcas.llm.fingerprint`), which the
+    cache keys on instead of the model's ``model_id`` (the harness always gives it).
     """
     try:
         factory = BACKENDS.get(backend)
@@ -82,7 +102,7 @@ def load_model(backend: str = "embedded", model: str | None = None, *, cache: An
     from bcas.llm.cache import CachedModel, GenerationCache
 
     store = cache if isinstance(cache, GenerationCache) else GenerationCache(None if cache is True else cache)
-    return CachedModel(chat_model, store)
+    return CachedModel(chat_model, store, identity=identity)
 
 
 __all__ = [
@@ -90,6 +110,7 @@ __all__ = [
     "ChatModel",
     "ChatRequest",
     "ChatResult",
+    "ContextWindowError",
     "ModelError",
     "backend_meta",
     "load_model",

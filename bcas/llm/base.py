@@ -60,12 +60,16 @@ class ModelError(RuntimeError):
 
 
 class ContextWindowError(ModelError):
-    """The request does not fit the model's context window (prompt + ``max_tokens``).
+    """The request does not fit the model's context window (a server's "context exceeded" reply).
 
-    Raised by a backend when the engine or server refuses a request for its length;
-    the BCAS loop answers it with its forced answer (stop reason ``context_window``)
-    instead of failing the item.
+    ``window``: the context length in tokens, when the server or the model says it.  A
+    caller that can shorten the conversation (the BCAS loop) catches this apart from
+    other failures and stops with reason ``context_window``.
     """
+
+    def __init__(self, message: str, window: int | None = None) -> None:
+        super().__init__(message)
+        self.window = window
 
 
 @dataclass(frozen=True)
@@ -156,7 +160,11 @@ class ChatResult:
 
 
 class ChatModel(abc.ABC):
-    """A chat model backend.  ``model_id`` is backend-agnostic (used in cache keys)."""
+    """A chat model backend.  ``model_id`` is backend-agnostic (used in cache keys).
+
+    ``context_window``: the model's context length in tokens (prompt and completion
+    together), ``None`` when unknown; callers clamp ``max_tokens`` to what it leaves.
+    """
 
     model_id: str = "unknown"
     supports_json_schema: bool = True

@@ -1,8 +1,10 @@
 """Generation cache: a SQLite file of finished chat results, keyed by request.
 
-The key is ``ChatRequest.cache_key(model_id)``: a hash of the backend-agnostic model
-id, the messages, the sampling parameters, the seed, the schema and the logprob
-request.  With temperature 0 and a fixed seed (the ``ChatRequest`` defaults) a rerun
+The key is ``ChatRequest.cache_key(identity)``: a hash of the model's identity, the
+messages, the sampling parameters, the seed, the schema and the logprob request.  The
+identity is the model's fingerprint when the caller gives one (the harness does:
+:mod:`bcas.llm.fingerprint`, so another model served under the same name finds none of
+the first one's answers), else its backend-agnostic ``model_id``.  With temperature 0 and a fixed seed (the ``ChatRequest`` defaults) a rerun
 returns the same text without spending model time.
 
 Safe across processes and pytest-xdist workers: the database runs in WAL mode
@@ -18,12 +20,15 @@ path given.  ``BCAS_NO_CACHE=1`` disables reads and writes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import dataclasses
 import json
 import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +47,35 @@ CREATE TABLE IF NOT EXISTS generations (
     created REAL NOT NULL
 )
 """
+
+
+@dataclasses.dataclass
+class CacheTally:
+    """Lookups and hits of the generation cache made while a :func:`tally` block runs."""
+
+    lookups: int = 0
+    hits: int = 0
+
+
+_TALLY: contextvars.ContextVar[CacheTally | None] = contextvars.ContextVar("bcas_cache_tally", default=None)
+
+
+@contextlib.contextmanager
+def tally() -> Iterator[CacheTally]:
+    """Count the cache lookups and hits of the calls made inside (tasks started inside count too)."""
+    counts = CacheTally()
+    token = _TALLY.set(counts)
+    try:
+        yield counts
+    finally:
+        _TALLY.reset(token)
+
+
+def _count(hit: bool) -> None:
+    counts = _TALLY.get()
+    if counts is not None:
+        counts.lookups += 1
+        counts.hits += int(hit)
 
 
 class CacheError(RuntimeError):
@@ -203,13 +237,19 @@ class CachedModel(WrappedModel):
 
     Identical requests in flight at the same time share one inner call (the sharers
     get ``cached=True``).  A hit keeps the latency measured when the result was
-    produced.
+    produced.  ``identity``: what the keys are made of (the model's fingerprint);
+    default the inner model's ``model_id``.
     """
 
-    def __init__(self, inner: ChatModel, cache: GenerationCache) -> None:
+    def __init__(self, inner: ChatModel, cache: GenerationCache, identity: str | None = None) -> None:
         self.inner = inner
         self.cache = cache
+        self.identity = identity
         self._inflight: dict[str, asyncio.Future[ChatResult]] = {}
+
+    def key(self, request: ChatRequest) -> str:
+        """The cache key of ``request`` for this model."""
+        return request.cache_key(self.identity or self.inner.model_id)
 
     def __repr__(self) -> str:
         return f"CachedModel({self.inner!r}, {self.cache!r})"
@@ -217,8 +257,9 @@ class CachedModel(WrappedModel):
     async def chat(self, request: ChatRequest) -> ChatResult:
         if not self.cache.enabled:
             return await self.inner.chat(request)
-        key = request.cache_key(self.inner.model_id)
+        key = self.key(request)
         hit = await self.cache.aget(key)
+        _count(hit is not None)
         if hit is not None:
             return hit
         pending = self._inflight.get(key)
@@ -237,7 +278,7 @@ class CachedModel(WrappedModel):
         self._inflight[key] = future
         try:
             result = await self.inner.chat(request)
-            await self.cache.aput(key, self.inner.model_id, result)
+            await self.cache.aput(key, self.identity or self.inner.model_id, result)
         except asyncio.CancelledError:
             future.cancel()
             raise

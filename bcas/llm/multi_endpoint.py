@@ -115,6 +115,12 @@ class MultiEndpointModel(ChatModel):
     def base_urls(self) -> list[str]:
         return [e.url for e in self.endpoints]
 
+    @property
+    def context_window(self) -> int | None:  # type: ignore[override]
+        """The smallest context window the endpoints report (a request must fit wherever it is sent)."""
+        windows = [w for w in (e.model.context_window for e in self.endpoints) if w]
+        return min(windows) if windows else None
+
     def pick(self, tried: set[int]) -> int | None:
         """Index of the endpoint for the next attempt, or ``None`` when every one was tried."""
         now = self.clock()

@@ -39,6 +39,14 @@ DeepSeek) or ``reasoning`` field, and any ``<think>…</think>`` left inline in
 goes to ``ChatResult.reasoning_tokens``.  ``completion_tokens`` is kept as reported
 (reasoning included, per the OpenAI usage convention).
 
+Context window: a "context exceeded" reply (HTTP 400 whose error says the request
+exceeds the model's context: llama.cpp's "exceeds the available context size",
+vLLM's and llama-cpp-python's "maximum context length", the code
+``context_length_exceeded``) raises :class:`~bcas.llm.base.ContextWindowError` naming
+the window.  ``context_window`` is the server's context length: given
+(``context_window=``, or set by the harness from the preflight), else read once from
+the server on first use (:mod:`bcas.llm.served`; ``None`` when it does not say).
+
 The API key is read from the environment variable named by ``api_key_env``.  It is
 sent only in the ``Authorization`` header; it is never logged, never part of ``repr``
 and is removed from every error message.
@@ -57,7 +65,8 @@ from typing import Any
 
 import httpx
 
-from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ModelError, split_reasoning
+from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, ModelError, split_reasoning
+from bcas.llm.served import context_exceeded, read_server_facts
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 SCHEMA_MODES = ("json_schema", "json_object", "none")
@@ -121,6 +130,7 @@ class OpenAICompatModel(ChatModel):
         model_id: str | None = None,
         extra_body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        context_window: int | None = None,
     ) -> None:
         if not model:
             raise ModelError(
@@ -154,10 +164,28 @@ class OpenAICompatModel(ChatModel):
             self._headers["Authorization"] = f"Bearer {self._api_key}"
         self._state: _LoopState | None = None
         self._rng = random.Random()
+        self._window: int | None = context_window
+        self._window_known = context_window is not None
 
     def __repr__(self) -> str:
         key = f", api_key_env={self._api_key_env!r}" if self._api_key_env else ""
         return f"OpenAICompatModel({self.model!r}, base_url={self.base_url!r}{key})"
+
+    @property
+    def context_window(self) -> int | None:
+        """The server's context length: given or set, else read once from the server (None: not reported)."""
+        if not self._window_known:
+            self._window_known = True
+            try:
+                with httpx.Client(timeout=httpx.Timeout(10.0, connect=5.0), headers=self._headers) as client:
+                    self._window = read_server_facts(client, self.base_url, self.model).context_window
+            except httpx.HTTPError:
+                self._window = None
+        return self._window
+
+    @context_window.setter
+    def context_window(self, value: int | None) -> None:
+        self._window, self._window_known = value, True
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -228,6 +256,8 @@ class OpenAICompatModel(ChatModel):
         status = response.status_code
         if status == 429:
             raise _Retryable("HTTP 429 (rate limited)", wait=_retry_after(response))
+        if status == 400:
+            self._raise_if_context_exceeded(response)
         if status >= 400 and "response_format" in body:
             message = server_message(response)
             if _rejects_response_format(status, message):
@@ -249,6 +279,23 @@ class OpenAICompatModel(ChatModel):
         if not isinstance(reply, dict):
             raise _Retryable("malformed response body (choices[0].message missing)", malformed=True)
         return payload
+
+    def _raise_if_context_exceeded(self, response: httpx.Response) -> None:
+        """A 400 that says the request does not fit the context: :class:`ContextWindowError` naming the window."""
+        message = server_message(response)
+        exceeded, window = context_exceeded(response, message)
+        if not exceeded:
+            return
+        window = window or self._window
+        shown = f"{window} tokens" if window else "of unknown size"
+        raise ContextWindowError(
+            self._redact(
+                f"{self.url}: the request for model {self.model!r} does not fit its context window ({shown}): "
+                f"{message}; shorten the conversation or start the server with a larger context "
+                "(llama.cpp: -c/--ctx-size or --n_ctx; vLLM: --max-model-len)"
+            ),
+            window=window,
+        )
 
     # -- the contract --------------------------------------------------------------
 

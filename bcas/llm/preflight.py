@@ -2,10 +2,12 @@
 
 A run against a user's own server should fail in seconds, with the cause, when the
 server is not there, refuses the key or does not serve the model -- not after every
-item has retried for a while.  :func:`preflight` makes two requests:
+item has retried for a while.  :func:`preflight` makes three requests:
 
 1. ``GET {base_url}/models`` (with the API key, if any): the names the server serves.
 2. ``POST {base_url}/chat/completions`` with ``max_tokens=1`` for the requested model.
+3. ``GET /props`` beside ``/v1`` (llama.cpp's server): what it serves; a server without
+   the route is not at fault.
 
 Outcomes:
 
@@ -19,8 +21,12 @@ Outcomes:
   environment variable that holds the key, never the key itself, and every server
   message is redacted of the key before it is shown.
 
-The result also carries what identifies the served model: the id the server reports
-for it and the ``system_fingerprint`` of the chat answer when the server gives one.
+The result also carries what identifies the served model (:mod:`bcas.llm.served`): the
+id the server reports for it, what ``/models`` and ``/props`` report about it (model
+path, ``root``, weights, chat template, context length) and the ``system_fingerprint``
+of the chat answer when the server gives one.  :attr:`PreflightResult.fingerprint` is
+the model's identity made of them; :attr:`PreflightResult.context_window` its context
+length (``None`` when the server does not say).
 """
 
 from __future__ import annotations
@@ -32,7 +38,9 @@ from typing import Any
 
 import httpx
 
+from bcas.identity import server_fingerprint
 from bcas.llm.openai_compat import server_message
+from bcas.llm.served import ServerFacts, read_server_facts
 
 DEFAULT_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 5.0
@@ -52,6 +60,16 @@ class PreflightResult:
     served_id: str | None = None
     system_fingerprint: str | None = None
     warnings: list[str] = field(default_factory=list)
+    facts: ServerFacts = field(default_factory=ServerFacts)
+
+    @property
+    def context_window(self) -> int | None:
+        return self.facts.context_window
+
+    @property
+    def fingerprint(self) -> str:
+        """The served model's identity (:func:`bcas.identity.server_fingerprint`)."""
+        return server_fingerprint(self.served_id or self.model, self.system_fingerprint, self.facts.identity())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -60,6 +78,9 @@ class PreflightResult:
             "served": list(self.served),
             "served_id": self.served_id,
             "system_fingerprint": self.system_fingerprint,
+            "facts": self.facts.to_dict(),
+            "context_window": self.context_window,
+            "fingerprint": self.fingerprint,
             "warnings": list(self.warnings),
         }
 
@@ -98,11 +119,13 @@ def preflight(
     result = PreflightResult(base_url=base, model=model)
     limits = httpx.Timeout(timeout, connect=min(CONNECT_TIMEOUT_S, timeout))
     with httpx.Client(timeout=limits, headers=headers, transport=transport) as client:
-        result.served = _served_models(client, check)
+        listing = _served_models(client, check)
+        result.served = _model_names(listing)
         payload = _one_token_answer(client, check, result.served)
         result.served_id = str(payload.get("model") or model)
         fingerprint = payload.get("system_fingerprint")
         result.system_fingerprint = str(fingerprint) if fingerprint else None
+        result.facts = read_server_facts(client, base, model, result.served_id, listing)
     if result.served and model not in result.served:
         result.warnings.append(
             f"{base} lists {', '.join(result.served)} but not {model!r}, and answered for it anyway "
@@ -134,8 +157,8 @@ def _server_text(response: httpx.Response) -> str:
     return server_message(response, limit=300)
 
 
-def _served_models(client: httpx.Client, check: _Check) -> list[str]:
-    """Step 1: the model names ``GET /models`` lists (none when the gateway has no such route)."""
+def _served_models(client: httpx.Client, check: _Check) -> dict[str, Any]:
+    """Step 1: the reply to ``GET /models`` (an empty list when the gateway has no such route)."""
     try:
         response = client.get(f"{check.base}/models")
     except httpx.HTTPError as exc:
@@ -143,17 +166,21 @@ def _served_models(client: httpx.Client, check: _Check) -> list[str]:
     if response.status_code in (401, 403):
         raise check.refused(response)
     if response.status_code == 404:  # some gateways have no /models route: the chat request decides
-        return []
+        return {"data": []}
     if response.status_code != 200:
         raise check.fail(f"GET /models answered HTTP {response.status_code}: {_server_text(response)}")
     try:
         payload = response.json()
-        data = payload["data"] if isinstance(payload, dict) else None
-        if not isinstance(data, list):
-            raise ValueError("no 'data' list")
-        return [str(m.get("id")) for m in data if isinstance(m, dict) and m.get("id") is not None]
-    except (ValueError, KeyError, TypeError) as exc:
+    except ValueError as exc:
         raise check.fail(f"malformed reply to GET /models ({exc}): {response.text[:200]!r}") from None
+    if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
+        raise check.fail(f"malformed reply to GET /models (no 'data' list): {response.text[:200]!r}")
+    return payload
+
+
+def _model_names(listing: dict[str, Any]) -> list[str]:
+    """The model names a ``GET /models`` reply lists."""
+    return [str(m.get("id")) for m in listing["data"] if isinstance(m, dict) and m.get("id") is not None]
 
 
 def _one_token_answer(client: httpx.Client, check: _Check, served: list[str]) -> dict[str, Any]:

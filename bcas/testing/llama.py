@@ -39,6 +39,10 @@ class LlamaCppServer:
 
     The model is served under ``alias`` (the name clients send as ``model``).  Output
     goes to a log file (``log_path``) whose tail is shown when start-up fails.
+
+    ``args``: the server's arguments in full, as a user would type them after ``python
+    -m LAUNCHER`` (a README recipe); ``{port}`` in them becomes the free port chosen.
+    Given, they replace the model, alias, context and thread arguments built here.
     """
 
     def __init__(
@@ -51,6 +55,7 @@ class LlamaCppServer:
         ready_timeout: float = 180.0,
         extra_args: Iterable[str] = (),
         launcher: str = "bcas.llm.llama_server",
+        args: Iterable[str] | None = None,
     ) -> None:
         if model_path is None:
             from bcas.llm.embedded import default_gguf_path
@@ -63,6 +68,7 @@ class LlamaCppServer:
         self.ready_timeout = ready_timeout
         self.extra_args = list(extra_args)
         self.launcher = launcher
+        self.args = list(args) if args is not None else None
         self.port: int | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self._log_file: Any = None
@@ -75,6 +81,8 @@ class LlamaCppServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def command(self, port: int) -> list[str]:
+        if self.args is not None:
+            return [sys.executable, "-m", self.launcher, *(a.replace("{port}", str(port)) for a in self.args)]
         cmd = [
             sys.executable, "-m", self.launcher,
             "--model", str(self.model_path),

@@ -88,12 +88,18 @@ def test_gguf_fingerprint_is_the_file_sha256(tmp_path: Path, monkeypatch: pytest
     assert gguf_fingerprint(path) != expected
 
 
-def test_served_fingerprint_comes_from_the_server() -> None:
+def test_served_fingerprint_comes_from_the_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from bcas.llm.fingerprint import model_fingerprint
 
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
     with FaultServer(model="served-x") as server:
-        assert model_fingerprint("openai", "served-x", base_url=server.base_url) == server_fingerprint("served-x")
-        assert model_fingerprint("openai", "served-x", base_url=server.base_url, verify=False).endswith("?unverified")
+        url = server.base_url
+        # Never verified here: the requested name, marked.
+        assert model_fingerprint("openai", "served-x", base_url=url, verify=False) == "served:served-x?unverified"
+        # A server reporting its id alone (no /props, no system_fingerprint): that id.
+        assert model_fingerprint("openai", "served-x", base_url=url) == server_fingerprint("served-x")
+        # Not asked (offline replay): the identity last verified for this URL and name.
+        assert model_fingerprint("openai", "served-x", base_url=url, verify=False) == server_fingerprint("served-x")
 
 
 def test_prompt_hash_changes_with_a_template(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
