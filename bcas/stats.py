@@ -248,22 +248,36 @@ def bootstrap_ci(
 # --- what a paired regression gate can detect ------------------------------------------
 
 
-def mcnemar_min_discordant(threshold: float) -> int:
+def mcnemar_min_discordant(threshold: float, n: int | None = None) -> int | None:
     """Fewest discordant items with which the one-sided exact McNemar test reaches ``p <= threshold``.
 
     On ``m`` discordant items the smallest attainable p-value is ``2**-m`` (the
     candidate loses every one of them), so the answer is the least ``m`` with
-    ``2**-m <= threshold``.  The comparison uses :func:`mcnemar_exact_one_sided`
-    itself, so the boundary agrees with the gate's test bit for bit.  With a Holm
-    family of ``k`` cases the threshold a case faces on its own is ``alpha / k``:
-    at ``alpha = 0.05`` one case needs 5 discordant items, 7 cases need 8 each, 30
-    cases need 10 each.
+    ``2**-m <= threshold``, ``ceil(log2(1 / threshold))``.  The comparison uses
+    :func:`mcnemar_exact_one_sided` itself, so the boundary agrees with the gate's test
+    bit for bit.  With a Holm family of ``k`` cases the threshold a case faces on its
+    own is ``alpha / k``: at ``alpha = 0.05`` one case needs 5 discordant items, 7
+    cases need 8 each, 30 cases need 10 each.
+
+    The search is bounded: with ``n`` paired items it looks no further than ``n`` and
+    returns ``None`` when no ``m <= n`` reaches the threshold (a gate that cannot fail);
+    without ``n`` it looks one past the closed form and raises ``ArithmeticError`` when
+    the test's p-values disagree with it (a test of the wrong direction), never looping.
     """
     _check_alpha(threshold)
-    m = max(0, math.floor(-math.log2(threshold)) - 1)  # 2**-m > threshold here
-    while mcnemar_exact_one_sided(0, m) > threshold:
-        m += 1
-    return m
+    if n is not None:
+        _check_count("n", n)
+    closed = max(0, math.ceil(-math.log2(threshold)))  # 2**-closed <= threshold, up to rounding
+    limit = closed + 1 if n is None else min(int(n), closed + 1)
+    for m in range(max(0, closed - 2), limit + 1):
+        if mcnemar_exact_one_sided(0, m) <= threshold:
+            return m
+    if n is not None:
+        return None
+    raise ArithmeticError(
+        f"the one-sided exact McNemar p-value of 0 wins in {limit} discordant items stays above {threshold!r}: "
+        "the test does not match 2**-m (is its direction reversed?)"
+    )
 
 
 def mcnemar_min_detectable_drop(n: int, threshold: float) -> float | None:
@@ -278,8 +292,8 @@ def mcnemar_min_detectable_drop(n: int, threshold: float) -> float | None:
     can reach the threshold (a gate that cannot fail).
     """
     _check_count("n", n)
-    k = mcnemar_min_discordant(threshold)
-    return k / n if n >= k else None
+    k = mcnemar_min_discordant(threshold, n)
+    return None if k is None else k / n
 
 
 def _mcnemar_critical(n: int, threshold: float) -> np.ndarray:

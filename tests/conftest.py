@@ -3,16 +3,52 @@ bodies, so collecting tests that do not use them stays cheap."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpcore  # noqa: F401  (see below)
 import pytest
+from hypothesis import settings as hypothesis_settings
+from support.skips import in_ci
 
 # httpx maps httpcore's exceptions through classes it loads on first use. An in-process
 # pytester run restores sys.modules afterwards, so a first load inside one leaves httpx
 # holding a discarded copy and a later test's transport errors escape unmapped: load it now.
+
+# Luck is not a test: properties draw the same examples on every run (derandomized,
+# no example database), so a pass or a failure in CI is reproducible as it stands.
+# ``HYPOTHESIS_PROFILE=explore`` draws fresh random examples when hunting for new failures.
+hypothesis_settings.register_profile("ci", derandomize=True, database=None, deadline=None, max_examples=100)
+hypothesis_settings.register_profile("explore", deadline=None, max_examples=500)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# No silent skips in CI: a test that needs a part CI installs (headless Chromium, the
+# Milvus Lite search engine) fails there when it skips, naming why it skipped.
+REQUIRED_IN_CI = ("browser", "search_engine")
+
+SLOW_TIMEOUT_S = 3600  # per slow test (pytest-timeout); the default run's tests get pyproject's timeout
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if not report.skipped or hasattr(report, "wasxfail") or not in_ci():
+        return
+    needs = [name for name in REQUIRED_IN_CI if item.get_closest_marker(name) is not None]
+    if needs:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"a {needs[0]} test skipped in CI ({reason}): CI must run it (bash .ci/install)"
+
 
 if TYPE_CHECKING:
     from bcas.llm.embedded import EmbeddedModel

@@ -303,7 +303,7 @@ def min_detectable(n: int, threshold: float, max_drop: float = 0.0) -> tuple[int
     """
     if n <= 0:
         return None, None
-    k = mcnemar_min_discordant(threshold) if max_drop <= 0.0 else tango_min_worse_only(n, max_drop, threshold)
+    k = mcnemar_min_discordant(threshold, n) if max_drop <= 0.0 else tango_min_worse_only(n, max_drop, threshold)
     if k is None or k > n:
         return None, None
     return k, k / n

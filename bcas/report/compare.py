@@ -1,9 +1,12 @@
 """Paired comparison of two runs: ``python -m bcas.report.compare RUN_A RUN_B [--html OUT] [--allow-mismatch]``.
 
 Both runs' records (:func:`bcas.results.load_records`: a run folder or a records file)
-are grouped by model label x dataset x configuration label, and each group of run A is
-paired with the same group of run B (when each run holds one model only, those two
-models are paired whatever their labels).  On the items both groups hold:
+are grouped by model label x model fingerprint x dataset x configuration label, and each
+group of run A is paired with the same group of run B (when each run holds one model
+only, those two models are paired whatever their labels; a label with one fingerprint in
+each run is paired across fingerprints and the difference reported; a label with several
+fingerprints in a run pairs equal fingerprints only, never pooling two models).  On the
+items both groups hold:
 
 * accuracy of A and of B, the discordant counts both ways (A right and B wrong, A wrong
   and B right) and the difference B - A with Newcombe's (1998) paired 95% interval and
@@ -33,10 +36,11 @@ from typing import Any
 
 from bcas.records import Record, RecordError, load_records
 from bcas.records.manifest import read_manifest
+from bcas.report.membership import model_names
 from bcas.report.paired import paired
 from bcas.stats import mcnemar_exact, newcombe_paired_diff
 
-GroupKey = tuple[str, str, str]  # (model label, dataset, configuration label)
+GroupKey = tuple[str, str, str, str]  # (model label, model fingerprint, dataset, configuration label)
 TEXT_CAP = 4000  # characters of one step's text shown in the HTML
 
 
@@ -51,10 +55,15 @@ class Run:
         return self.path.name if self.path.is_dir() else f"{self.path.parent.name}/{self.path.name}"
 
     def groups(self) -> dict[GroupKey, list[Record]]:
+        """Records by model label x model fingerprint x dataset x configuration label."""
         out: dict[GroupKey, list[Record]] = defaultdict(list)
         for rec in self.records:
-            out[(rec.model, rec.dataset, rec.label or rec.config_id)].append(rec)
+            out[(rec.model, rec.model_fingerprint or "", rec.dataset, rec.label or rec.config_id)].append(rec)
         return dict(out)
+
+    def model_names(self) -> dict[tuple[str, str], str]:
+        """(label, fingerprint) -> the model's display name in this run (:func:`bcas.report.membership.model_names`)."""
+        return model_names({"model": r.model, "model_fingerprint": r.model_fingerprint} for r in self.records)
 
 
 @dataclass
@@ -185,27 +194,49 @@ def compare_groups(
     return out
 
 
+def _partner(key: GroupKey, groups_b: dict[GroupKey, list[Record]], rename: dict[str, str]) -> GroupKey | None:
+    """Run B's group for run A's group ``key``: the same fingerprint, else the label's only one.
+
+    A model label with one fingerprint in each run is paired across fingerprints (the
+    difference is then reported as a mismatch); a label with several fingerprints in
+    either run pairs only equal fingerprints, so two models are never pooled.
+    """
+    label, fingerprint, dataset, config = key
+    label_b = rename.get(label, label)
+    if (label_b, fingerprint, dataset, config) in groups_b:
+        return (label_b, fingerprint, dataset, config)
+    prints_b = {k[1] for k in groups_b if k[0] == label_b and k[2:] == (dataset, config)}
+    if len(prints_b) == 1:
+        return (label_b, next(iter(prints_b)), dataset, config)
+    return None
+
+
 def compare_runs(run_a: Run, run_b: Run, metric: str = "em") -> tuple[list[GroupComparison], list[str]]:
     """Every paired group (with its identity differences) and the groups found in one run only."""
     groups_a, groups_b = run_a.groups(), run_b.groups()
+    names_a, names_b = run_a.model_names(), run_b.model_names()
     models_a, models_b = {k[0] for k in groups_a}, {k[0] for k in groups_b}
     rename = {}
     if len(models_a) == 1 and len(models_b) == 1 and models_a != models_b:
         rename = {next(iter(models_a)): next(iter(models_b))}  # one model each: those two are compared
     out: list[GroupComparison] = []
     unmatched: list[str] = []
+    paired_b: set[GroupKey] = set()
     for key, recs_a in sorted(groups_a.items()):
-        model_a, dataset, label = key
-        model_b = rename.get(model_a, model_a)
-        recs_b = groups_b.get((model_b, dataset, label))
-        if recs_b is None:
+        label_a, fp_a, dataset, label = key
+        prints_a = {k[1] for k in groups_a if k[0] == label_a and k[2:] == key[2:]}
+        key_b = _partner(key, groups_b, rename)
+        if key_b is not None and key_b[1] != fp_a and len(prints_a) > 1:
+            key_b = None  # A holds this label under several fingerprints: pair equal fingerprints only
+        model_a = names_a[(label_a, fp_a)]
+        if key_b is None or key_b in paired_b:
             unmatched.append(f"only in A: {model_a} / {dataset} / {label}")
             continue
-        comp = compare_groups(model_a, model_b, dataset, label, recs_a, recs_b, metric)
-        comp.mismatches = identity_differences(recs_a, recs_b)
+        paired_b.add(key_b)
+        comp = compare_groups(model_a, names_b[key_b[:2]], dataset, label, recs_a, groups_b[key_b], metric)
+        comp.mismatches = identity_differences(recs_a, groups_b[key_b])
         out.append(comp)
-    paired_b = {(rename.get(m, m), d, lab) for m, d, lab in groups_a}
-    unmatched += [f"only in B: {m} / {d} / {lab}" for m, d, lab in sorted(groups_b) if (m, d, lab) not in paired_b]
+    unmatched += [f"only in B: {names_b[k[:2]]} / {k[2]} / {k[3]}" for k in sorted(groups_b) if k not in paired_b]
     return out, unmatched
 
 

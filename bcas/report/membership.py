@@ -1,8 +1,12 @@
 """Which grid tables a record's configuration belongs to, and records grouped by grid x
 model x dataset x configuration.  Grid membership is not part of an answer's identity: a
 configuration that several grids share is one set of answers, shown in each grid's tables
-and compared with that grid's own reference; one model label with several fingerprints
-gets one group per fingerprint (its label followed by a short fingerprint)."""
+and compared with that grid's own reference.
+
+Group by identity, display by name: records are grouped by their model's full
+fingerprint (never by a shortened form), and one model label with several fingerprints
+gets one group per fingerprint, shown as its label followed by a short fingerprint that
+:func:`unique_short` lengthens until no two fingerprints of the run share it."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from bcas.grids import with_retrieval_models
+from bcas.identity import short
 from bcas.registry import per_item
 
 GroupKey = tuple[str, str, str, str]  # (grid, model, dataset, label)
@@ -80,17 +85,45 @@ def memberships(
     return out
 
 
-def _model_names(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], str]:
-    """(label, fingerprint) -> display name; a label with several fingerprints gets a short one appended."""
-    from bcas.identity import short
+def unique_short(fingerprints: Iterable[str], n: int = 10) -> dict[str, str]:
+    """Fingerprint -> a short display form, distinct for distinct fingerprints.
 
+    The forms are :func:`bcas.identity.short` at the least width ``>= n`` at which no two
+    of the fingerprints share one (``served:Qwen/Qwen3-8B`` and
+    ``served:Qwen/Qwen3-8B#fp_x`` agree on their first 10 characters, so both are shown
+    longer); fingerprints that no width tells apart (they differ before the last ``:``)
+    are shown whole.
+    """
+    prints = sorted(set(fingerprints))
+    widest = max((len(fp) for fp in prints), default=0)
+    for width in range(n, widest + 1):
+        forms = {fp: short(fp, width) for fp in prints}
+        if len(set(forms.values())) == len(prints):
+            return forms
+    return {fp: fp for fp in prints}
+
+
+def model_names(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """(label, fingerprint) -> display name, one name per pair (grouping by name is grouping by identity).
+
+    A label with one fingerprint is shown as the label; a label with several gets each
+    fingerprint's :func:`unique_short` form appended (``no fingerprint`` for legacy records).
+    """
     fps: dict[str, set[str]] = defaultdict(set)
     for rec in records:
         fps[str(rec.get("model", ""))].add(str(rec.get("model_fingerprint") or ""))
-    names = {}
-    for label, prints in fps.items():
-        for fp in prints:
-            names[(label, fp)] = label if len(prints) == 1 else f"{label} [{short(fp) if fp else 'no fingerprint'}]"
+    names: dict[tuple[str, str], str] = {}
+    for label, prints in sorted(fps.items()):
+        forms = unique_short(fp for fp in prints if fp)
+        for fp in sorted(prints):
+            names[(label, fp)] = label if len(prints) == 1 else f"{label} [{forms.get(fp, 'no fingerprint')}]"
+    # Labels are free text: a label may read like another label's display name.  Keep the pairs apart.
+    taken: dict[str, tuple[str, str]] = {}
+    for pair, name in sorted(names.items()):
+        while name in taken:
+            name = f"{name} [{pair[1] or 'no fingerprint'}]"  # longer each time: ends within len(taken) steps
+        taken[name] = pair
+        names[pair] = name
     return names
 
 
@@ -102,7 +135,7 @@ def grouped(
 ) -> tuple[Groups, dict[tuple[str, str, str], str]]:
     """Records by (grid, model display name, dataset, label), and each (grid, model, dataset)'s reference label."""
     recs = list(records)
-    names = _model_names(recs)
+    names = model_names(recs)
     groups: Groups = defaultdict(list)
     references: dict[tuple[str, str, str], str] = {}
     for grid, ref, label, rec in memberships(recs, grids, only):

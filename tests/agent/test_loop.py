@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bcas.agent import SEARCH_TOOL, STOP_REASONS, run_bcas
@@ -302,6 +302,14 @@ agents = st.builds(
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# A per-turn cap far below the budget: a turn asking for the whole remaining budget breaks the cap at once.
+@example(
+    budget=Budget(max_searches=2, max_total_tokens=2000, per_turn_max_tokens=50, forced_answer_tokens=16),
+    agent=AgentConfig(planning=True),
+    script=[("fresh", ""), ("ready", ""), ("answer", "Chief of Protocol")],
+    schema_support=True,
+    fail_at=None,
+)
 @given(
     budget=budgets,
     agent=agents,

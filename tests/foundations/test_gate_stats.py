@@ -58,6 +58,27 @@ def test_min_discordant_known_values() -> None:
     assert min_detectable(5, 0.05 / 7) == (None, None)
 
 
+def test_min_discordant_is_bounded_by_n_and_never_loops(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Bounded by n: 4 paired items cannot reach 0.05 (2^-4 = 0.0625), 5 can.
+    assert mcnemar_min_discordant(0.05, 4) is None and mcnemar_min_discordant(0.05, 5) == 5
+    assert mcnemar_min_discordant(0.05, 0) is None
+    assert mcnemar_min_discordant(2.0**-5) == 5 and mcnemar_min_discordant(1e-300) == 997
+    # A test of the reversed direction (P(X >= first_only)) never reaches 2^-m: an error, not a hang.
+    import bcas.stats
+
+    def reversed_direction(first_only: int, second_only: int) -> float:
+        return (
+            1.0
+            if first_only + second_only == 0
+            else float(1.0 - bcas.stats.binom.cdf(first_only - 1, first_only + second_only, 0.5))
+        )
+
+    monkeypatch.setattr(bcas.stats, "mcnemar_exact_one_sided", reversed_direction)
+    with pytest.raises(ArithmeticError, match="direction"):
+        mcnemar_min_discordant(0.05)
+    assert mcnemar_min_discordant(0.05, 40) is None and min_detectable(40, 0.05) == (None, None)
+
+
 @pytest.mark.parametrize("threshold", [0.05, 0.05 / 7, 0.05 / 30])
 def test_min_detectable_drop_matches_exact_enumeration(threshold: float) -> None:
     for n in range(1, 41):

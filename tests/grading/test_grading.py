@@ -58,6 +58,9 @@ def test_token_f1_examples() -> None:
     assert token_f1("new york", ["NYC", "New York City"]) == pytest.approx(0.8)
     # Bag of tokens: repeated tokens count once per occurrence.
     assert token_f1("the the paris paris", ["paris"]) == pytest.approx(2 * 0.5 * 1 / 1.5)
+    # ... on both sides: a repeated gold token matched by a repeated predicted one counts twice, not once.
+    assert token_f1("paris paris", ["paris paris"]) == 1.0
+    assert token_f1("paris paris france", ["paris paris"]) == pytest.approx(0.8)
     # Empty after normalisation: 1 only if both are empty.
     assert token_f1("the", ["a"]) == 1.0
     assert token_f1("", ["Paris"]) == 0.0

@@ -8,6 +8,7 @@ tests check the gate's control flow and what it tells the user, never a capabili
 from __future__ import annotations
 
 import json
+import math
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -266,3 +267,55 @@ def test_unreadable_baseline_is_a_usage_error_before_anything_runs(project: pyte
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert f"{bad}: case 'k': item 'q1'" in result.stderr.str()
     assert not (run_dir / "records.jsonl").exists()
+
+
+def test_the_gate_decides_p_equal_to_alpha_as_significant_in_place_and_in_holm_step_down(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Exact boundaries: p == alpha / m fails a case in place; Holm's adjusted p == alpha rejects at session end.
+
+    Two gated cases (one family of two) on 6 items; the current run gets every item wrong.
+    Case A's baseline got all 6 right: p = 2^-6.  Case B's baseline got 5 right: p = 2^-5.
+    With alpha = 2^-5: A's in-place threshold is alpha / 2 = 2^-6 = its p; B passes in place
+    (2^-5 > 2^-6) but Holm's step-down adjusts it to max(2 * 2^-6, 2^-5) = alpha exactly.
+    """
+    from bcas.stats import mcnemar_exact_one_sided
+
+    p_a, p_b = mcnemar_exact_one_sided(0, 6), mcnemar_exact_one_sided(0, 5)
+    assert (p_a, p_b) == (2.0**-6, 2.0**-5)  # the tables hit these values exactly
+    alpha = 2.0 * p_a
+    assert alpha == p_b
+
+    six = [*INSTANT, "--bcas-grid", "gate_tiny", "--bcas-limit", "6"]
+    base_dir = project.path / "gold6"
+    project.runpytest(*six, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)
+    baseline = project.path / "six.json"
+    assert gate_main(["write", str(base_dir), str(baseline)]) == 0
+    data = json.loads(baseline.read_text())
+    key_a, key_b = sorted(data["cases"])
+    first_item = sorted(data["cases"][key_b]["items"])[0]
+    data["cases"][key_b]["items"][first_item] = False
+    data["cases"][key_b]["metrics"]["correct_em"][first_item] = False
+    baseline.write_text(json.dumps(data))
+    monkeypatch.setenv("BCAS_INSTANT_ANSWER", "beta")  # every answer wrong now
+
+    at = project.runpytest(*six, "--bcas-report", str(project.path / "at"), "--bcas-baseline", str(baseline),
+                           "--bcas-alpha", repr(alpha))  # fmt: skip
+    at.assert_outcomes(failed=1, passed=1)  # A at p == alpha / 2 fails where it runs
+    assert at.ret != 0
+    out = at.stdout.str()
+    assert f"p = {p_a:.4g} <= Holm first-step threshold {alpha / 2:.4g}" in out
+    report = json.loads((project.path / "at" / "gate-report.json").read_text())
+    assert report["failed"] and {r["verdict"] for r in report["rows"]} == {"FAIL"}
+    # B is rejected by the step-down alone, at an adjusted p equal to alpha.
+    (step_down,) = report["holm_failures"]
+    assert "Holm step-down" in step_down and f"p = {p_b:.4g}" in step_down
+    assert sorted(r["p_holm"] for r in report["rows"]) == [alpha, alpha]
+
+    below = math.nextafter(alpha, 0.0)  # the largest alpha below the boundary: nothing is significant
+    under = project.runpytest(*six, "--bcas-report", str(project.path / "under"), "--bcas-baseline", str(baseline),
+                              "--bcas-alpha", repr(below))  # fmt: skip
+    under.assert_outcomes(passed=2)
+    assert under.ret == 0
+    report = json.loads((project.path / "under" / "gate-report.json").read_text())
+    assert not report["failed"] and not report["holm_failures"]

@@ -14,7 +14,12 @@ from typing import Any
 
 import pytest
 
+from bcas.testing.project import preload
 from tests.support.mockruns import make_project, run_pytest
+
+preload()
+
+pytest_plugins = ["pytester"]
 
 GOLD = ["--bcas-model", "mock:gold", "--bcas-grid", "pages", "--bcas-prices", "prices.toml", "--bcas-concurrency", "1"]
 PACED = ["--bcas-backend", "paced", "--bcas-grid", "brief", "--bcas-prices", "prices.toml"]
@@ -147,3 +152,32 @@ def test_estimate_replays_the_generation_cache_and_extrapolates_the_rest(project
     items, _, cost, unknown = estimate_total(cold.stdout)
     assert items == 20 and unknown == 2 and cost == 0.0
     assert "unknown" in cold.stdout
+
+
+def test_max_cost_reserves_what_items_in_flight_will_cost(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, project: Path
+) -> None:
+    """Concurrent items: each admitted item reserves its expected cost, so items in flight
+    cannot all be admitted against the same unspent money and overshoot the cap together.
+
+    Admitting item k needs spent + reserved + expected <= cap, and every term is at
+    least the cheapest item's cost, so at most floor(cap / cheapest) items start.
+    (In-process runs: seconds, where a fresh interpreter per run costs half a minute.)
+    """
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(project / "cache"))  # the module's retrieval index (no answers cached)
+    make_project(pytester.path)
+    one_case = [*PACED, "-k", "s1", "--bcas-limit", "8", "--bcas-no-cache", "-p", "no:cacheprovider"]
+    pytester.runpytest(*one_case, "--bcas-report", "full").assert_outcomes(passed=1)
+    costs = [float(r["cost_usd"]) for r in records(pytester.path / "full")]
+    assert len(costs) == 8 and min(costs) > 0
+    cap = 2.5 * max(costs)
+    assert cap / min(costs) < 7  # room to see an overshoot
+    monkeypatch.setenv("BCAS_PACED_DELAY", "0.2")  # the items overlap in flight
+    capped = pytester.runpytest(
+        *one_case, "--bcas-report", "capped", "--bcas-concurrency", "8", "--bcas-max-cost", f"{cap:.8f}"
+    )
+    capped.assert_outcomes(skipped=1)  # the case stopped at the cap
+    recs = records(pytester.path / "capped")
+    assert 2 <= len(recs) <= int(cap / min(costs)), (len(recs), cap, costs)
+    assert spend(recs) <= cap + max(costs)
+    assert (pytester.path / "capped" / "stops.jsonl").is_file()

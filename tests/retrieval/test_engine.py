@@ -24,6 +24,7 @@ from bcas.retrieval.milvus_lite import MilvusLiteServer, milvus_lite_available
 from bcas.testing.project import budget_grid, codename_items, grid_project, preload, read_records
 
 pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.search_engine  # required in CI (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

