@@ -133,15 +133,61 @@ Groups = dict[GroupKey, list[dict[str, Any]]]
 def grouped(
     records: Iterable[dict[str, Any]], grids: Mapping[str, Any] | None = None, only: Iterable[str] | None = None
 ) -> tuple[Groups, dict[tuple[str, str, str], str]]:
-    """Records by (grid, model display name, dataset, label), and each (grid, model, dataset)'s reference label."""
+    """Records by (grid, model display name, dataset, label), and each (grid, model, dataset)'s reference label.
+
+    A label whose records hold answers of several identities (another configuration id
+    under the same label, another prompt-template hash, another file under the dataset's
+    name) gets one group per identity, its label followed by what differs
+    (:func:`variant_labels`); epochs of one identity stay one group.
+    """
     recs = list(records)
     names = model_names(recs)
+    member = memberships(recs, grids, only)
+    variants = variant_labels((grid, names[_model_pair(rec)], label, rec) for grid, _ref, label, rec in member)
     groups: Groups = defaultdict(list)
     references: dict[tuple[str, str, str], str] = {}
-    for grid, ref, label, rec in memberships(recs, grids, only):
-        model = names[(str(rec.get("model", "")), str(rec.get("model_fingerprint") or ""))]
-        key = (grid, model, str(rec.get("dataset", "")), label)
+    for grid, ref, label, rec in member:
+        shown = variants.get((grid, names[_model_pair(rec)], label, _answer_identity(rec)), label)
+        key = (grid, names[_model_pair(rec)], str(rec.get("dataset", "")), shown)
         groups[key].append(rec)
         if ref:
-            references[key[:3]] = label
+            references[key[:3]] = shown
     return groups, references
+
+
+def _model_pair(rec: dict[str, Any]) -> tuple[str, str]:
+    return str(rec.get("model", "")), str(rec.get("model_fingerprint") or "")
+
+
+_VARIANT_PARTS = (("config", 0), ("prompt", 1), ("data", 2))
+
+
+def _answer_identity(rec: dict[str, Any]) -> tuple[str, str, str]:
+    """What, besides the model, makes a record's answer another answer: configuration, prompts, data."""
+    return str(rec.get("config_id", "")), str(rec.get("prompt_hash") or ""), str(rec.get("dataset_hash") or "")
+
+
+def variant_labels(
+    rows: Iterable[tuple[str, str, str, dict[str, Any]]],
+) -> dict[tuple[str, str, str, tuple[str, str, str]], str]:
+    """(grid, model, label, answer identity) -> the label to show, for labels holding several identities.
+
+    Each differing part is named with the shortest hash prefix (at least 6 characters) that
+    tells the label's identities apart: ``hs/s1/t16k [prompt 3fa2c1]``.
+    """
+    seen: dict[tuple[str, str, str, str], set[tuple[str, str, str]]] = defaultdict(set)
+    for grid, model, label, rec in rows:
+        seen[(grid, model, str(rec.get("dataset", "")), label)].add(_answer_identity(rec))
+    out: dict[tuple[str, str, str, tuple[str, str, str]], str] = {}
+    for (grid, model, _dataset, label), identities in seen.items():
+        if len(identities) < 2:
+            continue
+        for identity in identities:
+            parts = []
+            for name, i in _VARIANT_PARTS:
+                values = {other[i] for other in identities}
+                if len(values) > 1:
+                    width = next((w for w in range(6, 65) if len({v[:w] for v in values}) == len(values)), 64)
+                    parts.append(f"{name} {identity[i][:width] or 'none'}")
+            out[(grid, model, label, identity)] = f"{label} [{', '.join(parts)}]"
+    return out

@@ -176,3 +176,31 @@ def test_compare_pairs_equal_fingerprints_and_never_pools_two_models() -> None:
     (comp,), unmatched = compare_runs(run_a, half_b)
     assert comp.model_a == "qwen [served:Qwen/Qwen3-8B#]" and comp.diff == 1.0
     assert unmatched == ["only in A: qwen [served:Qwen/Qwen3-8B] / d / s1"]
+
+
+# -- one label, several answer identities -----------------------------------------------------
+
+
+def _variant(prompt_hash: str, correct: bool, config_id: str = "c", dataset_hash: str = "h") -> list[dict[str, Any]]:
+    out = []
+    for rec in _records("qwen", QWEN, [correct] * 3):
+        row = rec.to_dict()
+        row.update(prompt_hash=prompt_hash, config_id=config_id, dataset_hash=dataset_hash)
+        out.append(row)
+    return out
+
+
+def test_answers_of_an_older_prompt_are_a_group_of_their_own_not_an_epoch() -> None:
+    from bcas.report.summary import summarize
+
+    old = _variant("aaaaaa111111", correct=False)
+    new = _variant("aaaaaa222222", correct=True)
+    rows = summarize(old + new)
+    assert sorted(r.label for r in rows) == ["s1 [prompt aaaaaa1]", "s1 [prompt aaaaaa2]"]
+    assert {r.label: r.accuracy for r in rows} == {"s1 [prompt aaaaaa1]": 0.0, "s1 [prompt aaaaaa2]": 1.0}
+    assert all(r.epochs == 1 and r.n == 3 for r in rows)
+    # another file under the dataset's name and another configuration under the label are told apart too
+    rows = summarize(_variant("p", True, config_id="c1", dataset_hash="h1") + _variant("p", True, "c2", "h2"))
+    assert sorted(r.label for r in rows) == ["s1 [config c1, data h1]", "s1 [config c2, data h2]"]
+    # one identity: the label alone, whatever the epochs
+    assert [r.label for r in summarize(new)] == ["s1"]
