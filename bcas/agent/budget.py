@@ -31,7 +31,9 @@ Rules (the numbers come from :class:`bcas.config.Budget`):
 * **Forced answer allowance.**  The one final answer turn that runs when the budget
   is spent (or when the loop was cut short) may request ``forced_answer_tokens``
   beyond the budget; its step is flagged ``over_budget``.  Hence the documented
-  bound: ``tokens_out <= max_total_tokens + forced_answer_tokens``.
+  bound: ``agent_tokens_out <= max_total_tokens + forced_answer_tokens``.
+* **Calls made for the item by a component** (the ``llm`` reranker's one call per
+  candidate) are ``rerank`` steps: in the totals and the cost, not in the budget.
 * **Reasoning.**  A step keeps a reasoning model's reasoning text apart from its
   output (``Step.reasoning``, never parsed as an action) with the reasoning tokens
   the provider reported (``tokens_reasoning``; 0 when it reports none, the tokens
@@ -63,7 +65,13 @@ MAX_TURNS_SAFETY = 64
 #                  too many invalid turns, turn cap)
 #   assess         MADARA assessment of one search's hits (``AgentConfig.assess``); one
 #                  step standing for ``calls`` model calls, their tokens summed
-STEP_KINDS = ("plan", "search", "ready", "reflect", "invalid", "answer", "forced_answer", "assess")
+#   rerank         the model calls the ``llm`` reranker made for one search (one per
+#                  candidate, on the evaluated model): on the ledger and in the cost,
+#                  but not charged to ``max_total_tokens`` (the paper's re-ranker is a
+#                  cross-encoder outside the agent's completion budget)
+STEP_KINDS = ("plan", "search", "ready", "reflect", "invalid", "answer", "forced_answer", "assess", "rerank")
+# Steps whose tokens are not the agent's completion tokens (not charged to the budget).
+UNBUDGETED_KINDS = ("rerank",)
 # Step flags (``Step.flag``); ``None`` for an ordinary step.
 #   repeated_query  the query repeats an earlier one; not re-run, not counted as a search
 #   search_error    the retriever raised; not counted as a search
@@ -177,9 +185,14 @@ class BudgetLedger:
         return sum(s.tokens_reasoning for s in self.steps)
 
     @property
+    def agent_tokens_out(self) -> int:
+        """Completion tokens of the agent's own calls (all but ``UNBUDGETED_KINDS``)."""
+        return sum(s.tokens_out for s in self.steps if s.kind not in UNBUDGETED_KINDS)
+
+    @property
     def budgeted_tokens_out(self) -> int:
-        """Completion tokens charged against ``max_total_tokens`` (all but the allowance)."""
-        return sum(s.tokens_out for s in self.steps if s.flag != "over_budget")
+        """Completion tokens charged against ``max_total_tokens`` (all but the allowance and unbudgeted steps)."""
+        return sum(s.tokens_out for s in self.steps if s.flag != "over_budget" and s.kind not in UNBUDGETED_KINDS)
 
     @property
     def llm_calls(self) -> int:

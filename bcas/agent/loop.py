@@ -95,6 +95,7 @@ from bcas.agent.window import MIN_TURN_TOKENS, ContextFull, ContextWindow
 from bcas.config import RunConfig
 from bcas.data import Item
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, split_reasoning
+from bcas.llm.usage import UsageMeter, metering
 from bcas.prompts import prompt_template
 
 STOP_REASONS = (
@@ -147,6 +148,7 @@ class _Run:
         self.seen_chunks: list[str] = []
         self.queries: set[str] = set()
         self.window = ContextWindow.of(model)
+        self.side_calls: UsageMeter | None = None
 
     # -- prompt pieces ------------------------------------------------------------------
 
@@ -236,12 +238,26 @@ class _Run:
         # MADARA §5.5: top-k of 10) and let the treatment keep k.
         k = self.config.assess.n_docs if self.agent.assess != "none" else None
         try:
-            asearch = getattr(self.retriever, "asearch", None)
-            if asearch is not None:
-                return list(await asearch(query, k=k, exclude_ids=exclude))
-            return list(self.retriever.search(query, k=k, exclude_ids=exclude))
+            with metering() as meter:  # a reranker's model calls, made for this item
+                asearch = getattr(self.retriever, "asearch", None)
+                if asearch is not None:
+                    hits = list(await asearch(query, k=k, exclude_ids=exclude))
+                else:
+                    hits = list(self.retriever.search(query, k=k, exclude_ids=exclude))
         except Exception as exc:  # a broken index ends the trajectory like a broken model
             raise _Abort(f"search failed: {type(exc).__name__}: {exc}") from exc
+        self.side_calls = meter
+        return hits
+
+    def record_side_calls(self, query: str) -> None:
+        """The reranker's calls of the last search as a ``rerank`` step (after the search step)."""
+        meter, self.side_calls = self.side_calls, None
+        if meter is not None and meter.calls:
+            self.ledger.record(
+                Step(kind="rerank", query=query, tokens_in=meter.prompt_tokens, tokens_out=meter.completion_tokens,
+                     calls=meter.calls, cached=meter.cached == meter.calls,
+                     note=f"{meter.calls} re-ranking calls ({meter.cached} from cache)")
+            )  # fmt: skip
 
     async def assess(self, hits: list[Any]) -> tuple[list[Any], str]:
         """Post-process a search's hits with ``AgentConfig.assess`` (sda | atf | pde).
@@ -360,6 +376,7 @@ class _Run:
             "search", result, max_tokens, query=action.query, note=action.thought,
             retrieved=tuple(h.chunk_id for h in hits), docs=tuple(h.doc_id for h in hits),
         )  # fmt: skip
+        self.record_side_calls(action.query)
         hits, extra = await self.assess(hits)
         self.seen_chunks.extend(h.chunk_id for h in hits)
         self.history.append((asked, result.text))

@@ -102,7 +102,7 @@ class BcasKind(ItemKind):
         from bcas.agent.records import record_from_trajectory
 
         trajectory = await run_bcas(item, ctx.model, ctx.retriever, config)
-        extra = {**extra, "agent_tokens_out": trajectory.tokens_out}
+        extra = {**extra, "agent_tokens_out": trajectory.ledger.agent_tokens_out}
         record = record_from_trajectory(trajectory, run_id=run_id, dataset=ctx.dataset, extra=extra)
         titles = ctx.session.titles(ctx.case.dataset)
         steps = [

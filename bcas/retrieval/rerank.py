@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from bcas.llm.base import ChatModel, ChatRequest, ModelError
+from bcas.llm.usage import add_usage
 from bcas.prompts import prompt_text
 from bcas.retrieval.model_table import ModelTable, weights_digest
 
@@ -158,6 +159,7 @@ class LLMReranker(Reranker):
             raise RerankerError(f"reranker 'llm' on {self.model.model_id}: {exc}") from exc
         scores: list[float] = []
         for result in results:
+            add_usage(result)  # on the item's ledger (bcas.llm.usage), when the caller meters
             if not result.logprobs:
                 raise RerankerError(
                     f"reranker 'llm': {self.model.model_id} returned no log-probabilities for the answer token"

@@ -97,41 +97,45 @@ def configs() -> dict[str, RunConfig]:
     }
 
 
-async def run(design: str, config: RunConfig, items: list[Any], retriever: Any, model: Any) -> dict[str, Any]:
-    protocol_schema = DESIGNS[design]
+async def run_item(design: str, config: RunConfig, item: Any, retriever: Any, model: Any) -> dict[str, Any]:
+    """One item under one design: its action turns, invalid turns, stop reason, tokens, seconds."""
     import bcas.agent.loop as loop
 
-    loop.action_schema = protocol_schema  # the loop's reference to the action schema
-    turns = invalid = tokens = 0
-    stops: Counter[str] = Counter()
-    seconds: list[float] = []
-    crashes_before = model.crashes
-    errors: list[str] = []
+    loop.action_schema = DESIGNS[design]  # the loop's reference to the action schema
+    crashes = model.crashes
+    started = time.perf_counter()
     try:
-        for item in items:
-            started = time.perf_counter()
-            traj = await run_bcas(item, model, retriever, config)
-            seconds.append(time.perf_counter() - started)
-            turns += traj.action_turns
-            invalid += traj.invalid_turns
-            tokens += traj.tokens_out
-            stops[traj.stop_reason] += 1
-            if traj.error:
-                errors.append(traj.error[:160])
+        traj = await run_bcas(item, model, retriever, config)
     finally:
         loop.action_schema = SHIPPED_ACTION_SCHEMA
     return {
         "design": design,
-        "config": config.label,
-        "items": len(items),
+        "item": item.id,
+        "action_turns": traj.action_turns,
+        "invalid_turns": traj.invalid_turns,
+        "stop_reason": traj.stop_reason,
+        "engine_crashes": model.crashes - crashes,
+        "tokens_out": traj.tokens_out,
+        "seconds": round(time.perf_counter() - started, 1),
+        "error": (traj.error or "")[:160] or None,
+    }
+
+
+def summarise(name: str, label: str, design: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    turns = sum(r["action_turns"] for r in rows)
+    invalid = sum(r["invalid_turns"] for r in rows)
+    return {
+        "name": name,
+        "config": label,
+        "design": design,
+        "items": len(rows),
         "action_turns": turns,
         "valid_turns": turns - invalid,
         "valid_share": None if not turns else round((turns - invalid) / turns, 3),
-        "stop_reasons": dict(stops),
-        "engine_crashes": model.crashes - crashes_before,
-        "mean_tokens_out": round(tokens / len(items), 1),
-        "mean_seconds": round(statistics.mean(seconds), 1),
-        "errors": errors[:3],
+        "stop_reasons": dict(Counter(r["stop_reason"] for r in rows)),
+        "engine_crashes": sum(r["engine_crashes"] for r in rows),
+        "mean_tokens_out": round(statistics.mean(r["tokens_out"] for r in rows), 1),
+        "mean_seconds": round(statistics.mean(r["seconds"] for r in rows), 1),
     }
 
 
@@ -147,16 +151,20 @@ def main(argv: list[str] | None = None) -> int:
     documents = [d for item in dataset.items for d in item.documents]
     chosen = configs()
     model = create(n_threads=args.n_threads)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    designs = args.designs.split(",")
     try:
         for name in args.configs.split(","):
             config = chosen[name]
             retriever = build_retriever(documents, config.retrieval)
-            for design in args.designs.split(","):
-                row = asyncio.run(run(design, config, list(dataset.items), retriever, model))
-                row["name"] = name
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+            per_design: dict[str, list[dict[str, Any]]] = {d: [] for d in designs}
+            # designs interleaved item by item, so a run cut short still compares them on the same items
+            for item in dataset.items:
+                for design in designs:
+                    row = asyncio.run(run_item(design, config, item, retriever, model))
+                    per_design[design].append(row)
+                    print(json.dumps({"config": name, **row}), flush=True)
+            rows.extend(summarise(name, config.label, d, per_design[d]) for d in designs)
     finally:
         model.close()
     print(f"\n{'config':<8} {'design':<13} {'valid turns':>12} {'crashes':>8} {'tok/item':>9} {'s/item':>7}  stops")
