@@ -22,7 +22,8 @@ reasons, engine crashes, completion tokens and seconds per item.
 
 ``small`` is the smoke grid's BM25 s3 configuration (2K tokens, 160 per call),
 ``t500`` the context-scaling grid's 500-token configuration (BCAS §3.10, unlimited
-searches; BM25 here so no embedder loads), ``repro`` ``Budget(max_searches=1,
+searches; BM25 with two passages a search here, so no embedder loads and prompts stay
+short on a 2-core CPU), ``repro`` ``Budget(max_searches=1,
 max_total_tokens=1500)`` with no per-call cap.
 """
 
@@ -89,7 +90,7 @@ DESIGNS = {
 def configs() -> dict[str, RunConfig]:
     smoke = next(e.config for e in SMOKE.entries if e.kind == "bcas" and e.config.label == "bm25/s3/t2k")
     t500 = next(e.config for e in CONTEXT_SCALING.entries if e.config.label.startswith("hs/sinf/t500"))
-    bm25 = RetrievalConfig(mode="bm25")
+    bm25 = RetrievalConfig(mode="bm25", k=2)  # two passages a search: short prompts on a 2-core CPU
     return {
         "small": smoke,
         "t500": replace(t500, retrieval=bm25),

@@ -191,7 +191,7 @@ def test_load_model_labels_the_mock_and_does_not_cache(tmp_path: Any) -> None:
     assert not (tmp_path / "cache.sqlite").exists()
     with pytest.raises(ModelError, match="unknown mock variant 'clever'"):
         load_model("mock", "clever")
-    with pytest.raises(ModelError, match="takes no options"):
+    with pytest.raises(ModelError, match="takes only the option context_window"):
         load_model("mock", "gold", base_url="http://127.0.0.1:1/v1")
 
 
