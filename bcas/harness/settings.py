@@ -137,12 +137,18 @@ def _model_specs(config: pytest.Config, backend: str, base_url: str | None) -> l
     return specs
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Case:
+    """One grid case: a model x dataset x grid entry; ``repr`` is its id (a failing case's
+    traceback names it in one short line, not the whole model spec and configuration)."""
+
     model: ModelSpec
     dataset: str
     grid: str
     entry: Any  # GridEntry
+
+    def __repr__(self) -> str:
+        return f"Case({self.id!r})"
 
     @property
     def dataset_label(self) -> str:
