@@ -10,11 +10,12 @@ MuSiQue, TriviaQA, FEVER, NQ-open, ConflictQA), or a bare path whose layout is
 detected.  The registry only adds a name, a task type and a scoring rule.
 
 Run ``python -m bcas.data [NAME | FORMAT:PATH ...]`` to print item count, document
-count and content hash.
+count and content hash (``--formats`` lists the layouts, ``--help`` the usage).
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import re
 import sys
@@ -364,13 +365,22 @@ def _cached_format(path: str, fmt: Format) -> tuple[tuple[Item, ...], str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = list(argv or [])
-    if args == ["--formats"]:
+    parser = argparse.ArgumentParser(
+        prog="python -m bcas.data",
+        description="Item count, document count and content hash of datasets (every registered one by default).",
+    )
+    parser.add_argument(
+        "datasets", nargs="*", metavar="NAME|PATH|FORMAT:PATH", help=f"a registered name ({', '.join(DATASETS)}), "
+        "a file whose layout is detected, or FORMAT:PATH (see --formats)"
+    )  # fmt: skip
+    parser.add_argument("--formats", action="store_true", help="list the dataset formats FORMAT:PATH accepts")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.formats:
         for row in describe():
             aliases = f" (also {', '.join(row['aliases'])})" if row["aliases"] else ""
             print(f"{row['name']:<18}{row['description']}{aliases}")
         return 0
-    names = args or list(DATASETS)
+    names = args.datasets or list(DATASETS)
     print(f"{'dataset':<18}{'task':<20}{'items':>7}{'docs':>8}  sha256")
     for name in names:
         try:

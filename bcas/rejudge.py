@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,3 +99,12 @@ def rejudge(
         sum(v is False for v in verdicts),
         sum(v is None for v in verdicts),
     )
+
+
+if __name__ == "__main__":  # the command lives in bcas.results, beside reprice and merge
+    print(
+        "python -m bcas.rejudge is not a command; run: python -m bcas.results rejudge RUN_DIR --judge BACKEND:MODEL "
+        "(python -m bcas.results rejudge --help lists its options)",
+        file=sys.stderr,
+    )
+    raise SystemExit(2)

@@ -47,9 +47,17 @@ def jsonl_hint(raw: bytes | str) -> str:
     return f"({JSONL_HINT})"
 
 
+UTF8_BOM = b"\xef\xbb\xbf"  # written first by some editors and by Python's "utf-8-sig"
+
+
 def parse_lines(path: Path, lines: Iterable[bytes]) -> Iterator[tuple[int, Any]]:
-    """``(line number, parsed value)`` of every non-blank line of JSON Lines ``lines`` read from ``path``."""
+    """``(line number, parsed value)`` of every non-blank line of JSON Lines ``lines`` read from ``path``.
+
+    A UTF-8 byte-order mark before the first line is dropped (it is no JSON, and no data).
+    """
     for line_no, raw in enumerate(lines, start=1):
+        if line_no == 1 and raw.startswith(UTF8_BOM):
+            raw = raw[len(UTF8_BOM) :]
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -78,7 +86,7 @@ class _Reader:
     def __init__(self, path: Path, fh: Any):
         self.path = path
         self.fh = fh
-        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        self.decoder = codecs.getincrementaldecoder("utf-8-sig")()  # a leading BOM is dropped
         self.buf = ""
         self.pos = 0
         self.line = 1

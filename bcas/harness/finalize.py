@@ -22,8 +22,12 @@ class FinalResult:
     gate: Any = None  # bcas.harness.gate_report.GateReport when a baseline gate ran
 
 
-def finalize_run(settings: Any, session: Any, token: str = "run") -> FinalResult | None:
-    """Merge per-worker files, write summaries and the HTML report, run the session-wide Holm gate."""
+def finalize_run(settings: Any, session: Any, token: str = "run", status: str | None = None) -> FinalResult | None:
+    """Merge per-worker files, write summaries and the HTML report, run the session-wide Holm gate.
+
+    ``status``: ``"interrupted"`` for a session stopped by Ctrl-C or SIGTERM (its run.json
+    entry says so before the report shows it).
+    """
     from bcas.grids import GRIDS
     from bcas.records import ResultStore
     from bcas.report.html import render_report
@@ -45,7 +49,7 @@ def finalize_run(settings: Any, session: Any, token: str = "run") -> FinalResult
     gate = session_gate_report(settings.run_dir, token)  # full Holm step-down per family
     from bcas.harness.manifest import complete_session
 
-    manifest = complete_session(settings.run_dir, token, records, session)  # run.json, shown in the report
+    manifest = complete_session(settings.run_dir, token, records, session, status)  # run.json, shown in the report
     stops = read_stops(settings.run_dir, token)  # cases --bcas-max-cost cut short in this session
     report = render_report(
         settings.run_dir,

@@ -25,7 +25,9 @@ An entry holds:
   user:password and query string;
 * ``shard``: ``"K/N"`` when the session ran one shard of the items (``--bcas-shard``), else ``None``;
   ``shard_source``: the scheduler variables ``--bcas-shard auto`` read it from (``None`` for K/N);
-* ``seed``, ``epochs``, ``started_at``, ``ended_at`` and ``exit_status`` (pytest's).
+* ``seed``, ``epochs``, ``started_at``, ``ended_at``, ``exit_status`` (pytest's) and ``status``:
+  ``running`` until the session ends, then ``interrupted`` (Ctrl-C or SIGTERM, exit status
+  2; :mod:`bcas.harness.interrupt`) or ``finished``.
 
 The HTML report shows the manifest in its "Run" section (:mod:`bcas.report.html_run`).
 """
@@ -63,6 +65,7 @@ hookimpl = HookimplMarker("pytest")
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+INTERRUPTED = 2  # pytest.ExitCode.INTERRUPTED: Ctrl-C, or SIGTERM (bcas.harness.interrupt)
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 # distribution names per reported package (the first one installed wins)
 PACKAGES: dict[str, tuple[str, ...]] = {
@@ -295,6 +298,7 @@ def session_entry(
         "started_at": started_at or _now(),
         "ended_at": None,
         "exit_status": None,
+        "status": "running",
         "bcas": bcas_version(),
         "python": platform.python_version(),
         "packages": package_versions(),
@@ -349,12 +353,13 @@ def start_session(run_dir: Path, entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def complete_session(
-    run_dir: Path, token: str, records: list[dict[str, Any]], session: Any = None
+    run_dir: Path, token: str, records: list[dict[str, Any]], session: Any = None, status: str | None = None
 ) -> dict[str, Any] | None:
     """Fill this session's entry at the end (datasets, recorded fingerprints, end time); return the manifest.
 
     ``records``: the run's records (dicts); those written since the session started count.
     ``session``: the process's ``BcasSession``, whose loaded datasets count too (resumed cases).
+    ``status``: written when given (``interrupted``), before the report renders the manifest.
     Returns the manifest as is (or ``None``) when the session has no entry.
     """
     current = read_manifest(run_dir)
@@ -392,18 +397,21 @@ def complete_session(
         entry["records_written"] = len(mine)
         entry["answers_from_cache"] = sum(answered_from_cache(r) for r in mine)
         entry["ended_at"] = _now()
+        if status is not None:
+            entry["status"] = status
 
     return _update(run_dir, change)
 
 
 def finish_session(run_dir: Path, token: str, exit_status: int) -> None:
-    """Write the session's end time (if not yet) and pytest's exit status."""
+    """Write the session's end time (if not yet), pytest's exit status and the status it means."""
 
     def change(data: dict[str, Any]) -> None:
         entry = _entry(data, token)
         if entry is not None:
             entry["ended_at"] = entry.get("ended_at") or _now()
             entry["exit_status"] = int(exit_status)
+            entry["status"] = "interrupted" if int(exit_status) == INTERRUPTED else "finished"
 
     current = read_manifest(run_dir)
     if current is not None and _entry(current, token) is not None:

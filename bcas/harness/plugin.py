@@ -130,9 +130,11 @@ def pytest_configure(config: pytest.Config) -> None:
             "`vllm serve` and use --bcas-backend openai --bcas-base-url http://127.0.0.1:8000/v1 with -n."
         )
     if not hasattr(config, "workerinput") and not _get(config, "estimate"):  # run.json: the controller writes it
+        from bcas.harness import interrupt
         from bcas.harness.manifest import ManifestPlugin
 
         config.pluginmanager.register(ManifestPlugin(config, OPTIONS, _get, _opt_name, expand_cases), "bcas-manifest")
+        interrupt.register(config)  # Ctrl-C and SIGTERM: what finished is merged, reported and resumable
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -295,13 +297,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     if is_worker or exitstatus == pytest.ExitCode.USAGE_ERROR:
         return
+    from bcas.harness.interrupt import interrupted
+
+    stopped = interrupted(exitstatus) and _cases_started(config)  # Ctrl-C or SIGTERM once cases ran
     # Only a session that ran cases writes: --collect-only, a run whose cases were all
     # deselected or skipped, and a run stopped at start leave the report folder untouched.
-    if config.option.collectonly or (sess is None and not _ran_cases_elsewhere(config)):
+    if config.option.collectonly or (sess is None and not _ran_cases_elsewhere(config) and not stopped):
         return
     from bcas.harness.finalize import finalize_run
 
-    result = finalize_run(config.stash[state.SETTINGS], sess, token=config.stash[state.TOKEN])
+    result = finalize_run(
+        config.stash[state.SETTINGS], sess, token=config.stash[state.TOKEN], status="interrupted" if stopped else None
+    )
+    if stopped:
+        from bcas.harness.interrupt import interrupted_line
+
+        config.stash[state.INTERRUPTED] = interrupted_line(config)
     config.stash[state.FINAL] = result
     if result is not None and result.holm_failures and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -319,6 +330,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if settings.preflight:  # every run, its answers cached or not (--bcas-no-preflight: offline replay)
         _preflight(config, settings)
     _warn_context_windows(config, settings)
+
+
+def _cases_started(config: pytest.Config) -> bool:
+    """The session's cases were known and its run.json entry written (so cases may have run)."""
+    manifest = config.pluginmanager.get_plugin("bcas-manifest")
+    return bool(getattr(manifest, "started", False))
 
 
 def _ran_cases_elsewhere(config: pytest.Config) -> bool:
@@ -340,9 +357,14 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     result = config.stash.get(state.FINAL, None)
+    tr = terminalreporter
+    stopped = config.stash.get(state.INTERRUPTED, None)
+    if stopped is not None:  # one line; the table is in the report
+        report = f" (report: {result.report_path})" if result is not None and result.report_path else ""
+        tr.write_line(f"[bcas] {stopped}{report}", yellow=True)
+        return
     if result is None:
         return
-    tr = terminalreporter
     tr.section("bcas summary")
     for line in result.table_lines:
         tr.write_line(line)

@@ -1,7 +1,7 @@
 """Progress of running cases in pytest's terminal: one live line per running case.
 
-Each running case has one line: items done of total, items per second, the time left
-at that rate (ETA), and the tokens and cost its items have spent so far (a cost the
+Each running case has one line: items done of total, items per second (since its first
+item finished: :meth:`CaseStats.rate`), the time left at that rate (ETA), and the tokens and cost its items have spent so far (a cost the
 price sheet cannot give is "unknown", never 0).  How it is shown depends on where
 the output goes:
 
@@ -82,19 +82,31 @@ class CaseStats:
     unpriced: int = 0
     started: float = 0.0
     stopped: bool = False
+    first_done: float = 0.0  # when the first item of this session finished (0: none yet)
 
-    def add(self, record: Any) -> None:
+    def add(self, record: Any, now: float | None = None) -> None:
         tokens, cost = record_spend(record)
         self.done += 1
+        if self.done == 1:
+            self.first_done = now if now is not None else time.time()
         self.tokens += tokens
         if cost is None:
             self.unpriced += 1
         else:
             self.cost += cost
 
+    def rate(self, now: float) -> float | None:
+        """Items per second since the first item finished (``None`` before a second one has).
+
+        Not from the case's start: the first item carries the one-off costs (an index read,
+        lazy imports, a model's first call) and, with C items in flight, finishes about when
+        the first C do; counting from it made an instant backend's ETA tens of times too long.
+        """
+        since = now - self.first_done
+        return (self.done - 1) / since if self.done >= 2 and since > 0 else None
+
     def line(self, now: float | None = None) -> str:
-        elapsed = (now if now is not None else time.time()) - self.started
-        rate = self.done / elapsed if self.done and elapsed > 0 else None
+        rate = self.rate(now if now is not None else time.time())
         left = max(0, self.total - self.resumed - self.done)
         parts = [
             f"{self.resumed + self.done}/{self.total} items",

@@ -12,6 +12,7 @@ appends one record per item atomically.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from dataclasses import dataclass, field, replace
@@ -339,7 +340,32 @@ class BcasSession:
         return get_grid(case.grid).limit or DEFAULT_LIMIT
 
     def run_case(self, case: Any) -> CaseOutcome:
-        return self.loop.run_until_complete(self._run_case(case))
+        task = self.loop.create_task(self._run_case(case))
+        try:
+            return self.loop.run_until_complete(task)
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (bcas.harness.interrupt): stop the items in flight
+            self._cancel_pending(task)
+            raise
+
+    def _cancel_pending(self, main: asyncio.Task[Any]) -> None:
+        """Cancel the loop's tasks and collect their ends, so none is reported lost at exit.
+
+        Finished items are in the store already (one fsynced line each); those in flight are
+        dropped and run again on resume.  A call running in a worker thread ends there.
+        """
+        seen = {main}
+        for _ in range(5):  # the interrupt may surface once more from a task it was raised in
+            pending = {t for t in asyncio.all_tasks(self.loop) if not t.done()}
+            if not pending:
+                break
+            seen |= pending
+            for t in pending:
+                t.cancel()
+            with contextlib.suppress(KeyboardInterrupt):
+                self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        for t in seen:
+            if t.done() and not t.cancelled():
+                t.exception()  # retrieved: no "Task exception was never retrieved" traceback
 
     def plan_case(self, case: Any) -> CasePlan:
         """What a case runs: its items (this shard's, not yet recorded), configuration and answer identity."""

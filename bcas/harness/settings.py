@@ -109,13 +109,14 @@ def parse_model_spec(value: str | None, default_backend: str, backends: Any) -> 
 
 
 def _model_specs(config: pytest.Config, backend: str, base_url: str | None) -> list[ModelSpec]:
-    from bcas.harness.startup import check_key_env, check_model
+    from bcas.harness.startup import check_backend_prefix, check_key_env, check_model
 
     key_env = _get(config, "api-key-env")
     check_key_env(key_env)
     specs: list[ModelSpec] = []
     for raw in _get(config, "model") or [None]:
         chosen, model = parse_model_spec(raw, backend, BACKENDS)
+        check_backend_prefix("model", raw, chosen)  # nosuch:foo is an unknown backend, not a file name
         check_model("model", raw, chosen, model)
         served = bool(backend_meta(chosen, "needs_base_url"))
         if served and not base_url:
@@ -136,12 +137,18 @@ def _model_specs(config: pytest.Config, backend: str, base_url: str | None) -> l
     return specs
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Case:
+    """One grid case: a model x dataset x grid entry; ``repr`` is its id (a failing case's
+    traceback names it in one short line, not the whole model spec and configuration)."""
+
     model: ModelSpec
     dataset: str
     grid: str
     entry: Any  # GridEntry
+
+    def __repr__(self) -> str:
+        return f"Case({self.id!r})"
 
     @property
     def dataset_label(self) -> str:
@@ -205,9 +212,10 @@ def _positive(value: int, name: str) -> int:
 def read_settings(config: pytest.Config) -> Settings:
     backend = _get(config, "backend")
 
-    if backend not in BACKENDS:
-        raise pytest.UsageError(f"--bcas-backend must be one of {', '.join(sorted(BACKENDS))}, got {backend!r}")
     from bcas.harness import startup
+
+    if backend not in BACKENDS:
+        raise startup.unknown_backend("backend", str(backend))
 
     base_url = _base_urls(config)
     if backend_meta(backend, "needs_base_url") and not base_url:

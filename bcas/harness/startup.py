@@ -11,6 +11,7 @@ parse it.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -71,6 +72,26 @@ def check_key_env(name: str | None) -> None:
         raise usage(
             "api-key-env", f"{name!r} names an environment variable that is not set or empty (export {name}=...)"
         )
+
+
+_BACKEND_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.+-]+")
+
+
+def unknown_backend(option: str, name: str) -> pytest.UsageError:
+    return usage(option, f"unknown backend {name!r}; known: {', '.join(sorted(BACKENDS))}")
+
+
+def check_backend_prefix(option: str, raw: str | None, backend: str) -> None:
+    """``NAME:MODEL`` whose NAME is no backend: say so, rather than read it as a model of ``backend``.
+
+    A served backend's model names may hold a colon (``qwen3:8b``), so only a backend that
+    loads the model itself (a file or a checkpoint) is guarded; an existing path is a path.
+    """
+    if raw is None or backend_meta(backend, "needs_base_url"):
+        return
+    head, sep, _ = raw.strip().partition(":")
+    if sep and head not in BACKENDS and _BACKEND_NAME.fullmatch(head) and not Path(raw).expanduser().exists():
+        raise unknown_backend(option, head)
 
 
 def check_model(option: str, raw: str | None, backend: str, model: str | None) -> None:

@@ -31,6 +31,8 @@ ANY_CASE = pytest.StashKey[bool]()
 WORKER_CASES = pytest.StashKey[int]()
 # The session's final result (a bcas.harness.finalize.FinalResult), for the summary.
 FINAL = pytest.StashKey[Any]()
+# The one line of a session stopped by Ctrl-C or SIGTERM (bcas.harness.interrupt).
+INTERRUPTED = pytest.StashKey[str]()
 
 
 def token(config: pytest.Config | None, default: str = "run") -> str:

@@ -29,7 +29,11 @@ def manifest_section(manifest: dict[str, Any] | None) -> str:
     price = last.get("price_sheet") or {}
     commit = bcas.get("git_commit")
     rows: list[tuple[str, Any]] = [
-        ("session", f"{last.get('session')} · {last.get('started_at')} → {last.get('ended_at') or 'running'}"),
+        (
+            "session",
+            f"{last.get('session')} · {last.get('started_at')} → {last.get('ended_at') or 'running'}"
+            + (" (interrupted: rerun the same command to resume)" if last.get("status") == "interrupted" else ""),
+        ),
         (
             "bcas",
             f"{bcas.get('version')}"

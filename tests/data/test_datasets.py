@@ -87,6 +87,30 @@ def test_adhoc_jsonl_loads(tmp_path: Path) -> None:
     assert load_dataset(str(path)).hash == ds.hash  # str and Path agree
 
 
+def test_a_byte_order_mark_before_the_first_line_is_dropped(tmp_path: Path) -> None:
+    """Editors and Python's utf-8-sig write a BOM first: the file loads, the same as without it."""
+    plain = _write(tmp_path / "plain.jsonl", [_item(i) for i in range(3)])
+    marked = tmp_path / "marked.jsonl"
+    marked.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    with_bom, without = load_dataset(marked), load_dataset(plain)
+    assert [i.id for i in with_bom.items] == ["q0", "q1", "q2"]
+    assert with_bom.items == without.items and with_bom.hash == without.hash
+    # Any other layout too: detected from its first record (a FlashRAG line), or streamed as a JSON array.
+    from bcas.formats.stream import iter_records
+
+    flashrag = tmp_path / "dev.jsonl"
+    flashrag.write_bytes(b"\xef\xbb\xbf" + json.dumps({"id": "f0", "question": "Q?", "golden_answers": ["a"]}).encode())
+    assert load_dataset(flashrag).items[0].id == "f0"
+    array = tmp_path / "array.json"
+    array.write_bytes(b"\xef\xbb\xbf" + json.dumps([{"n": 1}, {"n": 2}]).encode())
+    assert [obj for _, obj in iter_records(array)] == [{"n": 1}, {"n": 2}]
+    # Only before the first line: elsewhere the bytes are not JSON and the error names the line.
+    late = tmp_path / "late.jsonl"
+    late.write_bytes(plain.read_bytes() + b"\xef\xbb\xbf" + json.dumps(_item(9)).encode() + b"\n")
+    with pytest.raises(DatasetError, match=r"late\.jsonl:4: invalid JSON"):
+        load_dataset(late)
+
+
 def test_adhoc_file_named_like_a_registered_dataset(tmp_path: Path) -> None:
     path = _write(tmp_path / "fever.jsonl", [_item(0)])
     ds = load_dataset(path)

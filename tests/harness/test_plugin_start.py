@@ -95,7 +95,12 @@ BAD_OPTIONS: list[tuple[str, list[str], tuple[str, ...]]] = [
         ["--bcas-model", "mock:golden", "--bcas-grid", "tiny"],
         ("--bcas-model", "unknown mock model 'golden'", "mock:gold, mock:verbose, mock:random"),
     ),
-    ("backend", ["--bcas-backend", "bogus"], ("--bcas-backend", "embedded", "mock", "openai", "vllm")),
+    (
+        "model-unknown-backend",
+        ["--bcas-model", "nosuch:foo", "--bcas-grid", "tiny"],
+        ("--bcas-model", "unknown backend 'nosuch'; known: embedded, mock, openai, vllm"),
+    ),
+    ("backend", ["--bcas-backend", "nosuch"], ("--bcas-backend", "unknown backend 'nosuch'; known: embedded, mock")),
     (
         "base-url",
         ["--bcas-backend", "openai", "--bcas-base-url", "localhost:8000", "--bcas-model", "m"],

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from bcas.harness.progress import CaseStats
 from bcas.testing.project import preload
 from tests.support.mockruns import REPO, make_project
 from tests.support.terminal import replay, run_on_terminal
@@ -160,3 +161,23 @@ def test_a_long_case_in_a_log_gets_a_line_every_interval(
     running = [LIVE.match(line[len("[bcas] ") :]) for line in result.outlines if line.startswith("[bcas] ")]
     assert [m.group("done") for m in running if m] == ["0", "1", "2", "3", "4", "5", "6"], result.outlines
     assert sum(bool(END.match(line)) for line in result.outlines) == 1
+
+
+def test_the_rate_and_eta_count_from_the_first_finished_item_on_a_given_clock() -> None:
+    """An instant backend (mock) spends its case's first second warming up (index read, imports),
+    then finishes the rest in one more: the ETA is the time those take, not 10x more."""
+    record = {"tokens_in": 10, "tokens_out": 5, "cost_usd": 0.0}
+    stats = CaseStats("c", total=41, resumed=0, started=0.0)
+    assert stats.line(now=5.0) == "c: 0/41 items, - items/s, ETA ?, 0 tokens, $0.0000"
+    stats.add(record, now=10.0)  # the first item, after ten seconds of warm-up
+    assert "1/41 items, - items/s, ETA ?" in stats.line(now=10.0)  # one point is no rate
+    for i in range(1, 21):  # then one item every 0.05 s
+        stats.add(record, now=10.0 + 0.05 * i)
+    line = stats.line(now=11.0)  # 20 items in the second since the first; 20 left
+    assert "21/41 items, 20.00 items/s, ETA 1.0s, 315 tokens" in line, line
+    assert "ETA 1.0s" in CaseStats(**{**stats.__dict__}).line(now=11.0)  # as an xdist worker hands it over
+    assert "10.00 items/s, ETA 2.0s" in stats.line(now=12.0)  # a stall lowers the rate as time passes
+    resumed = CaseStats("r", total=41, resumed=11, started=0.0)
+    for i in range(11):
+        resumed.add(record, now=3.0 + 0.1 * i)
+    assert "22/41 items, 10.00 items/s, ETA 1.9s" in resumed.line(now=4.0)  # recorded items are not left to run
