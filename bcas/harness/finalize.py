@@ -24,7 +24,7 @@ class FinalResult:
 
 def finalize_run(settings: Any, session: Any, token: str = "run") -> FinalResult | None:
     """Merge per-worker files, write summaries and the HTML report, run the session-wide Holm gate."""
-    from bcas.grids import GRIDS
+    from bcas.grids import GRIDS, with_holm_scope
     from bcas.records import ResultStore
     from bcas.report.html import render_report
     from bcas.report.summary import write_summaries
@@ -37,7 +37,8 @@ def finalize_run(settings: Any, session: Any, token: str = "run") -> FinalResult
     profiles = read_profiles(settings.run_dir)
     if not records and not profiles:
         return None
-    summaries = write_summaries(settings.run_dir, records, dict(GRIDS.items()), settings.grids)
+    grids = with_holm_scope(dict(GRIDS.items()), getattr(settings, "holm_scope", None))  # --bcas-holm-scope
+    summaries = write_summaries(settings.run_dir, records, grids, settings.grids)
     rows, comps = summaries.rows, summaries.comparisons
     order = {name: [e.label for e in grid.entries] for name, grid in GRIDS.items()}
     from bcas.harness.gate_report import session_gate_report
