@@ -233,6 +233,21 @@ def test_bcas_grids_keep_one_family_per_grid() -> None:
     assert [c.p_holm for c in comps] == pytest.approx(list(adjusted))
 
 
+def test_a_judge_graded_paper_grid_without_a_judge_says_squad_em_is_a_proxy() -> None:
+    """BCAS §3.6 grades with an LLM judge: a summary without one must not read like Tables 1-2."""
+    proxy = "ablation: primary metric: SQuAD EM (proxy; the paper uses an LLM judge)"
+    entries = GRIDS["ablation"].entries[:2]
+    plain = [_rec(f"q{i}", e.label, replace(e.config, seed=0), grid="ablation", correct_em=i % 2 == 0)
+             for e in entries for i in range(6)]  # fmt: skip
+    assert proxy in build_summaries(plain, GRIDS).notes
+    judged = [_rec(f"q{i}", e.label, replace(e.config, seed=0), grid="ablation", judge=True)
+              for e in entries for i in range(6)]  # fmt: skip
+    assert not any("proxy" in n for n in build_summaries(judged, GRIDS).notes)
+    smoke = GRIDS["smoke"].entries[0]  # the project's own grid: no paper to be compared with
+    own = [_rec(f"q{i}", smoke.label, replace(smoke.config, seed=0), grid="smoke", correct_em=True) for i in range(3)]
+    assert not any("proxy" in n for n in build_summaries(own, GRIDS).notes)
+
+
 # -- EM_NF of the router (Algorithm 2, line 6) ---------------------------------------------
 
 
