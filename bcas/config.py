@@ -177,6 +177,12 @@ class AssessConfig:
     ``score_max_tokens`` a base assessment call, ``rescore_max_tokens`` an RSC
     re-scoring call and ``answer_max_tokens`` a generation call;
     ``cot_step_chars`` bounds each reasoning step under constrained decoding.
+    ``nf_docs``: how many of the gathered documents No-Filter (and the router's EvalNF)
+    gives the generator; ``None`` (default) is all of them, MADARA §5.3 (1): "NF: all
+    documents to generator (standard RAG)".  ``pad_docs``: when retrieval returns fewer
+    than ``n_docs`` documents (a query sharing few terms with a small collection), fill
+    up to ``n_docs`` with other documents of the same collection in a seeded order, so
+    every item chooses among ``n_docs`` (§5.5: "top-k=5 from 10 retrieved documents").
     ``temperature`` 0.6 is the paper's sampling temperature (MADARA §5.1); with
     the request seed fixed, a backend that honours seeds stays reproducible.
     ``task``: the generator prompt (factoid / FEVER label / yes-no); ``None``
@@ -190,6 +196,8 @@ class AssessConfig:
     weights: tuple[float, float, float] = (0.4, 0.3, 0.3)
     k: int = 5
     n_docs: int = 10
+    nf_docs: int | None = None
+    pad_docs: bool = False
     doc_source: str = "retrieval"
     atf_kappa: float = 0.5
     rrf_c: int = 60
@@ -215,6 +223,8 @@ class AssessConfig:
             raise ConfigError("doc_source must be 'retrieval' or 'item'")
         if self.k <= 0 or self.n_docs <= 0:
             raise ConfigError("k and n_docs must be > 0")
+        if self.nf_docs is not None and self.nf_docs <= 0:
+            raise ConfigError(f"nf_docs must be None (every gathered document) or > 0, got {self.nf_docs}")
         method = self.method.lower().replace("_", "-")
         if method not in assess_methods():
             raise ConfigError(f"assess method must be one of {assess_methods()}, got {self.method!r}")

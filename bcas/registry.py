@@ -224,6 +224,8 @@ RETRIEVAL_MODES.register("hybrid", "bcas.retrieval.modes:hybrid", label="hs", le
 RETRIEVAL_MODES.register(
     "hybrid_rerank", "bcas.retrieval.modes:hybrid", label="hs+r", lexical=True, dense=True, rerank=True
 )
+# BM25 candidates re-ordered by a reranker (MADARA §6.4 reranker robustness, Appendix K cross-encoder).
+RETRIEVAL_MODES.register("bm25_rerank", "bcas.retrieval.modes:bm25", label="bm25+r", lexical=True, rerank=True)
 
 
 def mode_uses(mode: str, need: str) -> bool:

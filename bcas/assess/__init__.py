@@ -30,8 +30,9 @@ from bcas.assess.aggregate import (
     sda_select,
     weighted_scores,
 )
+from bcas.assess.documents import AssessError
 from bcas.assess.hits import assess_hits
-from bcas.assess.pipeline import AssessError, run_madara, treatment
+from bcas.assess.pipeline import run_madara, treatment
 from bcas.assess.router import TAU_NF, RoutingDecision, decide, route
 from bcas.assess.rsc import RSCProfile, probe, trend_coefficient
 from bcas.assess.usage import Ledger, Usage

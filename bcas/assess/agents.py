@@ -71,6 +71,7 @@ class AssessDocument:
     text: str
     chunk_id: str | None = None
     retrieval_score: float | None = None
+    padded: bool = False  # not retrieved: filled in from the collection (AssessConfig.pad_docs)
 
     @classmethod
     def from_any(cls, obj: Any) -> AssessDocument:

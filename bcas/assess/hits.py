@@ -8,7 +8,8 @@ from typing import Any
 
 from bcas.assess.agents import AssessDocument, score_documents
 from bcas.assess.aggregate import atf_filter, order_best_first, sda_select, weighted_scores
-from bcas.assess.pipeline import AssessError, TreatmentContext, _extract_and_vote
+from bcas.assess.documents import AssessError
+from bcas.assess.pipeline import TreatmentContext, _extract_and_vote
 from bcas.assess.usage import Ledger
 from bcas.config import AssessConfig
 from bcas.llm.base import ChatModel

@@ -6,7 +6,7 @@ returns its record.  The method is ``AssessConfig.method``:
 =============  =====================================================  ==========================
 method         what it does (MADARA section)                          LLM calls (m docs, top k)
 =============  =====================================================  ==========================
-``nf``         the retrieval top-k to the generator (§5.3 (1))        1 generation
+``nf``         every gathered document to the generator (§5.3 (1))   1 generation
 ``3-agent``    base scores, weights (0.4, 0.3, 0.3), top-k (§5.3 (2))  3m assessment + 1
 ``cot``        CoT de-polarised scores, weighted top-k (§4.1)         3m assessment + 1
 ``sda``        base scores, percentile ranks, top-k (§4.2, Alg. 1)    3m assessment + 1
@@ -22,12 +22,14 @@ method         what it does (MADARA section)                          LLM calls 
 The paper's Appendix K quotes about 19 calls for 3-Agent; the counts here come
 from our own ledger (3 agents x m documents, one call each, plus generation).
 
-Documents (§5.5: "reranking top-k=5 from 10 retrieved documents"):
-``AssessConfig.doc_source`` = ``retrieval`` takes the top ``n_docs`` (10) hits of
-the retriever for the question, from the dataset's whole collection; the treatments
-select ``k`` (5) of them and No-Filter reads the retrieval top ``k``.  ``item``
-takes the item's own documents (CONFLICTS ships 4, FEVER 1), at most ``n_docs``.
-The choice is recorded (``extra["doc_source"]``), and every record says which
+Documents (§5.5: "reranking top-k=5 from 10 retrieved documents"; see
+:mod:`bcas.assess.documents`): ``AssessConfig.doc_source`` = ``retrieval`` takes the top
+``n_docs`` (10) hits of the retriever for the question, from the dataset's whole
+collection (padded up to ``n_docs`` from the collection with ``pad_docs``); the
+treatments select ``k`` (5) of them and No-Filter reads all of them (§5.3 (1): "NF: all
+documents to generator (standard RAG)"; ``nf_docs`` caps it).  ``item`` takes the item's
+own documents (CONFLICTS ships 4, FEVER 1), at most ``n_docs``.  The choice is recorded
+(``extra["doc_source"]``, ``extra["retrieved_docs"]``), and every record says which
 documents reached generation: ``extra["context_doc_ids"]`` (document ids in the
 order the generator saw them; for PDE the union of its single-document calls) and
 ``extra["context_chunk_ids"]``.
@@ -56,6 +58,7 @@ from bcas.assess.aggregate import (
     sda_select,
     weighted_scores,
 )
+from bcas.assess.documents import AssessError, gather_documents, nf_count
 from bcas.assess.generate import SCORING_FOR_TASK, generate_answer, infer_task
 from bcas.assess.pde import extract_per_document, random_subset, vote
 from bcas.assess.router import RoutingDecision
@@ -65,30 +68,6 @@ from bcas.grading import score_prediction, strict_exact_match
 from bcas.llm.base import ChatModel, ModelError
 from bcas.records import Record
 from bcas.registry import TREATMENTS, routed_modes
-
-
-class AssessError(RuntimeError):
-    """A MADARA run cannot proceed (missing retriever, missing routing decision, ...)."""
-
-
-# --------------------------------------------------------------------------- documents
-
-
-async def gather_documents(item: Any, retriever: Any, config: AssessConfig) -> list[AssessDocument]:
-    """The documents to assess for ``item``, from the retriever or the item (MADARA §5.5)."""
-    if config.doc_source == "item":
-        return [AssessDocument(d.id, d.title, d.text) for d in list(item.documents)[: config.n_docs]]
-    if retriever is None:
-        raise AssessError(
-            "AssessConfig.doc_source='retrieval' needs a retriever (bcas.retrieval.build_retriever); "
-            "pass one, or set doc_source='item' to use the item's own documents"
-        )
-    if hasattr(retriever, "asearch"):
-        hits = await retriever.asearch(item.question, k=config.n_docs)
-    else:
-        hits = await asyncio.to_thread(retriever.search, item.question, config.n_docs)
-    return [AssessDocument.from_any(h) for h in list(hits)[: config.n_docs]]
-
 
 # --------------------------------------------------------------------------- treatments
 
@@ -144,8 +123,8 @@ async def _assess(ctx: TreatmentContext, cot: bool = False) -> Assessment:
 
 
 async def _nf(ctx: TreatmentContext) -> TreatmentOutcome:
-    # MADARA §5.3 (1) "standard RAG": the retriever's top k, unassessed (§5.5).
-    selected = list(range(min(ctx.config.k, len(ctx.documents))))
+    # MADARA §5.3 (1) "NF: all documents to generator (standard RAG)", unassessed.
+    selected = list(range(nf_count(ctx.config, len(ctx.documents))))
     answer, raw = await _generate_from(ctx, selected, "nf")
     return TreatmentOutcome(answer, raw, selected)
 
@@ -319,7 +298,7 @@ async def run_madara(
     fn = TREATMENTS.get(method)
 
     ledger = Ledger(seed=run_config.seed)
-    docs = await gather_documents(item, retriever, cfg)
+    docs = await gather_documents(item, retriever, cfg, run_config.seed)
     ctx = TreatmentContext(model, item.question, docs, task, cfg, f"{run_config.seed}:{item.id}", ledger)
     outcome, stop_reason, error = await _apply_treatment(fn, ctx)
     usage = ledger.usage()
@@ -444,6 +423,7 @@ def _madara_extra(run: _MadaraRun) -> dict[str, Any]:
         "task": run.task,
         "doc_source": cfg.doc_source,
         "doc_ids": [d.doc_id for d in docs],
+        "retrieved_docs": sum(1 for d in docs if not d.padded),
         "chunk_ids": [d.chunk_id for d in docs],
         "scores": assessment.matrix if assessment is not None else None,
         "agents": ["relevance", "consistency", "conflict"],
@@ -470,14 +450,17 @@ async def run_nf_for_probe(
 ) -> tuple[float, Usage]:
     """EvalNF(M, C) of Algorithm 2, line 6: No-Filter exact match on the calibration items.
 
-    No-Filter reads the retrieval top ``k`` as the ``nf`` treatment does; EM is MADARA's
+    No-Filter reads every gathered document (``nf_docs`` caps it) as the ``nf`` treatment
+    does; EM is MADARA's
     strict EM (§5.4: lower-case and white space only) of the parsed answer.
     """
     ledger = Ledger()
 
     async def one(item: Any, docs: list[AssessDocument]) -> bool:
         task = config.task or infer_task(item.answers)
-        answer, _ = await generate_answer(model, item.question, docs[: config.k], task, config, ledger, tag="nf")
+        answer, _ = await generate_answer(
+            model, item.question, docs[: nf_count(config, len(docs))], task, config, ledger, tag="nf"
+        )
         return strict_exact_match(answer, list(item.answers))
 
     results = await asyncio.gather(*(one(i, d) for i, d in zip(items, per_item_docs, strict=True)))

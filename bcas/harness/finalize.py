@@ -28,7 +28,7 @@ def finalize_run(settings: Any, session: Any, token: str = "run", status: str | 
     ``status``: ``"interrupted"`` for a session stopped by Ctrl-C or SIGTERM (its run.json
     entry says so before the report shows it).
     """
-    from bcas.grids import GRIDS
+    from bcas.grids import GRIDS, with_holm_scope
     from bcas.records import ResultStore
     from bcas.report.html import render_report
     from bcas.report.summary import write_summaries
@@ -41,7 +41,8 @@ def finalize_run(settings: Any, session: Any, token: str = "run", status: str | 
     profiles = read_profiles(settings.run_dir)
     if not records and not profiles:
         return None
-    summaries = write_summaries(settings.run_dir, records, dict(GRIDS.items()), settings.grids)
+    grids = with_holm_scope(dict(GRIDS.items()), getattr(settings, "holm_scope", None))  # --bcas-holm-scope
+    summaries = write_summaries(settings.run_dir, records, grids, settings.grids)
     rows, comps = summaries.rows, summaries.comparisons
     order = {name: [e.label for e in grid.entries] for name, grid in GRIDS.items()}
     from bcas.harness.gate_report import session_gate_report

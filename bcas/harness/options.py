@@ -80,7 +80,13 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
         "cluster, or python -m bcas.retrieval.milvus_lite), shared by every worker; its token, "
         "if any, in $BCAS_RETRIEVER_TOKEN",
     ),
-    ("grid", "str", "smoke", "comma-separated grids: smoke, search_scaling, context_scaling, ablation, madara, rsc"),
+    (
+        "grid",
+        "str",
+        "smoke",
+        "comma-separated grids: smoke, search_scaling, context_scaling, ablation, madara, madara_heldout, "
+        "rsc, musique, sda_vs_rrf, retrieval_robustness, cross_encoder (or one a plugin registers)",
+    ),
     (
         "limit",
         "str",
@@ -111,6 +117,21 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
         "base URL of the judge's OpenAI-compatible server (default: the first served model's servers)",
     ),
     ("judge-repeats", "int", 1, "ask the judge this many times per item and record agreement"),
+    (
+        "require-judge",
+        "bool",
+        False,
+        "usage error at start when a paper grid graded by an LLM judge (BCAS §3.6) runs without "
+        "--bcas-judge (default: it runs and its summary says the primary metric is SQuAD EM, a proxy)",
+    ),
+    (
+        "holm-scope",
+        "str",
+        None,
+        "Holm families of the summaries' paired comparisons: grid (each family pooled over the "
+        "run's models x datasets, MADARA Table 14) | cell (per model x dataset); default: each "
+        "grid's own (grid for every built-in grid)",
+    ),
     (
         "prices",
         "str",

@@ -187,6 +187,7 @@ class Settings:
     embedder: str | None = None  # --bcas-embedder: replaces the grids' embedder where a case uses one
     reranker: str | None = None  # --bcas-reranker: replaces the grids' reranker where a case uses one
     retriever: str | None = None  # a search engine's URL (bcas.retrieval.engine) for BM25 cases
+    holm_scope: str | None = None  # --bcas-holm-scope: overrides every grid's Holm scope in the summaries
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -232,6 +233,8 @@ def read_settings(config: pytest.Config) -> Settings:
     seed = startup.check_seed(_get(config, "seed"))
     judge, judge_base_url = _get(config, "judge"), startup.check_url("judge-base-url", _get(config, "judge-base-url"))
     startup.check_judge(judge, [m.base_url for m in models], judge_base_url)
+    if _get(config, "require-judge"):
+        startup.check_judge_required(judge, grids)
     concurrency = _get(config, "concurrency")
     prices, price_sheet = startup.resolve_prices(_get(config, "prices"))
     baseline = _get(config, "baseline")
@@ -286,6 +289,7 @@ def read_settings(config: pytest.Config) -> Settings:
         embedder=_retrieval_model(config, "embedder"),
         reranker=_retrieval_model(config, "reranker"),
         retriever=_engine_url(config),
+        holm_scope=startup.check_holm_scope(_get(config, "holm-scope")),
     )
     _check_prices(settings)
     return settings

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from bcas.grids import HOLM_SCOPES, get_grid
 from bcas.llm import BACKENDS, backend_meta
 
 # --bcas-limit all: every item.  Dataset.subset keeps a dataset whole for any limit at
@@ -159,6 +160,29 @@ def check_judge(spec: str, model_urls: Sequence[str | None], judge_base_url: str
         if not name:
             raise usage("judge", f"{spec}: a {backend} judge needs a model name ({backend}:NAME)")
     check_model("judge", spec, backend, name or None)
+
+
+def check_judge_required(judge: str, grids: Sequence[str]) -> None:
+    """``--bcas-require-judge``: a paper grid graded by an LLM judge (BCAS §3.6) needs ``--bcas-judge``."""
+    if judge != "none":
+        return
+    judged = [g for g in grids if get_grid(g).metric_note("correct_em")]
+    if judged:
+        raise usage(
+            "require-judge",
+            f"grid {', '.join(judged)} grades with an LLM judge in the paper (BCAS §3.6) and no judge is "
+            "set; name one with --bcas-judge (e.g. openai:gpt-4o-mini, or same), or drop --bcas-require-judge "
+            "to accept SQuAD EM as a proxy",
+        )
+
+
+def check_holm_scope(value: str | None) -> str | None:
+    """``--bcas-holm-scope``: grid, cell, or unset (each grid's own scope)."""
+    if value in (None, ""):
+        return None
+    if value not in HOLM_SCOPES:
+        raise usage("holm-scope", f"expected one of {', '.join(HOLM_SCOPES)}, got {value!r}")
+    return value
 
 
 def resolve_prices(value: str | None) -> tuple[Path | None, str | None]:

@@ -183,6 +183,7 @@ def _madara_table(records: list[dict[str, Any]]) -> str:
         "assessment calls/item",
         "generation calls/item",
         "tokens in/item",
+        "docs/item (retrieved)",
         "routing decision",
     ]
     body = []
@@ -202,10 +203,21 @@ def _madara_table(records: list[dict[str, Any]]) -> str:
                 f"{sum(e.get('assessment_calls') or 0 for e in ex) / n:.1f}",
                 f"{sum(e.get('generation_calls') or 0 for e in ex) / n:.1f}",
                 f"{sum(r.get('tokens_in') or 0 for r in recs) / n:.0f}",
+                _docs_cell(ex),
                 escape(" / ".join(routes) + (": " + "; ".join(reasons) if reasons else "")),
             ]
         )
     return "<h2>MADARA methods</h2>" + _table(headers, body, table_id="madara")
+
+
+def _docs_cell(extras: list[dict[str, Any]]) -> str:
+    """Mean documents the items chose among and, in brackets, how many of them were retrieved."""
+    listed = [e for e in extras if isinstance(e.get("doc_ids"), list)]
+    if not listed:
+        return ""
+    docs = sum(len(e["doc_ids"]) for e in listed) / len(listed)
+    retrieved = sum(int(e.get("retrieved_docs", len(e["doc_ids"]))) for e in listed) / len(listed)
+    return f"{docs:.1f} ({retrieved:.1f})"
 
 
 def _profiles_table(profiles: list[dict[str, Any]]) -> str:

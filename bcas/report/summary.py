@@ -12,7 +12,9 @@ a summary can be recomputed from any past run without the code that produced it.
   Newcombe (1998) paired interval (BCAS Figure 3), exact McNemar p-value,
   Holm-adjusted within each Holm family the grid declares (default: every entry
   against the reference, one family per grid; MADARA: scoring-only methods vs NF in one
-  family and the isolation methods in another, per model × dataset, Table 14).
+  family, the isolation methods in another and the routed pipeline vs NF in a third),
+  pooled over the run's models × datasets as MADARA Table 14 (``holm_scope="grid"``) or
+  per model × dataset (``"cell"``, ``--bcas-holm-scope cell``).
 - Paired comparison of every two models on the same configuration and items, Holm
   within each grid × dataset, and a model × configuration accuracy matrix.
 
@@ -35,6 +37,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from bcas.data import DATASETS
 from bcas.grading.outcomes import METRIC_NAMES, outcome, outcome_fn, resolve, token_f1_of
 from bcas.report.paired import PairedResult, accuracy, epochs_of, paired, per_item_means
 from bcas.stats import holm_bonferroni
@@ -107,6 +110,19 @@ class SummaryRow:
     action_turns: int = 0  # BCAS action turns of the row's records
     invalid_turn_rate: float | None = None  # share of those turns that did not parse into an offered action
     context_window_stops: int = 0  # records whose loop stopped because the context window was full
+    docs_per_item: float | None = None  # MADARA: documents an item chose among (mean; None: not a MADARA row)
+    retrieved_per_item: float | None = None  # MADARA: of those, retrieved ones (the rest padded from the collection)
+
+
+def _documents(recs: list[dict[str, Any]]) -> tuple[float | None, float | None]:
+    """Mean documents per MADARA record and mean retrieved ones (``extra.doc_ids``, ``extra.retrieved_docs``)."""
+    extras = [r.get("extra") or {} for r in recs]
+    listed = [e for e in extras if isinstance(e.get("doc_ids"), list)]
+    if not listed:
+        return None, None
+    docs = [len(e["doc_ids"]) for e in listed]
+    retrieved = [int(e.get("retrieved_docs", len(e["doc_ids"]))) for e in listed]
+    return _mean([float(d) for d in docs]), _mean([float(d) for d in retrieved])
 
 
 def _total_cost(recs: list[dict[str, Any]]) -> float | None:
@@ -139,6 +155,7 @@ def _row(
         jacc = jlo = jhi = None
     squad, _, _, _ = accuracy(recs, outcome_fn("correct_em"))
     treatments = {str((r.get("extra") or {}).get("treatment")) for r in recs if (r.get("extra") or {}).get("treatment")}
+    docs, retrieved = _documents(recs)
     return SummaryRow(
         grid=grid,
         model=model,
@@ -170,6 +187,8 @@ def _row(
         em_squad=squad,
         ungraded=len(recs) - len(scored),
         mean_cost_usd=None if (total := _total_cost(recs)) is None else total / len(recs),
+        docs_per_item=docs,
+        retrieved_per_item=retrieved,
         **_turn_counts(recs),
     )
 
@@ -284,9 +303,10 @@ def _compare_all(
 
 
 def holm_family(comp: Comparison, grids: Mapping[str, Any] | None = None) -> tuple[str, ...]:
-    """The Holm family of a comparison: (grid, family), or per model × dataset when the grid says so."""
+    """The Holm family of a comparison: (grid, family), pooled over models × datasets (MADARA
+    Table 14), or per model × dataset when the grid's scope is ``cell``."""
     table = (grids or {}).get(comp.grid)
-    if getattr(table, "holm_scope", "grid") == "model_dataset":
+    if getattr(table, "holm_scope", "grid") == "cell":
         return (comp.grid, comp.model, comp.dataset, comp.family)
     return (comp.grid, comp.family)
 
@@ -403,10 +423,37 @@ def grid_notes(
         tail = f" ({ungraded} answers without a judge grade left out)" if ungraded else ""
         notes.append(f"{grid}: accuracy is {names}{tail}")
         table = (grids or {}).get(grid)
+        metric_note = table.metric_note(metrics[0]) if table is not None and hasattr(table, "metric_note") else None
+        if metric_note:
+            notes.append(f"{grid}: {metric_note}")
+        if table is not None and any(e.compare for e in getattr(table, "entries", ())):
+            pooled = getattr(table, "holm_scope", "grid") == "grid"
+            notes.append(
+                f"{grid}: Holm families " + ("pooled over models × datasets" if pooled else "per model × dataset")
+            )
+        notes.extend(_dataset_notes(grid, grid_rows))
         if table is not None and hasattr(table, "retrieval_notes"):
             members = {id(rec) for g, _ref, _label, rec in memberships(recs, grids, [grid]) if g == grid}
             configs = [r.get("config") or {} for r in recs if id(r) in members]
             notes.extend(table.retrieval_notes(configs))
+    return notes
+
+
+def _dataset_notes(grid: str, rows: list[SummaryRow]) -> list[str]:
+    """Per dataset of the grid: the documents MADARA items chose among, and the dataset's caveat."""
+    notes = []
+    for dataset in sorted({r.dataset for r in rows}):
+        madara = [r for r in rows if r.dataset == dataset and r.docs_per_item is not None]
+        if madara:
+            docs = _mean([float(r.docs_per_item or 0) for r in madara])
+            retrieved = _mean([float(r.retrieved_per_item or 0) for r in madara])
+            padded = (
+                f", {retrieved:.1f} of them retrieved, the rest padded from the collection" if retrieved < docs else ""
+            )
+            notes.append(f"{grid}: {dataset}: items chose among {docs:.1f} documents on average{padded}")
+        spec = DATASETS.get(dataset)
+        if spec is not None and spec.caveat:
+            notes.append(f"{grid}: {dataset}: {spec.caveat}")
     return notes
 
 

@@ -16,13 +16,14 @@ from typing import Any
 import pytest
 
 from bcas.assess import TREATMENTS, assess_hits, run_madara
+from bcas.assess.documents import AssessError
 from bcas.assess.pde import random_subset, vote
-from bcas.assess.pipeline import AssessError
 from bcas.assess.router import decide
 from bcas.assess.rsc import probe
 from bcas.config import AssessConfig, RunConfig
 from bcas.data import Document, Item
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ModelError
+from bcas.retrieval.chunking import Chunk
 
 
 class ScriptedModel(ChatModel):
@@ -144,13 +145,23 @@ def test_assessment_puts_the_gold_document_first_and_fixes_the_confused_generato
     assert field(rec, "prediction") == "Paris" and field(rec, "correct_em") is True
 
 
-def test_nf_sends_the_retrieval_top_k_and_is_confused():
+def test_nf_sends_every_gathered_document_and_is_confused():
+    """MADARA §5.3 (1): "NF: all documents to generator (standard RAG)", not the top k."""
     model = ScriptedModel()
     rec = run(make_item(gold_at=2), model, "nf")
-    assert extra(rec)["selected_docs"] == ["it0::0", "it0::1"]  # k = 2 of the 4 documents, in their order
-    assert extra(rec)["context_doc_ids"] == ["it0::0", "it0::1"]
+    everything = [f"it0::{j}" for j in range(4)]
+    assert extra(rec)["selected_docs"] == everything  # all 4 documents (k = 2 is the treatments' cut)
+    assert extra(rec)["context_doc_ids"] == everything
     assert field(rec, "prediction") == "London" and field(rec, "correct_em") is False
     assert field(rec, "f1") == 0.0
+    generation = model.requests[-1].messages[1]["content"]
+    assert all(f"[{j}]" in generation for j in range(1, 5))
+
+
+def test_nf_docs_caps_what_no_filter_reads():
+    rec = run(make_item(gold_at=2), ScriptedModel(), "nf", cfg={"nf_docs": 2})
+    assert extra(rec)["context_doc_ids"] == ["it0::0", "it0::1"]
+    assert field(rec, "config")["assess"]["nf_docs"] == 2
 
 
 def test_cot_record_keeps_reasoning_chains():
@@ -235,6 +246,37 @@ def test_retrieval_doc_source_takes_top_n_docs_from_the_retriever():
     assert ex["selected_docs"][0] == "c7"
     with pytest.raises(AssessError, match="needs a retriever"):
         run(make_item(), model, "nf", doc_source="retrieval")
+
+
+class ShortRetriever(ListRetriever):
+    """Finds only the documents holding 'Paris' (as BM25 finds only those sharing a query term)."""
+
+    def __init__(self, docs: list[Document]) -> None:
+        super().__init__(docs)
+        self.chunks = [Chunk(f"{d.id}#0", d.id, d.title, d.text) for d in docs]
+
+    def search(self, query: str, k: int | None = None, exclude_ids: tuple[str, ...] = ()) -> list[FakeHit]:
+        self.calls.append((query, k))
+        return [FakeHit(d.id, f"{d.id}#0", d.title, d.text, 1.0) for d in self.docs if "Paris" in d.text][: k or 5]
+
+
+def test_pad_docs_fills_a_short_retrieval_from_the_collection_in_a_seeded_order():
+    pool = [Document(f"c{j}", "t", "GOLD: Paris." if j in (3, 7) else f"London {j}.") for j in range(30)]
+    recs = [
+        run(make_item(), ScriptedModel(), "nf", retriever=ShortRetriever(pool), doc_source="retrieval", cfg=cfg)
+        for cfg in ({}, {"pad_docs": True}, {"pad_docs": True})
+    ]
+    short, padded, again = (extra(r) for r in recs)
+    assert short["doc_ids"] == ["c3", "c7"] and short["retrieved_docs"] == 2
+    assert padded["doc_ids"][:2] == ["c3", "c7"] and len(set(padded["doc_ids"])) == 10
+    assert padded["retrieved_docs"] == 2 and padded["context_doc_ids"] == padded["doc_ids"]  # NF reads all 10
+    assert again["doc_ids"] == padded["doc_ids"]  # same seed and item: the same padding
+    other = run(make_item(i=1), ScriptedModel(), "nf", retriever=ShortRetriever(pool), doc_source="retrieval",
+                cfg={"pad_docs": True})  # fmt: skip
+    assert extra(other)["doc_ids"][2:] != padded["doc_ids"][2:]  # another item, another draw
+    with pytest.raises(AssessError, match="pad_docs needs a retriever with a chunk collection"):
+        run(make_item(), ScriptedModel(), "nf", retriever=ListRetriever(pool[:1]), doc_source="retrieval",
+            cfg={"pad_docs": True})  # fmt: skip
 
 
 def test_routed_madara_runs_the_decided_treatment_and_records_the_decision():

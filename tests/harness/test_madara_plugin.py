@@ -38,7 +38,7 @@ register_grid(Grid(
      GridEntry("rsc", _madara("madara")),
      GridEntry("bcas", RunConfig(budget=Budget(max_searches=1, max_total_tokens=2000),
                                  retrieval=RetrievalConfig(mode="bm25")))),
-    datasets=("conflictqa",), primary_metric="strict_em", holm_scope="model_dataset", holdout={CALIBRATION_N},
+    datasets=("conflictqa",), primary_metric="strict_em", holm_scope="cell", holdout={CALIBRATION_N},
 ))
 """
 

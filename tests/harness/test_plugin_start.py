@@ -156,6 +156,12 @@ BAD_OPTIONS: list[tuple[str, list[str], tuple[str, ...]]] = [
         ("--bcas-report", "is not a folder", "can be created"),
     ),
     ("grid", ["--bcas-model", "mock:gold", "--bcas-grid", "nonesuch"], ("--bcas-grid", "unknown grid", "smoke")),
+    (
+        "require-judge",
+        ["--bcas-model", "mock:gold", "--bcas-grid", "ablation", "--bcas-require-judge"],
+        ("--bcas-require-judge", "grid ablation", "LLM judge in the paper (BCAS §3.6)", "--bcas-judge"),
+    ),
+    ("holm-scope", [*MOCK, "--bcas-holm-scope", "model"], ("--bcas-holm-scope", "cell, grid", "'model'")),
     ("datasets", [*MOCK, "--bcas-datasets", "missing.jsonl"], ("--bcas-datasets", "missing.jsonl", "no such file")),
 ]
 
@@ -200,6 +206,9 @@ def test_good_spellings_of_the_same_options_are_accepted(project: pytest.Pyteste
         ["--bcas-prices", "none"],
         ["--bcas-judge", "mock:gold"],
         ["--bcas-judge", "same"],
+        ["--bcas-require-judge"],  # the smoke grid is no paper grid: no judge needed
+        ["--bcas-grid", "ablation", "--bcas-require-judge", "--bcas-judge", "mock:gold"],
+        ["--bcas-holm-scope", "cell"],
         ["--bcas-report", str(report)],
         ["--bcas-model", f"embedded:{gguf}"],
     ):

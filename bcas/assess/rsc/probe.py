@@ -18,7 +18,8 @@ from bcas.assess.agents import (
     score_documents,
     use_schema,
 )
-from bcas.assess.pipeline import gather_documents, run_nf_for_probe
+from bcas.assess.documents import gather_documents
+from bcas.assess.pipeline import run_nf_for_probe
 from bcas.assess.rsc.perturb import contradict_steps, random_chain, shuffle_sentences
 from bcas.assess.rsc.profile import RSCProfile, Triple, profile_from_triples
 from bcas.assess.usage import Ledger
@@ -67,7 +68,8 @@ async def probe(model: ChatModel, items: Sequence[Any], retriever: Any, config: 
     (``bcas.data.load_calibration``, the first ``calibration_n`` items of the seeded
     permutation; the suite's runner does); the first ``AssessConfig.calibration_n``
     are used.  Documents come from ``AssessConfig.doc_source`` exactly as in
-    ``run_madara``, and EM_NF reads the retrieval top ``k`` with MADARA's strict EM.
+    ``run_madara``, and EM_NF reads every gathered document (as the ``nf`` treatment,
+    ``AssessConfig.nf_docs`` caps it) with MADARA's strict EM.
     The probe's own calls are reported in ``RSCProfile.usage``.
     """
     run_config = config if isinstance(config, RunConfig) else RunConfig(assess=config)
@@ -78,7 +80,7 @@ async def probe(model: ChatModel, items: Sequence[Any], retriever: Any, config: 
     ledger = Ledger(seed=run_config.seed)
     seed = run_config.seed
 
-    per_item_docs = await asyncio.gather(*(gather_documents(item, retriever, cfg) for item in items))
+    per_item_docs = await asyncio.gather(*(gather_documents(item, retriever, cfg, seed) for item in items))
     assessments = await asyncio.gather(
         *(
             score_documents(model, item.question, docs, cfg, cot=True, ledger=ledger, agents=cfg.rsc_agents)

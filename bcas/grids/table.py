@@ -1,0 +1,180 @@
+"""The grid table types: ``Grid``, ``GridEntry``, the ``GRIDS`` registry and the helpers that
+derive a run's grids (retrieval models, Holm scope).  See :mod:`bcas.grids`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from bcas.config import RunConfig
+from bcas.grading.outcomes import JUDGE, resolve
+from bcas.registry import RUN_KINDS, Registry, RegistryError, mode_uses
+
+HOLM_SCOPES = ("cell", "grid")
+"""``grid``: one Holm family per declared family, pooled over the grid's models and datasets
+(MADARA Table 14 corrects across models and benchmarks); ``cell``: per model × dataset."""
+
+
+@dataclass(frozen=True)
+class GridEntry:
+    """One configuration of a grid.
+
+    ``kind`` names the run kind (:data:`bcas.registry.RUN_KINDS`: BCAS agent loop,
+    MADARA treatment, RSC probe, or a registered one);
+    ``reference`` marks the configuration the grid's paired comparisons use;
+    ``requires`` lists requirement markers (``gpu``, ``slow``, ``judge``, ``vllm``);
+    ``compare``: (label of another entry, Holm family) pairs this entry is tested
+    against; empty means the grid's reference in the grid's one family.
+    """
+
+    kind: str
+    config: RunConfig
+    reference: bool = False
+    requires: tuple[str, ...] = ()
+    name: str = ""
+    datasets: tuple[str, ...] = ()
+    compare: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        template = RUN_KINDS.meta(self.kind, "label", "{config.label}") if self.kind in RUN_KINDS else "{config.label}"
+        return str(template).format(config=self.config)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A named table of configurations and the datasets it runs on.
+
+    An entry with its own ``datasets`` runs only on those (of the grid's datasets).
+    """
+
+    name: str
+    entries: tuple[GridEntry, ...]
+    datasets: tuple[str, ...]
+    limit: int | None = None
+    description: str = ""
+    kind_labels: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    primary_metric: str = JUDGE
+    holm_scope: str = "grid"
+    holdout: int = 0
+    paper_retrieval: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    paper: str = ""
+
+    def __post_init__(self) -> None:
+        if self.holm_scope not in HOLM_SCOPES:
+            raise ValueError(f"grid {self.name!r}: holm_scope must be one of {HOLM_SCOPES}, got {self.holm_scope!r}")
+        for entry in self.entries:
+            if entry.kind not in RUN_KINDS:
+                raise RegistryError(
+                    f"grid {self.name!r}: unknown run kind {entry.kind!r}; registered: {', '.join(RUN_KINDS.names())}"
+                )
+        labels = [e.label for e in self.entries]
+        for entry in self.entries:
+            for other, _family in entry.compare:
+                if other not in labels or other == entry.label:
+                    raise ValueError(
+                        f"grid {self.name!r}: entry {entry.label!r} is compared with {other!r}, "
+                        f"which is not another entry of the grid ({labels})"
+                    )
+
+    def metric(self, judge: bool | None = None, records: Iterable[dict[str, Any]] = ()) -> str:
+        """The primary metric as used (:func:`bcas.grading.outcomes.resolve`)."""
+        return resolve(self.primary_metric, records, judge)
+
+    def metric_note(self, metric: str) -> str | None:
+        """What the summary must say when a paper grid graded by a judge (BCAS §3.6) ran without one."""
+        if self.paper and self.primary_metric == JUDGE and metric != "judge_verdict":
+            return "primary metric: SQuAD EM (proxy; the paper uses an LLM judge)"
+        return None
+
+    def comparisons(self, label: str) -> list[tuple[str, str]]:
+        """(label compared with, Holm family) of the entry ``label``; [] for the reference or an unknown label."""
+        entry = next((e for e in self.entries if e.label == label), None)
+        if entry is None:
+            ref = self.reference
+            return [] if ref is None or ref.label == label else [(ref.label, "")]
+        if entry.compare:
+            return list(entry.compare)
+        ref = self.reference
+        return [] if ref is None or ref is entry else [(ref.label, "")]
+
+    def retrieval_notes(self, configs: Iterable[dict[str, Any]]) -> list[str]:
+        """Which retrieval models the run used where the paper names one, and where they differ."""
+        notes = []
+        for role, paper in self.paper_retrieval.items():
+            used = sorted({str((c.get("retrieval") or {}).get(role)) for c in configs if _uses(c, role)})
+            if not used:
+                continue
+            differs = [u for u in used if u != paper]
+            tail = f"; differs from the paper's {paper}" if differs else " (the paper's)"
+            notes.append(f"{self.name}: {role} {', '.join(used)}{tail}")
+        return notes
+
+    def cases(self, datasets: tuple[str, ...] | None = None) -> list[tuple[str, GridEntry]]:
+        """(dataset, entry) pairs of this grid, in table order, dataset-major."""
+        chosen = datasets or self.datasets
+        out = []
+        for ds in chosen:
+            for entry in self.entries:
+                if entry.datasets and ds not in entry.datasets and datasets is None:
+                    continue
+                out.append((ds, entry))
+        return out
+
+    @property
+    def reference(self) -> GridEntry | None:
+        for entry in self.entries:
+            if entry.reference:
+                return entry
+        return None
+
+
+def with_holm_scope(grids: Mapping[str, Grid], scope: str | None) -> dict[str, Grid]:
+    """``grids`` with every grid's Holm scope set to ``scope`` (``None``: each grid's own)."""
+    if scope is None:
+        return dict(grids)
+    if scope not in HOLM_SCOPES:
+        raise ValueError(f"holm scope must be one of {HOLM_SCOPES}, got {scope!r}")
+    return {name: replace(grid, holm_scope=scope) for name, grid in grids.items()}
+
+
+def _uses(config: dict[str, Any], role: str) -> bool:
+    """Does a run configuration (as a dict) use its retrieval ``role`` (embedder, reranker)?"""
+    mode = str((config.get("retrieval") or {}).get("mode", ""))
+    return mode_uses(mode, "dense") if role == "embedder" else mode_uses(mode, "rerank")
+
+
+def with_retrieval_models(entry: GridEntry, embedder: str | None = None, reranker: str | None = None) -> GridEntry:
+    """``entry`` with the chosen embedder / reranker where its retrieval mode uses them.
+
+    An entry whose mode uses neither (BM25, the MADARA grids) is returned unchanged, so
+    its configuration id, and the answers recorded under it, stay the same.
+    """
+    r = entry.config.retrieval
+    changes: dict[str, Any] = {}
+    if embedder and mode_uses(r.mode, "dense") and r.embedder != embedder:
+        changes["embedder"] = embedder
+    if reranker and mode_uses(r.mode, "rerank") and r.reranker != reranker:
+        changes["reranker"] = reranker
+    if not changes:
+        return entry
+    return replace(entry, config=replace(entry.config, retrieval=replace(r, **changes)))
+
+
+GRIDS: Registry[Grid] = Registry("grid")
+
+
+def register_grid(grid: Grid) -> Grid:
+    """Add a grid by name (one registration, no dispatch code to edit)."""
+    GRIDS.register(grid.name, grid)
+    return grid
+
+
+def get_grid(name: str) -> Grid:
+    try:
+        return GRIDS.get(name)
+    except RegistryError:
+        raise KeyError(f"unknown grid {name!r}; available: {', '.join(sorted(GRIDS))}") from None
