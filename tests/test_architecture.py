@@ -17,7 +17,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "bcas"
-MAX_LINES = 500
+MAX_LINES = 600  # the house limit (../shared/tools/import_cycles.py); split by concept, never by size
 
 
 def module_name(path: Path) -> str:
