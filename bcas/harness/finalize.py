@@ -37,6 +37,8 @@ def finalize_run(settings: Any, session: Any, token: str = "run", status: str | 
         session.close()  # flushes this process's gate results
     store = ResultStore(settings.run_dir)
     store.merge()
+    if status is not None and settings.run_dir.is_dir():
+        store.path.touch(exist_ok=True)  # an interrupted run leaves its records file, even with none finished
     records = [r.to_dict() for r in store.records()]
     profiles = read_profiles(settings.run_dir)
     if not records and not profiles:

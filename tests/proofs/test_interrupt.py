@@ -162,3 +162,19 @@ def test_sigterm_becomes_the_interrupt_ctrl_c_raises_and_the_old_handler_comes_b
         assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_a_run_interrupted_before_any_item_finished_still_leaves_its_records_file(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from bcas.harness.finalize import finalize_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    settings = SimpleNamespace(run_dir=run, grids=("brief",), holm_scope=None)
+    assert finalize_run(settings, None, status="interrupted") is None  # nothing to report yet
+    assert (run / "records.jsonl").is_file() and read_records(run) == []
+    other = tmp_path / "other"
+    other.mkdir()
+    finalize_run(SimpleNamespace(run_dir=other, grids=("brief",), holm_scope=None), None)
+    assert not (other / "records.jsonl").exists()  # a finished session with nothing run writes nothing
