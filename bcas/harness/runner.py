@@ -431,7 +431,9 @@ class BcasSession:
 
             # The grid's primary metric, as the report and the paired gate use (an
             # ungraded, empty or errored answer counts as wrong).
-            metric = primary_metric(case.grid, getattr(self.settings, "judge", "none") != "none")
+            metric = getattr(self.settings, "gate_metric", None) or primary_metric(
+                case.grid, getattr(self.settings, "judge", "none") != "none"
+            )
             n = len(outcome.records)
             acc = sum(bool(passed(r, metric)) for r in outcome.records) / n if n else 0.0
             if acc < floor:

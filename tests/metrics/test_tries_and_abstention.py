@@ -93,3 +93,28 @@ def test_three_epochs_give_pass_at_k_pass_hat_k_and_cost_of_pass_with_intervals(
     out = result.stdout.str()
     assert "pass@3 " in out and "pass^3 " in out and "cost-of-pass $" in out
     assert "pass@k % [95%]" in (run / "index.html").read_text()
+
+
+def test_the_gate_uses_a_registered_metric_when_told(suite: pytest.Pytester) -> None:
+    bad = suite.runpytest(*BASE, "--bcas-model", "decliner", "--bcas-gate-metric", "nosuch")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--bcas-gate-metric: unknown metric 'nosuch'; registered: " in bad.stderr.str()
+    assert "evidence_complete" in bad.stderr.str()
+    base = suite.path / "base"
+    floor = ["--bcas-min-accuracy", "0.5"]
+    # correct_em is 2/6 (fails the floor); attempted is 4/6 (passes it)
+    suite.runpytest(*BASE, "--bcas-model", "decliner", *floor, "--bcas-report", str(base)).assert_outcomes(failed=1)
+    run = suite.path / "run"
+    again = suite.runpytest(
+        *BASE, "--bcas-model", "decliner", *floor, "--bcas-gate-metric", "attempted", "--bcas-report", str(run),
+        "--bcas-baseline", str(base),
+    )  # fmt: skip
+    again.assert_outcomes(passed=1)
+    gate = json.loads((run / "gate-report.json").read_text())
+    assert gate["metrics"] == ["attempted"]
+    strict = suite.runpytest(
+        *BASE, "--bcas-model", "decliner", "--bcas-min-accuracy", "0.9", "--bcas-gate-metric", "attempted",
+        "--bcas-report", str(suite.path / "strict"),
+    )  # fmt: skip
+    strict.assert_outcomes(failed=1)
+    assert "attempted accuracy 0.667 over 6 items is below the floor 0.900" in strict.stdout.str()
