@@ -72,7 +72,13 @@ def test_official_hotpotqa_file(suite: pytest.Pytester) -> None:
     path = official.hotpotqa(suite.path / "data" / "hotpot_dev_distractor_v1.json", n=2)
     run = suite.path / "run"
     result = suite.runpytest(*MOCK, "--bcas-datasets", f"hotpotqa:{path}", "--bcas-report", str(run))
-    check_run(result, run, 2)
+    records = check_run(result, run, 2)
+    # A registered metric is a comparison's outcome too.
+    from bcas.report.compare import compare_runs, load_run
+
+    (comp,), _ = compare_runs(load_run(str(run)), load_run(str(run)), "gold_found")
+    found = sum(r["extra"]["evidence_recall"] > 0 for r in records) / 2
+    assert comp.n == 2 and comp.acc_a == comp.acc_b == found and comp.diff == 0.0
 
 
 def test_unmappable_gold_is_counted_and_reported(suite: pytest.Pytester) -> None:
