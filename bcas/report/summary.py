@@ -412,6 +412,8 @@ def grid_notes(
         ungraded = sum(r.ungraded for r in grid_rows)
         tail = f" ({ungraded} answers without a judge grade left out)" if ungraded else ""
         notes.append(f"{grid}: accuracy is {names}{tail}")
+        if unmapped := sum(r.gold_unmapped for r in grid_rows):
+            notes.append(f"{grid}: {unmapped} gold evidence references name no document of the searched collection")
         table = (grids or {}).get(grid)
         if table is not None and hasattr(table, "retrieval_notes"):
             members = {id(rec) for g, _ref, _label, rec in memberships(recs, grids, [grid]) if g == grid}

@@ -96,3 +96,4 @@ def test_unmappable_gold_is_counted_and_reported(suite: pytest.Pytester) -> None
     summary = json.loads((run / "summary.json").read_text())
     assert summary["rows"][0]["gold_unmapped"] == 1
     assert "1 gold refs unmapped" in result.stdout.str()
+    assert "tiny: 1 gold evidence references name no document of the searched collection" in result.stdout.str()
