@@ -272,32 +272,67 @@ def open_corpus(spec: str | Path) -> Corpus:
 GoldGroups = tuple[frozenset[str], ...]
 
 
-def gold_documents(items: Sequence[Item], corpus: Corpus | None = None) -> dict[str, GoldGroups]:
-    """item id -> its gold documents in the searched collection, one group per gold reference.
+@dataclass(frozen=True)
+class GoldEvidence:
+    """An item's gold documents in the searched collection, and the gold references that map to none.
 
-    Without a corpus the collection is the items' own documents de-duplicated by
-    (title, text) (``Dataset.documents``): each supporting document is a group of the
-    id it keeps there.  With a corpus each of the item's ``gold_refs`` is a group of
-    the corpus documents with that id or title (a title may name several passages of
-    one article); a reference the corpus lacks is left out.
+    ``groups``: one group of document ids per gold document (a title may name several
+    passages of one article; a paragraph several items share has one id per copy).
+    ``unmapped``: the item's gold references (ids or titles) that name no document
+    of the collection, counted and reported, never silently dropped.
     """
-    out: dict[str, GoldGroups] = {}
+
+    groups: GoldGroups = ()
+    unmapped: tuple[str, ...] = ()
+
+
+def _item_evidence(item: Item, ids_of: dict[tuple[str, str], frozenset[str]]) -> GoldEvidence:
+    """Gold of one item over its own documents: ``supporting`` ids, then ``gold`` refs by id, else by title."""
+    by_id = {d.id: d for d in item.documents}
+    by_title: dict[str, list[Document]] = {}
+    for doc in item.documents:
+        by_title.setdefault(normalise_title(doc.title), []).append(doc)
+    groups = {ids_of[(by_id[s].title, by_id[s].text)] for s in item.supporting if s in by_id}
+    unmapped: list[str] = []
+    for ref in dict.fromkeys(item.gold):
+        docs = [by_id[ref]] if ref in by_id else by_title.get(normalise_title(ref), [])
+        if not docs:
+            unmapped.append(ref)
+        groups.update(ids_of[(d.title, d.text)] for d in docs)
+    return GoldEvidence(tuple(sorted(groups, key=sorted)), tuple(unmapped))
+
+
+def gold_evidence(items: Sequence[Item], corpus: Corpus | None = None) -> dict[str, GoldEvidence]:
+    """item id -> its :class:`GoldEvidence` in the searched collection.
+
+    Without a corpus the collection is the items' own documents: each supporting
+    document, and each ``gold`` reference naming one of the item's documents by id or
+    else by normalised title, is a group of the ids that document has in the
+    collection (the same title and text in several items is one document).  With a
+    corpus each of the item's ``gold_refs`` is a group of the corpus documents with
+    that id or normalised title (one streamed pass); references the collection lacks
+    are ``unmapped``.
+    """
+    out: dict[str, GoldEvidence] = {}
     if corpus is None:
-        canonical: dict[tuple[str, str], str] = {}
+        copies: dict[tuple[str, str], set[str]] = {}
         for item in items:
             for doc in item.documents:
-                canonical.setdefault((doc.title, doc.text), doc.id)
-        for item in items:
-            by_id = {d.id: d for d in item.documents}
-            groups = {frozenset({canonical[(by_id[s].title, by_id[s].text)]}) for s in item.supporting}
-            out[item.id] = tuple(sorted(groups, key=sorted))
-        return out
+                copies.setdefault((doc.title, doc.text), set()).add(doc.id)
+        ids_of = {key: frozenset(ids) for key, ids in copies.items()}
+        return {item.id: _item_evidence(item, ids_of) for item in items}
     refs = {item.id: item.gold_refs() for item in items}
     found = corpus.find(set().union(*refs.values()) if refs else set())
     for item_id, item_refs in refs.items():
         groups = {frozenset(found[r]) for r in item_refs if found.get(r)}
-        out[item_id] = tuple(sorted(groups, key=sorted))
+        unmapped = tuple(sorted({r for r in item_refs if not found.get(r)}))
+        out[item_id] = GoldEvidence(tuple(sorted(groups, key=sorted)), unmapped)
     return out
+
+
+def gold_documents(items: Sequence[Item], corpus: Corpus | None = None) -> dict[str, GoldGroups]:
+    """item id -> its gold document groups (:func:`gold_evidence` without the unmapped references)."""
+    return {item_id: gold.groups for item_id, gold in gold_evidence(items, corpus).items()}
 
 
 def evidence_recall(retrieved: Iterable[str], groups: GoldGroups) -> float | None:

@@ -5,7 +5,8 @@
   only: the passages come from a corpus (``--bcas-corpus``).  Where ``metadata``
   carries the original context (HotpotQA / 2Wiki ``context``, MuSiQue
   ``paragraphs``) it becomes the item's documents, and ``supporting_facts`` /
-  ``is_supporting`` name the gold titles matched against the corpus.
+  ``is_supporting`` / ``supporting_titles`` name the gold titles matched against the
+  corpus (``supporting_ids`` / ``supporting_doc_ids``, where given, the corpus ids).
 - TriviaQA (Joshi et al., 2017), reading-comprehension (``qa/wikipedia-dev.json``,
   ``qa/web-dev.json``) and unfiltered (``unfiltered-web-dev.json``) files: a JSON
   object whose ``Data`` array holds ``{"QuestionId", "Question", "Answer": {"Value",
@@ -32,11 +33,23 @@ from bcas.formats.common import Record, collapse, fact_titles, make_item, paragr
 from bcas.items import Item
 
 
+def _gold_list(meta: Record, key: str) -> list[str]:
+    """``metadata[key]``: a list of titles or ids (strings or integers), or absent."""
+    out = []
+    for j, value in enumerate(meta.list(key, required=False)):
+        if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value) == "":
+            raise meta.error("must be a non-empty string or an integer", f"{key}[{j}]")
+        out.append(str(value))
+    return out
+
+
 def _context_docs(meta: Record) -> tuple[list[tuple[str, str]], list[int], list[str]]:
-    """Documents, supporting positions and gold titles from a FlashRAG ``metadata``."""
+    """Documents, supporting positions and gold references (titles, ids) from a FlashRAG ``metadata``."""
     docs: list[tuple[str, str]] = []
     supporting: list[int] = []
     gold = fact_titles(meta, meta.get("supporting_facts"), "supporting_facts")
+    for key in ("supporting_titles", "supporting_ids", "supporting_doc_ids"):
+        gold.extend(g for g in _gold_list(meta, key) if g not in gold)
     if meta.get("context") is not None:
         docs = paragraphs(meta, "context")
         supporting = [n for n, (title, _) in enumerate(docs) if title in gold]

@@ -15,6 +15,13 @@ metric             outcome
                    the prediction and the gold answers
 ``judge_verdict``  the LLM judge's verdict (BCAS §3.6); ``None`` for an answer the
                    judge has not graded or could not read
+``attempted``      the answer does not decline (SimpleQA's not attempted,
+                   :mod:`bcas.grading.abstention`)
+``em_given_        SQuAD EM of attempted answers; ``None`` for a declined one
+attempted``        (SimpleQA's correct given attempted)
+``evidence_        the searches (BCAS) or the retrieved documents (MADARA) reached
+complete``         every gold document (evidence recall 1); ``None`` without gold
+``gold_found``     at least one gold document was reached; ``None`` without gold
 =================  ================================================================
 
 Whatever the metric, an empty prediction or an item that ended in error is wrong
@@ -31,6 +38,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from bcas.grading import strict_exact_match, strict_token_f1
+from bcas.grading.abstention import declines
 from bcas.registry import Registry
 
 Outcome = Callable[[dict[str, Any]], "bool | None"]
@@ -42,6 +50,10 @@ METRIC_NAMES = {
     "correct_em": "SQuAD EM",
     "strict_em": "strict EM (MADARA §5.4)",
     "judge_verdict": "LLM judge (BCAS §3.6)",
+    "attempted": "attempted (SimpleQA)",
+    "em_given_attempted": "SQuAD EM given attempted (SimpleQA)",
+    "evidence_complete": "all gold evidence retrieved",
+    "gold_found": "some gold evidence retrieved",
 }
 
 
@@ -78,11 +90,42 @@ def _judge(rec: dict[str, Any]) -> bool | None:
     return None if verdict is None else bool(verdict)
 
 
+def _declined(rec: dict[str, Any]) -> bool:
+    return not failed(rec) and declines(str(rec.get("prediction") or ""), _answers(rec))
+
+
+def _attempted(rec: dict[str, Any]) -> bool | None:
+    return not _declined(rec)
+
+
+def _em_given_attempted(rec: dict[str, Any]) -> bool | None:
+    return None if _declined(rec) else _correct_em(rec)
+
+
+def _recall(rec: dict[str, Any]) -> float | None:
+    value = (rec.get("extra") or {}).get("evidence_recall")
+    return None if value is None else float(value)
+
+
+def _evidence_complete(rec: dict[str, Any]) -> bool | None:
+    recall = _recall(rec)
+    return None if recall is None else recall >= 1.0
+
+
+def _gold_found(rec: dict[str, Any]) -> bool | None:
+    recall = _recall(rec)
+    return None if recall is None else recall > 0.0
+
+
 METRICS: Registry[Outcome] = Registry("metric")
 """Pass/fail metrics of a record: one registration each (``METRICS.register(name, fn)``)."""
 METRICS.register("correct_em", _correct_em)
 METRICS.register("strict_em", _strict_em)
 METRICS.register("judge_verdict", _judge)
+METRICS.register("attempted", _attempted)
+METRICS.register("em_given_attempted", _em_given_attempted)
+METRICS.register("evidence_complete", _evidence_complete)
+METRICS.register("gold_found", _gold_found)
 
 
 def outcome(rec: dict[str, Any], metric: str) -> bool | None:

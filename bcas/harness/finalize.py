@@ -11,6 +11,7 @@ from typing import Any
 
 from bcas.harness.cost import read_stops, stop_lines
 from bcas.harness.exports import PYARROW_MISSING, write_parquet
+from bcas.report.html_metrics import metric_lines
 
 
 @dataclass
@@ -79,6 +80,7 @@ def finalize_run(settings: Any, session: Any, token: str = "run", status: str | 
             f"{f'{r.ci_lo * 100:.0f}-{r.ci_hi * 100:.0f}':>14}{r.mean_searches:>6.2f}{r.mean_tokens_out:>9.0f}"
             f"{'—' if r.cost_usd is None else f'{r.cost_usd:.4f}':>10}"  # unknown cost: no number, never 0
         )
+    lines.extend(metric_lines(rows))  # evidence, abstention, pass@k / pass^k, cost-of-pass
     lines.extend(f"note: {note}" for note in getattr(summaries, "notes", []))  # each grid's metric, retrieval models
     if summaries.model_comparisons:
         lines.append(

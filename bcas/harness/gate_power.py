@@ -60,6 +60,7 @@ class GateOptions:
     family: str = DEFAULT_FAMILY
     max_drop: float = 0.0
     strict: bool = False
+    metric: str | None = None  # --bcas-gate-metric (from the settings): replaces each grid's primary metric
 
     @classmethod
     def parse(
@@ -263,7 +264,7 @@ def plan_gate(
     plans: dict[str, CasePlan] = {}
     items: dict[str, dict[str, bool]] = {}
     for case in cases:
-        metric = primary_metric(case.grid, judge)
+        metric = options.metric or primary_metric(case.grid, judge)
         if metric not in baselines:
             baselines[metric] = load_baseline_cases(baseline, metric)
         if not per_item(case.entry.kind):
@@ -348,6 +349,7 @@ def collected_plan(
     when a gated case cannot fail or no case is gated -- before any case runs.
     """
     options = config.stash.get(GATE_OPTIONS, GateOptions())
+    options = replace(options, metric=getattr(config.stash.get(state.SETTINGS, None), "gate_metric", None))
     try:
         judge = getattr(config.stash.get(state.SETTINGS, None), "judge", "none") not in (None, "none")
         plan = plan_gate(cases, limits, baseline, seed, options, identity, allow_mismatch, judge)
@@ -384,6 +386,7 @@ def gate_in_session(session: Any, case: Any, records: list[dict[str, Any]]) -> G
     plan = config.stash.get(GATE_PLAN, None) if config is not None else None
     if plan is None or case.id not in plan.cases:
         options = config.stash.get(GATE_OPTIONS, GateOptions()) if config is not None else GateOptions()
+        options = replace(options, metric=getattr(session.settings, "gate_metric", None))
         plan = plan_gate(
             [case],
             {case.id: session.limit_for(case)},

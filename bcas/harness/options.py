@@ -142,6 +142,14 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
     ),
     ("baseline", "str", None, "baseline for the regression gate: a run directory, records.jsonl or baseline JSON"),
     ("min-accuracy", "float", None, "fail a case whose accuracy in its grid's primary metric is below this floor"),
+    (
+        "gate-metric",
+        "str",
+        None,
+        "pass/fail metric the regression gate (and --bcas-min-accuracy) uses instead of each grid's "
+        "primary metric: a name registered in bcas.grading.outcomes.METRICS (correct_em, strict_em, "
+        "judge_verdict, attempted, em_given_attempted, evidence_complete, gold_found, ...)",
+    ),
     ("alpha", "float", 0.05, "significance level of the regression gate"),
     (
         "gate-family",

@@ -148,6 +148,10 @@ class MadaraKind(ItemKind):
         )
         return record
 
+    def finish(self, ctx: Any, item: Any, record: Record) -> Record:
+        with_recall: Record = ctx.session.with_evidence_recall(ctx.case.dataset, item, record)
+        return with_recall
+
 
 class RscKind(WholeCaseKind):
     """The RSC probe of one model x dataset on its calibration items (MADARA §3): a profile file."""

@@ -129,20 +129,23 @@ class BcasSession:
         return self._corpus if spec else None
 
     def with_evidence_recall(self, name: str, item: Any, record: Any) -> Any:
-        """``record`` with the share of the item's gold documents its searches returned (extra)."""
-        from bcas.corpus import evidence_recall, gold_documents
+        """``record`` with its evidence metrics in ``extra`` (:mod:`bcas.metrics.trajectory`): the
+        share of the item's gold documents reached, per search step for BCAS, kept documents for MADARA."""
+        from bcas.corpus import gold_evidence
+        from bcas.metrics.trajectory import bcas_trajectory, madara_evidence
 
         if name not in self._gold:
-            self._gold[name] = gold_documents(self.collection(name).items, self.corpus())
-        groups = self._gold[name].get(item.id)
-        if not groups or record.error is not None:
+            self._gold[name] = gold_evidence(self.collection(name).items, self.corpus())
+        gold = self._gold[name].get(item.id)
+        if gold is None or record.error is not None:
             return record
-        docs = [d for step in record.steps for d in (step.get("docs") or [])]
-        extra = {
-            **(record.extra or {}),
-            "evidence_recall": evidence_recall(docs, groups),
-            "gold_documents": len(groups),
-        }
+        if record.method == "madara":
+            found = madara_evidence(record.extra or {}, gold.groups)
+        else:
+            found = bcas_trajectory(record.steps, gold.groups)
+        extra = {**(record.extra or {}), **found, "gold_documents": len(gold.groups)}
+        if gold.unmapped:
+            extra.update(gold_unmapped=len(gold.unmapped), gold_unmapped_refs=list(gold.unmapped[:5]))
         return record.replace(extra=extra)
 
     def collection(self, name: str) -> Any:
@@ -454,7 +457,9 @@ class BcasSession:
 
             # The grid's primary metric, as the report and the paired gate use (an
             # ungraded, empty or errored answer counts as wrong).
-            metric = primary_metric(case.grid, getattr(self.settings, "judge", "none") != "none")
+            metric = getattr(self.settings, "gate_metric", None) or primary_metric(
+                case.grid, getattr(self.settings, "judge", "none") != "none"
+            )
             n = len(outcome.records)
             acc = sum(bool(passed(r, metric)) for r in outcome.records) / n if n else 0.0
             if acc < floor:

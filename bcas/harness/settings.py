@@ -188,6 +188,7 @@ class Settings:
     reranker: str | None = None  # --bcas-reranker: replaces the grids' reranker where a case uses one
     retriever: str | None = None  # a search engine's URL (bcas.retrieval.engine) for BM25 cases
     holm_scope: str | None = None  # --bcas-holm-scope: overrides every grid's Holm scope in the summaries
+    gate_metric: str | None = None  # --bcas-gate-metric: the gate's metric instead of each grid's primary one
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -290,6 +291,7 @@ def read_settings(config: pytest.Config) -> Settings:
         reranker=_retrieval_model(config, "reranker"),
         retriever=_engine_url(config),
         holm_scope=startup.check_holm_scope(_get(config, "holm-scope")),
+        gate_metric=_gate_metric(config),
     )
     _check_prices(settings)
     return settings
@@ -328,6 +330,20 @@ def _shard(config: pytest.Config) -> Any:
         return parse_shard(_get(config, "shard"))
     except ShardError as exc:
         raise pytest.UsageError(f"--bcas-shard: {exc}") from None
+
+
+def _gate_metric(config: pytest.Config) -> str | None:
+    """``--bcas-gate-metric``: a registered pass/fail metric (a usage error names the registered ones)."""
+    from bcas.grading.outcomes import METRICS
+
+    name = _get(config, "gate-metric")
+    if name in (None, ""):
+        return None
+    if str(name) not in METRICS:
+        raise pytest.UsageError(
+            f"--bcas-gate-metric: unknown metric {name!r}; registered: {', '.join(METRICS.names())}"
+        )
+    return str(name)
 
 
 def _retrieval_model(config: pytest.Config, role: str) -> str | None:

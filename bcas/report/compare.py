@@ -34,6 +34,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from bcas.grading.outcomes import METRICS, outcome
 from bcas.records import Record, RecordError, load_records
 from bcas.records.manifest import read_manifest
 from bcas.report.membership import model_names
@@ -128,9 +129,10 @@ def identity_differences(recs_a: list[Record], recs_b: list[Record]) -> list[str
 
 
 def _outcome(rec: Record, metric: str) -> bool | None:
-    if metric == "judge":
-        return rec.judge_verdict
-    return bool(rec.correct_em)
+    """``em`` (SQuAD EM), ``judge`` (the recorded verdict) or a registered metric (``bcas.grading.outcomes``)."""
+    if metric in ("em", "judge"):
+        return bool(rec.correct_em) if metric == "em" else rec.judge_verdict
+    return outcome(rec.to_dict(), metric)
 
 
 def compare_groups(
@@ -369,7 +371,7 @@ def render_html(
         'img-src data:">'
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body><h1>{escape(title)}</h1>"
         f"<ul>{runs}</ul>{_override_html(overridden)}"
-        f"<h2>Paired comparison ({escape('EM' if metric == 'em' else 'judge verdict')})</h2>"
+        f"<h2>Paired comparison ({escape({'em': 'EM', 'judge': 'judge verdict'}.get(metric, metric))})</h2>"
         "<p>On the items both runs hold: difference B − A with Newcombe's (1998) paired 95% interval and the "
         "exact McNemar p-value (with several epochs: per-item means, paired t-test).</p>"
         + _groups_table(comps)
@@ -452,9 +454,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--metric",
-        choices=("em", "judge"),
+        choices=("em", "judge", *METRICS.names()),
         default="em",
-        help="outcome compared: exact match (default) or the recorded judge verdict",
+        help="outcome compared: exact match (default), the recorded judge verdict or a registered metric",
     )
     args = parser.parse_args(argv)
     try:

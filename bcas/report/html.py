@@ -27,6 +27,7 @@ from bcas.report.html_figures import figures
 from bcas.report.html_interactive import CSS as INTERACTIVE_CSS
 from bcas.report.html_interactive import SCRIPT, SCRIPT_HASH, filter_bar, fr_attrs
 from bcas.report.html_items import items_section
+from bcas.report.html_metrics import metrics_section, trajectory_panel
 from bcas.report.html_models import model_sections
 from bcas.report.html_run import manifest_section
 from bcas.report.membership import GroupKey, group_key
@@ -274,6 +275,7 @@ def _drilldown(records: list[dict[str, Any]], limit: int = 2000) -> str:
             f"judge {escape(str(verdict))} · stop {escape(str(rec.get('stop_reason')))} · "
             f"searches {escape(str(rec.get('searches_used')))}</div>"
             + (f"<div>error: {escape(str(rec.get('error')))}</div>" if rec.get("error") else "")
+            + trajectory_panel(rec)
             + f"<ol>{''.join(steps)}</ol>"
         )
         extra = rec.get("extra") or {}
@@ -399,6 +401,7 @@ def render_report(
         + _gate_section(gate)
         + "<h2>Summary</h2>"
         + _summary_table(rows)
+        + metrics_section(rows)
         + "<h2>Paired comparisons against each grid's reference</h2>"
         + "<p>Difference = configuration − reference on the same items, in each grid's metric (see Notes); "
         "Newcombe (1998) paired 95% interval; exact McNemar p, Holm-adjusted within each Holm family: one per grid, "

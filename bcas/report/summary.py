@@ -32,13 +32,14 @@ import io
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from itertools import combinations
 from pathlib import Path
 from typing import Any
 
 from bcas.data import DATASETS
 from bcas.grading.outcomes import METRIC_NAMES, outcome, outcome_fn, resolve, token_f1_of
+from bcas.metrics.columns import MetricColumns, metric_columns
 from bcas.report.paired import PairedResult, accuracy, epochs_of, paired, per_item_means
 from bcas.stats import holm_bonferroni
 
@@ -76,7 +77,10 @@ from bcas.report.membership import GroupKey, Groups, group_key, grouped, members
 
 
 @dataclass
-class SummaryRow:
+class SummaryRow(MetricColumns):
+    """One grid x model x dataset x configuration; the beyond-accuracy columns come from
+    :class:`bcas.metrics.columns.MetricColumns` (keyword-only, after these)."""
+
     grid: str
     model: str
     dataset: str
@@ -190,6 +194,7 @@ def _row(
         docs_per_item=docs,
         retrieved_per_item=retrieved,
         **_turn_counts(recs),
+        **asdict(metric_columns(recs, metric)),
     )
 
 
@@ -396,13 +401,18 @@ def model_matrix(rows: list[SummaryRow]) -> dict[str, Any]:
 
 
 def rows_to_csv(rows: list[SummaryRow]) -> str:
+    """The rows as CSV: the row's own columns, then the beyond-accuracy ones (a list as ``a;b``)."""
     buf = io.StringIO()
     if not rows:
         return ""
-    writer = csv.DictWriter(buf, fieldnames=list(asdict(rows[0]).keys()))
+    later = [f.name for f in fields(MetricColumns)]
+    names = [f.name for f in fields(SummaryRow) if f.name not in later] + later
+    writer = csv.DictWriter(buf, fieldnames=names)
     writer.writeheader()
     for row in rows:
-        writer.writerow(asdict(row))
+        writer.writerow(
+            {k: ";".join(f"{x:g}" for x in v) if isinstance(v, list) else v for k, v in asdict(row).items()}
+        )
     return buf.getvalue()
 
 
@@ -422,6 +432,8 @@ def grid_notes(
         ungraded = sum(r.ungraded for r in grid_rows)
         tail = f" ({ungraded} answers without a judge grade left out)" if ungraded else ""
         notes.append(f"{grid}: accuracy is {names}{tail}")
+        if unmapped := sum(r.gold_unmapped for r in grid_rows):
+            notes.append(f"{grid}: {unmapped} gold evidence references name no document of the searched collection")
         table = (grids or {}).get(grid)
         metric_note = table.metric_note(metrics[0]) if table is not None and hasattr(table, "metric_note") else None
         if metric_note:

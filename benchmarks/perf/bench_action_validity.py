@@ -146,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--designs", default="fixed,budget_sized")
     parser.add_argument("--configs", default="small,t500,repro")
     parser.add_argument("--n-threads", type=int, default=None)
+    parser.add_argument("--start", type=int, default=0, help="skip the first N items (to continue a run cut short)")
     parser.add_argument("--out", default=None, help="also write the rows as JSON to this file")
     args = parser.parse_args(argv)
     dataset = load_dataset("hotpotqa", limit=args.items, seed=0)
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             retriever = build_retriever(documents, config.retrieval)
             per_design: dict[str, list[dict[str, Any]]] = {d: [] for d in designs}
             # designs interleaved item by item, so a run cut short still compares them on the same items
-            for item in dataset.items:
+            for item in dataset.items[args.start :]:
                 for design in designs:
                     row = asyncio.run(run_item(design, config, item, retriever, model))
                     per_design[design].append(row)
