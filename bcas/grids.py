@@ -19,6 +19,10 @@ Adding an experiment means adding a table here, not a new test function.
   ``calibration_n`` calibration items.
 - ``smoke``: a handful of configurations on a few items, the README's main job on
   the embedded CPU default.
+- ``formats``: the action format as an axis (BCAS §3.1 asks for a model-agnostic tool
+  description, so the format is measured, not fixed): JSON actions (the reference),
+  ``Thought/Action/Query`` text and native tool calls on the same items and budget, each
+  compared with JSON per model x dataset (McNemar, Holm).
 
 Each grid declares what it measures and how it is tested:
 
@@ -50,7 +54,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bcas.config import AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
+from bcas.config import ACTION_FORMATS, AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
 from bcas.grading.outcomes import JUDGE, resolve
 from bcas.registry import RUN_KINDS, Registry, RegistryError, mode_uses
 
@@ -200,6 +204,8 @@ def _bcas(
     requires: tuple[str, ...] = (),
     per_turn: int | None = None,
     datasets: tuple[str, ...] = (),
+    action_format: str = "json",
+    name: str = "",
 ) -> GridEntry:
     budget = Budget(max_searches=searches, max_total_tokens=tokens)
     if per_turn is not None:
@@ -207,9 +213,9 @@ def _bcas(
     config = RunConfig(
         budget=budget,
         retrieval=RetrievalConfig(mode=mode, candidates=candidates),
-        agent=AgentConfig(planning=plan, reflection=reflect),
+        agent=AgentConfig(planning=plan, reflection=reflect, action_format=action_format),
     )
-    return GridEntry("bcas", config, reference=reference, requires=requires, datasets=datasets)
+    return GridEntry("bcas", config, reference=reference, requires=requires, datasets=datasets, name=name)
 
 
 # MADARA §5.2: "BM25 retrieval" -- plain BM25, without BCAS's phrase boosting.
@@ -359,6 +365,22 @@ SMOKE = Grid(
     description="smoke test of the whole stack on the embedded CPU default",
 )
 
+# The smoke grid's short turns, two searches (so the model also chooses when to stop),
+# the format the only difference.  A label names a format other than JSON
+# (RunConfig.label); the JSON entry is named so that every view shows its format too.
+_FORMAT_ENTRIES = tuple(
+    _bcas(mode="bm25", searches=2, tokens=2000, per_turn=160, action_format=fmt, reference=fmt == "json")
+    for fmt in ACTION_FORMATS
+)
+FORMATS = Grid(
+    "formats",
+    tuple(replace(e, name=f"{e.label}/json") if e.reference else e for e in _FORMAT_ENTRIES),
+    datasets=("hotpotqa",),
+    limit=5,
+    description="action formats (BCAS §3.1): JSON actions vs Thought/Action/Query text vs native tool calls",
+    holm_scope="model_dataset",
+)
+
 GRIDS: Registry[Grid] = Registry("grid")
 
 
@@ -368,7 +390,7 @@ def register_grid(grid: Grid) -> Grid:
     return grid
 
 
-for _grid in (SEARCH_SCALING, CONTEXT_SCALING, ABLATION, MADARA, MADARA_HELDOUT, RSC, SMOKE):
+for _grid in (SEARCH_SCALING, CONTEXT_SCALING, ABLATION, MADARA, MADARA_HELDOUT, RSC, SMOKE, FORMATS):
     register_grid(_grid)
 
 
