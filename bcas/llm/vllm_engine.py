@@ -144,11 +144,6 @@ class VLLMModel(ChatModel):
             raise
         self._closed = False
         self.context_window = _max_model_len(self._engine, self.engine_args)
-        self.supports_tools = template_supports_tools(chat_template or self._tokenizer.chat_template)
-        self.tools_problem = (
-            "" if self.supports_tools else f"{self.model}: its chat template does not render tools; give the vllm "
-            "backend a template that does (chat_template='chatml-tools' for a ChatML model, or a Jinja file)"
-        )  # fmt: skip
 
     async def _start(self) -> tuple[Any, Any]:
         vllm = self._vllm
@@ -164,6 +159,18 @@ class VLLMModel(ChatModel):
             engine.shutdown()
             raise ModelError(f"{self.model}: the tokenizer has no chat template; the vllm backend needs one")
         return engine, tokenizer
+
+    @property
+    def supports_tools(self) -> bool:  # type: ignore[override]
+        """Whether the chat template in use renders a ``tools`` list."""
+        return template_supports_tools(self.chat_template or self._tokenizer.chat_template)
+
+    @property
+    def tools_problem(self) -> str:  # type: ignore[override]
+        return "" if self.supports_tools else (
+            f"{self.model}: its chat template does not render tools; give the vllm backend a template that does "
+            "(chat_template='chatml-tools' for a ChatML model, or a Jinja file)"
+        )  # fmt: skip
 
     def render_prompt(self, request: ChatRequest) -> list[int]:
         """The token ids of the model's chat template applied to the request's messages."""
