@@ -80,7 +80,12 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
         "cluster, or python -m bcas.retrieval.milvus_lite), shared by every worker; its token, "
         "if any, in $BCAS_RETRIEVER_TOKEN",
     ),
-    ("grid", "str", "smoke", "comma-separated grids: smoke, search_scaling, context_scaling, ablation, madara, rsc"),
+    (
+        "grid",
+        "str",
+        "smoke",
+        "comma-separated grids: smoke, search_scaling, context_scaling, ablation, madara, rsc, formats",
+    ),
     (
         "limit",
         "str",

@@ -167,7 +167,7 @@ class _Engine:
             return self.llm.create_chat_completion(**kwargs)
         from llama_cpp.llama_chat_format import get_chat_completion_handler
 
-        handler = get_chat_completion_handler("chatml-function-calling")
+        handler: Any = get_chat_completion_handler("chatml-function-calling")  # its message types are TypedDicts
         messages = tool_results_as_user(kwargs.pop("messages"))
         return handler(llama=self.llm, messages=messages, tools=tools, tool_choice="auto" if tools else None, **kwargs)
 

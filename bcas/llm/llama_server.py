@@ -71,8 +71,8 @@ def show_tool_results() -> None:
 
     from bcas.llm.tool_calls import tool_results_as_user
 
-    registry = llama_chat_format.LlamaChatCompletionHandlerRegistry()
-    original = registry.get_chat_completion_handler_by_name(FUNCTION_CALLING)
+    registry = llama_chat_format.LlamaChatCompletionHandlerRegistry()  # type: ignore[no-untyped-call]
+    original: Any = registry.get_chat_completion_handler_by_name(FUNCTION_CALLING)
 
     def handler(*args: Any, messages: Any, **kwargs: Any) -> Any:
         return original(*args, messages=tool_results_as_user(messages), **kwargs)
