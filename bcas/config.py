@@ -15,7 +15,7 @@ from typing import Any
 
 from bcas.registry import RETRIEVAL_MODES, agent_tool_methods, assess_methods
 
-ACTION_FORMATS = ("json", "text")
+ACTION_FORMATS = ("json", "text", "tools")  # bcas.agent.protocol
 
 
 class ConfigError(ValueError):

@@ -3,7 +3,8 @@
 Each action turn the model (1) reasons, writing a short *thought*; (2) selects a tool
 from the list generated for *this* turn (``search_database`` only while the search
 allowance lasts, plus ``ready_to_answer``); (3) the tool runs and its observation is
-appended to the context; (4) the :class:`~bcas.agent.budget.BudgetLedger` is updated
+appended to the context (in the ``tools`` action format, as the call's ``tool`` result
+message; otherwise at the head of the next user message); (4) the :class:`~bcas.agent.budget.BudgetLedger` is updated
 from the provider-reported usage.  Every turn's prompt shows the remaining searches
 and completion tokens (the paper's "context + search hints"; ``search_hints=False``
 hides them).  Optional pre-planning writes a research plan before the first turn and
@@ -54,7 +55,9 @@ per-turn cap) while the budget is not spent, otherwise the forced-answer allowan
 output) the answer is decoded under ``{"answer": "<short string>"}``.
 
 Invalid turns and repeated queries.  An unparseable turn is answered with a short
-correction and counts toward ``max_invalid_turns``.  A query identical (case and
+correction and counts toward ``max_invalid_turns``; in the ``tools`` format a turn with
+no call gets it in the next user message, a turn with calls as each call's result
+(several calls, an unknown function or bad arguments).  A query identical (case and
 spacing aside) to an earlier one is flagged ``repeated_query`` and not re-run; it
 uses a turn but not a search, and also counts toward ``max_invalid_turns``.
 The turn bound ``T`` limits the action turns, so the loop always terminates after at
@@ -89,6 +92,7 @@ from bcas.agent.protocol import (
     normalize_query,
     parse_action,
     parse_answer,
+    tool_definitions,
 )
 from bcas.agent.trajectory import Trajectory
 from bcas.agent.window import MIN_TURN_TOKENS, ContextFull, ContextWindow
@@ -96,6 +100,7 @@ from bcas.config import RunConfig
 from bcas.data import Item
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, split_reasoning
 from bcas.llm.usage import UsageMeter, metering
+from bcas.llm.tool_calls import assistant_message, calls_text, tool_message
 from bcas.prompts import prompt_template
 
 STOP_REASONS = (
@@ -143,7 +148,8 @@ class _Run:
             item=item, config=config, model=getattr(model, "model_id", "unknown"), ledger=self.ledger
         )
         self.system = render("system")
-        self.history: list[tuple[str, str]] = []  # committed (user, assistant) pairs
+        # Committed (user, reply) pairs; a reply with native tool calls is its messages (the call, the results).
+        self.history: list[tuple[str, str | list[dict[str, Any]]]] = []
         self.pending = render("question", question=item.question)
         self.seen_chunks: list[str] = []
         self.queries: set[str] = set()
@@ -169,25 +175,25 @@ class _Run:
         """This turn's user message: the pending observation, then this turn's instruction."""
         return (f"{self.pending}\n\n{instruction}" if self.pending else instruction).strip()
 
-    def messages(self, instruction: str, history: list[tuple[str, str]] | None = None) -> list[dict[str, str]]:
+    def messages(self, instruction: str, history: list[Any] | None = None) -> list[dict[str, Any]]:
         # The history keeps every user message as it was sent, so each request extends
         # the previous one and a backend with prefix caching re-reads nothing.
-        msgs = [{"role": "system", "content": self.system}]
-        for user, assistant in self.history if history is None else history:
+        msgs: list[dict[str, Any]] = [{"role": "system", "content": self.system}]
+        for user, reply in self.history if history is None else history:
             msgs.append({"role": "user", "content": user})
-            msgs.append({"role": "assistant", "content": assistant})
+            msgs.extend([{"role": "assistant", "content": reply}] if isinstance(reply, str) else reply)
         msgs.append({"role": "user", "content": self.user_message(instruction)})
         return msgs
 
     # -- calls ---------------------------------------------------------------------------
 
     async def call(
-        self, kind: str, messages: list[dict[str, str]], max_tokens: int, schema: dict[str, Any] | None,
-        stop: tuple[str, ...] | None = None,
+        self, kind: str, messages: list[dict[str, Any]], max_tokens: int, schema: dict[str, Any] | None,
+        stop: tuple[str, ...] | None = None, tools: tuple[dict[str, Any], ...] | None = None,
     ) -> ChatResult:  # fmt: skip
         request = ChatRequest(
             messages=tuple(messages), max_tokens=max_tokens, temperature=0.0, stop=stop,
-            seed=self.config.seed, json_schema=schema,
+            seed=self.config.seed, json_schema=schema, tools=tools,
         )  # fmt: skip
         if self.keep_requests:
             self.traj.requests.append(request)
@@ -209,7 +215,7 @@ class _Run:
 
     # -- the context window -------------------------------------------------------------
 
-    def fitting(self, instruction: str, need: int) -> list[dict[str, str]]:
+    def fitting(self, instruction: str, need: int) -> list[dict[str, Any]]:
         """The messages of a final answer with the oldest search results left out until ``need`` tokens fit."""
         history = list(self.history)
         msgs = self.messages(instruction, history)
@@ -217,15 +223,18 @@ class _Run:
             room = self.window.room(msgs)
             if room is None or room >= need:
                 break
-            user, assistant = history[i]
-            history[i] = (_DROPPED if i or not self.traj.plan else user, assistant)
+            user, reply = history[i]
+            if not isinstance(reply, str):  # native tool calls: the results are in the tool messages
+                reply = [{**m, "content": _DROPPED} if m.get("role") == "tool" else m for m in reply]
+            history[i] = (_DROPPED if i or not self.traj.plan else user, reply)
             msgs = self.messages(instruction, history)
         return msgs
 
     def step(self, kind: str, result: ChatResult, max_tokens: int, **fields: Any) -> Step:
         return self.ledger.record(
             Step(
-                kind=kind, output=result.text, tokens_in=int(result.prompt_tokens),
+                kind=kind, output="\n".join(p for p in (result.text, calls_text(result.tool_calls)) if p),
+                tokens_in=int(result.prompt_tokens),
                 tokens_out=int(result.completion_tokens), max_tokens=max_tokens, cached=bool(result.cached),
                 latency_s=float(result.latency_s), finish_reason=result.finish_reason,
                 reasoning=result.reasoning, tokens_reasoning=int(result.reasoning_tokens or 0), **fields,
@@ -335,9 +344,9 @@ class _Run:
         """One action turn; returns ``"ready"``, ``"search"``, ``"repeated"`` or ``"invalid"``."""
         tools = self.offered_tools()
         fmt = self.agent.action_format
-        tool_text = "\n".join(render(f"tool_{t}", k=self.config.retrieval.k) for t in tools)
+        texts = {t: render(f"tool_{t}", k=self.config.retrieval.k) for t in tools}
         instruction = render(
-            f"turn_{fmt}", status=self.status(), tools=tool_text, tool_names=" or ".join(tools)
+            f"turn_{fmt}", status=self.status(), tools="\n".join(texts.values()), tool_names=" or ".join(tools)
         ).strip()
         messages = self.messages(instruction)
         max_tokens = self.ledger.turn_max_tokens()
@@ -347,28 +356,26 @@ class _Run:
         max_tokens = self.window.clamp(messages, max_tokens)
         schema = action_schema(tools, max_tokens, self.agent.thought_max_chars) if self.schema_actions else None
         stop = TEXT_STOP if fmt == "text" else None
-        result = await self.call("action", messages, max_tokens, schema, stop)
+        functions = tool_definitions(texts, max_tokens) if fmt == "tools" else None
+        result = await self.call("action", messages, max_tokens, schema, stop, functions)
         self.traj.action_turns += 1
         asked = self.user_message(instruction)
         try:
-            action = parse_action(result.text, tools, fmt)
+            action = parse_action(result.text, tools, fmt, result.tool_calls)
         except ActionParseError as exc:
             self.traj.invalid_turns += 1
             self.step("invalid", result, max_tokens, note=exc.reason)
-            self.history.append((asked, result.text))
-            self.pending = render("correction", reason=exc.reason)
+            self.commit(asked, result, render("correction", reason=exc.reason))
             return "invalid"
         if action.tool == ANSWER_TOOL:
             self.step("ready", result, max_tokens, note=action.thought)
-            self.history.append((asked, result.text))
-            self.pending = ""
+            self.commit(asked, result, "", render("tool_ready"))
             return "ready"
         key = normalize_query(action.query)
         if key in self.queries:
             self.traj.repeated_queries += 1
             self.step("search", result, max_tokens, query=action.query, flag="repeated_query", note=action.thought)
-            self.history.append((asked, result.text))
-            self.pending = render("repeated_query", query=action.query)
+            self.commit(asked, result, render("repeated_query", query=action.query))
             return "repeated"
         self.queries.add(key)
         hits = await self.search(action.query)
@@ -379,9 +386,22 @@ class _Run:
         self.record_side_calls(action.query)
         hits, extra = await self.assess(hits)
         self.seen_chunks.extend(h.chunk_id for h in hits)
-        self.history.append((asked, result.text))
-        self.pending = self.observation(action.query, hits) + extra
+        self.commit(asked, result, self.observation(action.query, hits) + extra)
         return "search"
+
+    def commit(self, asked: str, result: ChatResult, outcome: str, tool_outcome: str | None = None) -> None:
+        """Add an action turn to the history; ``outcome`` reaches the model in the next user message,
+        or, when the turn made native tool calls, as each call's ``tool`` result (``tool_outcome`` if given)."""
+        if result.tool_calls:  # call ids of our own: a provider's are random, and would change every prompt after
+            calls = [
+                dataclasses.replace(c, id=f"call_{self.traj.action_turns}_{i}") for i, c in enumerate(result.tool_calls)
+            ]
+            results = [tool_message(call, tool_outcome or outcome) for call in calls]
+            self.history.append((asked, [assistant_message(result.text, calls), *results]))
+            self.pending = ""
+        else:
+            self.history.append((asked, result.text))
+            self.pending = outcome
 
     def observation(self, query: str, hits: list[Any]) -> str:
         if not hits:
@@ -418,7 +438,7 @@ class _Run:
         self.step(kind, result, sent_max, flag="over_budget" if over_budget else None)
         self.traj.prediction = parse_answer(result.text)
 
-    async def answer_call(self, messages: list[dict[str, str]], max_tokens: int) -> tuple[ChatResult, int]:
+    async def answer_call(self, messages: list[dict[str, Any]], max_tokens: int) -> tuple[ChatResult, int]:
         """The answer call with ``max_tokens`` clamped to the window; returns the result and the cap sent."""
         max_tokens = self.window.clamp(messages, max_tokens)
         schema = answer_schema(max_tokens) if self.schema_answer else None
@@ -439,6 +459,8 @@ class _Run:
 
     async def turns(self) -> str:
         """Plan, act and reflect until a stop reason holds; returns it."""
+        if self.agent.action_format == "tools" and not getattr(self.model, "supports_tools", False):
+            raise _Abort(f"action_format 'tools' needs native tool calling: {getattr(self.model, 'tools_problem', '')}")
         try:
             if self.agent.planning and not self.ledger.tokens_spent:
                 await self.plan()

@@ -1,7 +1,7 @@
 """The agent's action protocol: tools, JSON schemas and tolerant parsing (BCAS §3.1, §3.4).
 
 Tools are described to the model in plain language (model-agnostic design, BCAS
-§3.1).  Two action formats, chosen by ``AgentConfig.action_format``:
+§3.1).  Three action formats, chosen by ``AgentConfig.action_format``:
 
 * ``"json"``: the model writes ``{"thought": ..., "action": ..., "query": ...}``.
   Where the backend supports structured output the request carries
@@ -11,6 +11,12 @@ Tools are described to the model in plain language (model-agnostic design, BCAS
   lines.  Parsing is tolerant: case, quotes, markdown, call syntax
   (``search_database("x")``), a JSON object inside the text and extra prose are
   all accepted.
+* ``"tools"``: native tool calling.  The turn's tools go to the model as function
+  definitions (:func:`tool_definitions`, the same descriptions as the other formats;
+  the query's length capped as in :func:`action_schema`) and the model's one function
+  call is the action (:func:`parse_tool_call`).  Nothing is tolerated here: no call,
+  several calls, an unknown function or arguments that are not the function's
+  parameters make an invalid turn, whose reason the model is told.
 
 The final answer is a short string; with ``constrained_answer`` the answer call
 carries :func:`answer_schema` (``{"answer": "..."}``), so exact match is not lost to
@@ -27,6 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bcas.config import DEFAULT_THOUGHT_CHARS
+from bcas.llm.base import ToolCall
+from bcas.llm.tool_calls import function_definition
 
 SEARCH_TOOL = "search_database"
 ANSWER_TOOL = "ready_to_answer"
@@ -123,6 +131,34 @@ def action_schema(
         "required": ["thought", "action", "query"],
         "additionalProperties": False,
     }
+
+
+def tool_definitions(descriptions: dict[str, str], max_tokens: int | None = None) -> tuple[dict[str, Any], ...]:
+    """Function definitions of one ``tools``-format turn: ``descriptions`` maps each offered tool to its text.
+
+    ``search_database`` takes one ``query`` string, capped like the JSON format's query
+    (:func:`field_caps` for a turn of ``max_tokens``), so a backend that decodes the
+    arguments under their schema (llama.cpp) writes a bounded call; ``ready_to_answer``
+    takes no arguments.
+    """
+    unknown = [t for t in descriptions if t not in TOOLS]
+    if unknown or not descriptions:
+        raise ValueError(f"tools must be a non-empty subset of {TOOLS}, got {list(descriptions)}")
+    _, query_chars = field_caps(max_tokens, None)
+    parameters = {
+        SEARCH_TOOL: {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "a short keyword query", "maxLength": query_chars}
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+        ANSWER_TOOL: {"type": "object", "properties": {}, "additionalProperties": False},
+    }
+    # The descriptions may be the other formats' tool lines ("- search_database: ..."): the name goes.
+    texts = {t: re.sub(rf"^\s*-?\s*{t}\s*:\s*", "", text.strip()) for t, text in descriptions.items()}
+    return tuple(function_definition(t, text, parameters[t]) for t, text in texts.items())
 
 
 def answer_schema(max_tokens: int | None = None) -> dict[str, Any]:
@@ -346,12 +382,39 @@ def parse_text_action(text: str, tools: Sequence[str]) -> Action:
     raise ActionParseError("no 'Action:' line was found")
 
 
-def parse_action(text: str, tools: Sequence[str], action_format: str) -> Action:
-    """Parse one action turn in the configured format (``"json"`` or ``"text"``)."""
+def parse_tool_call(calls: Sequence[ToolCall], tools: Sequence[str], content: str = "") -> Action:
+    """The action of a ``tools``-format turn: exactly one call of an offered function with valid arguments.
+
+    ``content``: text the model wrote beside the call, kept as the thought.
+    """
+    offered = " or ".join(tools)
+    if not calls:
+        raise ActionParseError(f"the reply called no function; call exactly one of {offered}")
+    if len(calls) > 1:
+        raise ActionParseError(f"the reply made {len(calls)} function calls; call exactly one function per turn")
+    call = calls[0]
+    if call.name not in TOOLS:
+        raise ActionParseError(f"there is no function {call.name[:60]!r}; call {offered}")
+    try:
+        arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+    except json.JSONDecodeError:
+        raise ActionParseError(f"the arguments of {call.name} are not valid JSON") from None
+    if not isinstance(arguments, dict):
+        raise ActionParseError(f"the arguments of {call.name} must be a JSON object")
+    query = arguments.get("query", "")
+    if call.name == SEARCH_TOOL and not (isinstance(query, str) and query.strip()):
+        raise ActionParseError(f'{SEARCH_TOOL} needs a non-empty "query" string argument')
+    return _finish(call.name, query if isinstance(query, str) else "", content, tools, call.name)
+
+
+def parse_action(text: str, tools: Sequence[str], action_format: str, calls: Sequence[ToolCall] = ()) -> Action:
+    """Parse one action turn in the configured format (``"json"``, ``"text"`` or ``"tools"``: ``calls``)."""
     if action_format == "json":
         return parse_json_action(text, tools)
     if action_format == "text":
         return parse_text_action(text, tools)
+    if action_format == "tools":
+        return parse_tool_call(calls, tools, text)
     raise ValueError(f"unknown action format {action_format!r}")
 
 

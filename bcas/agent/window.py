@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 DEFAULT_TOKENS_PER_CHAR = 1 / 3
 CONTEXT_MARGIN = 32
@@ -27,8 +28,12 @@ class ContextFull(Exception):
     """The conversation no longer fits the context window."""
 
 
-def chars(messages: Sequence[dict[str, str]]) -> int:
-    return sum(len(m.get("content") or "") for m in messages)
+def chars(messages: Sequence[dict[str, Any]]) -> int:
+    """Characters of the messages' contents and of the tool calls they hold."""
+    calls = (c.get("function") or {} for m in messages for c in m.get("tool_calls") or ())
+    return sum(len(m.get("content") or "") for m in messages) + sum(
+        len(f.get("name") or "") + len(f.get("arguments") or "") for f in calls
+    )
 
 
 @dataclass
@@ -43,22 +48,22 @@ class ContextWindow:
         window = getattr(model, "context_window", None)
         return cls(window if isinstance(window, int) and window > 0 else None)
 
-    def observe(self, messages: Sequence[dict[str, str]], prompt_tokens: int) -> None:
+    def observe(self, messages: Sequence[dict[str, Any]], prompt_tokens: int) -> None:
         """Learn from a call's provider-reported prompt tokens."""
         n = chars(messages)
         if prompt_tokens > 0 and n:
             self.tokens_per_char = max(self.tokens_per_char, prompt_tokens / n)
 
-    def prompt_estimate(self, messages: Sequence[dict[str, str]]) -> int:
+    def prompt_estimate(self, messages: Sequence[dict[str, Any]]) -> int:
         return int(chars(messages) * self.tokens_per_char) + MESSAGE_OVERHEAD_TOKENS * len(messages)
 
-    def room(self, messages: Sequence[dict[str, str]]) -> int | None:
+    def room(self, messages: Sequence[dict[str, Any]]) -> int | None:
         """Completion tokens the window leaves after ``messages`` (``None``: no window known)."""
         if self.tokens is None:
             return None
         return self.tokens - self.prompt_estimate(messages) - CONTEXT_MARGIN
 
-    def clamp(self, messages: Sequence[dict[str, str]], max_tokens: int) -> int:
+    def clamp(self, messages: Sequence[dict[str, Any]], max_tokens: int) -> int:
         """``max_tokens`` cut to what the window leaves; :class:`ContextFull` when nothing is left."""
         room = self.room(messages)
         if room is None:

@@ -28,6 +28,8 @@ Adding an experiment means adding a table here, not a new test function.
 - ``cross_encoder``: MADARA Appendix K / Table 18 — NF over the 5 documents a reranker
   keeps of BM25's 10 (the paper's cross-encoder ms-marco-MiniLM-L-12-v2) against NF over
   all 10, beside 3-Agent's cost.
+- ``formats``: the action format as an axis: JSON actions (the reference),
+  ``Thought/Action/Query`` text and native tool calls on the same items and budget.
 - ``smoke``: a handful of configurations on a few items, the README's main job on
   the embedded CPU default.
 
@@ -68,6 +70,7 @@ from bcas.grids.paper import (
     CALIBRATION_N,
     CONTEXT_SCALING,
     CROSS_ENCODER,
+    FORMATS,
     ISOLATION,
     MADARA,
     MADARA_HELDOUT,
@@ -99,6 +102,7 @@ __all__ = [
     "CALIBRATION_N",
     "CONTEXT_SCALING",
     "CROSS_ENCODER",
+    "FORMATS",
     "GRIDS",
     "Grid",
     "GridEntry",
@@ -134,5 +138,6 @@ for _grid in (
     RETRIEVAL_ROBUSTNESS,
     CROSS_ENCODER,
     SMOKE,
+    FORMATS,
 ):
     register_grid(_grid)

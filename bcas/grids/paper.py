@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bcas.config import AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
+from bcas.config import ACTION_FORMATS, AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
 from bcas.grids.table import Grid, GridEntry
 
 
@@ -20,6 +20,8 @@ def _bcas(
     requires: tuple[str, ...] = (),
     per_turn: int | None = None,
     datasets: tuple[str, ...] = (),
+    action_format: str = "json",
+    name: str = "",
 ) -> GridEntry:
     budget = Budget(max_searches=searches, max_total_tokens=tokens)
     if per_turn is not None:
@@ -27,9 +29,9 @@ def _bcas(
     config = RunConfig(
         budget=budget,
         retrieval=RetrievalConfig(mode=mode, candidates=candidates),
-        agent=AgentConfig(planning=plan, reflection=reflect),
+        agent=AgentConfig(planning=plan, reflection=reflect, action_format=action_format),
     )
-    return GridEntry("bcas", config, reference=reference, requires=requires, datasets=datasets)
+    return GridEntry("bcas", config, reference=reference, requires=requires, datasets=datasets, name=name)
 
 
 # MADARA §5.2: "BM25 retrieval" -- plain BM25, without BCAS's phrase boosting.
@@ -276,4 +278,22 @@ SMOKE = Grid(
     datasets=("hotpotqa", "2wikimultihopqa", "conflictqa"),
     limit=5,
     description="smoke test of the whole stack on the embedded CPU default",
+)
+
+# The action format as an axis (BCAS §3.1 asks for a model-agnostic tool description, so
+# the format is measured, not fixed): the smoke grid's short turns, two searches (so the
+# model also chooses when to stop), the format the only difference.  A label names a
+# format other than JSON (RunConfig.label); the JSON entry is named so that every view
+# shows its format too.  Each format is compared with JSON per model x dataset.
+_FORMAT_ENTRIES = tuple(
+    _bcas(mode="bm25", searches=2, tokens=2000, per_turn=160, action_format=fmt, reference=fmt == "json")
+    for fmt in ACTION_FORMATS
+)
+FORMATS = Grid(
+    "formats",
+    tuple(replace(e, name=f"{e.label}/json") if e.reference else e for e in _FORMAT_ENTRIES),
+    datasets=("hotpotqa",),
+    limit=5,
+    description="action formats (BCAS §3.1): JSON actions vs Thought/Action/Query text vs native tool calls",
+    holm_scope="cell",
 )

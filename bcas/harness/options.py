@@ -85,7 +85,7 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
         "str",
         "smoke",
         "comma-separated grids: smoke, search_scaling, context_scaling, ablation, madara, madara_heldout, "
-        "rsc, musique, sda_vs_rrf, retrieval_robustness, cross_encoder (or one a plugin registers)",
+        "rsc, musique, sda_vs_rrf, retrieval_robustness, cross_encoder, formats (or one a plugin registers)",
     ),
     (
         "limit",

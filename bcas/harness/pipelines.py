@@ -21,6 +21,7 @@ from dataclasses import asdict, is_dataclass, replace
 from typing import Any
 
 from bcas.identity import epoch_seed
+from bcas.llm.base import ModelError
 from bcas.llm.cache import tally
 from bcas.records import Record
 from bcas.registry import ROUTED_METHOD, RUN_KINDS, RegistryError
@@ -96,6 +97,14 @@ class BcasKind(ItemKind):
 
     def needs_retriever(self, config: Any) -> bool:
         return True
+
+    async def prepare(self, ctx: Any, todo: list[Any]) -> None:
+        """A case in the ``tools`` action format stops before its first item when the model cannot call tools."""
+        if ctx.config.agent.action_format == "tools" and not getattr(ctx.model, "supports_tools", False):
+            raise ModelError(
+                f"{ctx.case.id}: action_format 'tools' needs native tool calling, which model {ctx.case.model.label} "
+                f"lacks: {getattr(ctx.model, 'tools_problem', '')}"
+            )
 
     async def answer(self, ctx: Any, item: Any, run_id: str, extra: dict[str, Any], config: Any) -> Record:
         from bcas.agent import run_bcas

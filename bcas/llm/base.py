@@ -12,6 +12,15 @@ the reasoning goes to ``ChatResult.reasoning``, whether the provider sent it apa
 OpenAI usage convention: reasoning tokens are completion tokens);
 ``reasoning_tokens`` is the part the provider reported as reasoning
 (``usage.completion_tokens_details.reasoning_tokens``), 0 when it reports none.
+
+Native tool calling.  ``ChatRequest.tools`` holds function definitions in the chat API's
+form (``{"type": "function", "function": {"name", "description", "parameters"}}``); a
+backend that supports them (``ChatModel.supports_tools``) returns the calls the model
+made in ``ChatResult.tool_calls`` (:class:`ToolCall`: id, name, arguments as the JSON
+text the model wrote), with ``text`` holding any content written beside them.  The
+conversation carries them as the chat API does: an assistant message with
+``tool_calls`` and one ``{"role": "tool", "tool_call_id": ..., "content": ...}`` message
+per call (:mod:`bcas.llm.tool_calls`).
 """
 
 from __future__ import annotations
@@ -73,22 +82,47 @@ class ContextWindowError(ModelError):
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """One function call a model made: the call id, the function's name, its arguments (JSON text as written)."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The call as the chat API writes it in an assistant message's ``tool_calls``."""
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ToolCall:
+        function = data.get("function") or {}
+        arguments = function.get("arguments")
+        if not isinstance(arguments, str):  # some servers send the arguments as an object
+            arguments = json.dumps(arguments if arguments is not None else {})
+        return cls(id=str(data.get("id") or ""), name=str(function.get("name") or ""), arguments=arguments)
+
+
+@dataclass(frozen=True)
 class ChatRequest:
     """One chat completion request.
 
     ``json_schema``: when set, the backend constrains decoding to JSON valid under
     this schema (structured output).  ``top_logprobs``: when set, the result carries
     the log-probabilities of that many most likely tokens at each of the first
-    generated positions (used by generative rerankers and judges).
+    generated positions (used by generative rerankers and judges).  ``tools``: when
+    set, the function definitions the model may call (native tool calling; the calls
+    come back in ``ChatResult.tool_calls``).  Messages may be tool results
+    (``role`` ``tool`` with ``tool_call_id``) and assistant messages with ``tool_calls``.
     """
 
-    messages: Sequence[dict[str, str]]  # stored as a tuple (see __post_init__)
+    messages: Sequence[dict[str, Any]]  # stored as a tuple (see __post_init__)
     max_tokens: int = 256
     temperature: float = 0.0
     stop: tuple[str, ...] | None = None
     seed: int = 0
     json_schema: dict[str, Any] | None = None
     top_logprobs: int | None = None
+    tools: tuple[dict[str, Any], ...] | None = None
 
     def __post_init__(self) -> None:
         # Accept lists from callers but store immutable tuples so requests hash.
@@ -96,11 +130,13 @@ class ChatRequest:
             object.__setattr__(self, "messages", tuple(dict(m) for m in self.messages))
         if self.stop is not None and not isinstance(self.stop, tuple):
             object.__setattr__(self, "stop", tuple(self.stop))
+        if self.tools is not None and not isinstance(self.tools, tuple):
+            object.__setattr__(self, "tools", tuple(dict(t) for t in self.tools))
         if self.max_tokens <= 0:
             raise ValueError(f"max_tokens must be > 0, got {self.max_tokens}")
 
     def cache_key(self, model_id: str) -> str:
-        """Hash of (model id, messages, sampling parameters, seed, schema)."""
+        """Hash of (model id, messages, sampling parameters, seed, schema, tools)."""
         payload = {
             "model": model_id,
             "messages": [dict(m) for m in self.messages],
@@ -112,6 +148,8 @@ class ChatRequest:
             "json_schema": json.dumps(self.json_schema) if self.json_schema is not None else None,
             "top_logprobs": self.top_logprobs,
         }
+        if self.tools is not None:  # absent otherwise, so requests without tools keep their keys
+            payload["tools"] = json.dumps(list(self.tools))
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -129,6 +167,7 @@ class ChatResult:
     extra: dict[str, Any] = field(default_factory=dict)
     reasoning: str = ""
     reasoning_tokens: int = 0
+    tool_calls: tuple[ToolCall, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -141,6 +180,7 @@ class ChatResult:
             "retries": self.retries,
             "reasoning": self.reasoning,
             "reasoning_tokens": self.reasoning_tokens,
+            **({"tool_calls": [c.to_dict() for c in self.tool_calls]} if self.tool_calls else {}),
         }
 
     @classmethod
@@ -156,6 +196,7 @@ class ChatResult:
             retries=int(data.get("retries", 0)),
             reasoning=data.get("reasoning") or "",
             reasoning_tokens=int(data.get("reasoning_tokens") or 0),
+            tool_calls=tuple(ToolCall.from_dict(c) for c in data.get("tool_calls") or ()),
         )
 
 
@@ -169,6 +210,10 @@ class ChatModel(abc.ABC):
     model_id: str = "unknown"
     supports_json_schema: bool = True
     supports_logprobs: bool = False
+    # Native tool calling (ChatRequest.tools): the backend sends the definitions and
+    # returns the calls.  ``tools_problem`` says why not, when a model cannot.
+    supports_tools: bool = False
+    tools_problem: str = "this backend does not implement native tool calling"
     # Tokens the model attends to (prompt + completion), when known: the embedded
     # engine's n_ctx, a llama.cpp server's /props n_ctx, vLLM's max_model_len.
     context_window: int | None = None
@@ -197,6 +242,14 @@ class WrappedModel(ChatModel):
     @property
     def supports_logprobs(self) -> bool:  # type: ignore[override]
         return self.inner.supports_logprobs
+
+    @property
+    def supports_tools(self) -> bool:  # type: ignore[override]
+        return self.inner.supports_tools
+
+    @property
+    def tools_problem(self) -> str:  # type: ignore[override]
+        return self.inner.tools_problem
 
     @property
     def context_window(self) -> int | None:  # type: ignore[override]

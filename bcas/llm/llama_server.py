@@ -2,7 +2,7 @@
 
 ``python -m bcas.llm.llama_server --model FILE.gguf --host 127.0.0.1 --port 8080 --n_ctx 8192``
 takes exactly the arguments of ``python -m llama_cpp.server`` and runs that server.
-Two changes:
+Three changes:
 
 * ``use_extra_bufts = False`` in llama.cpp's default model parameters: on AMX-capable
   CPUs the AMX weight path of the llama.cpp bundled with llama-cpp-python 0.3.x crashes
@@ -12,7 +12,12 @@ Two changes:
   (the context it was started with), ``chat_template`` and ``meta`` (the keys of
   llama.cpp's ``/v1/models`` ``meta``: parameter count, size in bytes, vocabulary,
   trained context, embedding width).  A served model is identified by these
-  (:mod:`bcas.llm.served`), not by the name a client asks for.
+  (:mod:`bcas.llm.served`), not by the name a client asks for;
+* ``--chat_format chatml-function-calling`` (native tool calls) shows the model its
+  tool results: that handler's template (llama-cpp-python 0.3.x) writes a ``tool``
+  message's role and drops its content, so here tool results reach it as
+  ``<tool_response>`` user turns (:func:`bcas.llm.tool_calls.tool_results_as_user`),
+  as the embedded backend sends them.
 """
 
 from __future__ import annotations
@@ -57,6 +62,24 @@ def with_props(create_app: Any) -> Any:
     return create
 
 
+FUNCTION_CALLING = "chatml-function-calling"
+
+
+def show_tool_results() -> None:
+    """Register llama-cpp-python's ``chatml-function-calling`` handler again, with tool results shown."""
+    from llama_cpp import llama_chat_format
+
+    from bcas.llm.tool_calls import tool_results_as_user
+
+    registry = llama_chat_format.LlamaChatCompletionHandlerRegistry()  # type: ignore[no-untyped-call]
+    original: Any = registry.get_chat_completion_handler_by_name(FUNCTION_CALLING)
+
+    def handler(*args: Any, messages: Any, **kwargs: Any) -> Any:
+        return original(*args, messages=tool_results_as_user(messages), **kwargs)
+
+    registry.register_chat_completion_handler(FUNCTION_CALLING, handler, overwrite=True)
+
+
 def main() -> None:  # the server's own main is untyped
     import llama_cpp.llama_cpp as llama_c
 
@@ -68,6 +91,7 @@ def main() -> None:  # the server's own main is untyped
         return params
 
     llama_c.llama_model_default_params = default_params
+    show_tool_results()
 
     import llama_cpp.server.__main__ as server_main
 

@@ -93,6 +93,7 @@ class MultiEndpointModel(ChatModel):
 
     supports_json_schema = True
     supports_logprobs = True
+    supports_tools = True
 
     def __init__(self, model: str, base_urls: Sequence[str], *, down_s: float = DOWN_S, **options: Any) -> None:
         urls = split_base_urls(base_urls)

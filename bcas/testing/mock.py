@@ -42,6 +42,10 @@ format), ``plan``, ``reflect``, ``answer``; MADARA ``assess`` (base and CoT),
 ``Yes``/``No`` log-probabilities); anything else is ``generic`` (a valid instance
 of the schema, or a short text).
 
+Native tool calls.  An action request with ``tools`` is answered with one function
+call (the action above; ``verbose`` pads the text beside it, never the call), its
+completion tokens being those of the text, the name and the arguments.
+
 Context window.  ``context_window`` (an option, default none) makes the mock behave
 like a server with that window: a request whose prompt tokens plus ``max_tokens``
 exceed it raises :class:`~bcas.llm.base.ContextWindowError`, as a llama.cpp server's
@@ -66,7 +70,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from bcas.grading import exact_match, normalize_answer
-from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, ModelError
+from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, ModelError, ToolCall
+from bcas.llm.tool_calls import tool_names
 from bcas.testing.schema_json import count_tokens, cut_tokens, filler, fit_json, instance
 
 VARIANTS = ("gold", "verbose", "random")
@@ -107,6 +112,7 @@ class MockModel(ChatModel):
 
     supports_json_schema = True
     supports_logprobs = True
+    supports_tools = True
     cacheable = False
 
     def __init__(self, variant: str = DEFAULT_VARIANT, context_window: int | None = None) -> None:
@@ -148,6 +154,8 @@ class MockModel(ChatModel):
         view = _View(request)
         kind = view.kind()
         rng = random.Random(_seed(self.variant, request, kind))
+        if kind == "action" and request.tools:
+            return self._call(view, rng)
         logprobs = None
         handler = getattr(self, f"_{kind}")
         value, share = handler(view, rng)
@@ -165,6 +173,24 @@ class MockModel(ChatModel):
             logprobs=logprobs,
             extra={"mock": True, "variant": self.variant, "kind": kind},
         )
+
+    def _call(self, view: _View, rng: random.Random) -> ChatResult:
+        """An action turn answered with one native function call."""
+        action, share = self._action(view, rng)
+        arguments = json.dumps({"query": action["query"]} if action["action"] == "search_database" else {})
+        call = ToolCall(id="mock_call", name=action["action"], arguments=arguments)
+        call_tokens = count_tokens(f"{call.name} {arguments}")
+        limit = view.request.max_tokens
+        text, _ = cut_tokens(action["thought"], max(0, limit - call_tokens))
+        if share is not None and count_tokens(text) + call_tokens < min(share, limit):
+            text = f"{text} {filler(min(share, limit) - call_tokens - count_tokens(text))}".strip()
+        calls = (call,) if call_tokens <= limit else ()
+        prompt_tokens = sum(count_tokens(str(m.get("content") or "")) for m in view.request.messages)
+        return ChatResult(
+            text=text, prompt_tokens=prompt_tokens, completion_tokens=count_tokens(text) + call_tokens * len(calls),
+            finish_reason="stop" if calls else "length", latency_s=0.0, tool_calls=calls,
+            extra={"mock": True, "variant": self.variant, "kind": "action"},
+        )  # fmt: skip
 
     # -- rendering -------------------------------------------------------------------
 
@@ -371,7 +397,8 @@ class _View:
         self.request = request
         msgs = request.messages
         self.system = next((str(m.get("content", "")) for m in msgs if m.get("role") == "system"), "")
-        users = [str(m.get("content", "")) for m in msgs if m.get("role") == "user"]
+        # Tool results are read like the user turns that carry the other formats' observations.
+        users = [str(m.get("content") or "") for m in msgs if m.get("role") in ("user", "tool")]
         self.users = users
         self.last_user = users[-1] if users else ""
         self.all_users = "\n".join(users)
@@ -387,7 +414,7 @@ class _View:
             return "rescore" if "\nREASONING:\n" in self.last_user else "assess"
         if "DOCUMENTS:\n" in self.last_user and ("\nANSWER:" in self.last_user or "\nLABEL:" in self.last_user):
             return "generate"
-        if "action" in props or "Actions you can take now:" in self.last_user:
+        if "action" in props or request.tools or "Actions you can take now:" in self.last_user:
             return "action"
         if "answer" in props or "answer the question now" in self.last_user.lower():
             return "answer"
@@ -422,6 +449,8 @@ class _View:
         return int(m.group("tleft")), int(m.group("ttotal")), searches
 
     def offered_tools(self) -> list[str]:
+        if self.request.tools:
+            return tool_names(self.request.tools)
         schema = self.request.json_schema or {}
         enum = ((schema.get("properties") or {}).get("action") or {}).get("enum")
         if enum:

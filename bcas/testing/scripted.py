@@ -4,7 +4,9 @@
   function of the request).  It behaves like an honest provider: it never returns
   more than ``max_tokens`` tokens (a longer reply is truncated and finishes with
   ``"length"``) and reports the usage it returned.  Tokens are words and single
-  punctuation marks.
+  punctuation marks.  A scripted :class:`Calls` reply makes native function calls
+  (requests with ``tools`` only); its tokens are those of its text, names and arguments,
+  and a call that does not fit ``max_tokens`` is cut off (no call, ``"length"``).
 * :class:`FakeRetriever` searches a handful of in-memory passages by word overlap
   and honours ``k`` and ``exclude_ids`` like the real retrievers.
 
@@ -18,11 +20,25 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ModelError
+from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ModelError, ToolCall
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
-Script = Sequence[str] | Callable[[ChatRequest, int], str]
+
+@dataclass(frozen=True)
+class Calls:
+    """A scripted reply that calls functions: ``(name, arguments JSON text)`` pairs, and any text beside them."""
+
+    calls: tuple[tuple[str, str], ...]
+    text: str = ""
+
+    @property
+    def tokens(self) -> int:
+        return count_tokens(self.text) + sum(count_tokens(f"{name} {args}") for name, args in self.calls)
+
+
+Reply = str | Calls
+Script = Sequence[Reply] | Callable[[ChatRequest, int], Reply]
 
 
 def count_tokens(text: str) -> int:
@@ -52,12 +68,15 @@ class ScriptedModel(ChatModel):
         *,
         model_id: str = "scripted",
         supports_json_schema: bool = True,
+        supports_tools: bool = True,
         fail_at: int | None = None,
         prompt_tokens: int | None = None,
     ) -> None:
         self.script = script
         self.model_id = model_id
         self.supports_json_schema = supports_json_schema
+        self.supports_tools = supports_tools
+        self.tools_problem = "" if supports_tools else "this scripted model was made without tool calling"
         self.fail_at = fail_at
         self.fixed_prompt_tokens = prompt_tokens
         self.requests: list[ChatRequest] = []
@@ -65,7 +84,7 @@ class ScriptedModel(ChatModel):
         self.prompt_tokens_total = 0
         self.completion_tokens_total = 0
 
-    def reply(self, request: ChatRequest, index: int) -> str:
+    def reply(self, request: ChatRequest, index: int) -> Reply:
         if callable(self.script):
             return self.script(request, index)
         if not self.script:
@@ -77,11 +96,25 @@ class ScriptedModel(ChatModel):
         self.requests.append(request)
         if self.fail_at is not None and index == self.fail_at:
             raise ModelError(f"{self.model_id}: scripted failure at call {index}")
-        text, used, truncated = truncate_tokens(self.reply(request, index), request.max_tokens)
+        reply = self.reply(request, index)
+        calls: tuple[ToolCall, ...] = ()
+        if isinstance(reply, Calls):
+            if not request.tools:
+                raise ModelError(f"{self.model_id}: call {index} scripts function calls for a request without tools")
+            truncated = reply.tokens > request.max_tokens
+            text, used = (truncate_tokens(reply.text, request.max_tokens)[0], request.max_tokens) if truncated else (
+                reply.text, reply.tokens
+            )  # fmt: skip
+            if not truncated:
+                calls = tuple(
+                    ToolCall(f"scripted_{index}_{i}", name, args) for i, (name, args) in enumerate(reply.calls)
+                )
+        else:
+            text, used, truncated = truncate_tokens(reply, request.max_tokens)
         if self.fixed_prompt_tokens is not None:
             prompt = self.fixed_prompt_tokens
         else:
-            prompt = sum(count_tokens(m.get("content", "")) for m in request.messages)
+            prompt = sum(count_tokens(m.get("content") or "") for m in request.messages)
         self.prompt_tokens_total += prompt
         self.completion_tokens_total += used
         return ChatResult(
@@ -90,6 +123,7 @@ class ScriptedModel(ChatModel):
             completion_tokens=used,
             finish_reason="length" if truncated else "stop",
             latency_s=0.0,
+            tool_calls=calls,
         )
 
 

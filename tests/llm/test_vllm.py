@@ -335,3 +335,48 @@ def test_converted_checkpoint_generates_the_ggufs_greedy_tokens(vllm_model: VLLM
     print("\nround trip (matched tokens, parted at):", [(a.matched, a.diverged_at) for a in agreed])
     # At least the answer to the context question agrees in full, end-of-turn included.
     assert agreed[0].diverged_at is None and agreed[0].matched > 0
+
+
+# -- native tool calls (action_format "tools") ---------------------------------------
+
+
+@pytest.mark.vllm
+@skip_if_no_vllm
+def test_tools_need_a_chat_template_that_renders_them(vllm_model: VLLMModel) -> None:
+    # SmolLM2's own template has no tools: a tools-format case stops before its first item.
+    assert vllm_model.chat_template is None
+    assert vllm_model.supports_tools is False and "chatml-tools" in vllm_model.tools_problem
+
+
+@pytest.mark.vllm
+@skip_if_no_vllm
+def test_a_tools_run_renders_the_functions_and_keeps_the_search_budget(vllm_model: VLLMModel) -> None:
+    from bcas.agent import run_bcas
+    from bcas.agent.protocol import tool_definitions
+    from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
+    from bcas.data import Document, Item
+    from bcas.llm.tool_calls import tool_names
+    from bcas.llm.vllm_engine import load_chat_template
+    from bcas.testing.scripted import FakeRetriever
+
+    passages = [("d1", "Hamlet", "Hamlet is a tragedy written by William Shakespeare."), ("d2", "Paris", "Paris.")]
+    item = Item("q1", "Who wrote Hamlet?", ("William Shakespeare",), tuple(Document(*p) for p in passages))
+    vllm_model.chat_template = load_chat_template("chatml-tools")[1]
+    try:
+        assert vllm_model.supports_tools and vllm_model.tools_problem == ""
+        tools = tool_definitions({"search_database": "search", "ready_to_answer": "stop"}, 64)
+        request = ChatRequest(PARIS_MESSAGES, max_tokens=8, tools=tools)
+        text = vllm_model._tokenizer.decode(vllm_model.render_prompt(request))
+        assert "<tools>" in text and '"name": "search_database"' in text and '"name": "ready_to_answer"' in text
+        retriever = FakeRetriever(passages, k=2)
+        budget = Budget(max_searches=1, max_total_tokens=400, per_turn_max_tokens=64)
+        config = RunConfig(budget=budget, retrieval=RetrievalConfig(k=2), agent=AgentConfig(action_format="tools"))
+        traj = asyncio.run(run_bcas(item, vllm_model, retriever, config, keep_requests=True))
+    finally:
+        vllm_model.chat_template = None
+    assert traj.stop_reason != "error", traj.error
+    assert traj.searches_used == len(retriever.calls) <= 1
+    actions = [r for r in traj.requests if r.tools]
+    assert len(actions) == traj.action_turns >= 1
+    assert all(tool_names(r.tools) == ["search_database", "ready_to_answer"] for r in actions)
+    assert traj.tokens_out == sum(s.tokens_out for s in traj.steps) > 0
