@@ -99,8 +99,8 @@ from bcas.agent.window import MIN_TURN_TOKENS, ContextFull, ContextWindow
 from bcas.config import RunConfig
 from bcas.data import Item
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, split_reasoning
-from bcas.llm.usage import UsageMeter, metering
 from bcas.llm.tool_calls import assistant_message, calls_text, tool_message
+from bcas.llm.usage import UsageMeter, metering
 from bcas.prompts import prompt_template
 
 STOP_REASONS = (
