@@ -90,8 +90,11 @@ from bcas.grids.table import (
     HOLM_SCOPES,
     Grid,
     GridEntry,
+    axis_extremes,
+    extreme_cases,
     get_grid,
     register_grid,
+    with_calibration_n,
     with_holm_scope,
     with_retrieval_models,
 )
@@ -120,8 +123,11 @@ __all__ = [
     "SDA_VS_RRF",
     "SEARCH_SCALING",
     "SMOKE",
+    "axis_extremes",
+    "extreme_cases",
     "get_grid",
     "register_grid",
+    "with_calibration_n",
     "with_holm_scope",
     "with_retrieval_models",
 ]

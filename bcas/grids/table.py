@@ -3,6 +3,8 @@ derive a run's grids (retrieval models, Holm scope).  See :mod:`bcas.grids`."""
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -178,3 +180,82 @@ def get_grid(name: str) -> Grid:
         return GRIDS.get(name)
     except RegistryError:
         raise KeyError(f"unknown grid {name!r}; available: {', '.join(sorted(GRIDS))}") from None
+
+
+def with_calibration_n(entry: GridEntry, calibration_n: int) -> GridEntry:
+    """``entry`` probing ``calibration_n`` calibration items (MADARA Algorithm 2's C) instead of its own number.
+
+    For the entries that use calibration items (the RSC probe, the routed pipeline;
+    the harness asks the run kind); the number is part of the configuration id, so a
+    quick run's profiles and answers never stand in for a full run's.
+    """
+    if entry.config.assess.calibration_n == calibration_n:
+        return entry
+    assess = replace(entry.config.assess, calibration_n=calibration_n)
+    return replace(entry, config=replace(entry.config, assess=assess))
+
+
+def _flat(entry: GridEntry) -> dict[str, Any]:
+    """An entry's configuration as ``{"budget.max_searches": 3, ...}`` (seed left out: the session sets it)."""
+    out: dict[str, Any] = {"datasets": entry.datasets}
+    for part, fields in entry.config.to_dict().items():
+        if isinstance(fields, dict):
+            out.update({f"{part}.{name}": value for name, value in fields.items()})
+    return out
+
+
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _numeric(values: list[Any]) -> bool:
+    present = [v for v in values if v is not None]
+    return bool(present) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in present)
+
+
+def axis_extremes(grid: Grid) -> tuple[GridEntry, ...]:
+    """The entries that reach both ends of every axis ``grid`` sweeps, in table order.
+
+    Entries are taken per run kind; an axis is a configuration field (or the entry's own
+    datasets) whose value differs between entries of one kind.  A numeric axis (a budget,
+    a size; ``None`` means unlimited, so it is the largest) gives its first entry at the
+    smallest and at the largest value; any other axis (planning, reflection, retrieval
+    mode, treatment) its first entry at every value; each kind gives its first entry.
+    For the BCAS paper grids: the smallest and largest search budget (unlimited) and token
+    budget, planning and reflection on and off, every retrieval mode; for MADARA's, every
+    treatment.  A pure function of the table, so a grid added later is covered the same way.
+    """
+    chosen: set[int] = set()
+    by_kind: dict[str, list[int]] = {}
+    for i, entry in enumerate(grid.entries):
+        by_kind.setdefault(entry.kind, []).append(i)
+    for rows in by_kind.values():
+        chosen.add(rows[0])
+        flat = [_flat(grid.entries[i]) for i in rows]
+        for name in sorted(set().union(*flat)):
+            values = [f.get(name) for f in flat]
+            if len({_key(v) for v in values}) < 2:
+                continue
+            if _numeric(values):
+                ranks = [math.inf if v is None else v for v in values]
+                chosen.update(rows[ranks.index(end)] for end in (min(ranks), max(ranks)))
+            else:
+                first: dict[str, int] = {}
+                for i, value in zip(rows, values, strict=True):
+                    first.setdefault(_key(value), i)
+                chosen.update(first.values())
+    return tuple(grid.entries[i] for i in sorted(chosen))
+
+
+def extreme_cases(grid: Grid, prefer: tuple[str, ...] = ()) -> list[tuple[str, GridEntry]]:
+    """(dataset, entry) of each of :func:`axis_extremes`, on one dataset each.
+
+    The dataset is the first of ``prefer`` the entry runs on by default, else its first
+    (an entry with its own ``datasets`` runs only on those of the grid's).
+    """
+    out = []
+    for entry in axis_extremes(grid):
+        runs_on = [ds for ds, e in grid.cases() if e is entry]
+        if runs_on:
+            out.append((next((ds for ds in prefer if ds in runs_on), runs_on[0]), entry))
+    return out

@@ -35,6 +35,7 @@ ANSWER_OPTIONS = (
     "limit",
     "seed",
     "epochs",
+    "calibration-n",
     "embedder",
     "reranker",
     "judge",

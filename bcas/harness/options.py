@@ -103,6 +103,14 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
         "decoding); accuracy is the mean of per-item means, intervals clustered by item",
     ),
     (
+        "calibration-n",
+        "int",
+        None,
+        "calibration items of the RSC probe and of the routed MADARA pipeline (MADARA "
+        "Algorithm 2's C; default: each grid's AssessConfig.calibration_n, 100): a smaller N "
+        "for a quick run; part of those configurations, so of their ids",
+    ),
+    (
         "concurrency",
         "int",
         None,

@@ -34,6 +34,10 @@ class RunKind:
         """Whether the case needs the dataset's retriever (default: MADARA's ``doc_source``)."""
         return bool(config.assess.doc_source == "retrieval")
 
+    def calibrates(self, config: Any) -> bool:
+        """Whether the case draws calibration items (``config.assess.calibration_n``; default: no)."""
+        return False
+
     async def prepare(self, ctx: Any, todo: list[Any]) -> None:
         """Per-case set-up before its items run (``ctx``: the case's :class:`CaseContext`)."""
 
@@ -144,6 +148,10 @@ class BcasKind(ItemKind):
 class MadaraKind(ItemKind):
     """A MADARA treatment, or the routed pipeline that probes and routes (MADARA §4-§5)."""
 
+    def calibrates(self, config: Any) -> bool:
+        """The routed pipeline probes the calibration items before it routes (Algorithm 2)."""
+        return bool(config.assess.method == ROUTED_METHOD)
+
     async def prepare(self, ctx: Any, todo: list[Any]) -> None:
         if ctx.config.assess.method == ROUTED_METHOD and todo:
             ctx.profile = await ctx.session_rsc_profile()
@@ -164,6 +172,9 @@ class MadaraKind(ItemKind):
 
 class RscKind(WholeCaseKind):
     """The RSC probe of one model x dataset on its calibration items (MADARA §3): a profile file."""
+
+    def calibrates(self, config: Any) -> bool:
+        return True
 
     def whole_items(self, session: Any, case: Any, config: Any) -> int:
         return len(session.calibration(case.dataset, config.assess.calibration_n).items)

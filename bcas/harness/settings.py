@@ -189,6 +189,7 @@ class Settings:
     retriever: str | None = None  # a search engine's URL (bcas.retrieval.engine) for BM25 cases
     holm_scope: str | None = None  # --bcas-holm-scope: overrides every grid's Holm scope in the summaries
     gate_metric: str | None = None  # --bcas-gate-metric: the gate's metric instead of each grid's primary one
+    calibration_n: int | None = None  # --bcas-calibration-n: replaces calibration_n where a case uses it
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -209,6 +210,10 @@ def _positive(value: int, name: str) -> int:
     if value < 1:
         raise pytest.UsageError(f"--bcas-{name}: expected an integer >= 1, got {value}")
     return value
+
+
+def _optional_positive(value: int | None, name: str) -> int | None:
+    return None if value is None else _positive(value, name)
 
 
 def read_settings(config: pytest.Config) -> Settings:
@@ -270,6 +275,7 @@ def read_settings(config: pytest.Config) -> Settings:
         limit=limit,
         seed=seed,
         epochs=_positive(_get(config, "epochs"), "epochs"),
+        calibration_n=_optional_positive(_get(config, "calibration-n"), "calibration-n"),
         concurrency=_positive(concurrency, "concurrency")
         if concurrency is not None
         else min(int(backend_meta(m.backend, "concurrency", 8)) for m in models),
@@ -360,17 +366,22 @@ def _retrieval_model(config: pytest.Config, role: str) -> str | None:
 
 
 def expand_cases(settings: Settings) -> list[Case]:
-    from bcas.grids import get_grid, with_retrieval_models
+    from bcas.grids import get_grid, with_calibration_n, with_retrieval_models
+    from bcas.harness.pipelines import run_kind
 
     embedder, reranker = getattr(settings, "embedder", None), getattr(settings, "reranker", None)
+    calibration_n = getattr(settings, "calibration_n", None)
     cases = []
     for grid_name in settings.grids:
         grid = get_grid(grid_name)
         chosen = tuple(settings.datasets) if settings.datasets else None
         for model in settings.models:
             for dataset, entry in grid.cases(chosen):
-                # The chosen retrieval models are part of the configuration (and its id).
-                cases.append(Case(model, dataset, grid_name, with_retrieval_models(entry, embedder, reranker)))
+                # The chosen retrieval models and calibration size are part of the configuration (and its id).
+                entry = with_retrieval_models(entry, embedder, reranker)
+                if calibration_n is not None and run_kind(entry.kind).calibrates(entry.config):
+                    entry = with_calibration_n(entry, calibration_n)
+                cases.append(Case(model, dataset, grid_name, entry))
     return cases
 
 

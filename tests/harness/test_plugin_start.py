@@ -120,6 +120,8 @@ BAD_OPTIONS: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("seed-word", [*MOCK, "--bcas-seed", "x"], ("--bcas-seed", "a whole number")),
     ("epochs", [*MOCK, "--bcas-epochs", "0"], ("--bcas-epochs", ">= 1")),
     ("judge-repeats", [*MOCK, "--bcas-judge-repeats", "0"], ("--bcas-judge-repeats", ">= 1")),
+    ("calibration-n", [*MOCK, "--bcas-calibration-n", "0"], ("--bcas-calibration-n", ">= 1")),
+    ("calibration-n-word", [*MOCK, "--bcas-calibration-n", "few"], ("--bcas-calibration-n", "a whole number")),
     ("concurrency", [*MOCK, "--bcas-concurrency", "0"], ("--bcas-concurrency", ">= 1")),
     ("min-accuracy", [*MOCK, "--bcas-min-accuracy", "1.5"], ("--bcas-min-accuracy", "from 0 to 1")),
     (

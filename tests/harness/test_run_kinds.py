@@ -36,3 +36,28 @@ def test_a_kind_without_its_work_cannot_be_made() -> None:
         Empty()  # type: ignore[abstract]
     with pytest.raises(TypeError, match="run_whole"):
         Half()  # type: ignore[abstract]
+
+
+def test_calibration_n_reaches_only_the_cases_that_draw_calibration_items() -> None:
+    """``--bcas-calibration-n``: the RSC probe and the routed pipeline probe N items, under a
+    configuration id of their own; a treatment that reads no calibration keeps its id."""
+    from types import SimpleNamespace
+
+    from bcas.grids import GRIDS
+    from bcas.harness.settings import expand_cases
+
+    def cases(n: int | None) -> dict[str, object]:
+        settings = SimpleNamespace(grids=["madara", "rsc"], datasets=None, models=[SimpleNamespace(label="m")])
+        settings.calibration_n = n
+        return {f"{c.grid}/{c.dataset}/{c.entry.label}": c.entry.config for c in expand_cases(settings)}  # type: ignore[arg-type]
+
+    full, quick = cases(None), cases(3)
+    assert GRIDS.get("madara").entries[-1].config.assess.calibration_n == 100
+    changed = {key for key in full if full[key].config_id != quick[key].config_id}  # type: ignore[attr-defined]
+    assert changed == {
+        "madara/conflictqa/madara/madara",
+        "madara/fever/madara/madara",
+        "rsc/conflictqa/rsc",
+        "rsc/fever/rsc",
+    }
+    assert all(quick[key].assess.calibration_n == 3 for key in changed)  # type: ignore[attr-defined]

@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shlex
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
+from support.recipes import readme_recipe, recipe_server
 
 from bcas.llm.preflight import PreflightError, preflight
 from bcas.results import ModelPrice, PriceSheet, Record, reprice_record
@@ -273,35 +271,14 @@ def test_require_prices_stops_at_session_start(project: pytest.Pytester) -> None
 # -- the README recipe, as written, against a real llama.cpp server ----------------------
 
 
-def _readme_recipe(start: str) -> str:
-    """The line of the README's own-server recipe that starts with ``start``."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    match = re.search(r"<!-- recipe: own-server -->\s*```bash\n(.*?)```", text, re.S)
-    assert match, "README lost its own-server recipe block"
-    lines = [ln.strip() for ln in match.group(1).splitlines() if ln.strip().startswith(start)]
-    assert len(lines) == 1
-    return lines[0]
-
-
-def _recipe_server(gguf: Path) -> Any:
-    """The recipe's server line as written, with the shipped GGUF as FILE.gguf on a free port."""
-    from bcas.testing.servers import LlamaCppServer
-
-    words = shlex.split(_readme_recipe("python3 -m bcas.llm.llama_server"))
-    assert words[-1] == "&" and words[:3] == ["python3", "-m", "bcas.llm.llama_server"]
-    args = [str(gguf) if w == "FILE.gguf" else "{port}" if w == "8000" else w for w in words[3:-1]]
-    assert str(gguf) in args and "{port}" in args
-    return LlamaCppServer(gguf, launcher=words[2], args=args)
-
-
 @pytest.mark.server
 def test_readme_recipe_runs_an_unpriced_model_to_completion(smollm2_gguf: Path, tmp_path: Path) -> None:
-    recipe = _readme_recipe("python3 -m pytest")
+    recipe = readme_recipe("python3 -m pytest")
     assert "http://127.0.0.1:8000/v1" in recipe and "Qwen/Qwen3-8B" in recipe
     run_dir = tmp_path / "run"
     # As written, plus: only the smoke grid's BM25 single-search case on 2 items, into a scratch folder.
     env = {**os.environ, "BCAS_CACHE_DIR": str(tmp_path / "cache")}
-    with _recipe_server(smollm2_gguf) as server:
+    with recipe_server(smollm2_gguf) as server:
         command = recipe.replace("http://127.0.0.1:8000/v1", server.base_url).replace("python3", sys.executable, 1)
         command += f" -k 'bm25 and s1' --bcas-limit 2 --bcas-report {run_dir} -p no:cacheprovider"
         proc = subprocess.run(command, shell=True, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)

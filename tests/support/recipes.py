@@ -1,0 +1,38 @@
+"""The README's own-server recipe, read from the README: its lines and its server started as written."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def readme_recipe(start: str) -> str:
+    """The line of the README's own-server recipe that starts with ``start``."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"<!-- recipe: own-server -->\s*```bash\n(.*?)```", text, re.S)
+    assert match, "README lost its own-server recipe block"
+    lines = [ln.strip() for ln in match.group(1).splitlines() if ln.strip().startswith(start)]
+    assert len(lines) == 1
+    return lines[0]
+
+
+def recipe_server(gguf: Path) -> Any:
+    """The recipe's server line as written, with the shipped GGUF as FILE.gguf on a free port."""
+    from bcas.testing.servers import LlamaCppServer
+
+    words = shlex.split(readme_recipe("python3 -m bcas.llm.llama_server"))
+    assert words[-1] == "&" and words[:3] == ["python3", "-m", "bcas.llm.llama_server"]
+    args = [str(gguf) if w == "FILE.gguf" else "{port}" if w == "8000" else w for w in words[3:-1]]
+    assert str(gguf) in args and "{port}" in args
+    return LlamaCppServer(gguf, launcher=words[2], args=args)
+
+
+def recipe_grids() -> list[str]:
+    """The grids the recipe's pytest line runs (its ``--bcas-grid``)."""
+    found = re.search(r"--bcas-grid[ =](\S+)", readme_recipe("python3 -m pytest"))
+    assert found, "the own-server recipe names no grid"
+    return found.group(1).split(",")
