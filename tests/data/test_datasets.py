@@ -20,6 +20,7 @@ EXPECTED_ITEMS = {
     "triviaqa": 50,
     "fever": 345,
     "conflictqa": 1000,
+    "conflictqa_strategyqa": 1000,  # the same StrategyQA part, under its own name
     "nq_open": 800,
 }
 
