@@ -42,8 +42,10 @@ def _finite(value: float) -> float | None:
 
 
 def per_item(values: Mapping[str, Sequence[tuple[float, bool]]]) -> tuple[np.ndarray, np.ndarray]:
-    """Per-item mean cost and mean success of item id -> [(cost, passed), ...]."""
-    items = [v for v in values.values() if v]
+    """Per-item mean cost and mean success of item id -> [(cost, passed), ...], in item-id order
+    (so the bootstrap draws the same items whatever order the records came in: a merged
+    run equals the unsharded one)."""
+    items = [values[key] for key in sorted(values) if values[key]]
     costs = np.array([sum(c for c, _ in v) / len(v) for v in items], dtype=float)
     wins = np.array([sum(1.0 for _, p in v if p) / len(v) for v in items], dtype=float)
     return costs, wins

@@ -65,7 +65,9 @@ def over_items(
     bootstrap over items (items with fewer than ``k`` tries are left out).
     """
     fn = {"pass@k": pass_at_k, "pass^k": pass_hat_k}[estimator]
-    values = [fn(n, c, k) for n, c in tries(outcomes).values() if n >= k]
+    counted = tries(outcomes)
+    # in item-id order: the bootstrap draws the same items whatever order the records came in
+    values = [fn(*counted[item], k) for item in sorted(counted) if counted[item][0] >= k]
     if not values:
         return None
     lo, hi = bootstrap_ci(values, seed=seed)

@@ -54,3 +54,15 @@ def test_interval_matches_a_plain_bootstrap() -> None:
     ratios = np.sort(costs[idx].mean(axis=1) / wins[idx].mean(axis=1))
     _, lo, hi = cost_of_pass_interval(items)
     assert lo == pytest.approx(ratios[24]) and hi == pytest.approx(ratios[975])
+
+
+def test_intervals_do_not_depend_on_the_order_of_the_records() -> None:
+    """A merged run lists its records in another order than the unsharded one: same intervals."""
+    from bcas.metrics.cost import cost_of_pass_interval
+    from bcas.metrics.reliability import over_items
+
+    costs = {f"q{i}": [(float(i % 5 + 1), i % 3 == 0), (float(i % 4 + 1), i % 2 == 0)] for i in range(12)}
+    backwards = dict(reversed(list(costs.items())))
+    assert cost_of_pass_interval(costs) == cost_of_pass_interval(backwards)
+    outcomes = {item: [p for _, p in pairs] for item, pairs in costs.items()}
+    assert over_items(outcomes, 2) == over_items(dict(reversed(list(outcomes.items()))), 2)
