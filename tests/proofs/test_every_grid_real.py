@@ -45,7 +45,7 @@ from support.recipes import recipe_grids, recipe_server
 from bcas.grids import GRIDS
 
 CALIBRATION_N = 2
-GRID_TIMEOUT_S = 3000  # one grid's subprocess
+GRID_TIMEOUT_S = 5400  # one grid's subprocess (on a loaded 2-core machine the MADARA grid takes longest)
 QUICK = ["--bcas-calibration-n", str(CALIBRATION_N), "--bcas-no-cache"]
 
 
@@ -85,6 +85,7 @@ def _check(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(GRID_TIMEOUT_S + 300)
 @pytest.mark.parametrize("grid", sorted(GRIDS.names()))
 def test_every_grid_at_its_extremes_on_the_embedded_model(
     grid: str, shared_run: Path, capsys: pytest.CaptureFixture[str], timings: dict[str, float]
@@ -94,6 +95,7 @@ def test_every_grid_at_its_extremes_on_the_embedded_model(
 
 @pytest.mark.slow
 @pytest.mark.server
+@pytest.mark.timeout(GRID_TIMEOUT_S + 300)
 def test_the_recipe_grids_at_their_extremes_on_a_llama_cpp_server(
     smollm2_gguf: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], timings: dict[str, float]
 ) -> None:
