@@ -44,8 +44,10 @@ step_install() {
     fi
     # What the tests and the plugin import beside vllm (a no-op once satisfied, so a venv built
     # before a new entry still gets it): gguf and accelerate let transformers read a GGUF file
-    # (bcas.llm.convert); scipy is a bcas dependency the plugin imports at configure time.
-    "$PY" -m pip install --quiet "gguf>=0.10" accelerate "pytest>=8" "jsonschema>=4" "scipy>=1.11"
+    # (bcas.llm.convert); scipy is a bcas dependency the plugin imports at configure time;
+    # hypothesis and pytest-timeout: tests/conftest.py loads the Hypothesis profile, and the
+    # ini file sets a per-test timeout.
+    "$PY" -m pip install --quiet "gguf>=0.10" accelerate "pytest>=8" "jsonschema>=4" "scipy>=1.11" "hypothesis>=6.100" "pytest-timeout>=2.2"
     # bcas itself, without the main suite's dependencies (faiss, llama.cpp, sentence-transformers...).
     "$PY" -m pip install --quiet --no-deps --no-build-isolation -e .
     "$PY" -c "import vllm, torch, transformers; print('vllm', vllm.__version__, 'torch', torch.__version__, 'transformers', transformers.__version__)"
