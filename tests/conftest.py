@@ -50,6 +50,27 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = f"a {needs[0]} test skipped in CI ({reason}): CI must run it (bash .ci/install)"
 
 
+def _registries() -> list[Any]:
+    from bcas.formats import FORMATS
+    from bcas.grading.outcomes import METRICS
+    from bcas.grids.table import GRIDS
+    from bcas.llm import BACKENDS
+    from bcas.registry import RETRIEVAL_MODES, RUN_KINDS, TREATMENTS
+
+    return [BACKENDS, GRIDS, FORMATS, TREATMENTS, RETRIEVAL_MODES, RUN_KINDS, METRICS]
+
+
+@pytest.fixture(autouse=True)
+def _registries_as_they_were() -> Iterator[None]:
+    """Whatever a test registers (directly, or through a pytester run's conftest, which
+    runs in this process) is gone after it: a later test sees the built-in names only."""
+    registries = _registries()
+    kept = [r.snapshot() for r in registries]
+    yield
+    for registry, snapshot in zip(registries, kept):
+        registry.restore(snapshot)
+
+
 if TYPE_CHECKING:
     from bcas.llm.embedded import EmbeddedModel
     from bcas.testing.servers import FaultServer, LlamaCppServer

@@ -46,7 +46,8 @@ def test_worked_example_and_seeded_interval() -> None:
 
 
 def test_interval_matches_a_plain_bootstrap() -> None:
-    items = {str(i): [(float(i), i % 3 != 0)] for i in range(12)}
+    # Items are resampled in item-id order: ids that sort as the arrays below are built.
+    items = {f"q{i:02d}": [(float(i), i % 3 != 0)] for i in range(12)}
     costs = np.array([float(i) for i in range(12)])
     wins = np.array([1.0 if i % 3 else 0.0 for i in range(12)])
     rng = np.random.default_rng(0)
