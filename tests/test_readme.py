@@ -1,11 +1,12 @@
-"""The README's examples run (issue 18): an example that stops working fails CI.
+"""The examples of README.md and of every page of docs/ run (issues 18 and 28): an
+example that stops working fails CI.
 
-Every fenced block of README.md is taken, in a sandbox folder that holds a copy of
-``benchmarks/``, a ``pytest.ini`` (so the sandbox is the rootdir, as the checkout is),
-the README's own files and small samples at the data paths the README names:
+Every fenced block of README.md and docs/**/*.md is taken, in a sandbox folder that holds
+a copy of ``benchmarks/``, a ``pytest.ini`` (so the sandbox is the rootdir, as the
+checkout is), the pages' own files and small samples at the data paths the pages name:
 
 * a block after ``<!-- file: PATH -->`` is written to PATH (the example folder of "Your
-  own grids and datasets", whose dataset is the schema example);
+  own grids and datasets" in docs/extending.md, whose dataset is the schema example);
 * ``python`` blocks run;
 * ``bash`` blocks: each command (continuation lines joined, comments dropped, ``&&``
   split) must match a rule of ``_run_command``; a command no rule covers fails, so a new
@@ -22,9 +23,15 @@ the README's own files and small samples at the data paths the README names:
   - ``python -m bcas.*`` commands run as written, once their input folders exist (made
     by a cheap mock run when no earlier command of the block made them); ``rejudge``
     runs with the judge ``mock:gold`` in place of a hosted judge that needs a key.
+  - ``python docs/gen_reference.py ...`` runs as written in the checkout;
+    ``python docs/screenshots.py`` is checked with ``--help`` (a real run needs Chromium
+    and rewrites docs/images/: tests/test_docs.py checks the images it wrote);
+    ``mkdocs build`` is run by tests/test_docs.py.
   - installs, servers, GPU engines and the perf scripts are not run; each says why.
-* Case ids quoted in the README exist, and the record fields named in "Reports" are
-  fields of ``bcas.results.Record``; tox's environments named in the README exist.
+  - a command that an earlier block (in README.md, then docs/ in name order) already
+    holds is not run twice.
+* Case ids quoted in the pages exist, and the record fields named in "Reports" are
+  fields of ``bcas.results.Record``; tox's environments named in the pages exist.
 """
 
 from __future__ import annotations
@@ -52,18 +59,21 @@ preload("bcas.corpus", "bcas.harness.gate", "bcas.harness.manifest", "bcas.harne
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
-README = (REPO / "README.md").read_text(encoding="utf-8")
+PAGES = ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*.md"))]
+TEXTS = {page: (REPO / page).read_text(encoding="utf-8") for page in PAGES}
+ALL_PAGES = "\n".join(TEXTS.values())  # every page: names quoted anywhere are checked
 PYTEST_TIMEOUT_S = 900
 
 _BLOCK = re.compile(r"(?:<!-- file: (?P<file>\S+) -->\n)?^```(?P<lang>\w*)\n(?P<body>.*?)^```", re.S | re.M)
 
 
-def _blocks() -> list[tuple[int, str, str | None, str]]:
-    """(line, language, file directive, body) of every fenced block."""
+def _blocks() -> list[tuple[str, str, str | None, str]]:
+    """(page:line, language, file directive, body) of every fenced block of every page."""
     out = []
-    for m in _BLOCK.finditer(README):
-        line = README[: m.start("lang")].count("\n") + 1
-        out.append((line, m.group("lang"), m.group("file"), m.group("body")))
+    for page, text in TEXTS.items():
+        for m in _BLOCK.finditer(text):
+            line = text[: m.start("lang")].count("\n") + 1
+            out.append((f"{page}:{line}", m.group("lang"), m.group("file"), m.group("body")))
     return out
 
 
@@ -85,7 +95,20 @@ def _commands(body: str) -> list[str]:
 
 BLOCKS = _blocks()
 FILES = {f: body for _, _, f, body in BLOCKS if f}
-RUN = [(line, lang, body) for line, lang, f, body in BLOCKS if not f and lang in ("python", "bash")]
+RUN = [(where, lang, body) for where, lang, f, body in BLOCKS if not f and lang in ("python", "bash")]
+
+
+def _first_seen() -> dict[str, str]:
+    """Each shell command with the page:line of the first block that holds it."""
+    seen: dict[str, str] = {}
+    for where, lang, body in RUN:
+        if lang == "bash":
+            for command in _commands(body):
+                seen.setdefault(command, where)
+    return seen
+
+
+FIRST_SEEN = _first_seen()
 
 
 # -- the sandbox ----------------------------------------------------------------------
@@ -198,6 +221,8 @@ NOT_RUN = {
     r"^python3? -m bcas\.llm\.llama_server\b": "starts a llama.cpp server (tests/llm/test_preflight.py runs the recipe)",
     r"^python3? -m bcas\.retrieval\.milvus_lite\b": "starts a Milvus Lite server (tests/retrieval/test_engine.py runs one)",
     r"^python3? benchmarks/perf/run_all\.py\b": "prints speed figures for minutes; nothing to assert",
+    r"^pip install\b": "installs packages: .ci/install installs the same extras",
+    r"^(python3? -m )?mkdocs (build|serve)\b": "tests/test_docs.py builds the site with --strict (and .ci/run does)",
 }
 SERVER_OPTIONS = ("--bcas-base-url", "--bcas-retriever")
 MOCK_VARIANTS = ("mock:gold", "mock:random", "mock:verbose")
@@ -347,6 +372,14 @@ def _run_command(command: str, pytester: pytest.Pytester, cache_dir: Path, full:
         words = words[1:]
     if words[:3] in (["python3", "-m", "pytest"], ["python", "-m", "pytest"]):
         return _pytest(words[3:], pytester, full, env)
+    if words[:2] in (["python", "docs/gen_reference.py"], ["python3", "docs/gen_reference.py"]):
+        out = _run(words[1:], REPO, cache_dir)
+        assert out.strip(), f"{command} printed nothing"
+        return "ran in the checkout"
+    if words[:2] in (["python", "docs/screenshots.py"], ["python3", "docs/screenshots.py"]):
+        out = _run([words[1], "--help"], REPO, cache_dir)
+        assert "usage:" in out
+        return "checked with --help (tests/test_docs.py checks the images it wrote)"
     if words[:2] in (["python", "-m"], ["python3", "-m"]) and words[2].startswith("bcas."):
         args = words[2:]
         inputs = [w for w in args[1:] if w.startswith("reports/")]
@@ -363,15 +396,15 @@ def _run_command(command: str, pytester: pytest.Pytester, cache_dir: Path, full:
             for folder in inputs:
                 _prepare(folder, pytester)
         elif args[:2] != ["bcas.harness.gate", "write"]:
-            raise AssertionError(f"README command without a rule in tests/test_readme.py: {command}")
+            raise AssertionError(f"docs command without a rule in tests/test_readme.py: {command}")
         _run(["-m", *args], cwd, cache_dir)
         return "ran"
-    raise AssertionError(f"README command without a rule in tests/test_readme.py: {command}")
+    raise AssertionError(f"docs command without a rule in tests/test_readme.py: {command}")
 
 
-@pytest.mark.parametrize(("line", "lang", "body"), RUN, ids=[f"README.md:{line}" for line, _, _ in RUN])
+@pytest.mark.parametrize(("where", "lang", "body"), RUN, ids=[where for where, _, _ in RUN])
 def test_readme_example_runs(
-    line: int,
+    where: str,
     lang: str,
     body: str,
     sandbox: Path,
@@ -384,7 +417,10 @@ def test_readme_example_runs(
         return
     full = bool(request.config.getoption("--runslow", default=False))
     for command in _commands(body):
-        print(f"README.md:{line}: {command}\n  -> {_run_command(command, pytester, cache_dir, full)}")
+        if FIRST_SEEN[command] != where:
+            print(f"{where}: {command}\n  -> the same command as {FIRST_SEEN[command]}")
+            continue
+        print(f"{where}: {command}\n  -> {_run_command(command, pytester, cache_dir, full)}")
 
 
 def test_readme_has_examples_of_each_kind() -> None:
@@ -405,7 +441,7 @@ def test_schema_example_is_a_valid_dataset(tmp_path: Path) -> None:
 
 
 def test_case_ids_quoted_in_the_readme_exist(tmp_path: Path) -> None:
-    quoted = set(re.findall(r"`(smollm2-135m-[^`\s]+)`", README))
+    quoted = set(re.findall(r"`(smollm2-135m-[^`\s]+)`", ALL_PAGES))
     assert quoted
     grids = _run(["-c", "from bcas.grids import GRIDS; print(','.join(GRIDS))"], REPO, tmp_path).strip()
     out = _run(
@@ -420,7 +456,7 @@ def test_case_ids_quoted_in_the_readme_exist(tmp_path: Path) -> None:
 def test_record_fields_named_in_the_readme_exist() -> None:
     from bcas.results import Record
 
-    bullet = re.search(r"^- `records\.jsonl`:(.*?)^- ", README, re.S | re.M)
+    bullet = re.search(r"^- `records\.jsonl`:(.*?)^- ", ALL_PAGES, re.S | re.M)
     assert bullet is not None
     named = set(re.findall(r"`([a-z_]+)`", bullet.group(1)))
     fields = {f.name for f in dataclasses.fields(Record)}
@@ -429,7 +465,7 @@ def test_record_fields_named_in_the_readme_exist() -> None:
 
 
 def test_tox_environments_named_in_the_readme_exist(tmp_path: Path) -> None:
-    named = set(re.findall(r"tox -e (\w+)", README))
+    named = set(re.findall(r"tox -e (\w+)", ALL_PAGES))
     assert named >= {"perf", "vllm"}
     shutil.copy(REPO / "tox.ini", tmp_path / "tox.ini")  # tox lists without writing into the checkout
     listed = subprocess.run(

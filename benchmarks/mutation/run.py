@@ -11,7 +11,7 @@ hang past the per-test timeout (pytest-timeout) or the run's wall-clock limit (a
 counts as caught only because the suite turns it into a failure); **survived** when they
 pass.  Before the breakages the same tests run on the unbroken copy: a selection that
 fails there is reported, not counted.  Nothing here runs by default (not collected:
-``testpaths`` is ``tests``); the README's "Reliability" section holds its last result.
+``testpaths`` is ``tests``); docs/measured.md ("Reliability") holds its last result.
 """
 
 from __future__ import annotations

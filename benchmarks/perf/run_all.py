@@ -13,7 +13,7 @@ has every figure it printed shown as ``NOT measured``, and run_all exits 1.
     tox -e perf
 
 ``--quick`` gives the long scripts smaller workloads (for a first look, not for the
-README's figures).
+figures of docs/measured.md).
 """
 
 from __future__ import annotations

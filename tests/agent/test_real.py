@@ -108,7 +108,7 @@ def action_validity(items: Any, model: Any, retriever: Any, fmt: str) -> tuple[i
 
 
 def test_constrained_actions_are_valid_on_5_hotpotqa_questions(hotpotqa: Dataset, bm25: Any, smollm2: Any) -> None:
-    """The README's action-format figure at default-run size: >= 90% valid JSON actions.
+    """The action-format figure of docs/measured.md at default-run size: >= 90% valid JSON actions.
 
     The first 5 of the 20 questions the slow test uses, the same budget and config.
     Fails if schema-constrained decoding stops reaching the model (free text parses

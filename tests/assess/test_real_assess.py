@@ -3,7 +3,7 @@
 The default run covers every treatment on one FEVER item (one document, so a
 handful of real calls; a per-session generation cache lets treatments share
 identical agent calls, while the ledger still counts every call), a two-item
-RSC probe, the retrieval document source and ``assess_hits``, and the README's
+RSC probe, the retrieval document source and ``assess_hits``, and the
 MADARA table at default size: the slow grid's code on its first ConflictQA item
 (four documents).  ``--runslow`` adds the 5 ConflictQA + 5 FEVER grid and a
 10-item RSC probe per dataset, and prints their figures (noisy with a 135M model).
@@ -238,7 +238,7 @@ def test_rsc_probe_on_ten_calibration_items(grid_profiles: dict[str, Any]) -> No
 
 
 def grid_rows(model: Any, ds: Any, items: Any, prof: Any | None, methods: tuple[str, ...]) -> list[str]:
-    """The README's MADARA table rows: each method on ``items``, every record checked.
+    """The MADARA table rows of docs/measured.md: each method on ``items``, every record checked.
 
     ``madara`` (needs ``prof``) must apply the treatment Algorithm 2's text assigns to
     the profile's diagnostics.

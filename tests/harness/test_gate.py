@@ -341,10 +341,10 @@ def test_html_gate_section_is_escaped(tmp_path: Path) -> None:
     assert "FAIL: 1 of 1" in html
 
 
-def test_readme_power_table_is_what_the_code_computes() -> None:
+def test_docs_power_table_is_what_the_code_computes() -> None:
     from bcas.harness.gate_power import main as power_main
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "gating.md").read_text(encoding="utf-8")
     start = readme.index("<!-- gate-power-table -->") + len("<!-- gate-power-table -->")
     end = readme.index("<!-- /gate-power-table -->")
     buf = io.StringIO()

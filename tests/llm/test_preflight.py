@@ -2,7 +2,7 @@
 answer, and the real error surfacing (issue "first contact must work").
 
 The preflight unit tests talk to the scriptable loopback server (``FaultServer``); the
-end-to-end test runs the README's own-server recipe, as written, against a real
+end-to-end test runs the docs' own-server recipe (docs/models.md), as written, against a real
 llama.cpp server on loopback with a model name that no price sheet knows.
 """
 
@@ -268,7 +268,7 @@ def test_require_prices_stops_at_session_start(project: pytest.Pytester) -> None
     assert "no price for model 'qwen3-8b'" in result.stderr.str()
 
 
-# -- the README recipe, as written, against a real llama.cpp server ----------------------
+# -- the docs' recipe, as written, against a real llama.cpp server ----------------------
 
 
 @pytest.mark.server

@@ -9,7 +9,7 @@ where the grid has it), as ``python -m pytest benchmarks --bcas-grid G --bcas-li
 DATASETS -k CASES`` in a subprocess:
 
 * on the embedded default (SmolLM2-135M, llama.cpp in its engine process);
-* on a real llama.cpp server on loopback, started by the README's own-server recipe
+* on a real llama.cpp server on loopback, started by the own-server recipe of docs/models.md
   line with the shipped GGUF, for the grids that recipe runs.
 
 Each run must exit 0 and write a record (the RSC probe: its profile) for every chosen

@@ -14,10 +14,14 @@ stderr log prints every console message at one level with a version-dependent
 wording (a CSP violation reads "Refused to execute ..." in some releases and
 "Executing inline script violates ..." in others), while the protocol reports each
 exception and each log entry with its level and source.
+
+``screenshots`` (docs/screenshots.py) also writes PNG files of page regions, each clipped
+to the rectangle a JavaScript expression returns, at a fixed viewport width.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import select
@@ -27,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -222,7 +227,14 @@ def _console_text(args: list[dict[str, Any]]) -> str:
     return " ".join(str(a.get("value", a.get("description", a.get("type", "")))) for a in args)
 
 
-def load_page(path: str | os.PathLike[str], expression: str = DOM_FACTS, timeout_s: float = 60.0) -> PageLoad:
+def load_page(
+    path: str | os.PathLike[str],
+    expression: str = DOM_FACTS,
+    timeout_s: float = 60.0,
+    *,
+    screenshots: Sequence[tuple[Path, str]] = (),
+    width: int = 1200,
+) -> PageLoad:
     """Load ``path`` in a fresh headless Chromium; return its errors and ``expression``'s value.
 
     The expression is evaluated after the load event, so every synchronous script of
@@ -230,6 +242,10 @@ def load_page(path: str | os.PathLike[str], expression: str = DOM_FACTS, timeout
     Content-Security-Policy does not apply to it) and must return a JSON-serialisable
     value.  Raises :class:`BrowserError` when Chromium is missing, fails to start or
     does not answer within ``timeout_s``.
+
+    ``screenshots``: ``(png_path, clip)`` pairs; after the expression ran, each ``clip``
+    expression returns ``{x, y, width, height}`` in page coordinates and that region of
+    the page, rendered ``width`` CSS pixels wide, is written to ``png_path``.
     """
     binary = find_chromium()
     if binary is None:
@@ -277,6 +293,9 @@ def load_page(path: str | os.PathLike[str], expression: str = DOM_FACTS, timeout
             ]
             for domain in ("Page", "Runtime", "Log", "Network"):
                 pipe.call(f"{domain}.enable", session_id=session, deadline=deadline)
+            if screenshots:
+                metrics = {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False}
+                pipe.call("Emulation.setDeviceMetricsOverride", metrics, session, deadline=deadline)
             pipe.events.clear()  # about:blank's own messages are not the page's
             navigation = pipe.call("Page.navigate", {"url": url}, session, deadline=deadline)
             if navigation.get("errorText"):
@@ -288,6 +307,20 @@ def load_page(path: str | os.PathLike[str], expression: str = DOM_FACTS, timeout
             if "exceptionDetails" in result:
                 raise BrowserError(f"the test expression threw: {_describe_exception(result['exceptionDetails'])}")
             page.value = result.get("result", {}).get("value")
+            for png, clip in screenshots:
+                box = pipe.call(
+                    "Runtime.evaluate", {"expression": clip, "returnByValue": True}, session, deadline=deadline
+                )
+                rect = box.get("result", {}).get("value")
+                if not isinstance(rect, dict) or not all(k in rect for k in ("x", "y", "width", "height")):
+                    raise BrowserError(f"the clip of {png} returned {rect!r}, not {{x, y, width, height}}")
+                shot = pipe.call(
+                    "Page.captureScreenshot",
+                    {"format": "png", "clip": {**rect, "scale": 1}, "captureBeyondViewport": True},
+                    session,
+                    deadline=deadline,
+                )
+                Path(png).write_bytes(base64.b64decode(shot["data"]))
             # One more round trip, so events the expression caused (a request, an error) have arrived.
             pipe.call("Runtime.evaluate", {"expression": "0"}, session, deadline=deadline)
             for event in pipe.events:

@@ -1,4 +1,4 @@
-"""The README's own-server recipe, read from the README: its lines and its server started as written."""
+"""The docs' own-server recipe, read from docs/models.md: its lines and its server started as written."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def readme_recipe(start: str) -> str:
-    """The line of the README's own-server recipe that starts with ``start``."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """The line of the own-server recipe (docs/models.md) that starts with ``start``."""
+    text = (REPO / "docs" / "models.md").read_text(encoding="utf-8")
     match = re.search(r"<!-- recipe: own-server -->\s*```bash\n(.*?)```", text, re.S)
-    assert match, "README lost its own-server recipe block"
+    assert match, "docs/models.md lost its own-server recipe block"
     lines = [ln.strip() for ln in match.group(1).splitlines() if ln.strip().startswith(start)]
     assert len(lines) == 1
     return lines[0]
