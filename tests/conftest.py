@@ -67,7 +67,7 @@ def _registries_as_they_were() -> Iterator[None]:
     registries = _registries()
     kept = [r.snapshot() for r in registries]
     yield
-    for registry, snapshot in zip(registries, kept):
+    for registry, snapshot in zip(registries, kept, strict=True):
         registry.restore(snapshot)
 
 
