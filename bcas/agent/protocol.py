@@ -178,20 +178,29 @@ def answer_schema(max_tokens: int | None = None, cite_ids: Sequence[str] | None 
     """JSON schema of the final answer: one short ``answer`` string (fitting ``max_tokens``).
 
     ``cite_ids`` (``AgentConfig.cite``: the ids of the passages shown) adds a ``cite``
-    list of at most ``CITE_MAX_ITEMS`` of them (:data:`CITE_ENUM_MAX` says when any
-    bounded id is allowed instead); with no passage shown there is nothing to cite and
-    no ``cite`` key.
+    list of them (:data:`CITE_ENUM_MAX` says when any bounded id is allowed instead);
+    with no passage shown there is nothing to cite and no ``cite`` key.  The answer
+    then gets at most half of the ``max_tokens`` room, and the list as many ids (at
+    least 1, at most ``CITE_MAX_ITEMS``) as fit the rest at ``CHARS_PER_TOKEN``, so
+    the object can close within the allowance.
     """
-    chars = ANSWER_MAX_CHARS
-    if max_tokens is not None:
-        chars = min(ANSWER_MAX_CHARS, max(MIN_FIELD_CHARS, (max_tokens - 8) * CHARS_PER_TOKEN))
-    properties: dict[str, Any] = {"answer": {"type": "string", "maxLength": chars}}
+    room = None if max_tokens is None else max_tokens - 8
     ids = list(dict.fromkeys(cite_ids or ()))
+    items = CITE_MAX_ITEMS
+    if ids and room is not None:
+        per_id = -(-min(CITE_ID_MAX_CHARS, max(len(i) for i in ids)) // CHARS_PER_TOKEN) + 2  # quotes, comma
+        answer_room = min(ANSWER_MAX_CHARS // CHARS_PER_TOKEN, room // 2)
+        items = max(1, min(CITE_MAX_ITEMS, (room - answer_room - 6) // per_id))
+        room = answer_room
+    chars = ANSWER_MAX_CHARS
+    if room is not None:
+        chars = min(ANSWER_MAX_CHARS, max(MIN_FIELD_CHARS, room * CHARS_PER_TOKEN))
+    properties: dict[str, Any] = {"answer": {"type": "string", "maxLength": chars}}
     if ids:
         item: dict[str, Any] = {"type": "string", "maxLength": CITE_ID_MAX_CHARS}
         if len(ids) <= CITE_ENUM_MAX:
             item = {"type": "string", "enum": ids}
-        properties["cite"] = {"type": "array", "items": item, "maxItems": CITE_MAX_ITEMS}
+        properties["cite"] = {"type": "array", "items": item, "maxItems": items}
     return {
         "type": "object",
         "properties": properties,

@@ -98,8 +98,13 @@ def test_the_cite_option_is_part_of_the_configuration_identity() -> None:
 
 
 def test_the_cite_schema_stays_bounded() -> None:
-    few = answer_schema(40, [f"d{i}#0" for i in range(3)])["properties"]["cite"]
+    few = answer_schema(None, [f"d{i}#0" for i in range(3)])["properties"]["cite"]
     assert few["items"]["enum"] == ["d0#0", "d1#0", "d2#0"] and few["maxItems"] == CITE_MAX_ITEMS
+    # a small allowance: the answer gets half of it, the list as many ids as fit the rest (at least one)
+    tight = answer_schema(40, [f"d{i}#0" for i in range(3)])
+    assert tight["properties"]["answer"]["maxLength"] == 32 and tight["properties"]["cite"]["maxItems"] == 2
+    long_ids = [f"{'a' * 24}#{i}" for i in range(3)]
+    assert answer_schema(48, long_ids)["properties"]["cite"]["maxItems"] == 1
     many = answer_schema(40, [f"d{i}#0" for i in range(CITE_ENUM_MAX + 1)])["properties"]["cite"]
     assert many["items"] == {"type": "string", "maxLength": CITE_ID_MAX_CHARS}
     assert "cite" not in answer_schema(40, [])["properties"]  # nothing shown: nothing to cite
