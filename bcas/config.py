@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from bcas.identity import option_prompt_hash
 from bcas.registry import RETRIEVAL_MODES, agent_tool_methods, assess_methods
 
 ACTION_FORMATS = ("json", "text", "tools")  # bcas.agent.protocol
@@ -133,6 +134,17 @@ class AgentConfig:
     grammar for a longer ``maxLength`` crashes the library (measured: 1,024 crashes,
     512 does not).  ``None`` leaves the thought unbounded (a constant grammar; a reply
     cut off by the token allowance before its action is an invalid turn).
+
+    Options beyond the paper, both off by default (an option left off is absent from
+    :meth:`RunConfig.to_dict`, so it changes no existing configuration id):
+
+    * ``cite``: the final answer also lists the ids of the passages it rests on
+      (``{"answer": ..., "cite": [...]}``, at most ``CITE_MAX_ITEMS`` ids of passages the
+      model was shown), scored as citation precision and recall against gold evidence
+      (ALCE, Gao et al. 2023, §2.2, at document level: :mod:`bcas.metrics.trajectory`);
+    * ``abstain``: action turns also offer an ``abstain`` tool; choosing it ends the
+      trajectory with no answer (stop reason ``abstained``), graded *not attempted*
+      (SimpleQA, Wei et al. 2024, §2: :mod:`bcas.grading.abstention`).
     """
 
     planning: bool = False
@@ -146,6 +158,8 @@ class AgentConfig:
     search_hints: bool = True
     assess: str = "none"
     thought_max_chars: int | None = DEFAULT_THOUGHT_CHARS
+    cite: bool = False
+    abstain: bool = False
 
     def __post_init__(self) -> None:
         if self.thought_max_chars is not None and not 8 <= self.thought_max_chars <= THOUGHT_CHARS_LIMIT:
@@ -243,6 +257,12 @@ class AssessConfig:
             raise ConfigError("calibration_n must be > 0 and rsc_bootstrap >= 0")
 
 
+# Fields added after records existed, left out of ``RunConfig.to_dict`` (and so of the
+# configuration id) while at these values: a configuration that does not use them keeps
+# the id it always had.
+OPTIONAL_FIELDS: dict[str, dict[str, Any]] = {"agent": {"cite": False, "abstain": False}}
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """One evaluated configuration: budget, retrieval, agent and assessment."""
@@ -254,7 +274,13 @@ class RunConfig:
     seed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field, but the :data:`OPTIONAL_FIELDS` at their default left out."""
+        data = dataclasses.asdict(self)
+        for part, defaults in OPTIONAL_FIELDS.items():
+            for name, default in defaults.items():
+                if data[part].get(name) == default:
+                    del data[part][name]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
@@ -271,7 +297,13 @@ class RunConfig:
 
     @property
     def config_id(self) -> str:
-        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """Hash of the canonical JSON form; an agent option that is on adds its templates' hash
+        (:data:`bcas.identity.OPTION_PROMPTS`), so rewording an option's prompt is another configuration."""
+        data: dict[str, Any] = self.to_dict()
+        options = {o: option_prompt_hash(o) for o in ("cite", "abstain") if getattr(self.agent, o)}
+        if options:
+            data["option_prompts"] = options
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
     @property
@@ -290,6 +322,7 @@ class RunConfig:
             parts.append(self.agent.action_format)
         if self.agent.assess != "none":
             parts.append(self.agent.assess)
+        parts += [name for name in ("cite", "abstain") if getattr(self.agent, name)]
         return "/".join(parts)
 
 

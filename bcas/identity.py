@@ -25,6 +25,7 @@ Model fingerprints, by how the model is reached:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -45,6 +46,22 @@ JUDGE_PROMPTS = (
     "grading/prompts/judge_format_text.txt",
     "grading/prompts/judge_retry.txt",
 )
+# The three-way judge (correct / incorrect / not attempted, SimpleQA's grading) has its own
+# templates: a grade made with them is another grade (``grade_id(..., three_way=True)``).
+THREE_WAY_JUDGE_PROMPTS = (
+    "grading/prompts/judge_three_way.txt",
+    "grading/prompts/judge_three_way_format_json.txt",
+    "grading/prompts/judge_three_way_format_text.txt",
+    "grading/prompts/judge_retry.txt",
+)
+# Templates of the agent's optional behaviours (``AgentConfig.cite``, ``AgentConfig.abstain``).
+# They are outside the run kind's prompt folder, so a configuration that leaves an option
+# off keeps its prompt hash; a configuration that turns one on carries the option's
+# template hash in its configuration id (:attr:`bcas.config.RunConfig.config_id`).
+OPTION_PROMPTS = {
+    "cite": ("agent/prompts/options/answer_cite_json.txt", "agent/prompts/options/answer_cite_text.txt"),
+    "abstain": ("agent/prompts/options/tool_abstain.txt",),
+}
 _FINGERPRINT_CACHE = "fingerprints.json"
 
 
@@ -71,14 +88,20 @@ def prompt_hash(kind: str) -> str:
     return _sha256_files(files)[:16]
 
 
-def judge_prompt_hash() -> str:
-    """Hash (16 hex) of the judge's prompt templates."""
-    return _sha256_files(PACKAGE_ROOT / p for p in JUDGE_PROMPTS)[:16]
+def judge_prompt_hash(three_way: bool = False) -> str:
+    """Hash (16 hex) of the judge's prompt templates (the three-way judge's with ``three_way``)."""
+    return _sha256_files(PACKAGE_ROOT / p for p in (THREE_WAY_JUDGE_PROMPTS if three_way else JUDGE_PROMPTS))[:16]
 
 
-def grade_id(judge_fingerprint: str, repeats: int) -> str:
-    """Identity of a grade: judge fingerprint + judge prompt hash + repeats."""
-    return f"{judge_fingerprint}|prompt:{judge_prompt_hash()}|x{repeats}"
+def grade_id(judge_fingerprint: str, repeats: int, three_way: bool = False) -> str:
+    """Identity of a grade: judge fingerprint + judge prompt hash + repeats (+ ``|3way`` for the three-way judge)."""
+    return f"{judge_fingerprint}|prompt:{judge_prompt_hash(three_way)}|x{repeats}" + ("|3way" if three_way else "")
+
+
+@functools.cache
+def option_prompt_hash(option: str) -> str:
+    """Hash (16 hex) of the templates of an optional agent behaviour (:data:`OPTION_PROMPTS`)."""
+    return _sha256_files(PACKAGE_ROOT / p for p in OPTION_PROMPTS[option])[:16]
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -185,6 +208,7 @@ __all__ = [
     "grade_id",
     "hf_fingerprint",
     "judge_prompt_hash",
+    "option_prompt_hash",
     "prompt_hash",
     "server_fingerprint",
     "short",

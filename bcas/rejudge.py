@@ -78,6 +78,7 @@ def rejudge(
     repeats: int = 1,
     concurrency: int = 4,
     cache: bool = True,
+    three_way: bool = False,
 ) -> RejudgeSummary:
     """Grade every answer of ``run_dir`` that ``judge_spec`` has not graded (module docstring)."""
     from bcas.grading import LLMJudge
@@ -86,10 +87,14 @@ def rejudge(
     store = ResultStore(run_dir)
     store.merge()
     model, fingerprint = _judge_model(judge_spec, base_url, api_key_env, cache)
-    gid = grade_id(fingerprint, repeats)
+    gid = grade_id(fingerprint, repeats, three_way)
     records = store.records()
     todo = [r for r in records if gid not in (r.grades or {})]
-    graded = asyncio.run(_grade_all(todo, LLMJudge(model, repeats=repeats), gid, store, concurrency)) if todo else []
+    graded = (
+        asyncio.run(_grade_all(todo, LLMJudge(model, repeats=repeats, three_way=three_way), gid, store, concurrency))
+        if todo
+        else []
+    )
     verdicts = [r.judge_verdict for r in graded]
     return RejudgeSummary(
         gid,

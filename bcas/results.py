@@ -71,6 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     rj.add_argument("--judge-base-url", default=None, help="the judge server's /v1 URL (openai backend)")
     rj.add_argument("--api-key-env", default=None, help="NAME of the environment variable holding the judge's key")
     rj.add_argument("--repeats", type=int, default=1, help="ask the judge this many times per answer")
+    rj.add_argument(
+        "--three-way",
+        action="store_true",
+        help="grade correct / incorrect / not attempted (SimpleQA; its own grade id)",
+    )
     rj.add_argument("--no-cache", action="store_true", help="disable the generation cache")
     mg = sub.add_parser(
         "merge",
@@ -108,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 api_key_env=args.api_key_env,
                 repeats=args.repeats,
                 cache=not args.no_cache,
+                three_way=args.three_way,
             )
             print("\n".join(summary.lines()))
             return 0

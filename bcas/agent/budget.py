@@ -58,6 +58,7 @@ MAX_TURNS_SAFETY = 64
 #   plan           the pre-planning call (BCAS §3.4, optional pre-planning)
 #   search         an action turn whose action was search_database
 #   ready          an action turn whose action was ready_to_answer
+#   abstain        an action turn whose action was abstain (AgentConfig.abstain); the last turn
 #   reflect        a reflection call (BCAS §3.4, optional reflection)
 #   invalid        an action turn whose output could not be parsed into an offered action
 #   answer         the final answer turn after the model answered or the searches ran out
@@ -69,7 +70,7 @@ MAX_TURNS_SAFETY = 64
 #                  candidate, on the evaluated model): on the ledger and in the cost,
 #                  but not charged to ``max_total_tokens`` (the paper's re-ranker is a
 #                  cross-encoder outside the agent's completion budget)
-STEP_KINDS = ("plan", "search", "ready", "reflect", "invalid", "answer", "forced_answer", "assess", "rerank")
+STEP_KINDS = ("plan", "search", "ready", "abstain", "reflect", "invalid", "answer", "forced_answer", "assess", "rerank")
 # Steps whose tokens are not the agent's completion tokens (not charged to the budget).
 UNBUDGETED_KINDS = ("rerank",)
 # Step flags (``Step.flag``); ``None`` for an ordinary step.

@@ -42,6 +42,12 @@ Termination.  The loop stops choosing actions for exactly one of these reasons
     ``MIN_TURN_TOKENS`` for its reply, or the backend refused a request for its
     length (:class:`~bcas.llm.base.ContextWindowError`).  A forced answer turn follows,
     on a history shortened to fit (the oldest search results are dropped first).
+``abstained``
+    Only with ``AgentConfig.abstain``: the model chose the ``abstain`` tool, offered
+    beside the others in every action turn.  No answer turn follows; the prediction is
+    ``"abstain"`` (a decline: graded *not attempted*, :mod:`bcas.grading.abstention`).
+    Once the searches are used up the loop answers as above (no action turn is left in
+    which to abstain).
 ``error``
     The model or the retriever raised.  ``Trajectory.error`` holds the exception
     type and message, the prediction is empty, and the trajectory (hence the
@@ -53,6 +59,9 @@ Final answer.  After ``answered`` or ``max_searches`` the answer step has kind
 per-turn cap) while the budget is not spent, otherwise the forced-answer allowance
 (flag ``over_budget``).  With ``constrained_answer`` (and a backend with structured
 output) the answer is decoded under ``{"answer": "<short string>"}``.
+With ``AgentConfig.cite`` the answer also lists the ids of the passages it rests on
+(``cite``: at most ``CITE_MAX_ITEMS`` of the ids shown, :func:`~bcas.agent.protocol.answer_schema`);
+the trajectory keeps them with the documents they belong to (``Trajectory.cite``).
 
 Invalid turns and repeated queries.  An unparseable turn is answered with a short
 correction and counts toward ``max_invalid_turns``; in the ``tools`` format a turn with
@@ -84,6 +93,8 @@ from typing import Any, Protocol
 
 from bcas.agent.budget import BudgetLedger, Step, turn_bound
 from bcas.agent.protocol import (
+    ABSTAIN_TOOL,
+    ABSTAINED,
     ANSWER_TOOL,
     SEARCH_TOOL,
     ActionParseError,
@@ -92,6 +103,7 @@ from bcas.agent.protocol import (
     normalize_query,
     parse_action,
     parse_answer,
+    parse_cite,
     tool_definitions,
 )
 from bcas.agent.trajectory import Trajectory
@@ -104,12 +116,19 @@ from bcas.llm.usage import UsageMeter, metering
 from bcas.prompts import prompt_template
 
 STOP_REASONS = (
-    "answered", "max_searches", "max_total_tokens", "max_invalid_turns", "max_turns", "context_window", "error",
+    "answered", "max_searches", "max_total_tokens", "max_invalid_turns", "max_turns", "context_window", "abstained",
+    "error",
 )  # fmt: skip
 FORCED_STOPS = ("max_total_tokens", "max_turns", "max_invalid_turns", "context_window")
 _DROPPED = "[earlier search results left out to fit the context window]"
 # Text-format turns stop before the model writes an observation of its own.
 TEXT_STOP = ("\nObservation", "\nSearch results")
+
+
+# Templates of the optional behaviours (AgentConfig.cite / abstain), outside the hashed
+# prompt folder (bcas.identity.OPTION_PROMPTS says why).
+_TOOL_TEMPLATES = {ABSTAIN_TOOL: "options/tool_abstain"}
+_CITE_JSON, _CITE_TEXT = "options/answer_cite_json", "options/answer_cite_text"
 
 
 def load_template(name: str) -> Template:
@@ -152,6 +171,7 @@ class _Run:
         self.history: list[tuple[str, str | list[dict[str, Any]]]] = []
         self.pending = render("question", question=item.question)
         self.seen_chunks: list[str] = []
+        self.shown: dict[str, str] = {}  # chunk id -> document id of every passage shown (what can be cited)
         self.queries: set[str] = set()
         self.window = ContextWindow.of(model)
         self.side_calls: UsageMeter | None = None
@@ -169,7 +189,7 @@ class _Run:
 
     def offered_tools(self) -> list[str]:
         tools = [SEARCH_TOOL] if self.ledger.can_search else []
-        return [*tools, ANSWER_TOOL]
+        return [*tools, ANSWER_TOOL, *([ABSTAIN_TOOL] if self.agent.abstain else [])]
 
     def user_message(self, instruction: str) -> str:
         """This turn's user message: the pending observation, then this turn's instruction."""
@@ -341,10 +361,10 @@ class _Run:
         self.pending = ""
 
     async def action_turn(self) -> str:
-        """One action turn; returns ``"ready"``, ``"search"``, ``"repeated"`` or ``"invalid"``."""
+        """One action turn; returns ``"ready"``, ``"abstain"``, ``"search"``, ``"repeated"`` or ``"invalid"``."""
         tools = self.offered_tools()
         fmt = self.agent.action_format
-        texts = {t: render(f"tool_{t}", k=self.config.retrieval.k) for t in tools}
+        texts = {t: render(_TOOL_TEMPLATES.get(t, f"tool_{t}"), k=self.config.retrieval.k) for t in tools}
         instruction = render(
             f"turn_{fmt}", status=self.status(), tools="\n".join(texts.values()), tool_names=" or ".join(tools)
         ).strip()
@@ -371,6 +391,9 @@ class _Run:
             self.step("ready", result, max_tokens, note=action.thought)
             self.commit(asked, result, "", render("tool_ready"))
             return "ready"
+        if action.tool == ABSTAIN_TOOL:
+            self.step("abstain", result, max_tokens, note=action.thought)
+            return "abstain"
         key = normalize_query(action.query)
         if key in self.queries:
             self.traj.repeated_queries += 1
@@ -386,6 +409,7 @@ class _Run:
         self.record_side_calls(action.query)
         hits, extra = await self.assess(hits)
         self.seen_chunks.extend(h.chunk_id for h in hits)
+        self.shown.update((h.chunk_id, h.doc_id) for h in hits)
         self.commit(asked, result, self.observation(action.query, hits) + extra)
         return "search"
 
@@ -412,7 +436,11 @@ class _Run:
     async def answer(self, stop_reason: str) -> None:
         forced = stop_reason in FORCED_STOPS
         max_tokens, over_budget = self.ledger.answer_max_tokens()
-        fmt = render("answer_format_json" if self.schema_answer else "answer_format_text")
+        fmt = render(
+            ("answer_format_json", "answer_format_text", _CITE_JSON, _CITE_TEXT)[
+                (0 if self.schema_answer else 1) + (2 if self.agent.cite else 0)
+            ]
+        )
         if forced:
             why = {
                 "max_total_tokens": "Your output-token budget is used up.",
@@ -437,11 +465,23 @@ class _Run:
         kind = "forced_answer" if forced else "answer"
         self.step(kind, result, sent_max, flag="over_budget" if over_budget else None)
         self.traj.prediction = parse_answer(result.text)
+        if self.agent.cite:
+            self.cite(parse_cite(result.text))
+
+    def cite(self, ids: list[str]) -> None:
+        """Keep the cited ids and the documents they name: a shown passage's id (or its document's
+        id); an id of nothing shown is counted as ``cite_unseen`` (it rests on no passage)."""
+        docs = set(self.shown.values())
+        found = [self.shown.get(i, i if i in docs else None) for i in ids]
+        self.traj.cite = ids
+        self.traj.cited_docs = list(dict.fromkeys(d for d in found if d is not None))
+        self.traj.cite_unseen = sum(1 for d in found if d is None)
 
     async def answer_call(self, messages: list[dict[str, Any]], max_tokens: int) -> tuple[ChatResult, int]:
         """The answer call with ``max_tokens`` clamped to the window; returns the result and the cap sent."""
         max_tokens = self.window.clamp(messages, max_tokens)
-        schema = answer_schema(max_tokens) if self.schema_answer else None
+        cite = list(self.shown) if self.agent.cite else None
+        schema = answer_schema(max_tokens, cite) if self.schema_answer else None
         return await self.call("answer", messages, max_tokens, schema), max_tokens
 
     async def run(self) -> Trajectory:
@@ -449,7 +489,12 @@ class _Run:
         try:
             stop = await self.turns()
             self.traj.stop_reason = stop
-            await self.answer(stop)
+            if stop == "abstained":
+                self.traj.prediction = ABSTAINED
+                if self.agent.cite:
+                    self.cite([])
+            else:
+                await self.answer(stop)
         except _Abort as exc:
             self.traj.stop_reason = "error"
             self.traj.error = str(exc)
@@ -486,8 +531,8 @@ class _Run:
                     await self.reflect()
                     continue
                 outcome = await self.action_turn()
-                if outcome == "ready":
-                    stop = "answered"
+                if outcome in ("ready", "abstain"):
+                    stop = "answered" if outcome == "ready" else "abstained"
                     break
                 unusable = self.traj.invalid_turns + self.traj.repeated_queries
                 if outcome in ("invalid", "repeated") and unusable >= self.agent.max_invalid_turns:

@@ -19,8 +19,9 @@ Tools are described to the model in plain language (model-agnostic design, BCAS
   parameters make an invalid turn, whose reason the model is told.
 
 The final answer is a short string; with ``constrained_answer`` the answer call
-carries :func:`answer_schema` (``{"answer": "..."}``), so exact match is not lost to
-verbosity.  Parsing never executes anything: model output is only ever read as text
+carries :func:`answer_schema` (``{"answer": "..."}``, with ``AgentConfig.cite`` also a
+bounded ``cite`` list read by :func:`parse_cite`), so exact match is not lost to
+verbosity.  With ``AgentConfig.abstain`` the action turns also offer ``abstain``.  Parsing never executes anything: model output is only ever read as text
 or JSON data.
 """
 
@@ -38,7 +39,10 @@ from bcas.llm.tool_calls import function_definition
 
 SEARCH_TOOL = "search_database"
 ANSWER_TOOL = "ready_to_answer"
-TOOLS = (SEARCH_TOOL, ANSWER_TOOL)
+ABSTAIN_TOOL = "abstain"  # offered only with AgentConfig.abstain
+TOOLS = (SEARCH_TOOL, ANSWER_TOOL)  # the paper's two tools (BCAS §3.1)
+KNOWN_TOOLS = (*TOOLS, ABSTAIN_TOOL)  # with the optional ones
+ABSTAINED = "abstain"  # the prediction of an abstained trajectory: a decline (bcas.grading.abstention)
 
 # Field caps of the constrained formats.  They are bounded by constants, never allowed
 # to grow with the budget: llama.cpp turns a string's maxLength into nested grammar
@@ -55,6 +59,13 @@ QUERY_SHARE = 0.4
 JSON_OVERHEAD_TOKENS = 24
 CHARS_PER_TOKEN = 2
 MIN_FIELD_CHARS = 8
+# Citations (AgentConfig.cite): at most CITE_MAX_ITEMS ids.  The schema lists the ids of
+# the passages shown (an enum: a constrained model cites only those) while there are at
+# most CITE_ENUM_MAX of them, else any id of at most CITE_ID_MAX_CHARS characters; both
+# keep the grammar bounded.
+CITE_MAX_ITEMS = 5
+CITE_ENUM_MAX = 64
+CITE_ID_MAX_CHARS = 64
 # Caps applied when reading free text (the text format is not decoded under a grammar).
 _QUERY_READ_CHARS = 500
 _ANSWER_READ_CHARS = 200
@@ -63,6 +74,7 @@ _ANSWER_READ_CHARS = 200
 _TOOL_ALIASES = {
     SEARCH_TOOL: ("searchdatabase", "search", "searchthedatabase", "databasesearch", "searchdb"),
     ANSWER_TOOL: ("readytoanswer", "ready", "answer", "finalanswer", "finish", "readyanswer"),
+    ABSTAIN_TOOL: ("abstain", "decline", "giveup", "noanswer"),
 }
 
 
@@ -114,9 +126,9 @@ def action_schema(
     never above the fixed caps (:func:`field_caps`), so the schema, and the grammar
     a backend compiles from it, is bounded whatever the budget.
     """
-    unknown = [t for t in tools if t not in TOOLS]
+    unknown = [t for t in tools if t not in KNOWN_TOOLS]
     if unknown or not tools:
-        raise ValueError(f"tools must be a non-empty subset of {TOOLS}, got {list(tools)}")
+        raise ValueError(f"tools must be a non-empty subset of {KNOWN_TOOLS}, got {list(tools)}")
     thought_chars, query_chars = field_caps(max_tokens, thought_max)
     thought: dict[str, Any] = {"type": "string"}
     if thought_chars is not None:
@@ -141,9 +153,9 @@ def tool_definitions(descriptions: dict[str, str], max_tokens: int | None = None
     arguments under their schema (llama.cpp) writes a bounded call; ``ready_to_answer``
     takes no arguments.
     """
-    unknown = [t for t in descriptions if t not in TOOLS]
+    unknown = [t for t in descriptions if t not in KNOWN_TOOLS]
     if unknown or not descriptions:
-        raise ValueError(f"tools must be a non-empty subset of {TOOLS}, got {list(descriptions)}")
+        raise ValueError(f"tools must be a non-empty subset of {KNOWN_TOOLS}, got {list(descriptions)}")
     _, query_chars = field_caps(max_tokens, None)
     parameters = {
         SEARCH_TOOL: {
@@ -155,21 +167,44 @@ def tool_definitions(descriptions: dict[str, str], max_tokens: int | None = None
             "additionalProperties": False,
         },
         ANSWER_TOOL: {"type": "object", "properties": {}, "additionalProperties": False},
+        ABSTAIN_TOOL: {"type": "object", "properties": {}, "additionalProperties": False},
     }
     # The descriptions may be the other formats' tool lines ("- search_database: ..."): the name goes.
     texts = {t: re.sub(rf"^\s*-?\s*{t}\s*:\s*", "", text.strip()) for t, text in descriptions.items()}
     return tuple(function_definition(t, text, parameters[t]) for t, text in texts.items())
 
 
-def answer_schema(max_tokens: int | None = None) -> dict[str, Any]:
-    """JSON schema of the final answer: one short ``answer`` string (fitting ``max_tokens``)."""
+def answer_schema(max_tokens: int | None = None, cite_ids: Sequence[str] | None = None) -> dict[str, Any]:
+    """JSON schema of the final answer: one short ``answer`` string (fitting ``max_tokens``).
+
+    ``cite_ids`` (``AgentConfig.cite``: the ids of the passages shown) adds a ``cite``
+    list of them (:data:`CITE_ENUM_MAX` says when any bounded id is allowed instead);
+    with no passage shown there is nothing to cite and no ``cite`` key.  The answer
+    then gets at most half of the ``max_tokens`` room, and the list as many ids (at
+    least 1, at most ``CITE_MAX_ITEMS``) as fit the rest at ``CHARS_PER_TOKEN``, so
+    the object can close within the allowance.
+    """
+    room = None if max_tokens is None else max_tokens - 8
+    ids = list(dict.fromkeys(cite_ids or ()))
+    items = CITE_MAX_ITEMS
+    if ids and room is not None:
+        per_id = -(-min(CITE_ID_MAX_CHARS, max(len(i) for i in ids)) // CHARS_PER_TOKEN) + 2  # quotes, comma
+        answer_room = min(ANSWER_MAX_CHARS // CHARS_PER_TOKEN, room // 2)
+        items = max(1, min(CITE_MAX_ITEMS, (room - answer_room - 6) // per_id))
+        room = answer_room
     chars = ANSWER_MAX_CHARS
-    if max_tokens is not None:
-        chars = min(ANSWER_MAX_CHARS, max(MIN_FIELD_CHARS, (max_tokens - 8) * CHARS_PER_TOKEN))
+    if room is not None:
+        chars = min(ANSWER_MAX_CHARS, max(MIN_FIELD_CHARS, room * CHARS_PER_TOKEN))
+    properties: dict[str, Any] = {"answer": {"type": "string", "maxLength": chars}}
+    if ids:
+        item: dict[str, Any] = {"type": "string", "maxLength": CITE_ID_MAX_CHARS}
+        if len(ids) <= CITE_ENUM_MAX:
+            item = {"type": "string", "enum": ids}
+        properties["cite"] = {"type": "array", "items": item, "maxItems": items}
     return {
         "type": "object",
-        "properties": {"answer": {"type": "string", "maxLength": chars}},
-        "required": ["answer"],
+        "properties": properties,
+        "required": list(properties),
         "additionalProperties": False,
     }
 
@@ -393,7 +428,7 @@ def parse_tool_call(calls: Sequence[ToolCall], tools: Sequence[str], content: st
     if len(calls) > 1:
         raise ActionParseError(f"the reply made {len(calls)} function calls; call exactly one function per turn")
     call = calls[0]
-    if call.name not in TOOLS:
+    if call.name not in KNOWN_TOOLS:
         raise ActionParseError(f"there is no function {call.name[:60]!r}; call {offered}")
     try:
         arguments = json.loads(call.arguments) if call.arguments.strip() else {}
@@ -452,6 +487,33 @@ def parse_answer(text: str) -> str:
         if line.strip() and not line.strip().startswith("{"):
             return _clean_answer(line)
     return ""
+
+
+_CITE_LINE = re.compile(r"^\s*(?:cite|cites|citations?|sources?|references?)\s*[:=]\s*(?P<value>.*)$", re.IGNORECASE)
+
+
+def parse_cite(text: str) -> list[str]:
+    """The passage ids a final-answer reply cites (``AgentConfig.cite``), at most ``CITE_MAX_ITEMS``.
+
+    The JSON ``cite`` field (a list, or one string) first, else a ``Cite:`` line whose
+    ids are separated by commas, semicolons or spaces (brackets and quotes dropped).
+    Duplicates are kept once, in order.  Ids are read as text, never resolved here.
+    """
+    obj = find_json_object(text)
+    values: list[str] = []
+    raw = _field(obj, "cite", "cites", "citations", "sources") if obj is not None else None
+    if isinstance(raw, list):
+        values = [str(v) for v in raw if isinstance(v, str | int) and not isinstance(v, bool)]
+    elif isinstance(raw, str):
+        values = re.split(r"[,;\s]+", raw)
+    else:
+        for line in text.replace("`", "").splitlines():
+            m = _CITE_LINE.match(line)
+            if m:
+                values = re.split(r"[,;\s]+", m.group("value"))
+                break
+    ids = [v.strip().strip("[]()\"'.").strip() for v in values]
+    return list(dict.fromkeys(i[:_QUERY_READ_CHARS] for i in ids if i))[:CITE_MAX_ITEMS]
 
 
 def _clean_answer(value: str) -> str:

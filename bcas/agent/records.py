@@ -48,7 +48,7 @@ def record_from_trajectory(
     correct, f1 = score_prediction(trajectory.prediction, list(item.answers), rule)
     judge_dict = judge.to_dict() if hasattr(judge, "to_dict") else judge
     config = trajectory.config
-    details = {
+    details: dict[str, Any] = {
         "action_turns": trajectory.action_turns,
         "invalid_turns": trajectory.invalid_turns,
         "repeated_queries": trajectory.repeated_queries,
@@ -58,6 +58,8 @@ def record_from_trajectory(
     }
     if trajectory.context_note:
         details["context_window"] = trajectory.context_note
+    if trajectory.cite is not None:
+        details.update(cite=trajectory.cite, cited_docs=trajectory.cited_docs, cite_unseen=trajectory.cite_unseen)
     details.update(extra or {})
     record = Record(
         run_id=run_id,

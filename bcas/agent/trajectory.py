@@ -28,6 +28,9 @@ class Trajectory:
     invalid_turns: int = 0
     repeated_queries: int = 0
     context_note: str | None = None  # why the loop stopped with context_window
+    cite: list[str] | None = None  # AgentConfig.cite: the ids the answer cited, as written
+    cited_docs: list[str] = field(default_factory=list)  # the documents of the cited passages shown
+    cite_unseen: int = 0  # cited ids of no passage shown
     requests: list[ChatRequest] = field(default_factory=list, repr=False)
 
     @property

@@ -14,6 +14,7 @@ from bcas.grading.judge import (
     LLMJudge,
     grade_record,
     judge_agreement,
+    parse_grade,
     parse_verdict,
 )
 from bcas.grading.metrics import (
@@ -51,6 +52,7 @@ __all__ = [
     "extract_label",
     "grade_record",
     "judge_agreement",
+    "parse_grade",
     "label_match",
     "label_space_for",
     "normalize_answer",

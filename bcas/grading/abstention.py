@@ -12,7 +12,10 @@ phrase (:data:`DECLINE_PATTERNS`: "unknown", "I don't know", "cannot find", "not
 information", ...) that no gold alias equals.  Label tasks (FEVER, yes/no) never
 abstain: ``NOT ENOUGH INFO`` is a label there, an attempt like any other.  An empty
 answer or an error is *incorrect*, as everywhere in bcas (a failure to answer is never
-left out of a denominator); only a stated decline is not attempted.
+left out of a denominator); only a stated decline is not attempted.  Two more sources
+say *not attempted* whatever the answer text: the agent chose the explicit ``abstain``
+action (``AgentConfig.abstain``; the record's stop reason ``abstained``), or a three-way
+LLM judge (``LLMJudge(three_way=True)``) labelled the answer so.
 """
 
 from __future__ import annotations
@@ -69,13 +72,16 @@ def declines(prediction: str, answers: Sequence[str] = ()) -> bool:
     return all(normalize_answer(a) != norm for a in answers)
 
 
-def three_way(passed: bool | None, prediction: str, answers: Sequence[str], failed: bool = False) -> str | None:
-    """SimpleQA's grade of one answer: not attempted (a decline), else correct / incorrect by
-    ``passed``; ``None`` when the answer is an attempt that was not graded (``passed is None``).
-    ``failed`` (an error or an empty answer) is incorrect."""
+def three_way(
+    passed: bool | None, prediction: str, answers: Sequence[str], failed: bool = False, abstained: bool = False
+) -> str | None:
+    """SimpleQA's grade of one answer: not attempted (a decline, or ``abstained``: the explicit
+    action or a three-way judge's label), else correct / incorrect by ``passed``; ``None`` when
+    the answer is an attempt that was not graded (``passed is None``).  ``failed`` (an error or
+    an empty answer) is incorrect."""
     if failed:
         return INCORRECT
-    if declines(prediction, answers):
+    if abstained or declines(prediction, answers):
         return NOT_ATTEMPTED
     if passed is None:
         return None

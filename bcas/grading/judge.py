@@ -11,6 +11,13 @@ it is never counted as wrong.  ``repeats=n`` asks n times (seeds 0..n-1) and rec
 how often the repeats agree, so judge variance is known before a CI gate relies on
 it; at temperature 0 a deterministic backend agrees with itself by construction, so
 measure variance with ``temperature > 0``.
+
+``three_way=True`` grades as SimpleQA does (Wei et al., 2024, §2): *correct*,
+*incorrect* or *not attempted* (an answer that declines without stating a wrong
+one), under its own prompt templates (``judge_three_way*.txt``, a grade of its own:
+:func:`bcas.identity.grade_id`).  The label is kept (``JudgeResult.label``) and the
+verdict is ``label == "correct"``, so the pass/fail metrics read it like any verdict
+and :mod:`bcas.grading.abstention` counts the not-attempted ones.
 """
 
 from __future__ import annotations
@@ -33,6 +40,15 @@ JUDGE_SCHEMA: dict[str, Any] = {
     "required": ["verdict"],
     "additionalProperties": False,
 }
+
+JUDGE_GRADES = ("correct", "incorrect", "not_attempted")
+THREE_WAY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"grade": {"type": "string", "enum": list(JUDGE_GRADES)}},
+    "required": ["grade"],
+    "additionalProperties": False,
+}
+_NOT_ATTEMPTED = re.compile(r"\bnot[\s_-]*attempted\b|\bnotattempted\b", re.IGNORECASE)
 
 _NEGATIVE_WORDS = frozenset({"incorrect", "wrong", "false", "no", "incorrectly", "inaccurate", "unacceptable"})
 _POSITIVE_WORDS = frozenset({"correct", "right", "true", "yes", "correctly", "accurate", "acceptable"})
@@ -90,6 +106,37 @@ def parse_verdict(text: str) -> bool | None:
     return verdicts.pop() if len(verdicts) == 1 else None
 
 
+def parse_grade(text: str) -> str | None:
+    """``"correct"``, ``"incorrect"``, ``"not_attempted"`` or ``None`` from a three-way judge reply.
+
+    A JSON ``{"grade": ...}`` (or ``verdict``/``label``) object first; otherwise the text:
+    *not attempted* when it says so and names no other verdict (``not attempted`` is not
+    read as ``not correct``), else the binary reading of :func:`parse_verdict`.
+
+    >>> parse_grade('{"grade": "not_attempted"}'), parse_grade("Incorrect."), parse_grade("not attempted")
+    ('not_attempted', 'incorrect', 'not_attempted')
+    """
+    start, end = text.find("{"), text.rfind("}")
+    if start != -1 and end > start:
+        try:
+            obj = json.loads(text[start : end + 1])
+        except json.JSONDecodeError:
+            obj = None
+        if isinstance(obj, dict):
+            lowered = {str(k).lower(): v for k, v in obj.items()}
+            for key in ("grade", "verdict", "label", "result"):
+                value = lowered.get(key)
+                if isinstance(value, str) and "{" not in value:
+                    found = parse_grade(value)
+                    if found is not None:
+                        return found
+    if _NOT_ATTEMPTED.search(text):
+        rest = _NOT_ATTEMPTED.sub(" ", text)
+        return "not_attempted" if parse_verdict(rest) is None else None
+    verdict = parse_verdict(text)
+    return None if verdict is None else ("correct" if verdict else "incorrect")
+
+
 @dataclass
 class JudgeResult:
     """The judge's verdict on one answer, with its repeats and its own usage.
@@ -110,9 +157,12 @@ class JudgeResult:
     tokens_out: int = 0
     llm_calls: int = 0
     cached_calls: int = 0
+    label: str | None = None  # three-way judge: the majority grade (JUDGE_GRADES)
+    labels: list[str | None] | None = None  # three-way judge: each repeat's grade
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        three = {} if self.labels is None else {"label": self.label, "labels": list(self.labels)}
+        return three | {
             "verdict": self.verdict,
             "verdicts": list(self.verdicts),
             "model": self.model,
@@ -147,6 +197,7 @@ class LLMJudge:
         temperature: float = 0.0,
         seed: int = 0,
         use_schema: bool | None = None,
+        three_way: bool = False,
     ) -> None:
         if repeats < 1 or retries < 0 or max_tokens < 1:
             raise ValueError("repeats and max_tokens must be >= 1 and retries >= 0")
@@ -159,11 +210,19 @@ class LLMJudge:
         supports = bool(getattr(model, "supports_json_schema", False))
         self.use_schema = supports if use_schema is None else (use_schema and supports)
         self.model_id = str(getattr(model, "model_id", "unknown"))
+        self.three_way = three_way
+        self.max_tokens = max(max_tokens, 24) if three_way else max_tokens  # '{"grade": "not_attempted"}'
+
+    def _format(self) -> str:
+        if self.three_way:
+            return _judge_template(f"judge_three_way_format_{'json' if self.use_schema else 'text'}").template
+        return _judge_template("judge_format_json" if self.use_schema else "judge_format_text").template
 
     def messages(self, question: str, references: Sequence[str], answer: str) -> list[dict[str, str]]:
-        fmt = _judge_template("judge_format_json" if self.use_schema else "judge_format_text").template
         refs = "; ".join(f'"{r}"' for r in references)
-        prompt = _judge_template("judge").substitute(question=question, references=refs, answer=answer, format=fmt)
+        prompt = _judge_template("judge_three_way" if self.three_way else "judge").substitute(
+            question=question, references=refs, answer=answer, format=self._format()
+        )
         return [{"role": "user", "content": prompt}]
 
     async def _ask(self, messages: list[dict[str, str]], seed: int, result: JudgeResult) -> str:
@@ -174,7 +233,7 @@ class LLMJudge:
             max_tokens=self.max_tokens,
             temperature=self.temperature,
             seed=seed,
-            json_schema=JUDGE_SCHEMA if self.use_schema else None,
+            json_schema=(THREE_WAY_SCHEMA if self.three_way else JUDGE_SCHEMA) if self.use_schema else None,
         )
         reply = await self.model.chat(request)
         result.tokens_in += int(reply.prompt_tokens)
@@ -191,15 +250,17 @@ class LLMJudge:
             result.verdicts = [False]
             result.agreement = 1.0
             result.reason = "empty answer (not sent to the judge)"
+            if self.three_way:
+                result.label, result.labels = "incorrect", ["incorrect"]
             return result
         base = self.messages(question, references, answer)
-        retry_text = _judge_template("judge_retry").substitute(
-            format=_judge_template("judge_format_json" if self.use_schema else "judge_format_text").template
-        )
+        retry_text = _judge_template("judge_retry").substitute(format=self._format())
         failures: list[str] = []
+        labels: list[str | None] = []
         for r in range(self.repeats):
             messages = list(base)
             verdict: bool | None = None
+            label: str | None = None
             text = ""
             for attempt in range(self.retries + 1):
                 try:
@@ -207,13 +268,20 @@ class LLMJudge:
                 except Exception as exc:  # a failing judge leaves the verdict unknown, never "wrong"
                     failures.append(f"{type(exc).__name__}: {exc}")
                     break
-                verdict = parse_verdict(text)
+                if self.three_way:
+                    label = parse_grade(text)
+                    verdict = None if label is None else label == "correct"
+                else:
+                    verdict = parse_verdict(text)
                 if verdict is not None:
                     break
                 if attempt < self.retries:
                     messages = [*base, {"role": "assistant", "content": text}, {"role": "user", "content": retry_text}]
             result.verdicts.append(verdict)
             result.outputs.append(text)
+            labels.append(label)
+        if self.three_way:
+            return self._majority_grade(result, labels, failures)
         readable = [v for v in result.verdicts if v is not None]
         if not readable:
             if failures:
@@ -228,6 +296,23 @@ class LLMJudge:
             result.reason = f"repeats tie ({yes} correct, {no} incorrect)"
             return result
         result.verdict = yes > no
+        return result
+
+    def _majority_grade(self, result: JudgeResult, labels: list[str | None], failures: list[str]) -> JudgeResult:
+        """The three-way result: the most frequent readable grade (a tie leaves it ``None``)."""
+        result.labels = labels
+        readable = [g for g in labels if g is not None]
+        if not readable:
+            attempts = f"no readable grade after {self.retries + 1} attempt(s) per repeat"
+            result.reason = f"judge call failed: {failures[-1]}" if failures else attempts
+            return result
+        counts = sorted(((readable.count(g), g) for g in JUDGE_GRADES if g in readable), reverse=True)
+        result.agreement = counts[0][0] / len(readable)
+        if len(counts) > 1 and counts[0][0] == counts[1][0]:
+            result.reason = "repeats tie (" + ", ".join(f"{n} {g}" for n, g in counts) + ")"
+            return result
+        result.label = counts[0][1]
+        result.verdict = result.label == "correct"
         return result
 
 

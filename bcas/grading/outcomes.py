@@ -15,8 +15,9 @@ metric             outcome
                    the prediction and the gold answers
 ``judge_verdict``  the LLM judge's verdict (BCAS §3.6); ``None`` for an answer the
                    judge has not graded or could not read
-``attempted``      the answer does not decline (SimpleQA's not attempted,
-                   :mod:`bcas.grading.abstention`)
+``attempted``      the answer does not decline, the agent did not abstain and no
+                   three-way judge labelled it not attempted (SimpleQA's not
+                   attempted, :mod:`bcas.grading.abstention`)
 ``em_given_        SQuAD EM of attempted answers; ``None`` for a declined one
 attempted``        (SimpleQA's correct given attempted)
 ``evidence_        the searches (BCAS) or the retrieved documents (MADARA) reached
@@ -90,8 +91,18 @@ def _judge(rec: dict[str, Any]) -> bool | None:
     return None if verdict is None else bool(verdict)
 
 
+def abstained(rec: dict[str, Any]) -> bool:
+    """Not attempted whatever the answer says: the agent chose ``abstain`` (stop reason
+    ``abstained``) or a three-way judge labelled the answer ``not_attempted``."""
+    judge = rec.get("judge")
+    label = judge.get("label") if isinstance(judge, dict) else None
+    return rec.get("stop_reason") == "abstained" or label == "not_attempted"
+
+
 def _declined(rec: dict[str, Any]) -> bool:
-    return not failed(rec) and declines(str(rec.get("prediction") or ""), _answers(rec))
+    if failed(rec):
+        return False
+    return abstained(rec) or declines(str(rec.get("prediction") or ""), _answers(rec))
 
 
 def _attempted(rec: dict[str, Any]) -> bool | None:
@@ -173,4 +184,15 @@ def token_f1_of(rec: dict[str, Any], metric: str) -> float:
     return 0.0 if failed(rec) else float(rec.get("f1") or 0.0)
 
 
-__all__ = ["JUDGE", "METRICS", "METRIC_NAMES", "failed", "graded", "outcome", "outcome_fn", "resolve", "token_f1_of"]
+__all__ = [
+    "JUDGE",
+    "METRICS",
+    "METRIC_NAMES",
+    "abstained",
+    "failed",
+    "graded",
+    "outcome",
+    "outcome_fn",
+    "resolve",
+    "token_f1_of",
+]

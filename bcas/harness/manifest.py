@@ -276,7 +276,9 @@ def model_entries(settings: Any, preflight: list[dict[str, Any]]) -> tuple[dict[
         "spec": judge_spec,
         "repeats": settings.judge_repeats,
         "fingerprint": fingerprint,
-        "grade_id": _try(lambda: grade_id(fingerprint, settings.judge_repeats)),
+        "grade_id": _try(
+            lambda: grade_id(fingerprint, settings.judge_repeats, bool(getattr(settings, "judge_three_way", False)))
+        ),
     }
     return models, judge
 

@@ -126,6 +126,12 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
     ),
     ("judge-repeats", "int", 1, "ask the judge this many times per item and record agreement"),
     (
+        "judge-three-way",
+        "bool",
+        False,
+        "the judge grades correct / incorrect / not attempted (SimpleQA) under its own prompt (another grade id)",
+    ),
+    (
         "require-judge",
         "bool",
         False,

@@ -142,7 +142,7 @@ class BcasSession:
         if record.method == "madara":
             found = madara_evidence(record.extra or {}, gold.groups)
         else:
-            found = bcas_trajectory(record.steps, gold.groups)
+            found = bcas_trajectory(record.steps, gold.groups, record.extra)
         extra = {**(record.extra or {}), **found, "gold_documents": len(gold.groups)}
         if gold.unmapped:
             extra.update(gold_unmapped=len(gold.unmapped), gold_unmapped_refs=list(gold.unmapped[:5]))
@@ -229,7 +229,8 @@ class BcasSession:
                 judge_model = load_model(
                     backend, name or None, cache=self.settings.cache, identity=self.judge_fingerprint(), **options
                 )
-            self._judge = LLMJudge(judge_model, repeats=self.settings.judge_repeats)
+            three_way = bool(getattr(self.settings, "judge_three_way", False))
+            self._judge = LLMJudge(judge_model, repeats=self.settings.judge_repeats, three_way=three_way)
         return self._judge
 
     # -- running a case ------------------------------------------------------------
@@ -293,7 +294,8 @@ class BcasSession:
         if self._grade_id is None and self.settings.judge != "none":
             from bcas.identity import grade_id
 
-            self._grade_id = grade_id(self.judge_fingerprint() or "", self.settings.judge_repeats)
+            three_way = bool(getattr(self.settings, "judge_three_way", False))
+            self._grade_id = grade_id(self.judge_fingerprint() or "", self.settings.judge_repeats, three_way)
         return self._grade_id
 
     async def _grade_missing(self, case: Any, ds: Any, config_id: str, fingerprint: str, phash: str) -> None:

@@ -190,6 +190,7 @@ class Settings:
     holm_scope: str | None = None  # --bcas-holm-scope: overrides every grid's Holm scope in the summaries
     gate_metric: str | None = None  # --bcas-gate-metric: the gate's metric instead of each grid's primary one
     calibration_n: int | None = None  # --bcas-calibration-n: replaces calibration_n where a case uses it
+    judge_three_way: bool = False  # --bcas-judge-three-way: SimpleQA's three grades (bcas.grading.judge)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -282,6 +283,7 @@ def read_settings(config: pytest.Config) -> Settings:
         judge=judge,
         judge_base_url=judge_base_url,
         judge_repeats=_positive(_get(config, "judge-repeats"), "judge-repeats"),
+        judge_three_way=bool(_get(config, "judge-three-way")),
         prices=prices,
         price_sheet=price_sheet,
         baseline=baseline,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bcas.grading.abstention import CORRECT, INCORRECT, NOT_ATTEMPTED, simpleqa_scores, three_way
-from bcas.grading.outcomes import failed, outcome
+from bcas.grading.outcomes import abstained, failed, outcome
 from bcas.metrics.cost import cost_of_pass_interval
 from bcas.metrics.reliability import flip_share, over_items
 
@@ -34,6 +34,9 @@ class MetricColumns:
     wasted_searches: float | None = None
     kept_precision: float | None = None  # MADARA: kept documents against gold
     kept_recall: float | None = None
+    cite_n: int = 0  # records whose answer was asked for citations and whose item has gold
+    citation_precision: float | None = None  # mean over those that cited something (ALCE §2.2)
+    citation_recall: float | None = None  # mean over cite_n
     n_correct: int = 0  # SimpleQA's three-way grading in the row's metric
     n_incorrect: int = 0
     n_not_attempted: int = 0
@@ -94,6 +97,9 @@ def _trajectory(recs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "wasted_searches": _mean(_numbers(with_gold, "wasted_searches")),
         "kept_precision": _mean(_numbers(recs, "kept_precision")),
         "kept_recall": _mean(_numbers(recs, "kept_recall")),
+        "cite_n": sum(1 for r in with_gold if _extra(r).get("citation_recall") is not None),
+        "citation_precision": _mean(_numbers(with_gold, "citation_precision")),
+        "citation_recall": _mean(_numbers(with_gold, "citation_recall")),
     }
 
 
@@ -101,9 +107,8 @@ def three_way_counts(recs: Sequence[dict[str, Any]], metric: str) -> dict[str, i
     """Correct / incorrect / not-attempted counts in ``metric`` (ungraded attempts left out)."""
     counts = {CORRECT: 0, INCORRECT: 0, NOT_ATTEMPTED: 0}
     for r in recs:
-        grade = three_way(
-            outcome(r, metric), str(r.get("prediction") or ""), [str(a) for a in r.get("answers") or []], failed(r)
-        )
+        answers = [str(a) for a in r.get("answers") or []]
+        grade = three_way(outcome(r, metric), str(r.get("prediction") or ""), answers, failed(r), abstained(r))
         if grade is not None:
             counts[grade] += 1
     return counts

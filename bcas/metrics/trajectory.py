@@ -19,7 +19,12 @@ group found when any of its ids is returned).
   them when none found any) -- budget spent without new evidence;
 - **kept precision / recall** (MADARA §4: the documents a treatment keeps for
   generation): kept documents in some gold group / kept documents, and gold groups
-  with a kept document / gold groups.
+  with a kept document / gold groups;
+- **citation precision / recall** (ALCE, Gao et al. 2023, "Enabling Large Language
+  Models to Generate Text with Citations", §2.2, here at document level against gold
+  evidence instead of by NLI entailment): cited documents in some gold group / cited
+  documents (an id of no passage the model was shown counts as cited and not gold),
+  and gold groups with a cited document / gold groups (``AgentConfig.cite``).
 """
 
 from __future__ import annotations
@@ -157,13 +162,39 @@ def kept_precision_recall(kept: Sequence[str], groups: GoldGroups) -> tuple[floa
     return precision, evidence_recall(unique, groups)
 
 
+def citation_precision_recall(
+    cited_docs: Sequence[str], groups: GoldGroups, unseen: int = 0
+) -> tuple[float | None, float | None]:
+    """(precision, recall) of the documents an answer cites against gold (ALCE §2.2, module docstring).
+
+    ``unseen``: cited ids that name no passage shown (in the precision's denominator only).
+    Precision is ``None`` when nothing was cited; both are ``None`` without gold.
+
+    >>> citation_precision_recall(["a", "x"], [frozenset({"a"}), frozenset({"b"})], unseen=2)
+    (0.25, 0.5)
+    """
+    if not groups:
+        return None, None
+    unique = list(dict.fromkeys(cited_docs))
+    gold_ids = set().union(*groups)
+    cited = len(unique) + max(0, unseen)
+    precision = sum(1 for d in unique if d in gold_ids) / cited if cited else None
+    return precision, evidence_recall(unique, groups)
+
+
 def bcas_searches(steps: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The search steps of a BCAS record that ran a retrieval (counted searches, BCAS §3.3)."""
     return [s for s in steps if s.get("kind") == "search" and s.get("flag") not in _NOT_RUN]
 
 
-def bcas_trajectory(steps: Sequence[Mapping[str, Any]], groups: GoldGroups) -> dict[str, Any]:
+def bcas_trajectory(
+    steps: Sequence[Mapping[str, Any]], groups: GoldGroups, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The trajectory metrics of a BCAS record's steps (the module's list), as record fields.
+
+    ``extra``: the record's ``extra``; when it holds the answer's citations (``cite``,
+    ``cited_docs``, ``cite_unseen``: ``AgentConfig.cite``) the citation precision and
+    recall are added.
 
     ``redundant_searches`` counts every search turn (a repeated query the loop did not
     re-run included); the others count the searches that ran.  ``gold_hits``: per search
@@ -190,6 +221,10 @@ def bcas_trajectory(steps: Sequence[Mapping[str, Any]], groups: GoldGroups) -> d
                 "wasted_searches": wasted_searches(results, groups),
             }
         )
+        if extra is not None and extra.get("cite") is not None:
+            cited = [str(d) for d in extra.get("cited_docs") or []]
+            precision, recall = citation_precision_recall(cited, groups, int(extra.get("cite_unseen") or 0))
+            out.update(citation_precision=precision, citation_recall=recall)
     return out
 
 
@@ -208,6 +243,7 @@ __all__ = [
     "TOP_HITS",
     "bcas_searches",
     "bcas_trajectory",
+    "citation_precision_recall",
     "evidence_recall",
     "first_gold_hit",
     "jaccard",

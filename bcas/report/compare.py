@@ -13,6 +13,11 @@ items both groups hold:
   the exact McNemar p-value (BCAS Figure 3, MADARA §6; :mod:`bcas.stats`);
 * with several epochs per item, the per-item means and a paired t-test on them
   (:mod:`bcas.report.paired` says why);
+* on a metric that is not pass/fail per item (``--metric f1``, ``evidence_recall``,
+  ``cost_usd``, ``tokens``, ...: :data:`bcas.metrics.values.VALUES`), the per-item means
+  of A and B and a paired bootstrap over items of the mean difference B - A
+  (:func:`bcas.report.paired.paired_bootstrap`), with the items where A / B is higher
+  counted (no flipped-item listing: every item may differ);
 * the flipped items, listed both ways, and in the HTML (``--html OUT``, one
   self-contained file without scripts) each flipped item's two trajectories side by side.
 
@@ -35,10 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from bcas.grading.outcomes import METRICS, outcome
+from bcas.metrics.values import VALUES, is_share, value
 from bcas.records import Record, RecordError, load_records
 from bcas.records.manifest import read_manifest
 from bcas.report.membership import model_names
-from bcas.report.paired import paired
+from bcas.report.paired import paired, paired_bootstrap
 from bcas.stats import mcnemar_exact, newcombe_paired_diff
 
 GroupKey = tuple[str, str, str, str]  # (model label, model fingerprint, dataset, configuration label)
@@ -90,6 +96,14 @@ class GroupComparison:
     notes: list[str] = field(default_factory=list)
     records_a: dict[str, Record] = field(default_factory=dict)  # item id -> shown record (flipped items)
     records_b: dict[str, Record] = field(default_factory=dict)
+    binary: bool = True  # a pass/fail metric; else a value metric (a_only / b_only: A / B higher)
+    share: bool = True  # values in [0, 1], shown in percent
+
+    def shown(self, x: float, signed: bool = False) -> str:
+        """``x`` as the table shows it: percent (points for a difference) or the amount."""
+        if self.share:
+            return f"{x * 100:+.1f}" if signed else f"{x * 100:.1f}"
+        return f"{x:+.4g}" if signed else f"{x:.4g}"
 
     @property
     def model(self) -> str:
@@ -139,6 +153,8 @@ def compare_groups(
     model_a: str, model_b: str, dataset: str, label: str, recs_a: list[Record], recs_b: list[Record], metric: str = "em"
 ) -> GroupComparison:
     """Paired comparison of two groups on the items both hold (module docstring)."""
+    if metric in VALUES:
+        return compare_values(model_a, model_b, dataset, label, recs_a, recs_b, metric)
     by_item_a: dict[str, list[Record]] = defaultdict(list)
     by_item_b: dict[str, list[Record]] = defaultdict(list)
     for recs, by_item in ((recs_a, by_item_a), (recs_b, by_item_b)):
@@ -193,6 +209,36 @@ def compare_groups(
     only_a, only_b = len(set(by_item_a) - set(by_item_b)), len(set(by_item_b) - set(by_item_a))
     if only_a or only_b:
         out.notes.append(f"items in one run only, left out: {only_a} in A, {only_b} in B")
+    return out
+
+
+def compare_values(
+    model_a: str, model_b: str, dataset: str, label: str, recs_a: list[Record], recs_b: list[Record], metric: str
+) -> GroupComparison:
+    """A value metric (:mod:`bcas.metrics.values`): per-item means over epochs, paired bootstrap of B - A."""
+    by_item: list[dict[str, list[float]]] = [defaultdict(list), defaultdict(list)]
+    for recs, values in zip((recs_a, recs_b), by_item, strict=True):
+        for rec in recs:
+            v = value(rec.to_dict(), metric)
+            if v is not None:
+                values[rec.item_id].append(v)
+    shared = sorted(set(by_item[0]) & set(by_item[1]))
+    means_a, means_b = ({i: sum(v[i]) / len(v[i]) for i in shared} for v in by_item)
+    result = paired_bootstrap(means_b, means_a)
+    n = len(shared)
+    out = GroupComparison(
+        model_a, model_b, dataset, label, n,
+        sum(means_a.values()) / n if n else 0.0, sum(means_b.values()) / n if n else 0.0,
+        [i for i in shared if means_a[i] > means_b[i]], [i for i in shared if means_b[i] > means_a[i]],
+        result.diff, result.ci_lo, result.ci_hi, result.p_value, "paired bootstrap",
+        max([len(v[i]) for v in by_item for i in shared] + [1]), binary=False, share=is_share(metric),
+    )  # fmt: skip
+    ids_a, ids_b = _values(recs_a, "config_id"), _values(recs_b, "config_id")
+    if ids_a != ids_b:
+        out.notes.append(f"configuration ids differ under one label: A {', '.join(ids_a)} vs B {', '.join(ids_b)}")
+    unmeasured = len({r.item_id for r in recs_a} | {r.item_id for r in recs_b}) - n
+    if unmeasured:
+        out.notes.append(f"items left out: {unmeasured} not measured in {metric} in both runs")
     return out
 
 
@@ -265,14 +311,17 @@ def run_lines(run_a: Run, run_b: Run) -> list[str]:
 
 
 def table_lines(comps: list[GroupComparison]) -> list[str]:
+    binary = all(c.binary for c in comps)
+    a, b, d = ("A %", "B %", "B-A pts") if all(c.share for c in comps) else ("A", "B", "B-A")
+    only = ("A only", "B only") if binary else ("A >", "B >")
     lines = [
-        f"{'model':<24}{'dataset':<16}{'config':<24}{'n':>5}{'A %':>7}{'B %':>7}{'B-A pts':>9}"
-        f"{'95% CI':>16}{'A only':>8}{'B only':>8}{'p':>9}"
+        f"{'model':<24}{'dataset':<16}{'config':<24}{'n':>5}{a:>9}{b:>9}{d:>9}"
+        f"{'95% CI':>18}{only[0]:>8}{only[1]:>8}{'p':>9}"
     ]
     for c in comps:
         lines.append(
-            f"{c.model[:23]:<24}{c.dataset[:15]:<16}{c.label[:23]:<24}{c.n:>5}{c.acc_a * 100:>7.1f}"
-            f"{c.acc_b * 100:>7.1f}{c.diff * 100:>+9.1f}{f'{c.ci_lo * 100:+.1f} {c.ci_hi * 100:+.1f}':>16}"
+            f"{c.model[:23]:<24}{c.dataset[:15]:<16}{c.label[:23]:<24}{c.n:>5}{c.shown(c.acc_a):>9}"
+            f"{c.shown(c.acc_b):>9}{c.shown(c.diff, True):>9}{f'{c.shown(c.ci_lo, True)} {c.shown(c.ci_hi, True)}':>18}"
             f"{len(c.a_only):>8}{len(c.b_only):>8}{c.p_value:>9.4f}"
         )
     return lines
@@ -281,7 +330,7 @@ def table_lines(comps: list[GroupComparison]) -> list[str]:
 def flipped_lines(comps: list[GroupComparison]) -> list[str]:
     lines = []
     for c in comps:
-        if not (c.a_only or c.b_only):
+        if not (c.a_only or c.b_only) or not c.binary:
             continue
         lines.append(f"{c.title} ({c.test}{f', {c.epochs} epochs' if c.epochs > 1 else ''}):")
         lines.append(f"  A right, B wrong ({len(c.a_only)}): {', '.join(c.a_only) or '-'}")
@@ -373,7 +422,8 @@ def render_html(
         f"<ul>{runs}</ul>{_override_html(overridden)}"
         f"<h2>Paired comparison ({escape({'em': 'EM', 'judge': 'judge verdict'}.get(metric, metric))})</h2>"
         "<p>On the items both runs hold: difference B − A with Newcombe's (1998) paired 95% interval and the "
-        "exact McNemar p-value (with several epochs: per-item means, paired t-test).</p>"
+        "exact McNemar p-value (with several epochs: per-item means, paired t-test; on a metric that is not "
+        "pass/fail: per-item means, paired bootstrap over items, A / B higher counted instead of right / wrong).</p>"
         + _groups_table(comps)
         + notes_html
         + "<h2>Flipped items</h2>"
@@ -391,10 +441,10 @@ def _groups_table(comps: list[GroupComparison]) -> str:
                 escape(c.dataset),
                 escape(c.label),
                 str(c.n),
-                f"{c.acc_a * 100:.1f}",
-                f"{c.acc_b * 100:.1f}",
-                f"{c.diff * 100:+.1f}",
-                f"{c.ci_lo * 100:+.1f} – {c.ci_hi * 100:+.1f}",
+                c.shown(c.acc_a),
+                c.shown(c.acc_b),
+                c.shown(c.diff, True),
+                f"{c.shown(c.ci_lo, True)} – {c.shown(c.ci_hi, True)}",
                 str(len(c.a_only)),
                 str(len(c.b_only)),
                 f"{c.p_value:.4f}",
@@ -424,7 +474,7 @@ def _flips_html(run_a: Run, run_b: Run, comps: list[GroupComparison], metric: st
     flips = []
     for c in comps:
         for tag, items in (("A right, B wrong", c.a_only), ("A wrong, B right", c.b_only)):
-            if not items:
+            if not items or not c.binary:
                 continue
             flips.append(f"<h3>{escape(c.title)} — {escape(tag)} ({len(items)})</h3>")
             for item in items:
@@ -454,9 +504,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--metric",
-        choices=("em", "judge", *METRICS.names()),
+        choices=("em", "judge", *METRICS.names(), *VALUES.names()),
         default="em",
-        help="outcome compared: exact match (default), the recorded judge verdict or a registered metric",
+        help="outcome compared: exact match (default), the recorded judge verdict, a registered pass/fail metric "
+        "(McNemar) or a registered value metric such as f1, evidence_recall, cost_usd, tokens (paired bootstrap)",
     )
     args = parser.parse_args(argv)
     try:

@@ -17,6 +17,15 @@ T = 0.6 decoding invites), the N outcomes of one item are not independent, so:
   ``d_i = m_i(A) − m_i(B)`` (two-sided), with the interval ``d̄ ± t(n-1) · sd(d)/√n``.
   McNemar's test needs a binary outcome per item, which a per-item mean is not; the
   paired t-test on per-item differences is the clustered analysis of the same design.
+
+A metric that is not pass/fail per item (token F1, evidence recall, cost, tokens:
+:mod:`bcas.metrics.values`) is compared with a **paired bootstrap over items**
+(:func:`paired_bootstrap`; Koehn 2004, "Statistical Significance Tests for Machine
+Translation Evaluation", paired bootstrap resampling; Efron & Tibshirani 1993, "An
+Introduction to the Bootstrap", ch. 13 percentile intervals and ch. 16 bootstrap tests):
+the per-item differences ``d_i`` are resampled with replacement, the interval is the
+percentile interval of the resampled mean differences, and the two-sided p-value is the
+share of mean differences, centred on the observed one, at least as far from 0 as it.
 """
 
 from __future__ import annotations
@@ -27,7 +36,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from bcas.stats import mcnemar_exact, newcombe_paired_diff, wilson_interval
+
+N_RESAMPLES = 2000
 
 Outcome = Callable[[dict[str, Any]], "bool | None"]
 
@@ -149,4 +162,49 @@ def paired(
     return PairedResult(n, 0, b, c, n - b - c, mean, max(-1.0, mean - half), min(1.0, mean + half), p, "paired-t")
 
 
-__all__ = ["PairedResult", "accuracy", "clustered_interval", "epochs_of", "paired", "paired_table", "per_item_means"]
+def paired_bootstrap(
+    candidate: Mapping[str, float],
+    reference: Mapping[str, float],
+    alpha: float = 0.05,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = 0,
+) -> PairedResult:
+    """Paired bootstrap of the mean difference candidate − reference over the items both hold.
+
+    The differences are taken in item-id order and resampled from
+    ``numpy.random.default_rng(seed)`` (``integers(0, n, (n_resamples, n))``), so equal
+    inputs give equal results however the records were ordered or sharded.  Bounds: the
+    ``alpha/2`` and ``1 - alpha/2`` order statistics of the resampled means (indices
+    ``floor(alpha/2 (R-1))`` and ``ceil((1-alpha/2)(R-1))``); p-value:
+    ``(1 + #{|m* - d̄| >= |d̄|}) / (R + 1)``.  ``b``/``c``: items whose difference is
+    positive / negative; ``d``: equal; ``a`` is 0.
+    """
+    if not 0 < alpha < 1 or n_resamples < 1:
+        raise ValueError(f"need 0 < alpha < 1 and n_resamples >= 1, got {alpha}, {n_resamples}")
+    shared = sorted(set(candidate) & set(reference))
+    diffs = np.array([float(candidate[i]) - float(reference[i]) for i in shared], dtype=float)
+    n = int(diffs.size)
+    b, c = int((diffs > 0).sum()), int((diffs < 0).sum())
+    if n == 0:
+        return PairedResult(0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 1.0, "paired-bootstrap")
+    mean = float(diffs.mean())
+    rng = np.random.default_rng(seed)
+    means = np.sort(diffs[rng.integers(0, n, size=(n_resamples, n))].mean(axis=1))
+    lo = float(means[int(math.floor(alpha / 2 * (n_resamples - 1)))])
+    hi = float(means[int(math.ceil((1 - alpha / 2) * (n_resamples - 1)))])
+    extreme = int((np.abs(means - mean) >= abs(mean) - 1e-12).sum())
+    p = min(1.0, (1 + extreme) / (n_resamples + 1))
+    return PairedResult(n, 0, b, c, n - b - c, mean, lo, hi, p, "paired-bootstrap")
+
+
+__all__ = [
+    "N_RESAMPLES",
+    "PairedResult",
+    "paired_bootstrap",
+    "accuracy",
+    "clustered_interval",
+    "epochs_of",
+    "paired",
+    "paired_table",
+    "per_item_means",
+]

@@ -8,6 +8,13 @@ known cost, or every cost is 0 (no price applies: self-hosted models, ``--bcas-p
 none``), the panel uses mean completion tokens per item instead, so the axis always
 means one thing for every point of a panel.
 
+The same view can use the **cost of a correct answer** instead (``panels(rows,
+per_pass=True)``): cost-of-pass, mean cost / accuracy (Erol et al. 2025, eq. 1;
+:mod:`bcas.metrics.cost`), with its bootstrap interval, when every point is priced, else
+tokens-of-pass (prompt + completion tokens per correct answer).  A configuration with no
+correct answer has no finite cost-of-pass: it is left out of the panel and named in
+``Panel.excluded``.
+
 A point is on the frontier when no other point is at most as costly and at least as
 accurate, and strictly better in one of the two.  :func:`cheapest_within` answers "the
 cheapest configuration within X points of the best".  Everything here is computed from
@@ -23,7 +30,15 @@ from typing import Any
 
 COST = "cost"  # mean cost per item, US dollars
 TOKENS = "tokens"  # mean completion tokens per item
-AXIS_NAMES = {COST: "mean cost per item (USD)", TOKENS: "mean completion tokens per item"}
+COST_OF_PASS = "cost_of_pass"  # mean cost / accuracy, US dollars per correct answer
+TOKENS_OF_PASS = "tokens_of_pass"  # (prompt + completion) tokens per correct answer
+AXIS_NAMES = {
+    COST: "mean cost per item (USD)",
+    TOKENS: "mean completion tokens per item",
+    COST_OF_PASS: "cost per correct answer (USD, cost-of-pass)",
+    TOKENS_OF_PASS: "tokens per correct answer (tokens-of-pass)",
+}
+MONEY_AXES = (COST, COST_OF_PASS)
 
 
 @dataclass(frozen=True)
@@ -40,7 +55,9 @@ class Point:
     ci_lo: float
     ci_hi: float
     n: int
-    x: float  # the panel's axis: mean cost or mean completion tokens
+    x: float  # the panel's axis: mean cost or mean completion tokens, or their cost of a correct answer
+    x_lo: float | None = None  # per-pass axes: the 95% bootstrap interval (None: unbounded or unknown)
+    x_hi: float | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -51,8 +68,9 @@ class Point:
 class Panel:
     dataset: str
     metric: str
-    axis: str  # COST or TOKENS
+    axis: str  # COST, TOKENS, COST_OF_PASS or TOKENS_OF_PASS
     points: tuple[Point, ...]
+    excluded: tuple[str, ...] = ()  # per-pass axes: "model · label" of points with no correct answer
 
     @property
     def frontier(self) -> list[Point]:
@@ -71,11 +89,12 @@ def axis_for(rows: Iterable[Any]) -> str:
     return TOKENS
 
 
-def panels(rows: Iterable[Any]) -> list[Panel]:
+def panels(rows: Iterable[Any], per_pass: bool = False) -> list[Panel]:
     """Points per (dataset, metric) from summary rows (``SummaryRow`` or ``summary.json`` dicts).
 
     A configuration listed under several grids (the same answers) is one point, named by
-    the first grid it appears in.
+    the first grid it appears in.  ``per_pass``: the x axis is the cost (or tokens) of a
+    correct answer (module docstring).
     """
     by_panel: dict[tuple[str, str], dict[tuple[str, str], Any]] = defaultdict(dict)
     for row in rows:
@@ -86,9 +105,15 @@ def panels(rows: Iterable[Any]) -> list[Panel]:
     out = []
     for (dataset, metric), chosen in sorted(by_panel.items()):
         axis = axis_for(chosen.values())
-        points = []
+        if per_pass:
+            axis = COST_OF_PASS if axis == COST else TOKENS_OF_PASS
+        points, excluded = [], []
         for row in chosen.values():
-            x = _get(row, "mean_cost_usd") if axis == COST else _get(row, "mean_tokens_out")
+            x = _get(row, {COST: "mean_cost_usd", TOKENS: "mean_tokens_out"}.get(axis, axis))
+            if per_pass and x is None:
+                excluded.append(f"{_get(row, 'model')} · {_get(row, 'label')}")
+                continue
+            bounds = (_get(row, f"{axis}_lo"), _get(row, f"{axis}_hi")) if per_pass else (None, None)
             points.append(
                 Point(
                     model=str(_get(row, "model")),
@@ -102,10 +127,12 @@ def panels(rows: Iterable[Any]) -> list[Panel]:
                     ci_hi=float(_get(row, "ci_hi")),
                     n=int(_get(row, "n")),
                     x=float(x or 0.0),
+                    x_lo=None if bounds[0] is None else float(bounds[0]),
+                    x_hi=None if bounds[1] is None else float(bounds[1]),
                 )
             )
         points.sort(key=lambda p: (p.x, -p.accuracy, p.model, p.label))
-        out.append(Panel(dataset, metric, axis, tuple(points)))
+        out.append(Panel(dataset, metric, axis, tuple(points), tuple(excluded)))
     return out
 
 
@@ -157,6 +184,8 @@ def to_dict(panel: Panel) -> dict[str, Any]:
             "grid": p.grid,
             "config_id": p.config_id,
             "x": p.x,
+            "x_lo": p.x_lo,
+            "x_hi": p.x_hi,
             "accuracy": p.accuracy,
             "ci_lo": p.ci_lo,
             "ci_hi": p.ci_hi,
@@ -169,4 +198,5 @@ def to_dict(panel: Panel) -> dict[str, Any]:
         "axis": panel.axis,
         "points": [plain(p) for p in panel.points],
         "frontier": [plain(p) for p in panel.frontier],
+        "excluded": list(panel.excluded),
     }

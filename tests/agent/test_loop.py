@@ -389,6 +389,9 @@ def test_every_stop_reason_is_reachable(stop: str) -> None:
         kwargs = {"max_turns": 2}
     elif stop == "context_window":
         script = [search("a"), search("b"), answer("a")]
+    elif stop == "abstained":
+        script = [search("a"), json.dumps({"thought": "not found", "action": "abstain", "query": ""})]
+        kwargs = {"abstain": True}
     else:
         script = [search("a")]
         retriever = BrokenRetriever()

@@ -92,7 +92,11 @@ def test_three_epochs_give_pass_at_k_pass_hat_k_and_cost_of_pass_with_intervals(
     assert row["tokens_of_pass"] > 0
     out = result.stdout.str()
     assert "pass@3 " in out and "pass^3 " in out and "cost-of-pass $" in out
-    assert "pass@k % [95%]" in (run / "index.html").read_text()
+    page = (run / "index.html").read_text()
+    assert "pass@k % [95%]" in page
+    # the cost-accuracy view on the cost of a correct answer shows the row's cost-of-pass
+    cop = page.split('id="cop-0-points"')[1].split("</table>")[0]
+    assert f'data-x="{row["cost_of_pass"]!r}"' in cop
 
 
 def test_the_gate_uses_a_registered_metric_when_told(suite: pytest.Pytester) -> None:
