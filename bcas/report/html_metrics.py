@@ -60,6 +60,7 @@ def row_cells(r: SummaryRow) -> list[str]:
         _pct(r.flip_share),
         _interval(r.cost_of_pass, r.cost_of_pass_lo, r.cost_of_pass_hi, ".4f"),
         _interval(r.tokens_of_pass, r.tokens_of_pass_lo, r.tokens_of_pass_hi, ".0f"),
+        f"{_pct(r.citation_precision)} / {_pct(r.citation_recall)} (n={r.cite_n})" if r.cite_n else "—",
     ]
 
 
@@ -84,6 +85,7 @@ HEADERS = [
     "flips %",
     "cost-of-pass $ [95%]",
     "tokens-of-pass [95%]",
+    "citation precision / recall %",
 ]
 
 
@@ -107,7 +109,8 @@ def metrics_section(rows: Sequence[SummaryRow]) -> str:
         "wasted: searches after the last one that found new gold. Three-way grading and F-score as SimpleQA "
         "(a declining answer is not attempted); pass@k (Chen et al. 2021) and pass^k (τ-bench) over the epochs, "
         "bootstrap intervals over items; cost-of-pass = mean cost / accuracy (Erol et al. 2025), ∞ when nothing "
-        "passed. See the README's metric table.</p>"
+        "passed; citation precision / recall (ALCE, at document level) for configurations that ask for a "
+        "cite list. Definitions and sources: the metrics page of the documentation (docs/metrics.md).</p>"
         f'<table class="sortable" id="beyond"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
     )
 
@@ -124,6 +127,8 @@ def metric_lines(rows: Sequence[SummaryRow]) -> list[str]:
             parts.append(f"{r.gold_unmapped} gold refs unmapped,")
         if r.kept_precision is not None or r.kept_recall is not None:
             parts.append(f"kept precision/recall {c[7]}%,")
+        if r.cite_n:
+            parts.append(f"citation precision/recall {c[16]},")
         parts.append(f"redundant {c[5]}, correct/incorrect/not attempted {c[8]}, F-score {c[10]}%,")
         if r.pass_k > 1:
             parts.append(f"pass@{r.pass_k} {c[11].split(': ', 1)[1]}%, pass^{r.pass_k} {c[12].split(': ', 1)[1]}%,")

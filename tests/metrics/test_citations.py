@@ -159,3 +159,31 @@ def test_enumeration_helper_is_sane() -> None:
         p, r = citation_precision_recall(list(cited), [frozenset({"a"})])
         assert r == 1.0 if "a" in cited else r == 0.0
         assert p == (1.0 if set(cited) == {"a"} else (0.5 if "a" in cited else 0.0))
+
+
+def test_citations_appear_in_the_beyond_accuracy_table_and_the_terminal_lines() -> None:
+    from bcas.records import Record
+    from bcas.report.html_metrics import metric_lines, metrics_section
+    from bcas.report.summary import summarize
+
+    def record(item: str, extra: dict[str, Any]) -> dict[str, Any]:
+        row = Record(
+            run_id="r", model="m", config_id="c", label="s1/cite", dataset="d", dataset_hash="h", item_id=item,
+            question="?", answers=["x"], prediction="x", correct_em=True, f1=1.0, model_fingerprint="fp",
+        ).to_dict()  # fmt: skip
+        row["extra"] = extra
+        return row
+
+    cited = [
+        record("a", {"evidence_recall": 1.0, "cite": ["1"], "citation_precision": 1.0, "citation_recall": 0.5}),
+        record("b", {"evidence_recall": 0.5, "cite": ["<2>"], "citation_precision": 0.5, "citation_recall": 1.0}),
+    ]
+    (row,) = summarize(cited)
+    html = metrics_section([row])
+    assert "citation precision / recall %" in html and "75.0 / 75.0 (n=2)" in html
+    (line,) = [x for x in metric_lines([row]) if "s1/cite" in x]
+    assert "citation precision/recall 75.0 / 75.0 (n=2)" in line
+    # Without citations the cell is a dash and the terminal line says nothing of them.
+    (plain,) = summarize([record("c", {"evidence_recall": 1.0})])
+    assert "citation" not in " ".join(metric_lines([plain]))
+    assert metrics_section([plain]).count("<td>—</td>") >= 1
