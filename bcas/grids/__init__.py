@@ -30,6 +30,8 @@ Adding an experiment means adding a table here, not a new test function.
   all 10, beside 3-Agent's cost.
 - ``formats``: the action format as an axis: JSON actions (the reference),
   ``Thought/Action/Query`` text and native tool calls on the same items and budget.
+- ``evidence``: the formats grid's JSON case as the reference, with a cite list in the
+  final answer (citation precision / recall) and with an abstain action (not attempted).
 - ``smoke``: a handful of configurations on a few items, the README's main job on
   the embedded CPU default.
 
@@ -70,6 +72,7 @@ from bcas.grids.paper import (
     CALIBRATION_N,
     CONTEXT_SCALING,
     CROSS_ENCODER,
+    EVIDENCE,
     FORMATS,
     ISOLATION,
     MADARA,
@@ -105,6 +108,7 @@ __all__ = [
     "CALIBRATION_N",
     "CONTEXT_SCALING",
     "CROSS_ENCODER",
+    "EVIDENCE",
     "FORMATS",
     "GRIDS",
     "Grid",
@@ -145,5 +149,6 @@ for _grid in (
     CROSS_ENCODER,
     SMOKE,
     FORMATS,
+    EVIDENCE,
 ):
     register_grid(_grid)

@@ -22,6 +22,8 @@ def _bcas(
     datasets: tuple[str, ...] = (),
     action_format: str = "json",
     name: str = "",
+    cite: bool = False,
+    abstain: bool = False,
 ) -> GridEntry:
     budget = Budget(max_searches=searches, max_total_tokens=tokens)
     if per_turn is not None:
@@ -29,7 +31,7 @@ def _bcas(
     config = RunConfig(
         budget=budget,
         retrieval=RetrievalConfig(mode=mode, candidates=candidates),
-        agent=AgentConfig(planning=plan, reflection=reflect, action_format=action_format),
+        agent=AgentConfig(planning=plan, reflection=reflect, action_format=action_format, cite=cite, abstain=abstain),
     )
     return GridEntry("bcas", config, reference=reference, requires=requires, datasets=datasets, name=name)
 
@@ -295,5 +297,22 @@ FORMATS = Grid(
     datasets=("hotpotqa",),
     limit=5,
     description="action formats (BCAS §3.1): JSON actions vs Thought/Action/Query text vs native tool calls",
+    holm_scope="cell",
+)
+
+# Beyond accuracy (no paper grid: the metrics of docs/metrics.md that need the loop to offer
+# something more): the formats grid's cases with a cite list in the final answer (citation
+# precision / recall, ALCE §2.2) and with an abstain action (SimpleQA's not attempted), each
+# compared with the plain loop per model x dataset.
+EVIDENCE = Grid(
+    "evidence",
+    (
+        _bcas(mode="bm25", searches=2, tokens=2000, per_turn=160, reference=True),
+        _bcas(mode="bm25", searches=2, tokens=2000, per_turn=160, cite=True),
+        _bcas(mode="bm25", searches=2, tokens=2000, per_turn=160, abstain=True),
+    ),
+    datasets=("hotpotqa",),
+    limit=5,
+    description="citations and abstention: the loop asked for a cite list, and offered an abstain action",
     holm_scope="cell",
 )

@@ -70,3 +70,34 @@ def test_embedded_abstention_rate_on_the_smoke_grid(tmp_path: Path) -> None:
         assert row["n_correct"] + row["n_incorrect"] + row["n_not_attempted"] == row["n"]
         assert row["not_attempted_rate"] is not None
     assert proc.stdout.count("correct/incorrect/not attempted") >= len({(r["dataset"], r["label"]) for r in rows})
+
+
+def test_embedded_model_on_the_evidence_grid(tmp_path: Path) -> None:
+    """The ``evidence`` grid (a cite list, an abstain action) end to end on the real model, 1 item."""
+    run = tmp_path / "run"
+    env = {"BCAS_CACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "pytest", "benchmarks", "--bcas-grid", "evidence", "--bcas-limit", "1",
+               "--bcas-no-cache", "--bcas-report", str(run), "-q", "-p", "no:cacheprovider"]  # fmt: skip
+    proc = subprocess.run(command, cwd=REPO, env={**os.environ, **env}, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    records = {r["label"]: r for r in map(json.loads, (run / "records.jsonl").read_text().splitlines())}
+    assert set(records) == {"bm25/s2/t2k", "bm25/s2/t2k/cite", "bm25/s2/t2k/abstain"}
+    cited = records["bm25/s2/t2k/cite"]
+    assert cited["config"]["agent"]["cite"] is True and isinstance(cited["extra"]["cite"], list)
+    if cited["stop_reason"] == "answered":  # an answer decoded under the cite schema scores its citations
+        assert cited["extra"]["citation_recall"] is not None
+    abstained = records["bm25/s2/t2k/abstain"]
+    assert abstained["config"]["agent"]["abstain"] is True
+    rows = {row["label"]: row for row in json.loads((run / "summary.json").read_text())["rows"]}
+    abstain_row = rows["bm25/s2/t2k/abstain"]
+    assert abstain_row["n_correct"] + abstain_row["n_incorrect"] + abstain_row["n_not_attempted"] == 1
+    if abstained["stop_reason"] == "abstained":
+        assert abstain_row["n_not_attempted"] == 1
+    assert len({r["config_id"] for r in records.values()}) == 3
+    print(
+        "evidence grid, 1 item:",
+        {
+            label: (r["stop_reason"], r["extra"].get("cite"), r["extra"].get("citation_recall"))
+            for label, r in records.items()
+        },
+    )
