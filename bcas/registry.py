@@ -234,7 +234,7 @@ def mode_uses(mode: str, need: str) -> bool:
 
 
 RUN_KINDS: Registry[Any] = Registry("run kind")
-"""How a grid entry's case runs (``GridEntry.kind``): a :class:`bcas.harness.pipelines.ItemKind` or ``WholeCaseKind``.
+"""How a grid entry's case runs (``GridEntry.kind``): a :class:`bcas.run.pipelines.ItemKind` or ``WholeCaseKind``.
 
 Metadata, read without importing the kind: ``per_item`` -- it answers items one by one
 into records (``False``: a probe run whole that writes a profile, such as MADARA §3's
@@ -245,7 +245,7 @@ its conversation grows with ``config.budget`` (BCAS §3.3), which the session st
 compares with each model's context window."""
 RUN_KINDS.register(
     "bcas",
-    "bcas.harness.pipelines:BCAS",
+    "bcas.run.pipelines:BCAS",
     per_item=True,
     prompts=("agent/prompts", "retrieval/prompts"),
     label="{config.label}",
@@ -253,12 +253,12 @@ RUN_KINDS.register(
 )
 RUN_KINDS.register(
     "madara",
-    "bcas.harness.pipelines:MADARA",
+    "bcas.run.pipelines:MADARA",
     per_item=True,
     prompts=("assess/prompts",),
     label="madara/{config.assess.method}",
 )
-RUN_KINDS.register("rsc", "bcas.harness.pipelines:RSC", per_item=False, prompts=("assess/prompts",), label="rsc")
+RUN_KINDS.register("rsc", "bcas.run.pipelines:RSC", per_item=False, prompts=("assess/prompts",), label="rsc")
 
 
 def per_item(kind: str) -> bool:

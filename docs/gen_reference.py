@@ -7,7 +7,7 @@ prints one section (``python docs/gen_reference.py --list`` lists them).
 
 * ``options``: every option of the ``bcas`` group of pytest's parser, as the plugin's
   ``pytest_addoption`` adds it (flag, ini name, help), with the type and default of its
-  row in :data:`bcas.harness.options.OPTIONS`.
+  row in :data:`bcas.run.options.OPTIONS`.
 * ``grids``: every registered grid with its configurations (label, run kind, reference).
 * ``backends``, ``formats``, ``datasets``, ``retrieval_modes``, ``treatments``,
   ``run_kinds``, ``metrics``, ``markers``: one line per registry entry.
@@ -46,8 +46,8 @@ def option_rows() -> list[dict[str, Any]]:
     """The ``bcas`` option group as pytest's parser holds it, joined with the option table."""
     from _pytest.config.argparsing import Parser
 
-    from bcas.harness.options import OPTIONS
     from bcas.harness.plugin import pytest_addoption
+    from bcas.run.options import OPTIONS
 
     parser = Parser(_ispytest=True)
     pytest_addoption(parser)

@@ -24,7 +24,7 @@ from bcas.config import AssessConfig, Budget, RetrievalConfig, RunConfig
 from bcas.formats import Format, register_format
 from bcas.grading import score_prediction
 from bcas.grids import Grid, GridEntry, register_grid
-from bcas.harness.pipelines import ItemKind
+from bcas.run.pipelines import ItemKind
 from bcas.items import Document, Item
 from bcas.llm import register_backend
 from bcas.llm.base import ChatRequest

@@ -54,7 +54,7 @@ from bcas.testing.project import preload
 
 # Beyond what every run touches: the corpus, the gate, the manifest, the start-of-session
 # checks and the mock backend.
-preload("bcas.corpus", "bcas.harness.gate", "bcas.harness.manifest", "bcas.harness.startup", "bcas.testing.mock")
+preload("bcas.corpus", "bcas.harness.gate", "bcas.harness.manifest", "bcas.run.checks", "bcas.testing.mock")
 
 pytest_plugins = ["pytester"]
 

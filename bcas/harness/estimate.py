@@ -29,14 +29,14 @@ from typing import Any
 import pytest
 
 from bcas.harness import state
-from bcas.harness.context import CaseContext
-from bcas.harness.cost import record_spend
 from bcas.harness.estimate_shards import shard_lines
-from bcas.harness.pipelines import whole_case_kind
-from bcas.harness.runner import BcasSession
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, WrappedModel
 from bcas.llm.cache import CachedModel
 from bcas.registry import per_item
+from bcas.run.context import CaseContext
+from bcas.run.cost import record_spend
+from bcas.run.pipelines import whole_case_kind
+from bcas.run.session import BcasSession
 
 # The cache misses of the item being replayed (each item runs in its own task, with its own list):
 # pipelines and the judge turn a failed call into an error record or an unknown verdict, so the

@@ -40,6 +40,7 @@ from typing import Any
 from bcas.grading.outcomes import METRICS
 from bcas.grading.outcomes import outcome as metric_outcome
 from bcas.report.paired import paired_table
+from bcas.run.options import OptionError
 from bcas.stats import (
     holm_bonferroni,
     mcnemar_exact_one_sided,
@@ -435,6 +436,20 @@ def holm_session(results: list[GateResult], alpha: float | None = None) -> list[
     for members, reject, _ in holm_families(results).values():
         rejected.extend(r for r, rej in zip(members, reject, strict=True) if rej)
     return rejected
+
+
+def check_baseline(value: str | None) -> None:
+    """``--bcas-baseline`` is a readable run folder, records JSONL or baseline JSON (read, not written)."""
+    if not value:
+        return
+    try:
+        load_baseline_cases(value)
+    except BaselineError as exc:
+        raise OptionError(
+            f"{exc}; accepted: a run folder, its records.jsonl, or a baseline JSON "
+            "(python -m bcas.harness.gate write RUN_DIR OUT.json)",
+            "baseline",
+        ) from None
 
 
 def main(argv: list[str] | None = None) -> int:

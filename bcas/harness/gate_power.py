@@ -377,13 +377,19 @@ def collected_plan(
     return plan
 
 
-def gate_in_session(session: Any, case: Any, records: list[dict[str, Any]]) -> GateResult | None:
-    """The paired test of one finished case, against the plan made at collection.
+def gate_in_session(
+    session: Any,
+    case: Any,
+    records: list[dict[str, Any]],
+    config: pytest.Config | None = None,
+    plan: GatePlan | None = None,
+) -> GateResult | None:
+    """The paired test of one finished case, against ``plan`` (default: the one made at collection, ``config``'s).
 
-    Without a plan (a session driven outside pytest) the case is planned on its own.
+    Without a plan the case is planned on its own.
     """
-    config = session.config
-    plan = config.stash.get(GATE_PLAN, None) if config is not None else None
+    if plan is None:
+        plan = config.stash.get(GATE_PLAN, None) if config is not None else None
     if plan is None or case.id not in plan.cases:
         options = config.stash.get(GATE_OPTIONS, GateOptions()) if config is not None else GateOptions()
         options = replace(options, metric=getattr(session.settings, "gate_metric", None))

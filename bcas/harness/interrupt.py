@@ -5,7 +5,7 @@ Ctrl-C raises (a handler installed once the session's grid cases are collected, 
 process only: an xdist controller or a run without ``-n``; a session without grid cases
 keeps the default), so pytest ends the session as interrupted (exit
 status 2) and runs its end-of-session hooks.  The items in flight are cancelled
-(:meth:`bcas.harness.runner.BcasSession.run_case`); every finished item is already in
+(:meth:`bcas.run.session.BcasSession.run_case`); every finished item is already in
 the store, one fsynced line each.  The bcas plugin then does what a finished session
 does with what is there: the workers' ``records.<worker>.jsonl`` files are merged into
 ``records.jsonl``, the summaries and the HTML report are written, and ``run.json``'s entry
@@ -27,7 +27,6 @@ from typing import Any
 import pytest
 
 from bcas.harness import state
-from bcas.harness.settings import expand_cases
 
 INTERRUPT = pytest.StashKey["InterruptPlugin"]()
 
@@ -67,7 +66,7 @@ class InterruptPlugin:
     # -- which cases run ---------------------------------------------------------------------------
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         ids = {
-            str(getattr(item.callspec.params["bcas_case"], "id", ""))  # a bcas.harness.settings.Case
+            str(getattr(item.callspec.params["bcas_case"], "id", ""))  # a bcas.run.settings.Case
             for item in session.items
             if isinstance(item, pytest.Function) and hasattr(item, "callspec") and "bcas_case" in item.callspec.params
         }
@@ -79,7 +78,7 @@ class InterruptPlugin:
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         """Under xdist the controller collects nothing: a worker's collection names the cases."""
         if self.case_ids is None:
-            wanted = {case.id for case in expand_cases(self.config.stash[state.SETTINGS])}
+            wanted = {case.id for case in self.config.stash[state.PLAN].cases}
             found = {nodeid[nodeid.find("[") + 1 : -1] for nodeid in ids if nodeid.endswith("]")} & wanted
             if found:
                 self.case_ids = found
@@ -95,18 +94,19 @@ def count_items(settings: Any, case_ids: set[str], records: Iterable[dict[str, A
     """
     from bcas.data import load_evaluation
     from bcas.grids import get_grid
-    from bcas.harness.settings import DEFAULT_LIMIT
     from bcas.registry import per_item
+    from bcas.run.plan import make_plan
 
     epochs = int(getattr(settings, "epochs", 1) or 1)
     shard = getattr(settings, "shard", None)
     wanted: dict[str, set[str]] = {}
     total: int | None = 0
-    for case in expand_cases(settings):
+    plan = make_plan(settings)
+    for case in plan.cases:
         if case.id not in case_ids or not per_item(case.entry.kind):
             continue
         grid = get_grid(case.grid)
-        limit = settings.limit if settings.limit is not None else grid.limit or DEFAULT_LIMIT
+        limit = plan.limit_for(case)
         try:
             ds = load_evaluation(case.dataset, limit=limit, seed=settings.seed, holdout=grid.holdout)
         except Exception:  # noqa: BLE001 - the line is said without a total rather than not at all

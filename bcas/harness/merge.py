@@ -15,7 +15,7 @@ writes the merged run into ``RUN`` itself:
   (the input folders and their shards), ``missing_shards`` (``--partial``) and
   ``mismatches`` (``--allow-mismatch``);
 * ``summary.csv``, ``summary.json``, ``index.html``: built from the merged records as
-  :func:`bcas.harness.finalize.finalize_run` builds them at the end of a session.
+  :func:`bcas.run.finalize.finalize_run` builds them at the end of a session.
 
 Checks before anything is written: inputs exist and hold records, profiles or a
 manifest; ``--out`` is none of them and holds no records yet (unless a previous merge
@@ -40,10 +40,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from bcas.harness.finalize import finalize_run
-from bcas.harness.manifest import MANIFEST_FILE, read_manifest
 from bcas.harness.merge_checks import Mismatch, mismatches
 from bcas.records import RECORDS_FILE, Record, RecordError, dedupe, read_records_file, record_files
+from bcas.records.manifest import MANIFEST_FILE, read_manifest
+from bcas.run.finalize import finalize_run
 from bcas.shard import SHARD_FOLDER
 
 
@@ -250,7 +250,8 @@ def merge_runs(
     grids = _grids(manifests) or sorted(
         {str((r.extra or {}).get("grid")) for r in merged if (r.extra or {}).get("grid")}
     )
-    final = finalize_run(SimpleNamespace(run_dir=target, grids=grids), None, token="merge")
+    merged_run = SimpleNamespace(run_dir=target, grids=grids, holm_scope=None)  # what finalize reads of the settings
+    final = finalize_run(merged_run, None, token="merge")  # type: ignore[arg-type]
     return MergeSummary(
         target,
         inputs,

@@ -12,24 +12,21 @@ load only when a case runs.
 from __future__ import annotations
 
 import os
-from typing import Any, cast
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
 from bcas.harness import state
-from bcas.harness.options import OPTIONS
 from bcas.harness.session_start import _check_run_dir, _preflight, _warn_context_windows
-from bcas.harness.settings import (
-    DEFAULT_LIMIT,
-    KIND_MARKER,
-    REQUIREMENT_MARKERS,
-    Case,
-    _get,
-    _opt_name,
-    expand_cases,
-    read_settings,
-)
+from bcas.harness.settings import KIND_MARKER, REQUIREMENT_MARKERS, _get, _opt_name, read_settings
 from bcas.llm import backend_meta
+from bcas.run.options import OPTIONS
+from bcas.run.plan import make_plan
+from bcas.run.settings import Case, ModelSpec
+
+if TYPE_CHECKING:
+    from bcas.run.session import BcasSession
 
 
 def registered_extensions() -> str:
@@ -110,13 +107,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
         config.stash[state.TOKEN] = uuid.uuid4().hex[:10]
     settings = config.stash[state.SETTINGS] = read_settings(config)  # bad options fail here, early
-    for case in expand_cases(settings):  # a dataset file's marker is its name (NAME= or its stem)
+    plan = config.stash[state.PLAN] = make_plan(settings)  # the cases, once
+    for case in plan.cases:  # a dataset file's marker is its name (NAME= or its stem)
         if case.dataset not in DATASETS:
             _add_marker(config, case.dataset_label, f"cases on the dataset {case.dataset}")
     _gate_options(config)
-    from bcas.harness import cost, progress
+    from bcas.harness import progress
 
-    cost.configure(config, settings, _get(config, "max-cost"))  # --bcas-max-cost, checked
     progress.register(config)  # live progress lines in pytest's terminal
     if _get(config, "estimate"):
         from bcas.harness import estimate
@@ -133,7 +130,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from bcas.harness import interrupt
         from bcas.harness.manifest import ManifestPlugin
 
-        config.pluginmanager.register(ManifestPlugin(config, OPTIONS, _get, _opt_name, expand_cases), "bcas-manifest")
+        config.pluginmanager.register(ManifestPlugin(config), "bcas-manifest")
         interrupt.register(config)  # Ctrl-C and SIGTERM: what finished is merged, reported and resumable
 
 
@@ -142,7 +139,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     settings = metafunc.config.stash[state.SETTINGS]
     params = []
-    for case in expand_cases(settings):
+    for case in metafunc.config.stash[state.PLAN].cases:
         marks = [
             getattr(pytest.mark, case.grid),
             getattr(pytest.mark, KIND_MARKER.format(case.entry.kind)),
@@ -158,32 +155,26 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("bcas_case", params)
 
 
-def _session(config: pytest.Config) -> Any:
+def _session(config: pytest.Config) -> BcasSession:
     sess = config.stash.get(state.SESSION, None)
     if sess is None:
-        from bcas.harness.runner import BcasSession
+        from bcas.harness.progress import progress_for
+        from bcas.run.session import BcasSession
 
         worker = getattr(config, "workerinput", {}).get("workerid")
-        sess = BcasSession(config.stash[state.SETTINGS], worker=worker, config=config)
+        sess = BcasSession(
+            config.stash[state.SETTINGS], worker=worker, token=state.token(config), observer=progress_for(config)
+        )
         config.stash[state.SESSION] = sess
     return sess
 
 
 @pytest.fixture(scope="session")
-def bcas_session(request: pytest.FixtureRequest) -> Any:
+def bcas_session(request: pytest.FixtureRequest) -> Iterator[BcasSession]:
     """The session's shared runtime: datasets, indexes, models, results store."""
     sess = _session(request.config)
     yield sess
     sess.close()
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    gated = 0
-    for item in items:
-        callspec = getattr(item, "callspec", None)
-        if callspec is not None and "bcas_case" in callspec.params:
-            gated += 1
-    config.stash[state.N_CASES] = gated
 
 
 def _gate_options(config: pytest.Config) -> None:
@@ -237,16 +228,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     ]
     if not cases:
         return
-    from bcas.grids import get_grid
     from bcas.harness.gate_power import collected_plan
 
-    limits: dict[str, int | None] = {
-        c.id: settings.limit if settings.limit is not None else get_grid(c.grid).limit or DEFAULT_LIMIT for c in cases
-    }
+    plan = config.stash[state.PLAN]
+    limits: dict[str, int | None] = {c.id: plan.limit_for(c) for c in cases}
     from bcas.identity import prompt_hash
     from bcas.llm.fingerprint import model_fingerprint
 
-    prints: dict[Any, str] = {}
+    prints: dict[ModelSpec, str] = {}
 
     def identity(case: Case) -> tuple[str, str]:
         spec = case.model
@@ -278,9 +267,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """Per-case gate numbers as JUnit XML properties (``--junitxml``), before the report is made."""
     sess = item.config.stash.get(state.SESSION, None)
     if call.when == "call" and sess is not None:
-        from bcas.harness.exports import add_case_properties
         from bcas.harness.gate_report import add_junit_properties
         from bcas.harness.progress import progress_for
+        from bcas.run.exports import add_case_properties
 
         add_junit_properties(item, sess.gate_results)
         plugin = progress_for(item.config)  # the case's metric, interval, n and cost
@@ -304,10 +293,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # deselected or skipped, and a run stopped at start leave the report folder untouched.
     if config.option.collectonly or (sess is None and not _ran_cases_elsewhere(config) and not stopped):
         return
-    from bcas.harness.finalize import finalize_run
+    from bcas.harness.gate_report import session_gate_report
+    from bcas.run.finalize import finalize_run
 
     result = finalize_run(
-        config.stash[state.SETTINGS], sess, token=config.stash[state.TOKEN], status="interrupted" if stopped else None
+        config.stash[state.SETTINGS],
+        sess,
+        token=config.stash[state.TOKEN],
+        status="interrupted" if stopped else None,
+        gate_report=session_gate_report,
     )
     if stopped:
         from bcas.harness.interrupt import interrupted_line

@@ -15,7 +15,7 @@ the output goes:
 - ``-n`` (pytest-xdist): workers write their cases' state into a temporary folder; the
   controller reads it and shows one line per running case, prefixed with the worker
   (``[gw0]``), live in a terminal or as plain lines otherwise.  The end-of-case line
-  reaches the controller with the case's report (:mod:`bcas.harness.exports` properties).
+  reaches the controller with the case's report (:mod:`bcas.run.exports` properties).
 
 Nothing here evaluates record content; a line is built from counts.
 """
@@ -38,8 +38,8 @@ from typing import Any
 import pytest
 
 from bcas.harness import state
-from bcas.harness.cost import cost_text, record_spend
-from bcas.harness.exports import case_result
+from bcas.run.cost import cost_text, record_spend
+from bcas.run.exports import case_result
 
 PLAIN_EVERY_S = 30.0  # plain lines of a running case, at most this often
 DRAW_EVERY_S = 0.1  # live redraws of one process's cases, at most this often
@@ -171,7 +171,7 @@ class ProgressPlugin:
         self.folder = Path(tempfile.gettempdir()) / f"bcas-progress-{token}"
         self.screen: LiveScreen | None = None
         self.running: dict[str, CaseStats] = {}
-        self.results: dict[str, dict[str, Any]] = {}  # case id -> end-of-case numbers (bcas.harness.exports)
+        self.results: dict[str, dict[str, Any]] = {}  # case id -> end-of-case numbers (bcas.run.exports)
         self._last_draw = 0.0
         self._last_plain: dict[str, float] = {}
         self._ticker: threading.Thread | None = None

@@ -14,16 +14,22 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from bcas.harness.case_gate import gate_case
+from bcas.run.cost import CaseStopped
+
 if TYPE_CHECKING:
-    from bcas.harness.runner import BcasSession
-    from bcas.harness.settings import Case
+    from bcas.run.session import BcasSession
+    from bcas.run.settings import Case
 
 
 def test_case(bcas_case: Case, bcas_session: BcasSession, request: pytest.FixtureRequest) -> None:
     """Run one grid case; fail on a broken invariant, the accuracy floor or the regression gate."""
-    outcome = bcas_session.run_case(bcas_case)
+    try:
+        outcome = bcas_session.run_case(bcas_case)
+    except CaseStopped as stop:  # --bcas-max-cost: skipped with its reason, resumable
+        pytest.skip(str(stop))
     assert not outcome.violations, f"{bcas_case.id}: " + "; ".join(outcome.violations)
     marker = request.node.get_closest_marker("min_accuracy")
     floor = float(marker.args[0]) if marker and marker.args else None
-    failures = bcas_session.gate(bcas_case, outcome, floor)
+    failures = gate_case(bcas_session, bcas_case, outcome, floor, request.config)
     assert not failures, "\n".join(failures)

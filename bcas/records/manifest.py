@@ -1,6 +1,6 @@
 """The run manifest file (``run.json``): where it is, how it is read and locked.
 
-The harness writes the manifest (:mod:`bcas.harness.manifest`); reports and
+The harness writes the manifest (:mod:`bcas.run.manifest`); reports and
 ``compare`` read it.  Updates hold an ``fcntl`` lock on the run folder's ``.run.lock``.
 """
 

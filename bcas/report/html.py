@@ -387,7 +387,7 @@ def render_report(
     stops: list[dict[str, Any]] | None = None,
 ) -> Path:
     """Write ``index.html`` into ``run_dir`` and return its path (``gate``: a ``GateReport``;
-    ``stops``: cases the session's ``--bcas-max-cost`` stopped, :mod:`bcas.harness.cost`)."""
+    ``stops``: cases the session's ``--bcas-max-cost`` stopped, :mod:`bcas.run.cost`)."""
     grid_order = grid_order or {}
     html = (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'

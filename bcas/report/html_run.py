@@ -1,4 +1,4 @@
-"""The report's "Run" section: the run manifest (:mod:`bcas.harness.manifest`) as HTML, every text escaped."""
+"""The report's "Run" section: the run manifest (:mod:`bcas.run.manifest`) as HTML, every text escaped."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ BREAKAGES = (
     Breakage(
         "resume-ignores-prompt-hash",
         "answers from an older prompt reused as current",
-        "bcas/harness/runner.py",
+        "bcas/run/session.py",
         "todo = [(it, e) for it, e in wanted if (fingerprint, config_id, ds.hash, it.id, phash, e) not in done]",
         "todo = [(it, e) for it, e in wanted if (fingerprint, config_id, ds.hash, it.id, e) not in "
         "{(k[0], k[1], k[2], k[3], k[5]) for k in done}]",
@@ -67,7 +67,7 @@ BREAKAGES = (
     Breakage(
         "resume-never-retries-errors",
         "a transient failure stays an error forever",
-        "bcas/harness/runner.py",
+        "bcas/run/session.py",
         "done = self.store.done_keys(include_errors=False)",
         "done = self.store.done_keys(include_errors=True)",
         (f"{RESUME}::test_an_error_record_is_retried_by_the_rerun",),
@@ -107,7 +107,7 @@ BREAKAGES = (
     Breakage(
         "cost-cap-reserves-nothing",
         "concurrent items overshoot --bcas-max-cost",
-        "bcas/harness/cost.py",
+        "bcas/run/cost.py",
         'state["reserved"][key] = expected or 0.0',
         'state["reserved"][key] = 0.0',
         ("tests/report/test_cost.py::test_max_cost_reserves_what_items_in_flight_will_cost",),

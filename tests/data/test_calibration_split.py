@@ -81,10 +81,17 @@ def test_grids_that_route_hold_out_their_calibration_items() -> None:
 
 def test_session_probe_items_are_the_calibration_split_and_never_evaluated(tmp_path: Path) -> None:
     """The runner's calibration set (RSC probe, EM_NF, router) and a routed case's items are disjoint."""
-    from bcas.harness.runner import BcasSession
     from bcas.resources import resource_path
+    from bcas.run.session import BcasSession
 
-    settings_ = SimpleNamespace(run_dir=tmp_path / "run", prices=resource_path("prices.toml"), seed=3, corpus=None)
+    settings_ = SimpleNamespace(
+        run_dir=tmp_path / "run",
+        prices=resource_path("prices.toml"),
+        price_sheet=None,
+        seed=3,
+        corpus=None,
+        max_cost=None,
+    )
     session = BcasSession(settings_)
     try:
         calibration = session.calibration("conflictqa", MADARA.holdout)

@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bcas.harness.settings import Case, ModelSpec
+from bcas.run.settings import Case, ModelSpec
 
 REPO = Path(__file__).resolve().parents[2]
 CASE = "mock-gold-triviaqa-rsc"

@@ -11,9 +11,9 @@ import pytest
 
 from bcas.config import ACTION_FORMATS
 from bcas.grids import GRIDS, get_grid
-from bcas.harness.pipelines import BcasKind
 from bcas.llm.base import ModelError
 from bcas.report.summary import compare_to_reference
+from bcas.run.pipelines import BcasKind
 from bcas.testing.scripted import ScriptedModel
 
 

@@ -252,7 +252,7 @@ def test_options_defaults() -> None:
 def _plugin_cases(n_configs: int = 3):
     from bcas.config import Budget, RetrievalConfig, RunConfig
     from bcas.grids import GridEntry
-    from bcas.harness.settings import Case, ModelSpec
+    from bcas.run.settings import Case, ModelSpec
 
     entries = [
         GridEntry(

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from bcas.harness.manifest import MANIFEST_FILE, plain, read_manifest, safe_url, start_session
-from bcas.harness.settings import OPTIONS
 from bcas.report.html_run import manifest_section
 from bcas.resources import resource_path
+from bcas.run.manifest import MANIFEST_FILE, plain, read_manifest, safe_url, start_session
+from bcas.run.options import OPTIONS
 from bcas.testing.project import grid_project, preload, read_records
 
 preload()

@@ -33,7 +33,7 @@ preload(
     "bcas.corpus",
     "bcas.harness.gate",
     "bcas.harness.manifest",
-    "bcas.harness.startup",
+    "bcas.run.checks",
     "bcas.llm.openai_compat",
     "bcas.llm.preflight",
     "bcas.testing.mock",

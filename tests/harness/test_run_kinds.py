@@ -1,4 +1,4 @@
-"""Run kinds (bcas.harness.pipelines): per-item kinds and whole-case kinds are different
+"""Run kinds (bcas.run.pipelines): per-item kinds and whole-case kinds are different
 types, so asking one for the other's work is a clear error, and a kind missing its
 work cannot be made at all."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from bcas.harness.pipelines import BCAS, RSC, ItemKind, WholeCaseKind, item_kind, whole_case_kind
 from bcas.registry import RUN_KINDS, RegistryError, per_item
+from bcas.run.pipelines import BCAS, RSC, ItemKind, WholeCaseKind, item_kind, whole_case_kind
 
 
 def test_built_in_kinds_are_the_type_their_metadata_says() -> None:
@@ -44,10 +44,12 @@ def test_calibration_n_reaches_only_the_cases_that_draw_calibration_items() -> N
     from types import SimpleNamespace
 
     from bcas.grids import GRIDS
-    from bcas.harness.settings import expand_cases
+    from bcas.run.plan import expand_cases
 
     def cases(n: int | None) -> dict[str, object]:
-        settings = SimpleNamespace(grids=["madara", "rsc"], datasets=None, models=[SimpleNamespace(label="m")])
+        settings = SimpleNamespace(
+            grids=["madara", "rsc"], datasets=None, models=[SimpleNamespace(label="m")], embedder=None, reranker=None
+        )
         settings.calibration_n = n
         return {f"{c.grid}/{c.dataset}/{c.entry.label}": c.entry.config for c in expand_cases(settings)}  # type: ignore[arg-type]
 

@@ -183,7 +183,7 @@ def test_servers_of_one_model_must_serve_the_same_model() -> None:
     from types import SimpleNamespace
 
     from bcas.harness.session_start import _same_model_everywhere
-    from bcas.harness.settings import ModelSpec
+    from bcas.run.settings import ModelSpec
 
     settings = SimpleNamespace(models=[ModelSpec("openai", "m", "http://a:1/v1,http://b:2/v1")])
     agree = [

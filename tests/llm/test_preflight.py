@@ -170,7 +170,7 @@ def test_case_failure_lists_the_distinct_errors() -> None:
     from types import SimpleNamespace
 
     from bcas.config import RunConfig
-    from bcas.harness.invariants import check_invariants
+    from bcas.run.invariants import check_invariants
 
     records = [
         {"item_id": f"q{i}", "stop_reason": "error", "error": "ModelError: connection refused to http://x/v1"}

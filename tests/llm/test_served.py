@@ -181,7 +181,7 @@ def test_the_cache_keys_on_the_identity_not_the_name(tmp_path: Path) -> None:
 
 
 def _settings(window_model: str, base_url: str | None) -> SimpleNamespace:
-    from bcas.harness.settings import ModelSpec
+    from bcas.run.settings import ModelSpec
 
     backend = "openai" if base_url else "embedded"
     return SimpleNamespace(
@@ -190,11 +190,12 @@ def _settings(window_model: str, base_url: str | None) -> SimpleNamespace:
         datasets=None,
         embedder=None,
         reranker=None,
+        calibration_n=None,
     )
 
 
 def test_one_warning_names_the_configurations_a_small_window_cannot_hold() -> None:
-    from bcas.harness.session_start import PROMPT_ALLOWANCE, context_warnings, context_windows
+    from bcas.run.windows import PROMPT_ALLOWANCE, context_warnings, context_windows
 
     settings = _settings("m", "http://127.0.0.1:9/v1")
     preflight = [{"base_url": "http://127.0.0.1:9/v1", "model": "m", "context_window": 2048}]
@@ -210,7 +211,7 @@ def test_one_warning_names_the_configurations_a_small_window_cannot_hold() -> No
 
 
 def test_the_judge_is_loaded_and_fingerprinted_from_one_endpoint() -> None:
-    from bcas.harness.settings import ModelSpec, judge_endpoint
+    from bcas.run.settings import ModelSpec, judge_endpoint
 
     embedded, served = ModelSpec("embedded", None), ModelSpec("openai", "m", "http://s:1/v1", "KEY")
     settings = SimpleNamespace(models=[embedded, served], judge_base_url=None)

@@ -167,7 +167,7 @@ def test_sigterm_becomes_the_interrupt_ctrl_c_raises_and_the_old_handler_comes_b
 def test_a_run_interrupted_before_any_item_finished_still_leaves_its_records_file(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from bcas.harness.finalize import finalize_run
+    from bcas.run.finalize import finalize_run
 
     run = tmp_path / "run"
     run.mkdir()

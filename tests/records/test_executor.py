@@ -86,7 +86,7 @@ def test_admit_can_refuse_and_settle_sees_each_record() -> None:
 def test_every_run_kind_uses_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Structural: evaluate_bcas and the harness's cases both call run_items (one executor)."""
     import bcas.agent.evaluate as evaluate
-    import bcas.harness.runner as runner
+    import bcas.run.session as runner
 
     assert evaluate.run_items is run_items and runner.run_items is run_items
     calls: list[str] = []

@@ -118,7 +118,7 @@ def test_the_choice_is_part_of_the_configuration_identity() -> None:
 
 
 def test_plugin_applies_the_choice_to_the_cases_that_use_it() -> None:
-    from bcas.harness.settings import expand_cases
+    from bcas.run.plan import expand_cases
 
     settings = SimpleNamespace(
         grids=["ablation"],
@@ -126,6 +126,7 @@ def test_plugin_applies_the_choice_to_the_cases_that_use_it() -> None:
         models=[SimpleNamespace(label="m")],
         embedder="bge-m3",
         reranker="cross-encoder:/models/ce",
+        calibration_n=None,
     )
     cases = expand_cases(settings)  # type: ignore[arg-type]
     used = {c.entry.label: (c.entry.config.retrieval.embedder, c.entry.config.retrieval.reranker) for c in cases}

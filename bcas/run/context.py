@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bcas.config import RunConfig
-from bcas.harness.pipelines import run_item_record, run_kind
+from bcas.run.pipelines import run_item_record, run_kind
 
 
 def _teach(model: Any, dataset: Any) -> None:

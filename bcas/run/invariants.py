@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from bcas.config import RunConfig
-from bcas.harness.pipelines import run_kind
 from bcas.registry import per_item
+from bcas.run.pipelines import run_kind
 
 
 def check_invariants(

@@ -1,6 +1,7 @@
-"""Running grid cases: shared session resources, concurrency, resume and finalisation.
+"""Running grid cases: shared session resources, concurrency and resume.
 
-One ``BcasSession`` per pytest process holds everything cases share: loaded
+One ``BcasSession`` per process (a pytest process, or a :func:`bcas.evaluate` call)
+holds everything cases share, opened once and closed once: loaded
 datasets, one retriever per (collection, retrieval config), one model per model
 spec, the judge, the price sheet and the results store.  Indexes come from the
 disk cache, so xdist workers load what another worker built instead of
@@ -19,21 +20,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bcas.config import RunConfig
-from bcas.harness import state
-from bcas.harness.context import CaseContext, _teach
-from bcas.harness.cost import guard_for
-from bcas.harness.invariants import check_invariants
-from bcas.harness.pipelines import whole_case_kind
-from bcas.harness.progress import message_writer, start_case
-from bcas.harness.settings import judge_endpoint
 from bcas.llm import backend_meta
 from bcas.records import reprice_record
 from bcas.records.executor import run_items
 from bcas.registry import mode_uses, per_item
-
-
-class CaseFailure(AssertionError):
-    """A case broke one of its invariants; the message lists which."""
+from bcas.run.context import CaseContext, _teach
+from bcas.run.cost import CostGuard
+from bcas.run.invariants import check_invariants
+from bcas.run.observe import QUIET, Observer
+from bcas.run.pipelines import whole_case_kind
+from bcas.run.settings import DEFAULT_LIMIT, Settings, judge_endpoint
 
 
 @dataclass
@@ -63,17 +59,26 @@ class CaseOutcome:
 
 
 class BcasSession:
-    def __init__(self, settings: Any, worker: str | None = None, config: Any = None):
+    """What a process's cases share: datasets, retrievers, models, the judge, prices and the store.
+
+    ``token`` names the session in the run folder (its manifest entry, gate and cost
+    files); ``observer`` is told of notes and of each case's progress (the pytest front
+    door's terminal display; nothing by default).
+    """
+
+    def __init__(
+        self, settings: Settings, worker: str | None = None, *, token: str = "run", observer: Observer | None = None
+    ) -> None:
         from bcas.records import ResultStore, load_price_sheet
 
         self.settings = settings
         self.worker = worker
-        self.config = config
+        self.token = token
+        self.observer = observer or QUIET
         self.loop = asyncio.new_event_loop()
         self.store = ResultStore(settings.run_dir, worker=worker)
-        # Checked at session start (bcas.harness.startup.resolve_prices); None: --bcas-prices none.
-        prices = getattr(settings, "prices", None)
-        self.prices = load_price_sheet(prices, getattr(settings, "price_sheet", None)) if prices is not None else None
+        # Checked with the options (bcas.run.checks.resolve_prices); None: --bcas-prices none.
+        self.prices = load_price_sheet(settings.prices, settings.price_sheet) if settings.prices is not None else None
         self._datasets: dict[tuple[Any, ...], Any] = {}  # (name, limit, seed, holdout) or calibration's
         self._models: dict[Any, Any] = {}
         self._retrievers: dict[tuple[Any, ...], Any] = {}
@@ -87,10 +92,9 @@ class BcasSession:
         self.cases_run = 0
         self.unpriced: set[tuple[str, str]] = set()
         self.gate_results: list[Any] = []
-        # Notes and warnings through the terminal's progress display (bcas.harness.progress);
-        # --bcas-max-cost's guard (bcas.harness.cost).
-        self.progress = message_writer(config)
-        self.spend = guard_for(config, settings, self.progress)
+        # Notes and warnings through the observer; --bcas-max-cost's guard (bcas.run.cost).
+        self.progress = self.observer.message
+        self.spend = CostGuard(settings.max_cost, settings.run_dir, token, self.progress)
 
     # -- shared resources ---------------------------------------------------------
     def dataset(self, name: str, limit: int | None, holdout: int = 0) -> Any:
@@ -229,7 +233,7 @@ class BcasSession:
                 judge_model = load_model(
                     backend, name or None, cache=self.settings.cache, identity=self.judge_fingerprint(), **options
                 )
-            three_way = bool(getattr(self.settings, "judge_three_way", False))
+            three_way = self.settings.judge_three_way
             self._judge = LLMJudge(judge_model, repeats=self.settings.judge_repeats, three_way=three_way)
         return self._judge
 
@@ -294,7 +298,7 @@ class BcasSession:
         if self._grade_id is None and self.settings.judge != "none":
             from bcas.identity import grade_id
 
-            three_way = bool(getattr(self.settings, "judge_three_way", False))
+            three_way = self.settings.judge_three_way
             self._grade_id = grade_id(self.judge_fingerprint() or "", self.settings.judge_repeats, three_way)
         return self._grade_id
 
@@ -340,7 +344,6 @@ class BcasSession:
         if limit is not None:
             return limit
         from bcas.grids import get_grid
-        from bcas.harness.settings import DEFAULT_LIMIT
 
         return get_grid(case.grid).limit or DEFAULT_LIMIT
 
@@ -420,7 +423,7 @@ class BcasSession:
         context = CaseContext(self, case, ds, config, model)
         context.identity = {"model_fingerprint": fingerprint, "prompt_hash": phash}
         await context.prepare([it for it, _ in todo])
-        tracker = start_case(self.config, case, len(wanted), skipped, priced=self.prices is not None)
+        tracker = self.observer.start(case, len(wanted), skipped, self.prices is not None)
 
         def recorded(record: Any) -> None:
             self._note_price(record)
@@ -449,42 +452,11 @@ class BcasSession:
         self.spend.finish_case(case, len(records), len(wanted))  # a case the cap cut short is skipped, resumable
         return outcome
 
-    def gate(self, case: Any, outcome: CaseOutcome, floor: float | None) -> list[str]:
-        """Absolute floor and paired baseline check of one case; returns failure messages."""
-        failures = []
-        floor = floor if floor is not None else self.settings.min_accuracy
-        if floor is not None:
-            from bcas.grading.outcomes import outcome as passed
-            from bcas.harness.gate_power import primary_metric
-
-            # The grid's primary metric, as the report and the paired gate use (an
-            # ungraded, empty or errored answer counts as wrong).
-            metric = getattr(self.settings, "gate_metric", None) or primary_metric(
-                case.grid, getattr(self.settings, "judge", "none") != "none"
-            )
-            n = len(outcome.records)
-            acc = sum(bool(passed(r, metric)) for r in outcome.records) / n if n else 0.0
-            if acc < floor:
-                failures.append(
-                    f"regression gate: {case.id}: {metric} accuracy {acc:.3f} over {n} items "
-                    f"is below the floor {floor:.3f}"
-                )
-        if self.settings.baseline:
-            from bcas.harness.gate_power import gate_in_session
-
-            res = gate_in_session(self, case, outcome.records)
-            if res is not None:
-                self.gate_results.append(res)
-                if res.failed_now:
-                    failures.append(res.message())
-        return failures
-
     def close(self) -> None:
         if self.gate_results:
             from dataclasses import asdict
 
-            token = state.token(self.config)
-            path = self.settings.run_dir / f"gate.{token}.{self.worker or 'main'}.json"
+            path = self.settings.run_dir / f"gate.{self.token}.{self.worker or 'main'}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps([asdict(r) for r in self.gate_results], indent=1), encoding="utf-8")
             self.gate_results = []

@@ -1,17 +1,38 @@
 """The end of a session: merge the workers' records, write the summaries, the parquet
 export and the HTML report, run the session-wide Holm step of the gate, and build the
-terminal summary's lines."""
+terminal summary's lines.
+
+Both front doors end a run here: the pytest plugin at session finish, :func:`bcas.evaluate`
+when its cases are done.  The gate's session-wide report comes from the caller
+(``gate_report``), which knows how the gate was planned."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from bcas.harness.cost import read_stops, stop_lines
-from bcas.harness.exports import PYARROW_MISSING, write_parquet
 from bcas.report.html_metrics import metric_lines
+from bcas.run.cost import read_stops, stop_lines
+from bcas.run.exports import PYARROW_MISSING, write_parquet
+from bcas.run.settings import Settings
+
+if TYPE_CHECKING:
+    from bcas.report.summary import Summaries
+    from bcas.run.session import BcasSession
+
+
+class GateVerdict(Protocol):
+    """The regression gate's session-wide report (:class:`bcas.harness.gate_report.GateReport`)."""
+
+    holm_failures: list[str]
+
+    def lines(self) -> list[str]: ...
+
+
+GateReporter = Callable[[Path, str], GateVerdict | None]
 
 
 @dataclass
@@ -20,10 +41,17 @@ class FinalResult:
     report_path: Path | None
     table_lines: list[str]
     holm_failures: list[str]
-    gate: Any = None  # bcas.harness.gate_report.GateReport when a baseline gate ran
+    gate: GateVerdict | None = None  # when a baseline gate ran
+    summaries: Summaries | None = None  # the summary rows and paired comparisons written
 
 
-def finalize_run(settings: Any, session: Any, token: str = "run", status: str | None = None) -> FinalResult | None:
+def finalize_run(
+    settings: Settings,
+    session: BcasSession | None,
+    token: str = "run",
+    status: str | None = None,
+    gate_report: GateReporter | None = None,
+) -> FinalResult | None:
     """Merge per-worker files, write summaries and the HTML report, run the session-wide Holm gate.
 
     ``status``: ``"interrupted"`` for a session stopped by Ctrl-C or SIGTERM (its run.json
@@ -44,14 +72,12 @@ def finalize_run(settings: Any, session: Any, token: str = "run", status: str | 
     profiles = read_profiles(settings.run_dir)
     if not records and not profiles:
         return None
-    grids = with_holm_scope(dict(GRIDS.items()), getattr(settings, "holm_scope", None))  # --bcas-holm-scope
+    grids = with_holm_scope(dict(GRIDS.items()), settings.holm_scope)  # --bcas-holm-scope
     summaries = write_summaries(settings.run_dir, records, grids, settings.grids)
     rows, comps = summaries.rows, summaries.comparisons
     order = {name: [e.label for e in grid.entries] for name, grid in GRIDS.items()}
-    from bcas.harness.gate_report import session_gate_report
-
-    gate = session_gate_report(settings.run_dir, token)  # full Holm step-down per family
-    from bcas.harness.manifest import complete_session
+    gate = gate_report(settings.run_dir, token) if gate_report is not None else None  # Holm per family
+    from bcas.run.manifest import complete_session
 
     manifest = complete_session(settings.run_dir, token, records, session, status)  # run.json, shown in the report
     stops = read_stops(settings.run_dir, token)  # cases --bcas-max-cost cut short in this session
@@ -104,7 +130,7 @@ def finalize_run(settings: Any, session: Any, token: str = "run", status: str | 
             f"RSC {prof.get('model_label')} / {prof.get('dataset')}: rho_hat={prof.get('rho_hat')} "
             f"rho*={prof.get('rho_star')} class={prof.get('classification')} -> {dec.get('mode')}"
         )
-    return FinalResult(store.path, report, lines, holm_failures, gate)
+    return FinalResult(store.path, report, lines, holm_failures, gate, summaries)
 
 
 def cache_lines(manifest: dict[str, Any] | None, token: str) -> list[str]:

@@ -20,8 +20,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from bcas.harness.cost import cost_text
 from bcas.records import Record
+from bcas.run.cost import cost_text
 
 PARQUET_FILE = "records.parquet"
 NESTED = ("config", "judge", "steps", "extra", "grades")

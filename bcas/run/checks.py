@@ -1,8 +1,9 @@
-"""Session-start checks of the ``--bcas-*`` options, called by the plugin's ``read_settings``.
+"""Checks of the run's options, called by :func:`bcas.run.settings.build_settings`.
 
-Every bad option is one ``pytest.UsageError`` that names the option, what was given and
-what the option accepts.  The checks run in ``pytest_configure``: before collection,
-before any model loads or any server is asked, and before anything is written.  None
+Every bad option is one :class:`bcas.run.options.OptionError` that names the option, what
+was given and what the option accepts (the pytest front door shows it as a usage error,
+the Python API as a ``ValueError``).  The checks run before any model loads or any server
+is asked, and before anything is written (pytest: in ``pytest_configure``).  None
 of them creates a file or a folder, loads a model or opens a connection; a file an
 option names (GGUF, price sheet, baseline) is opened only to read its first bytes or
 parse it.
@@ -15,12 +16,10 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from bcas.grids import HOLM_SCOPES, get_grid
 from bcas.llm import BACKENDS, backend_meta
+from bcas.run.options import OptionError, RawValue
 
 # --bcas-limit all: every item.  Dataset.subset keeps a dataset whole for any limit at
 # least its length, so the whole-dataset case needs no special path through the runner.
@@ -29,11 +28,11 @@ MAX_SEED = 2**32 - 1  # llama.cpp and vLLM take unsigned 32-bit seeds
 PRICES_OFF = "none"
 
 
-def usage(option: str, message: str) -> pytest.UsageError:
-    return pytest.UsageError(f"--bcas-{option}: {message}")
+def usage(option: str, message: str) -> OptionError:
+    return OptionError(message, option)
 
 
-def parse_limit(value: Any) -> int | None:
+def parse_limit(value: RawValue) -> int | None:
     """``--bcas-limit``: None (the grid's limit), a whole number >= 1, or ``all`` (``ALL_ITEMS``)."""
     if value is None:
         return None
@@ -78,7 +77,7 @@ def check_key_env(name: str | None) -> None:
 _BACKEND_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.+-]+")
 
 
-def unknown_backend(option: str, name: str) -> pytest.UsageError:
+def unknown_backend(option: str, name: str) -> OptionError:
     return usage(option, f"unknown backend {name!r}; known: {', '.join(sorted(BACKENDS))}")
 
 
@@ -212,22 +211,6 @@ def resolve_prices(value: str | None) -> tuple[Path | None, str | None]:
     return path, sheet
 
 
-def check_baseline(value: str | None) -> None:
-    """``--bcas-baseline`` is a readable run folder, records JSONL or baseline JSON (read, not written)."""
-    if not value:
-        return
-    from bcas.harness.gate import BaselineError, load_baseline_cases
-
-    try:
-        load_baseline_cases(value)
-    except BaselineError as exc:
-        raise usage(
-            "baseline",
-            f"{exc}; accepted: a run folder, its records.jsonl, or a baseline JSON "
-            "(python -m bcas.harness.gate write RUN_DIR OUT.json)",
-        ) from None
-
-
 def check_report_dir(path: Path) -> None:
     """The run folder exists and is writable, or could be created; nothing is created here."""
     path = Path(path).absolute()
@@ -245,3 +228,14 @@ def check_report_dir(path: Path) -> None:
         raise usage("report", f"cannot create {path}: {parent} is a file, not a folder; {accepted}")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise usage("report", f"cannot create {path}: no permission to write in {parent}; {accepted}")
+
+
+def check_max_cost(value: float | None, prices: Path | None) -> float | None:
+    """``--bcas-max-cost``: US dollars above 0, with a price sheet to count them."""
+    if value is None:
+        return None
+    if not value > 0:
+        raise usage("max-cost", f"expected a number of US dollars above 0, got {value:g}")
+    if prices is None:
+        raise usage("max-cost", "pricing is off (--bcas-prices none); name a price sheet, or drop the cap")
+    return value

@@ -29,11 +29,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from bcas.harness import state
-
-MAX_COST = pytest.StashKey["float | None"]()
 STOPS_FILE = "stops.jsonl"
 
 
@@ -58,16 +53,8 @@ def cost_text(cost: float, unknown: int, priced: bool) -> str:
     return f"${cost:.4f}" + (f" + {unknown} unpriced" if unknown else "")
 
 
-def configure(config: pytest.Config, settings: Any, max_cost: float | None) -> None:
-    """Check ``--bcas-max-cost`` at session start and keep it in ``config.stash``."""
-    if max_cost is not None:
-        if not max_cost > 0:
-            raise pytest.UsageError(f"--bcas-max-cost: expected a number of US dollars above 0, got {max_cost:g}")
-        if getattr(settings, "prices", None) is None:
-            raise pytest.UsageError(
-                "--bcas-max-cost: pricing is off (--bcas-prices none); name a price sheet, or drop the cap"
-            )
-    config.stash[MAX_COST] = max_cost
+class CaseStopped(Exception):
+    """The cost cap stopped a case before all its items ran (the pytest front door skips it)."""
 
 
 class _Ledger:
@@ -189,17 +176,10 @@ class CostGuard:
         with open(self.run_dir / STOPS_FILE, "a", encoding="utf-8") as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             handle.write(json.dumps(entry) + "\n")
-        pytest.skip(
+        raise CaseStopped(
             f"--bcas-max-cost {self.cap:g} USD reached (session spend ${spent:.4f}): {recorded} of {total} "
             "items recorded; run the same command again to resume"
         )
-
-
-def guard_for(config: Any, settings: Any, message: Any = None) -> CostGuard:
-    """The process's cost guard (inactive without ``--bcas-max-cost``)."""
-    has_stash = config is not None and hasattr(config, "stash")
-    cap = config.stash.get(MAX_COST, None) if has_stash else None
-    return CostGuard(cap, settings.run_dir, state.token(config) if has_stash else "run", message)
 
 
 def read_stops(run_dir: str | os.PathLike[str], token: str | None = None) -> list[dict[str, Any]]:

@@ -1,11 +1,41 @@
-"""The table of bcas options: (name, kind, default, help).  Each is ``--bcas-NAME`` on the
-command line and ``bcas_NAME`` as an ini option; :mod:`bcas.harness.settings` reads them."""
+"""The table of bcas options: (name, kind, default, help).
+
+Each is ``--bcas-NAME`` on the command line and ``bcas_NAME`` as an ini option (the pytest
+front door, :mod:`bcas.harness.settings`), and the keyword argument ``NAME`` with ``_`` for
+``-`` of :func:`bcas.evaluate` (the Python front door).  Both hand the raw values to
+:func:`bcas.run.settings.build_settings`, which checks them once.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
-OPTIONS: list[tuple[str, str, Any, str]] = [
+OptionKind = Literal["append", "str", "int", "float", "bool"]
+# A raw option value: a command-line string, an ini value, a keyword argument or a default.
+RawValue = str | int | float | bool | list[str] | None
+Option = tuple[str, OptionKind, RawValue, str]
+
+
+class OptionError(ValueError):
+    """A bad option value; ``option`` is its name (``limit``), ``None`` when the message names it itself.
+
+    ``str()`` spells the option as on the command line (``--bcas-limit: ...``);
+    :meth:`for_argument` as the keyword argument of :func:`bcas.evaluate` (``limit: ...``).
+    """
+
+    def __init__(self, message: str, option: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.option = option
+
+    def __str__(self) -> str:
+        return f"--bcas-{self.option}: {self.message}" if self.option else self.message
+
+    def for_argument(self) -> str:
+        return f"{self.option.replace('-', '_')}: {self.message}" if self.option else self.message
+
+
+OPTIONS: list[Option] = [
     # (name, kind, default, help)
     (
         "model",
@@ -220,3 +250,29 @@ OPTIONS: list[tuple[str, str, Any, str]] = [
         "generation cache) without running them",
     ),
 ]
+
+
+KINDS: dict[str, OptionKind] = {name: kind for name, kind, _, _ in OPTIONS}
+DEFAULTS: dict[str, RawValue] = {name: default for name, _, default, _ in OPTIONS}
+
+
+def coerce(name: str, value: RawValue) -> RawValue:
+    """``value`` of option ``name`` as its kind (``int``, ``float``, ``bool``); a bad one raises OptionError."""
+    kind = KINDS[name]
+    if value is None or isinstance(value, list):
+        return value
+    try:
+        if kind == "int":
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError(value)
+            return int(value)
+        if kind == "float":
+            if isinstance(value, bool):
+                raise ValueError(value)
+            return float(value)
+        if kind == "bool":
+            return bool(value) if not isinstance(value, str) else value.lower() in ("1", "true", "yes")
+    except ValueError:
+        expected = {"int": "a whole number", "float": "a number"}.get(kind, kind)
+        raise OptionError(f"expected {expected}, got {value!r}", name) from None
+    return value

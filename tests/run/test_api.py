@@ -1,0 +1,138 @@
+"""The two front doors run one engine: ``bcas.evaluate`` and ``pytest benchmarks`` write the
+same records for the same options, the API resumes, and ``import bcas.run`` needs no pytest."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bcas.testing.project import budget_grid, grid_project, read_records
+from tests.support.mockruns import run_pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TINY = budget_grid("tiny", ["hotpotqa"], (1, 2), limit=3)  # two BCAS configurations on BM25, 3 items
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_run_layer_and_the_api_import_no_pytest() -> None:
+    done = _python(
+        "import sys, bcas, bcas.run, bcas.run.session, bcas.run.plan, bcas.run.finalize, bcas.api\n"
+        "assert 'pytest' not in sys.modules, 'pytest imported'\n"
+        "assert callable(bcas.evaluate)\n"
+    )
+    assert done.returncode == 0, done.stderr
+    light = _python("import sys, bcas\nassert 'bcas.api' not in sys.modules and 'bcas.run' not in sys.modules\n")
+    assert light.returncode == 0, light.stderr  # ``import bcas`` stays light: evaluate loads on first use
+
+
+def _register_tiny() -> None:
+    namespace: dict[str, object] = {}
+    exec(TINY, namespace)  # the same registration the pytest project's conftest runs
+
+
+def _identity(rec: dict[str, object]) -> tuple[object, ...]:
+    return tuple(rec[k] for k in ("model_fingerprint", "config_id", "dataset_hash", "item_id", "prompt_hash", "epoch"))
+
+
+def _content(rec: dict[str, object]) -> tuple[object, ...]:
+    return (rec["prediction"], rec["correct_em"], rec["f1"], rec["stop_reason"], rec["searches_used"], rec["grades"])
+
+
+def test_api_and_pytest_write_identical_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bcas
+
+    project = grid_project(tmp_path / "project", TINY)
+    options = ["--bcas-grid", "tiny", "--bcas-model", "mock:gold", "--bcas-limit", "3", "--bcas-seed", "7"]
+    done = run_pytest(project, *options, "--bcas-report", str(tmp_path / "by-pytest"))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+
+    _register_tiny()
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "api-cache"))  # its own cache: answers made afresh
+    res = bcas.evaluate(grids=["tiny"], models=["mock:gold"], limit=3, seed=7, out=tmp_path / "by-api")
+
+    by_pytest, by_api = read_records(tmp_path / "by-pytest"), read_records(tmp_path / "by-api")
+    assert len(by_api) == len(by_pytest) == 6  # 2 configurations x 3 items
+    assert {_identity(r): _content(r) for r in by_api} == {_identity(r): _content(r) for r in by_pytest}
+    assert res.passed and res.written == 6 and len(res.frame) == 6
+    assert {row.label for row in res.summary} == {"bm25/s1/t2k", "bm25/s2/t2k"}
+    for name in ("records.jsonl", "run.json", "summary.csv", "summary.json", "index.html"):
+        assert (tmp_path / "by-api" / name).is_file(), name
+    manifest = json.loads((tmp_path / "by-api" / "run.json").read_text(encoding="utf-8"))
+    entry = manifest["sessions"][-1]
+    assert entry["status"] == "finished" and entry["records_written"] == 6
+    assert entry["options"]["limit"] == {"value": "3", "source": "argument"}
+
+    compare = subprocess.run(
+        [sys.executable, "-m", "bcas.report.compare", str(tmp_path / "by-pytest"), str(tmp_path / "by-api")],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert compare.returncode == 0, compare.stderr
+    assert "no flipped items" in compare.stdout, compare.stdout
+
+
+def test_a_second_call_resumes_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import bcas
+
+    _register_tiny()
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
+    first = bcas.evaluate(grids="tiny", models="mock:gold", limit=2, out=tmp_path / "run")
+    lines = (tmp_path / "run" / "records.jsonl").read_text(encoding="utf-8")
+    again = bcas.evaluate(grids="tiny", models="mock:gold", limit=2, out=tmp_path / "run")
+    assert first.written == 4 and again.written == 0
+    assert (tmp_path / "run" / "records.jsonl").read_text(encoding="utf-8") == lines
+    assert len(again.records) == 4 and again.passed
+    sessions = json.loads((tmp_path / "run" / "run.json").read_text(encoding="utf-8"))["sessions"]
+    assert [s["records_written"] for s in sessions] == [4, 0]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"limit": 0}, "limit: expected a whole number >= 1 or 'all'"),
+        ({"models": ["nosuch:thing"]}, "models: unknown backend 'nosuch'"),
+        ({"grids": ["nosuch"]}, "grids: unknown grid 'nosuch'"),
+        ({"seed": "x"}, "seed: expected a whole number, got 'x'"),
+        ({"no_such_option": 1}, "no_such_option: not an option of bcas.evaluate"),
+        ({"grid": "smoke"}, "grid: not an option of bcas.evaluate (use grids=)"),
+        ({"estimate": True}, "estimate: only the pytest front door has it"),
+        ({"baseline": "/no/such/run"}, "baseline: "),
+    ],
+)
+def test_a_bad_argument_is_one_line_naming_it(kwargs: dict[str, object], message: str, tmp_path: Path) -> None:
+    import bcas
+
+    arguments: dict[str, object] = {"models": ["mock:gold"], "out": tmp_path / "run", **kwargs}
+    with pytest.raises(ValueError) as caught:
+        bcas.evaluate(**arguments)  # type: ignore[arg-type]
+    text = str(caught.value)
+    assert text.startswith(message) and "\n" not in text, text
+    assert not (tmp_path / "run").exists()  # nothing written before the options hold
+
+
+def test_a_real_model_answers_through_the_api(tmp_path: Path, smollm2_gguf: Path) -> None:
+    """The embedded backend (llama.cpp, SmolLM2-135M), one item, one configuration: a graded record."""
+    import bcas
+
+    namespace: dict[str, object] = {}
+    exec(budget_grid("one", ["hotpotqa"], (1,), limit=1, tokens=256), namespace)
+    res = bcas.evaluate(grids="one", models=f"embedded:{smollm2_gguf}", limit=1, out=tmp_path / "run")
+    assert len(res.records) == 1 and res.written == 1
+    record = res.records[0]
+    assert record["error"] is None, record["error"]
+    from bcas.run.settings import ModelSpec
+
+    assert record["model"] == ModelSpec("embedded", str(smollm2_gguf)).label
+    assert record["tokens_out"] > 0 and isinstance(record["correct_em"], bool)
+    assert record["model_fingerprint"] and "mock" not in record["model_fingerprint"]
