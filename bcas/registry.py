@@ -90,9 +90,6 @@ class Registry(Generic[T]):
         self._entries[name] = _Entry(target, dict(meta), resolved=not lazy)
         return target
 
-    def unregister(self, name: str) -> None:
-        self._entries.pop(name, None)
-
     # Mapping-style access to the raw target (``monkeypatch.setitem`` swaps a target and
     # restores it; the entry's metadata stays).
     def __getitem__(self, name: str) -> T | str:
@@ -114,14 +111,6 @@ class Registry(Generic[T]):
         self._entries.clear()
         for name, (target, meta) in snapshot.items():
             self.register(name, target, **meta)
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-    def update(self, other: Any) -> None:
-        """Register every ``name -> target`` of a mapping (metadata of a name already here is kept)."""
-        for name, target in dict(other).items():
-            self[name] = target
 
     # -- reading -----------------------------------------------------------------------
     def _entry(self, name: str) -> _Entry[T]:

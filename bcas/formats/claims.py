@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bcas.formats.base import Format, register_format
 from bcas.formats.common import make_item, records
 from bcas.items import Item
 
@@ -109,3 +110,24 @@ def read_conflictqa(path: Path) -> Iterator[tuple[int, Item]]:
         if isinstance(rec.get("popularity"), (int, float)):
             meta["popularity"] = rec.get("popularity")
         yield line, make_item(rec, item_id, question, answers, docs, supporting, meta)
+
+
+register_format(
+    Format(
+        "fever",
+        "official FEVER claims JSONL (wiki-pages as --bcas-corpus)",
+        read_fever,
+        lambda k: "claim" in k,
+        task="fact-verification",
+        scoring="label",
+    )
+)
+register_format(
+    Format(
+        "conflictqa",
+        "official ConflictQA JSON(L): question, ground_truth, memory/counter evidence",
+        read_conflictqa,
+        lambda k: "memory_answer" in k or "counter_memory" in k,
+        infer_labels=True,
+    )
+)

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bcas.formats.base import Format, register_format
 from bcas.formats.common import fact_titles, make_item, paragraph_objects, paragraphs, records
 from bcas.items import Item
 
@@ -72,3 +73,33 @@ def read_musique(path: Path) -> Iterator[tuple[int, Item]]:
             meta["question_decomposition"] = rec.list("question_decomposition")
         gold = [docs[n][0] for n in supporting]
         yield line, make_item(rec, item_id, question, answers, docs, supporting, meta, gold)
+
+
+register_format(
+    Format(
+        "hotpotqa",
+        "official HotpotQA JSON (distractor or fullwiki)",
+        read_hotpotqa,
+        lambda k: {"_id", "context"} <= k and ("level" in k or "evidences" not in k),
+        task="multi-hop",
+    )
+)
+register_format(
+    Format(
+        "2wikimultihopqa",
+        "official 2WikiMultihopQA JSON (dev.json)",
+        read_2wiki,
+        lambda k: {"_id", "context"} <= k and ("evidences" in k or "level" not in k),
+        task="multi-hop",
+        aliases=("2wiki",),
+    )
+)
+register_format(
+    Format(
+        "musique",
+        "official MuSiQue JSONL (ans or full)",
+        read_musique,
+        lambda k: {"question", "paragraphs"} <= k,
+        task="multi-hop",
+    )
+)

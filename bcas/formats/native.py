@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from bcas.formats.base import Format, register_format
 from bcas.formats.stream import JSONL_HINT, parse_lines
 from bcas.items import DatasetError, Document, Item
 
@@ -159,3 +160,21 @@ def collect_items(path: str | Path, records: Iterable[tuple[int, Item]]) -> tupl
     if not items:
         raise DatasetError(path, None, "holds no items")
     return tuple(items)
+
+
+def read_native(path: Path) -> Iterator[tuple[int, Item]]:
+    if not path.is_file():
+        raise DatasetError(path, None, "no such file")
+    return iter_native(path, path.read_bytes())
+
+
+register_format(
+    Format(
+        "bcas",
+        "our JSONL schema (bcas/resources/data/README.md)",
+        read_native,
+        lambda k: {"question", "answers", "documents"} <= k,
+        infer_labels=True,
+        aliases=("jsonl",),
+    )
+)

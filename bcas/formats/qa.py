@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bcas.formats.base import Format, register_format
 from bcas.formats.common import Record, collapse, fact_titles, make_item, paragraph_objects, paragraphs, records
 from bcas.items import Item
 
@@ -149,3 +150,33 @@ def read_nq_open(path: Path) -> Iterator[tuple[int, Item]]:
             gold.append(annotated["title"])
         meta = {"source_format": "nq_open", "position": n}
         yield line, make_item(rec, item_id, question, answers, docs, supporting, meta, gold)
+
+
+_OTHER_QA_KEYS = {"documents", "_id", "context", "paragraphs", "memory_answer", "golden_answers", "claim"}
+
+register_format(
+    Format(
+        "flashrag",
+        "FlashRAG dataset JSONL: id, question, golden_answers, metadata",
+        read_flashrag,
+        lambda k: {"question", "golden_answers"} <= k,
+        infer_labels=True,
+    )
+)
+register_format(
+    Format(
+        "triviaqa",
+        "official TriviaQA rc / unfiltered JSON (+ evidence/ folder)",
+        read_triviaqa,
+        lambda k: "QuestionId" in k or "Question" in k,
+    )
+)
+register_format(
+    Format(
+        "nq_open",
+        "official NQ-open JSONL: question, answer",
+        read_nq_open,
+        lambda k: "question" in k and bool(k & {"answer", "answers"}) and not k & _OTHER_QA_KEYS,
+        aliases=("nq-open", "nq"),
+    )
+)

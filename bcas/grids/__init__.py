@@ -135,20 +135,3 @@ __all__ = [
     "with_holm_scope",
     "with_retrieval_models",
 ]
-
-for _grid in (
-    SEARCH_SCALING,
-    CONTEXT_SCALING,
-    ABLATION,
-    MADARA,
-    MADARA_HELDOUT,
-    RSC,
-    MUSIQUE,
-    SDA_VS_RRF,
-    RETRIEVAL_ROBUSTNESS,
-    CROSS_ENCODER,
-    SMOKE,
-    FORMATS,
-    EVIDENCE,
-):
-    register_grid(_grid)

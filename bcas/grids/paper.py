@@ -1,12 +1,13 @@
 """The papers' grids as data (BCAS §3.8-§3.10; MADARA §4-§6, Appendices C and K) and the
-smoke grid.  See :mod:`bcas.grids` for what each measures."""
+smoke grid.  See :mod:`bcas.grids` for what each measures.  Each grid is registered
+(:func:`bcas.grids.table.register_grid`) where it is defined."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from bcas.config import ACTION_FORMATS, AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
-from bcas.grids.table import Grid, GridEntry
+from bcas.grids.table import Grid, GridEntry, register_grid
 
 
 def _bcas(
@@ -85,6 +86,7 @@ SEARCH_SCALING = Grid(
     paper_retrieval=BCAS_PAPER_RETRIEVAL,
     paper="BCAS §3.9",
 )
+register_grid(SEARCH_SCALING)
 
 CONTEXT_SCALING = Grid(
     "context_scaling",
@@ -102,6 +104,7 @@ CONTEXT_SCALING = Grid(
     paper_retrieval=BCAS_PAPER_RETRIEVAL,
     paper="BCAS §3.10",
 )
+register_grid(CONTEXT_SCALING)
 
 ABLATION = Grid(
     "ablation",
@@ -118,6 +121,7 @@ ABLATION = Grid(
     paper_retrieval=BCAS_PAPER_RETRIEVAL,
     paper="BCAS §3.8",
 )
+register_grid(ABLATION)
 
 _RSC_ASSESS = AssessConfig(doc_source="retrieval", pad_docs=True)  # the probe sees what the treatments see
 CALIBRATION_N = AssessConfig().calibration_n  # MADARA §5.5: n = 100 calibration queries
@@ -142,6 +146,7 @@ MADARA = Grid(
     holdout=CALIBRATION_N,
     paper="MADARA §4-§6, Table 2, Table 14",
 )
+register_grid(MADARA)
 
 MADARA_HELDOUT = Grid(
     "madara_heldout",
@@ -157,6 +162,7 @@ MADARA_HELDOUT = Grid(
     primary_metric="strict_em",
     paper="MADARA §5.2, Table 1, Table 4",
 )
+register_grid(MADARA_HELDOUT)
 
 RSC = Grid(
     "rsc",
@@ -166,6 +172,7 @@ RSC = Grid(
     primary_metric="strict_em",
     paper="MADARA §3, Appendix F",
 )
+register_grid(RSC)
 
 MUSIQUE_ASSESS = {"doc_source": "item", "n_docs": 20}  # §6.5: "20 mixed supporting/distractor paragraphs"
 
@@ -192,6 +199,7 @@ MUSIQUE = Grid(
     holdout=CALIBRATION_N,
     paper="MADARA §6.5, Table 6, Appendix J",
 )
+register_grid(MUSIQUE)
 
 RRF = "madara/rrf"
 SDA_VS_RRF = Grid(
@@ -207,6 +215,7 @@ SDA_VS_RRF = Grid(
     holdout=CALIBRATION_N,
     paper="MADARA Appendix C, Table 7",
 )
+register_grid(SDA_VS_RRF)
 
 # MADARA §6.4: a dense retriever (Contriever) and a generative reranker (Qwen3-0.6B) in
 # place of BM25; the reranker re-orders BM25's 100 best candidates (its depth is not stated).
@@ -237,6 +246,7 @@ RETRIEVAL_ROBUSTNESS = Grid(
     paper="MADARA §6.4, Table 5, Appendix H.1",
     paper_retrieval={"embedder": "contriever", "reranker": "qwen3-reranker-0.6b"},
 )
+register_grid(RETRIEVAL_ROBUSTNESS)
 
 # Appendix K: the cross-encoder keeps 5 of BM25's 10 documents; NF reads those 5.
 CROSS_ENCODER_RETRIEVAL = RetrievalConfig(mode="bm25_rerank", phrase_boost=False, candidates=10)
@@ -258,6 +268,7 @@ CROSS_ENCODER = Grid(
     paper="MADARA Appendix K, Table 18",
     paper_retrieval={"reranker": "ms-marco-MiniLM-L-12-v2"},
 )
+register_grid(CROSS_ENCODER)
 
 # Small enough for 2 CPU cores in minutes with the embedded 135M model: short turns,
 # a 2K-token trajectory budget, few items.  The hybrid case runs on 2WikiMultihopQA,
@@ -281,6 +292,7 @@ SMOKE = Grid(
     limit=5,
     description="smoke test of the whole stack on the embedded CPU default",
 )
+register_grid(SMOKE)
 
 # The action format as an axis (BCAS §3.1 asks for a model-agnostic tool description, so
 # the format is measured, not fixed): the smoke grid's short turns, two searches (so the
@@ -299,6 +311,7 @@ FORMATS = Grid(
     description="action formats (BCAS §3.1): JSON actions vs Thought/Action/Query text vs native tool calls",
     holm_scope="cell",
 )
+register_grid(FORMATS)
 
 # Beyond accuracy (no paper grid: the metrics of docs/metrics.md that need the loop to offer
 # something more): the formats grid's cases with a cite list in the final answer (citation
@@ -316,3 +329,4 @@ EVIDENCE = Grid(
     description="citations and abstention: the loop asked for a cite list, and offered an abstain action",
     holm_scope="cell",
 )
+register_grid(EVIDENCE)

@@ -162,12 +162,6 @@ class ResultStore:
         self.repaired: list[str] = []
         self.repair()
 
-    @classmethod
-    def for_run(
-        cls, run: str, reports_dir: str | os.PathLike[str] = "reports", worker: str | None = None
-    ) -> ResultStore:
-        return cls(Path(reports_dir) / run, worker=worker)
-
     @contextlib.contextmanager
     def lock(self, shared: bool = False) -> Iterator[None]:
         """The run folder's ``fcntl`` lock (exclusive for writers, shared for readers)."""

@@ -56,17 +56,6 @@ def columns(records: list[dict[str, Any]], grids: Mapping[str, Any]) -> dict[str
     return {ds: sorted(cols.values(), key=lambda c: (c["label"], c["model"])) for ds, cols in sorted(out.items())}
 
 
-def flipped(col_a: dict[str, Any], col_b: dict[str, Any]) -> list[str]:
-    """Item ids both columns answered whose outcome differs (what the page's flip filter shows)."""
-    out = []
-    for item_id in sorted(set(col_a["by_item"]) & set(col_b["by_item"])):
-        a = outcome(col_a["by_item"][item_id], col_a["metric"])
-        b = outcome(col_b["by_item"][item_id], col_b["metric"])
-        if a is not None and b is not None and bool(a) != bool(b):
-            out.append(item_id)
-    return out
-
-
 def _cell(j: int, col: dict[str, Any], rec: dict[str, Any] | None) -> str:
     if rec is None:
         return f'<td class="none" data-col="{j}" data-ok="">—</td>'

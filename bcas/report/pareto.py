@@ -136,13 +136,9 @@ def panels(rows: Iterable[Any], per_pass: bool = False) -> list[Panel]:
     return out
 
 
-def dominates(a: Point, b: Point) -> bool:
-    """``a`` is at most as costly and at least as accurate as ``b``, and strictly better in one."""
-    return a.x <= b.x and a.accuracy >= b.accuracy and (a.x < b.x or a.accuracy > b.accuracy)
-
-
 def frontier(points: Iterable[Point]) -> list[Point]:
-    """The points no other point dominates, cheapest first (one sweep over points sorted by cost)."""
+    """The points no other point dominates (is at most as costly and at least as accurate
+    as, and strictly better in one), cheapest first (one sweep over points sorted by cost)."""
     ordered = sorted(points, key=lambda p: (p.x, -p.accuracy))
     out: list[Point] = []
     best = float("-inf")

@@ -235,10 +235,11 @@ class IndexCache:
         write: Callable[[Path], dict[str, Any] | None],
         load: Callable[[Path], T],
     ) -> tuple[T, bool]:
-        """Like :meth:`load_or_build` for builds that stream straight to disk.
+        """The component from the cache when intact (``(obj, True)``), else built and loaded (``(obj, False)``).
 
-        ``write(folder)`` fills a fresh folder (returning what the build realised, for the
-        manifest's ``info``); the component is then loaded from its final folder.
+        ``write(folder)`` fills a fresh folder (the build streams straight to disk; it
+        returns what the build realised, for the manifest's ``info``); the component is
+        then loaded from its final folder.
         """
         cached = self.lookup(component, collection, params, load)
         if cached is not None:
@@ -252,32 +253,6 @@ class IndexCache:
             raise
         final = self.commit(tmp, component, collection, params, build_seconds=time.perf_counter() - started, info=info)
         return load(final), False
-
-    def load_or_build(
-        self,
-        component: str,
-        collection: str,
-        params: dict[str, Any],
-        *,
-        build: Callable[[], T],
-        save: Callable[[T, Path], None],
-        load: Callable[[Path], T],
-    ) -> tuple[T, bool]:
-        """The component from the cache when intact (``(obj, True)``), else built and stored (``(obj, False)``)."""
-        cached = self.lookup(component, collection, params, load)
-        if cached is not None:
-            return cached, True
-        started = time.perf_counter()
-        obj = build()
-        build_s = time.perf_counter() - started
-        tmp = self.new_folder(component)
-        try:
-            save(obj, tmp)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        self.commit(tmp, component, collection, params, build_seconds=build_s)
-        return obj, False
 
     def _clean_stale_tmp(self) -> None:
         now = time.time()

@@ -98,10 +98,6 @@ class CostGuard:
         self._first: dict[str, asyncio.Event] = defaultdict(asyncio.Event)
         self._keys = itertools.count()
 
-    @property
-    def active(self) -> bool:
-        return self.cap is not None
-
     def spent(self) -> float:
         with self.ledger.state() as state:
             return float(state["spent"])

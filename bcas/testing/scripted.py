@@ -59,7 +59,8 @@ class ScriptedModel(ChatModel):
 
     ``script``: a list of replies (the last one repeats once the list is used up) or
     ``fn(request, index) -> str``.  ``fail_at``: the 0-based call index that raises
-    :class:`ModelError`.  ``requests`` keeps every request received.
+    :class:`ModelError`.  ``supports_logprobs`` only declares the capability: no reply
+    carries log-probabilities.  ``requests`` keeps every request received.
     """
 
     def __init__(
@@ -69,6 +70,7 @@ class ScriptedModel(ChatModel):
         model_id: str = "scripted",
         supports_json_schema: bool = True,
         supports_tools: bool = True,
+        supports_logprobs: bool = False,
         fail_at: int | None = None,
         prompt_tokens: int | None = None,
     ) -> None:
@@ -76,6 +78,7 @@ class ScriptedModel(ChatModel):
         self.model_id = model_id
         self.supports_json_schema = supports_json_schema
         self.supports_tools = supports_tools
+        self.supports_logprobs = supports_logprobs
         self.tools_problem = "" if supports_tools else "this scripted model was made without tool calling"
         self.fail_at = fail_at
         self.fixed_prompt_tokens = prompt_tokens

@@ -30,12 +30,10 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
+from bcas.testing.instant import canned_reply
+from bcas.testing.servers import FaultServer
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests"))
-
-from support.canned import canned_reply  # noqa: E402
-
-from bcas.testing.servers import FaultServer  # noqa: E402
 
 TARGET = 1.25
 CONFTEST = """

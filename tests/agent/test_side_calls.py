@@ -17,30 +17,9 @@ from bcas.agent import run_bcas
 from bcas.agent.budget import BudgetLedger
 from bcas.config import Budget, RetrievalConfig, RunConfig
 from bcas.data import load_dataset
-from bcas.llm.base import ChatModel, ChatRequest, ChatResult
 from bcas.retrieval import build_retriever
 from bcas.testing.mock import MockModel
-
-
-class CountingModel(ChatModel):
-    """The mock, counting every call it receives and the usage it reports."""
-
-    supports_json_schema = True
-    supports_logprobs = True
-
-    def __init__(self, inner: MockModel) -> None:
-        self.inner = inner
-        self.model_id = inner.model_id
-        self.calls = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-
-    async def chat(self, request: ChatRequest) -> ChatResult:
-        result = await self.inner.chat(request)
-        self.calls += 1
-        self.prompt_tokens += result.prompt_tokens
-        self.completion_tokens += result.completion_tokens
-        return result
+from bcas.testing.recording import RecordingModel
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +33,7 @@ def test_reranker_calls_are_on_the_ledger_and_outside_the_budget(
 ) -> None:
     mock = MockModel("verbose")
     mock.register_items(hotpotqa)
-    model = CountingModel(mock)
+    model = RecordingModel(mock)
     retrieval = RetrievalConfig(mode="hybrid_rerank", candidates=20, reranker="llm")
     retriever = build_retriever(
         hotpotqa.documents, retrieval, model=model, embedder=minilm_embedder, cache_dir=False, progress=False

@@ -191,38 +191,16 @@ def test_samples_and_price_sheets_are_package_data() -> None:
 
 # --- through the plugin -------------------------------------------------------------------
 
-CONFTEST = backends({"instant": "support.instant:create", "asker": "asker:create"}, TESTS_DIR) + budget_grid(
-    "tiny", ["hotpotqa"], (1,)
-)
+CONFTEST = backends(
+    {"instant": "bcas.testing.instant:create", "asker": "bcas.testing.instant:create_asker"}
+) + budget_grid("tiny", ["hotpotqa"], (1,))
 BASE = ["--bcas-backend", "instant", "--bcas-grid", "tiny", "--bcas-no-cache", "-p", "no:cacheprovider"]
-
-# The instant test double, searching with the question itself (the agent's prompt
-# carries it as "Question: ..."), so the retrieved documents depend on the question.
-ASKER = """
-import dataclasses, json, re
-from support.instant import InstantModel
-
-
-class Asker(InstantModel):
-    async def chat(self, request):
-        result = await super().chat(request)
-        out = json.loads(result.text) if result.text.startswith("{") else {}
-        if out.get("action") == "search_database":
-            prompt = " ".join(m["content"] for m in request.messages)
-            out["query"] = re.search(r"Question: (.*)", prompt).group(1)
-            result = dataclasses.replace(result, text=json.dumps(out))
-        return result
-
-
-def create(model=None, **options):
-    return Asker(model, **options)
-"""
 
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
-    grid_project(pytester.path, CONFTEST, files={"asker.py": ASKER})
+    grid_project(pytester.path, CONFTEST)
     return pytester
 
 

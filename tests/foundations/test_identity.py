@@ -368,19 +368,12 @@ def test_the_run_seed_reaches_every_madara_call() -> None:
     from bcas.config import AssessConfig, RunConfig
     from bcas.data import load_dataset
     from bcas.testing.mock import MockModel
-
-    class Recording(MockModel):
-        def __init__(self) -> None:
-            super().__init__("random")
-            self.seeds: list[int] = []
-
-        async def chat(self, request):  # type: ignore[no-untyped-def]
-            self.seeds.append(request.seed)
-            return await super().chat(request)
+    from bcas.testing.recording import RecordingModel
 
     item = load_dataset("conflictqa", limit=1).items[0]
     for method in ("sda", "pde", "cot"):
-        model = Recording()
+        model = RecordingModel(MockModel("random"))
         config = RunConfig(assess=AssessConfig(method=method, doc_source="item"), seed=7)
         asyncio.run(run_madara(item, model, None, config))
-        assert model.seeds and set(model.seeds) == {7}, method
+        seeds = [r.seed for r in model.requests]
+        assert seeds and set(seeds) == {7}, method

@@ -258,25 +258,16 @@ def test_router_em_nf_is_strict_em_on_every_retrieved_document() -> None:
     from bcas.assess.pipeline import run_nf_for_probe
     from bcas.config import AssessConfig
     from bcas.items import Document, Item
-    from bcas.llm.base import ChatModel, ChatRequest, ChatResult
+    from bcas.testing.scripted import ScriptedModel
 
-    class Reader(ChatModel):
-        """Test double: answers "The Beatles" and remembers how many documents each prompt held."""
-
-        model_id = "reader"
-
-        def __init__(self) -> None:
-            self.shown: list[int] = []
-
-        async def chat(self, request: ChatRequest) -> ChatResult:
-            self.shown.append(len(re.findall(r"^\[\d+\] ", request.messages[-1]["content"], re.M)))
-            return ChatResult("The Beatles", 10, 2, "stop", 0.0)
+    def shown() -> list[int]:  # how many documents each prompt held
+        return [len(re.findall(r"^\[\d+\] ", r.messages[-1]["content"], re.M)) for r in model.requests]
 
     docs = [AssessDocument(f"d{i}", f"t{i}", f"text {i}") for i in range(10)]
     items = [Item("q0", "Which band?", ("Beatles",), (Document("d0", "t", "x"),), ())]
-    model = Reader()
+    model = ScriptedModel(["The Beatles"], model_id="reader")
     em, usage = asyncio.run(run_nf_for_probe(model, items, [docs], AssessConfig(k=5, json_schema=False)))
     assert em == 0.0  # SQuAD EM would accept "The Beatles" for "Beatles"; MADARA §5.4 does not
-    assert model.shown == [10] and usage.generation_calls == 1  # EvalNF reads all 10 documents, as NF does
+    assert shown() == [10] and usage.generation_calls == 1  # EvalNF reads all 10 documents, as NF does
     asyncio.run(run_nf_for_probe(model, items, [docs], AssessConfig(k=5, nf_docs=5, json_schema=False)))
-    assert model.shown == [10, 5]
+    assert shown() == [10, 5]

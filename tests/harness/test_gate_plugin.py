@@ -1,6 +1,6 @@
 """The regression gate through the pytest plugin, as a user meets it (pytester).
 
-The model is a test double (tests/support/instant.py answers what ``BCAS_INSTANT_ANSWER``
+The model is a test double (bcas/testing/instant.py answers what ``BCAS_INSTANT_ANSWER``
 says), so a run is right or wrong on purpose; retrieval is the real BM25 index. These
 tests check the gate's control flow and what it tells the user, never a capability.
 """
@@ -22,8 +22,7 @@ preload()
 
 pytest_plugins = ["pytester"]
 
-TESTS_DIR = Path(__file__).resolve().parents[1]
-INSTANT_BACKEND = backends({"instant": "support.instant:create"}, TESTS_DIR)
+INSTANT_BACKEND = backends({"instant": "bcas.testing.instant:create"})
 
 INSTANT = ["--bcas-backend", "instant", "--bcas-no-cache", "-p", "no:cacheprovider"]
 # The issue's scenario: the smoke grid's three HotpotQA cases, 5 items each.

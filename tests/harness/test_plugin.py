@@ -1,6 +1,6 @@
 """The pytest plugin end to end, with pytester: options, grids, markers, resume, gate, xdist.
 
-The model is the instant test double (tests/support/instant.py): these tests check
+The model is the instant test double (bcas/testing/instant.py): these tests check
 the suite's control flow; retrieval over the small dataset is the real BM25 index.
 """
 
@@ -16,8 +16,7 @@ preload()
 
 pytest_plugins = ["pytester"]
 
-TESTS_DIR = Path(__file__).resolve().parents[1]
-INSTANT = backends({"instant": "support.instant:create"}, TESTS_DIR)
+INSTANT = backends({"instant": "bcas.testing.instant:create"})
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ An answer's identity includes the prompt-template hash (``bcas.identity``): answ
 run folder holds from an older prompt are not the current prompt's answers.  An answer
 recorded as an error is no answer: the rerun retries it.  The run folder is edited as
 an older run (or a transient failure) would have left it; the model is a test double
-(tests/support/instant.py, control flow only) and the retrieval is the real BM25 index.
+(bcas/testing/instant.py, control flow only) and the retrieval is the real BM25 index.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ preload()
 
 pytest_plugins = ["pytester"]
 
-TESTS_DIR = Path(__file__).resolve().parents[1]
 ITEMS = 3
 RUN = ["--bcas-backend", "instant", "--bcas-no-cache", "-p", "no:cacheprovider", "--bcas-grid", "again"]
 
@@ -30,7 +29,7 @@ RUN = ["--bcas-backend", "instant", "--bcas-no-cache", "-p", "no:cacheprovider",
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
     data = pytester.path / "again.jsonl"
-    conftest = backends({"instant": "support.instant:create"}, TESTS_DIR) + budget_grid(
+    conftest = backends({"instant": "bcas.testing.instant:create"}) + budget_grid(
         "again", [data], searches=(1,), limit=ITEMS
     )
     grid_project(pytester.path, conftest, datasets={data.name: codename_items(ITEMS)})

@@ -4,19 +4,15 @@ pass^k, flips and cost-of-pass over ``--bcas-epochs 3`` checked against brute fo
 from __future__ import annotations
 
 import json
-import sys
 from itertools import combinations
 from pathlib import Path
 
 import pytest
 
+from bcas.testing.decliner import seeded_right
 from bcas.testing.project import backends, budget_grid, codename_items, grid_project, preload, read_records
 
 preload()
-
-TESTS_DIR = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(TESTS_DIR / "support"))
-from decliner import seeded_right  # noqa: E402
 
 pytest_plugins = ["pytester"]
 
@@ -39,7 +35,7 @@ BASE += ["--bcas-datasets", "codes.jsonl", "--bcas-prices", "prices.toml", "--bc
 @pytest.fixture
 def suite(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
-    conftest = backends({"scripted": "decliner:create"}, TESTS_DIR / "support") + budget_grid("tiny", ["x"], (1,))
+    conftest = backends({"scripted": "bcas.testing.decliner:create"}) + budget_grid("tiny", ["x"], (1,))
     grid_project(pytester.path, conftest, datasets={"codes.jsonl": codename_items(6)}, prices=PRICES)
     return pytester
 

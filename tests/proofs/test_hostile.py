@@ -19,9 +19,9 @@ import secrets
 from pathlib import Path
 
 import pytest
-from support.canned import canned_reply
-from support.proofs import TESTS_DIR, write_project
+from support.proofs import write_project
 
+from bcas.testing.instant import canned_reply
 from bcas.testing.project import backends, codename_items, preload
 from bcas.testing.servers import Fault, FaultServer
 
@@ -54,7 +54,7 @@ MALFORMED: list[tuple[str, bytes, tuple[str, ...]]] = [
     ("non-utf8", json.dumps(_item(2)).encode().replace(b"Which", b"Wh\xff\xfech"), ("not valid UTF-8",)),
 ]
 
-INSTANT = backends({"instant": "support.instant:create"}, TESTS_DIR)
+INSTANT = backends({"instant": "bcas.testing.instant:create"})
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Proof: Ctrl-C or a scheduler's SIGTERM mid-grid ends the run cleanly, and the same command resumes it.
 
 A real grid runs as ``python -m pytest`` in a subprocess of its own: two BCAS cases of six
-HotpotQA items over real BM25, on the paced test double (tests/support/paced.py: the mock's
+HotpotQA items over real BM25, on the paced test double (bcas/testing/paced.py: the mock's
 seeded answers, a short sleep per call, so items take long enough to interrupt between).
 Once some records are on disk the run is stopped:
 

@@ -22,8 +22,8 @@ from bcas.records import Record
 from bcas.report.compare import Run, compare_runs
 from bcas.report.membership import model_names, unique_short
 from bcas.testing.fault_server import FaultServer
+from bcas.testing.instant import canned_reply
 from bcas.testing.project import budget_grid, codename_items, grid_project, preload, read_records
-from tests.support.canned import canned_reply
 
 preload("bcas.llm.openai_compat")
 

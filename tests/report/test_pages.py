@@ -1,6 +1,6 @@
 """The report of a real two-model run in headless Chromium: sorting, filters, Pareto, flips.
 
-The run: ``mock:gold`` and ``coin`` (tests/support/coin.py: gold's answers, replaced by a
+The run: ``mock:gold`` and ``coin`` (bcas/testing/coin.py: gold's answers, replaced by a
 wrong one on about half the requests, so outcomes flip between configurations) on the
 ``pages`` grid (tests/support/mockruns.py: BCAS over real BM25 on HotpotQA with max
 searches 1, 2, 3 and 3 + planning; MADARA NF, PDE and SDA on FEVER), priced by a test sheet.  Each check recomputes what the page shows from

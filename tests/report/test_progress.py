@@ -1,7 +1,7 @@
 """Progress in pytest's terminal: live lines on a terminal, plain lines in logs, quiet under -q, and -n 2.
 
 Each run is a real pytest process in a pytester folder, on the paced test double
-(tests/support/paced.py: the mock's random answers with a short delay per call, so a case
+(bcas/testing/paced.py: the mock's random answers with a short delay per call, so a case
 lasts long enough to be seen running) over real BM25 on the HotpotQA sample.  Terminal
 runs go through a pseudo-terminal and are replayed on a small screen
 (tests/support/terminal.py): what the reader saw while cases ran, and what stays.

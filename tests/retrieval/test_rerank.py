@@ -10,9 +10,9 @@ import pytest
 
 from bcas.config import RetrievalConfig
 from bcas.data import Document
-from bcas.llm.base import ChatModel, ChatRequest, ChatResult
 from bcas.retrieval import RerankerError, build_retriever, load_reranker
 from bcas.retrieval.rerank import LLMReranker, load_prompt, yes_no_margin
+from bcas.testing.scripted import ScriptedModel
 
 
 def test_margin_pools_spellings_and_bounds_missing_words():
@@ -31,27 +31,11 @@ def test_prompt_template_has_both_fields():
     assert "Yes or No" in template
 
 
-class NoLogprobModel(ChatModel):
-    """Test double: a model that cannot report log-probabilities."""
-
-    model_id = "no-logprobs"
-    supports_logprobs = False
-
-    async def chat(self, request: ChatRequest) -> ChatResult:
-        return ChatResult("Yes", 10, 1, "stop", 0.0)
-
-
-class SilentModel(NoLogprobModel):
-    """Test double: claims log-probability support but returns none."""
-
-    model_id = "silent"
-    supports_logprobs = True
-
-
 def test_llm_reranker_refuses_models_without_logprobs():
     with pytest.raises(RerankerError, match="log-probabilities"):
-        load_reranker("llm", model=NoLogprobModel())
-    reranker = load_reranker("llm", model=SilentModel())
+        load_reranker("llm", model=ScriptedModel(["Yes"], model_id="no-logprobs"))
+    # A model that claims log-probability support but returns none.
+    reranker = load_reranker("llm", model=ScriptedModel(["Yes"], model_id="silent", supports_logprobs=True))
     with pytest.raises(RerankerError, match="no log-probabilities"):
         asyncio.run(reranker.score("q", ["p"]))
 

@@ -3,7 +3,7 @@
 The ``pages`` grid runs the BCAS loop over real BM25 on the HotpotQA sample (max
 searches 1, 2, 3: an ordered budget axis; 3 + planning: a categorical configuration)
 and MADARA NF, PDE and SDA on the FEVER sample.  The ``coin`` double
-(tests/support/coin.py) is right on some requests only, so its outcomes flip between
+(:mod:`bcas.testing.coin`) is right on some requests only, so its outcomes flip between
 configurations.  The price sheet prices the
 mock models (the installed sheet prices them at 0), each differently.
 """
@@ -41,7 +41,7 @@ register_grid(Grid("pages", (_bcas(1, reference=True), _bcas(2), _bcas(3), _bcas
                    datasets=("hotpotqa", "fever"), limit=12))
 register_grid(Grid("brief", (_bcas(1, reference=True), _bcas(2)), datasets=("hotpotqa",), limit=6))
 """
-CONFTEST = backends({"paced": "support.paced:create", "coin": "support.coin:create"}, REPO / "tests") + GRIDS
+CONFTEST = backends({"paced": "bcas.testing.paced:create", "coin": "bcas.testing.coin:create"}) + GRIDS
 
 PRICES = """
 default = "test"

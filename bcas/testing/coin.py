@@ -1,7 +1,8 @@
 """A test double whose answers are right on some requests and wrong on others, by a hash of the request.
 
-It is the ``mock`` backend's ``gold`` variant, except that a final answer is replaced by a
-wrong one when a hash of the whole request (every message) is odd.  The request differs
+It is the ``mock`` backend's ``gold`` variant (registered by tests through :func:`create`),
+except that a final answer is replaced by a wrong one when a hash of the whole request
+(every message) is odd.  The request differs
 between configurations (the status line names the searches left, planning adds a plan),
 so an item's outcome flips between configurations in both directions: what a report's
 flip filter is for.  It stands in for no capability.

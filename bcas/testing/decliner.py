@@ -1,12 +1,14 @@
-"""Scripted answers for the abstention and reliability tests (control flow, never capability).
+"""Scripted answers for abstention and reliability tests (control flow, never capability).
 
-Built on the instant model (one search with the question, then an answer).  The answer
-depends on the project number ``i`` in the question ("... codename of project {i}?"):
+Built on :class:`bcas.testing.instant.InstantModel` (one search with the question, then an
+answer).  The answer depends on the project number ``i`` in the question ("... codename
+of project {i}?", as :func:`bcas.testing.project.codename_items` writes it):
 
-- ``decliner``: ``i % 3 == 0`` declines ("I don't know"), ``i % 3 == 1`` answers
-  wrongly ("beta"), otherwise right ("alpha");
-- ``seeded``: right when a hash of (``i``, the request's sampling seed) is not a multiple of 3, so an
-  item's outcome changes between epochs (each epoch samples with its own seed).
+- ``decliner`` (the default model name): ``i % 3 == 0`` declines ("I don't know"),
+  ``i % 3 == 1`` answers wrongly ("beta"), otherwise right ("alpha");
+- ``seeded``: right when a hash of (``i``, the request's sampling seed) is not a multiple
+  of 3 (:func:`seeded_right`), so an item's outcome changes between epochs (each epoch
+  samples with its own seed).
 """
 
 from __future__ import annotations
@@ -16,9 +18,8 @@ import hashlib
 import json
 import re
 
-from instant import InstantModel
-
 from bcas.llm.base import ChatRequest, ChatResult
+from bcas.testing.instant import InstantModel
 
 DECLINE = "I don't know"
 
@@ -27,7 +28,7 @@ def seeded_right(i: int, seed: int) -> bool:
     return hashlib.sha256(f"y{i}:{seed}".encode()).digest()[0] % 3 != 0
 
 
-class Scripted(InstantModel):
+class DeclinerModel(InstantModel):
     def __init__(self, model: str | None = None, **options: object) -> None:
         super().__init__(model, **options)
         self.mode = model or "decliner"
@@ -47,5 +48,5 @@ class Scripted(InstantModel):
         return dataclasses.replace(result, text=json.dumps({"answer": answer}))
 
 
-def create(model: str | None = None, **options: object) -> Scripted:
-    return Scripted(model, **options)
+def create(model: str | None = None, **options: object) -> DeclinerModel:
+    return DeclinerModel(model, **options)
