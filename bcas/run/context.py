@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bcas.config import RunConfig
+from bcas.records import Record
 from bcas.run.pipelines import run_item_record, run_kind
 
 
@@ -55,6 +56,5 @@ class CaseContext:
             self.session._rsc_profiles[key] = cached
         return cached
 
-    async def run_item(self, item: Any, epoch: int = 0) -> Any:
-        record = await run_item_record(self, item, epoch)
-        return run_kind(self.case.entry.kind).finish(self, item, record)
+    async def run_item(self, item: Any, epoch: int = 0) -> Record:
+        return await run_item_record(self, item, epoch)

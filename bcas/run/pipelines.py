@@ -20,10 +20,11 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, is_dataclass, replace
 from typing import Any
 
+from bcas.grading import score_prediction
 from bcas.identity import epoch_seed
 from bcas.llm.base import ModelError
 from bcas.llm.cache import tally
-from bcas.records import Record
+from bcas.records import Answer, AnswerIdentity, Grades, Record, build_record
 from bcas.registry import ROUTED_METHOD, RUN_KINDS, RegistryError
 
 
@@ -41,9 +42,9 @@ class RunKind:
     async def prepare(self, ctx: Any, todo: list[Any]) -> None:
         """Per-case set-up before its items run (``ctx``: the case's :class:`CaseContext`)."""
 
-    def finish(self, ctx: Any, item: Any, record: Record) -> Record:
-        """The record after the harness stamped its identity (default: unchanged)."""
-        return record
+    def finish(self, ctx: Any, item: Any, answer: Answer) -> Answer:
+        """The answer with what the case adds to it before it is recorded (default: unchanged)."""
+        return answer
 
     def check(self, config: Any, records: list[dict[str, Any]]) -> list[str]:
         """The kind's own invariants over a finished case's records (default: none)."""
@@ -54,8 +55,8 @@ class ItemKind(RunKind, ABC):
     """A kind that answers items one by one into records (``per_item=True``)."""
 
     @abstractmethod
-    async def answer(self, ctx: Any, item: Any, run_id: str, extra: dict[str, Any], config: Any) -> Record:
-        """The record of one item under ``config``."""
+    async def answer(self, ctx: Any, item: Any, config: Any) -> Answer:
+        """The answer to one item under ``config`` (its record is built by :func:`run_item_record`)."""
 
 
 class WholeCaseKind(RunKind, ABC):
@@ -110,22 +111,23 @@ class BcasKind(ItemKind):
                 f"lacks: {getattr(ctx.model, 'tools_problem', '')}"
             )
 
-    async def answer(self, ctx: Any, item: Any, run_id: str, extra: dict[str, Any], config: Any) -> Record:
+    async def answer(self, ctx: Any, item: Any, config: Any) -> Answer:
         from bcas.agent import run_bcas
-        from bcas.agent.records import record_from_trajectory
+        from bcas.agent.records import answer_of_trajectory
 
         trajectory = await run_bcas(item, ctx.model, ctx.retriever, config)
-        extra = {**extra, "agent_tokens_out": trajectory.ledger.agent_tokens_out}
-        record = record_from_trajectory(trajectory, run_id=run_id, dataset=ctx.dataset, extra=extra)
+        answer = answer_of_trajectory(trajectory)
         titles = ctx.session.titles(ctx.case.dataset)
         steps = [
             {**step, "titles": [titles.get(d, d) for d in step.get("docs") or []]} if step.get("docs") else step
-            for step in record.steps
+            for step in answer.steps
         ]
-        return record.replace(steps=steps)
+        return answer.replace(
+            steps=steps, extra={**answer.extra, "agent_tokens_out": trajectory.ledger.agent_tokens_out}
+        )
 
-    def finish(self, ctx: Any, item: Any, record: Record) -> Record:
-        with_recall: Record = ctx.session.with_evidence_recall(ctx.case.dataset, item, record)
+    def finish(self, ctx: Any, item: Any, answer: Answer) -> Answer:
+        with_recall: Answer = ctx.session.with_evidence_recall(ctx.case.dataset, item, answer)
         return with_recall
 
     def check(self, config: Any, records: list[dict[str, Any]]) -> list[str]:
@@ -156,17 +158,14 @@ class MadaraKind(ItemKind):
         if ctx.config.assess.method == ROUTED_METHOD and todo:
             ctx.profile = await ctx.session_rsc_profile()
 
-    async def answer(self, ctx: Any, item: Any, run_id: str, extra: dict[str, Any], config: Any) -> Record:
-        from bcas.assess import run_madara
+    async def answer(self, ctx: Any, item: Any, config: Any) -> Answer:
+        from bcas.assess import answer_madara
 
         profile = getattr(ctx, "profile", None)
-        record: Record = await run_madara(
-            item, ctx.model, ctx.retriever, config, dataset=ctx.dataset, profile=profile, run_id=run_id
-        )
-        return record
+        return await answer_madara(item, ctx.model, ctx.retriever, config, dataset=ctx.dataset, profile=profile)
 
-    def finish(self, ctx: Any, item: Any, record: Record) -> Record:
-        with_recall: Record = ctx.session.with_evidence_recall(ctx.case.dataset, item, record)
+    def finish(self, ctx: Any, item: Any, answer: Answer) -> Answer:
+        with_recall: Answer = ctx.session.with_evidence_recall(ctx.case.dataset, item, answer)
         return with_recall
 
 
@@ -226,59 +225,59 @@ RSC = RscKind()
 async def run_item_record(ctx: Any, item: Any, epoch: int = 0) -> Record:
     """Run ``item`` (its ``epoch``-th sample) under the case in ``ctx``; return its ``Record``.
 
+    The kind answers (:meth:`ItemKind.answer`, then :meth:`RunKind.finish`); the record is
+    built once, by :func:`bcas.records.build_record`, from that answer, the case's answer
+    identity and the answer's grades under the dataset's scoring rule.
     A failure inside the pipeline never loses the item: it becomes a record with
     ``stop_reason="error"`` and the error text, which the case's invariants report.
     Epoch ``e`` samples with :func:`bcas.identity.epoch_seed` (the run's seed for epoch 0);
     the record keeps the configuration's own id and says its epoch and seed.
     """
-    session = ctx.session
     case = ctx.case
     kind = case.entry.kind
-    run_id = session.settings.run_dir.name
     extra = dict(ctx.extra_base)
     extra["model_id"] = getattr(ctx.model, "model_id", "")
     seed = epoch_seed(ctx.config.seed, epoch)
     sampling = ctx.config if seed == ctx.config.seed else replace(ctx.config, seed=seed)
     started = time.perf_counter()
+    failed = False
     with tally() as cache:  # how many of the item's model calls the generation cache answered
         try:
-            record = await item_kind(kind).answer(ctx, item, run_id, extra, sampling)
+            answer = await item_kind(kind).answer(ctx, item, sampling)
         except Exception as exc:  # noqa: BLE001 - any failure becomes an error record, never a lost item
-            record = Record(
-                run_id=run_id,
-                config_id=ctx.config.config_id,
-                config=ctx.config.to_dict(),
-                label=case.entry.label,
-                model=case.model.label,
-                dataset=ctx.dataset.name,
-                dataset_hash=ctx.dataset.hash,
-                item_id=item.id,
-                question=item.question,
-                answers=list(item.answers),
+            failed = True
+            answer = Answer(
                 prediction="",
-                correct_em=False,
-                f1=0.0,
+                method=kind,
                 stop_reason="error",
                 error=f"{type(exc).__name__}: {exc}",
                 latency_s=time.perf_counter() - started,
-                method=kind,
-                extra={**extra, "traceback": traceback.format_exc(limit=6)},
-                created_at=time.time(),
+                extra={"traceback": traceback.format_exc(limit=6)},
             )
     if cache.lookups:
         extra["cache"] = {"lookups": cache.lookups, "hits": cache.hits}
-    merged = {**(record.extra or {}), **extra}
-    return record.replace(
-        model=case.model.label,
-        label=case.entry.label,
-        run_id=run_id,
-        extra=merged,
+    answer = run_kind(kind).finish(ctx, item, answer)
+    correct, f1 = (
+        (False, 0.0) if failed else score_prediction(answer.prediction, list(item.answers), ctx.dataset.scoring)
+    )
+    grades = Grades(bool(correct), float(f1))
+    identity = AnswerIdentity(
+        run_id=ctx.session.settings.run_dir.name,
         config_id=ctx.config.config_id,
         config=ctx.config.to_dict(),
+        dataset=ctx.dataset.name,
+        dataset_hash=ctx.dataset.hash,
+        item_id=item.id,
+        question=item.question,
+        answers=list(item.answers),
+        model_fingerprint=ctx.identity["model_fingerprint"],
+        prompt_hash=ctx.identity["prompt_hash"],
         epoch=epoch,
         seed=seed,
-        **ctx.identity,
+        model=case.model.label,
+        label=case.entry.label,
     )
+    return build_record(answer, identity, grades, extra=extra)
 
 
 def answered_from_cache(record: dict[str, Any]) -> bool:
