@@ -8,6 +8,7 @@ from typing import Any
 from bcas.config import RunConfig
 from bcas.records import Record
 from bcas.run.pipelines import run_item_record, run_kind
+from bcas.run.plan import CaseIdentity
 
 
 def _teach(model: Any, dataset: Any) -> None:
@@ -20,14 +21,14 @@ def _teach(model: Any, dataset: Any) -> None:
 class CaseContext:
     """Per-case state shared by its items (retriever, RSC profile)."""
 
-    def __init__(self, session: Any, case: Any, dataset: Any, config: RunConfig, model: Any):
+    def __init__(self, session: Any, case: Any, dataset: Any, identity: CaseIdentity, model: Any):
         self.session = session
         self.case = case
         self.dataset = dataset
-        self.config = config
+        self.identity = identity
+        self.config: RunConfig = identity.config
         self.model = model
         self.retriever = None
-        self.identity: dict[str, str] = {}
         self.extra_base = {
             "grid": case.grid,
             "kind": case.entry.kind,
