@@ -112,7 +112,7 @@ class BcasSession:
         self._models: dict[ModelSpec, ChatModel] = {}
         self._retrievers: dict[tuple[object, ...], SearchIndex] = {}
         self._judge: LLMJudge | None = None
-        self._rsc_profiles: dict[tuple[str, str], RSCProfile] = {}
+        self.rsc_profiles: dict[tuple[str, str], RSCProfile] = {}
         self._titles: dict[tuple[str, str], dict[str, str]] = {}
         self._corpus: Corpus | None = None
         self._gold: dict[str, dict[str, GoldEvidence]] = {}
