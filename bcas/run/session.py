@@ -34,8 +34,6 @@ from bcas.run.plan import CaseIdentity, case_config, case_identity, model_identi
 from bcas.run.settings import DEFAULT_LIMIT, Case, ModelSpec, Settings, judge_endpoint
 
 if TYPE_CHECKING:  # typing only: the classes of the resources a session opens
-    from _typeshed import DataclassInstance
-
     from bcas.assess.rsc.profile import RSCProfile
     from bcas.config import RetrievalConfig
     from bcas.corpus import Corpus, GoldEvidence
@@ -120,7 +118,9 @@ class BcasSession:
         self._grade_id: str | None = None
         self.cases_run = 0
         self.unpriced: set[tuple[str, str]] = set()
-        self.gate_results: list[DataclassInstance] = []  # the gate's per-case results (bcas.harness.case_gate)
+        # The gate's per-case results (bcas.harness.case_gate.GateResult, a class above this layer:
+        # typed once the gate moves below the engine).
+        self.gate_results: list[Any] = []
         # Notes and warnings through the observer; --bcas-max-cost's guard (bcas.run.cost).
         self.progress = self.observer.message
         self.spend = CostGuard(settings.max_cost, settings.run_dir, token, self.progress)
