@@ -249,7 +249,6 @@ def _plan_gate(session: BcasSession, plan: Plan, given: dict[str, RawValue], tok
     """The gate's plan over every case, before any runs (as pytest makes it at collection)."""
     from bcas.harness.gate import BaselineError
     from bcas.harness.gate_power import GateOptions, plan_gate
-    from bcas.identity import prompt_hash
 
     settings = session.settings
     try:
@@ -261,7 +260,8 @@ def _plan_gate(session: BcasSession, plan: Plan, given: dict[str, RawValue], tok
     options = replace(options, metric=settings.gate_metric)
 
     def identity(case: Case) -> tuple[str, str]:
-        return session.fingerprint(case.model), prompt_hash(case.entry.kind)
+        found = plan.identity(case, session.fingerprint(case.model))  # bcas.run.plan: computed once
+        return found.fingerprint, found.prompt_hash
 
     limits: dict[str, int | None] = {c.id: plan.limit_for(c) for c in plan.cases}
     try:

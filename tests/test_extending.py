@@ -22,13 +22,12 @@ from bcas.assess import treatment
 from bcas.assess.pipeline import TreatmentOutcome, _generate_from
 from bcas.config import AssessConfig, Budget, RetrievalConfig, RunConfig
 from bcas.formats import Format, register_format
-from bcas.grading import score_prediction
 from bcas.grids import Grid, GridEntry, register_grid
 from bcas.run.pipelines import ItemKind
 from bcas.items import Document, Item
 from bcas.llm import register_backend
 from bcas.llm.base import ChatRequest
-from bcas.records import Record
+from bcas.records import Answer
 from bcas.registry import RETRIEVAL_MODES, RUN_KINDS
 from bcas.testing.mock import MockModel
 
@@ -62,19 +61,16 @@ class ClosedBook(ItemKind):
     def needs_retriever(self, config):
         return False
 
-    async def answer(self, ctx, item, run_id, extra, config):
+    async def answer(self, ctx, item, config):
+        """The answer alone: the engine grades it and builds its record (bcas.records.build_record)."""
         schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
         request = ChatRequest([{"role": "user", "content": f"Question: {item.question}\\nAnswer the question now."}],
                               max_tokens=32, json_schema=schema, seed=config.seed)
         result = await ctx.model.chat(request)
         prediction = json.loads(result.text)["answer"]
-        correct, f1 = score_prediction(prediction, list(item.answers), ctx.dataset.scoring)
-        return Record(run_id=run_id, config_id=config.config_id, config=config.to_dict(), label="closed-book",
-                      model=ctx.model.model_id, dataset=ctx.dataset.name, dataset_hash=ctx.dataset.hash,
-                      item_id=item.id, question=item.question, answers=list(item.answers), prediction=prediction,
-                      correct_em=bool(correct), f1=float(f1), tokens_in=result.prompt_tokens,
-                      tokens_out=result.completion_tokens, llm_calls=1, stop_reason="answered",
-                      method="closed-book")
+        return Answer(prediction=prediction, method="closed-book", model=ctx.model.model_id, label="closed-book",
+                      tokens_in=result.prompt_tokens, tokens_out=result.completion_tokens, llm_calls=1,
+                      stop_reason="answered")
 
     def check(self, config, records):
         return [f"{r['item_id']}: searched" for r in records if r.get("searches_used")]

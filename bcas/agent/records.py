@@ -1,14 +1,14 @@
-"""The record of a BCAS trajectory (BCAS §3.6-§3.7): the BCAS pipeline's record builder."""
+"""The answer of a BCAS trajectory (BCAS §3.6-§3.7), and its record through the one builder
+(:func:`bcas.records.build_record`)."""
 
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import TYPE_CHECKING, Any
 
 from bcas.grading import score_prediction
 from bcas.identity import prompt_hash
-from bcas.records import PriceSheet, Record, reprice_record
+from bcas.records import Answer, AnswerIdentity, Grades, PriceSheet, Record, build_record, reprice_record
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from bcas.agent.trajectory import Trajectory
@@ -48,6 +48,29 @@ def record_from_trajectory(
     correct, f1 = score_prediction(trajectory.prediction, list(item.answers), rule)
     judge_dict = judge.to_dict() if hasattr(judge, "to_dict") else judge
     config = trajectory.config
+    identity = AnswerIdentity(
+        run_id=run_id,
+        config_id=config.config_id,
+        config=config.to_dict(),
+        dataset=name,
+        dataset_hash=hash_,
+        item_id=item.id,
+        question=item.question,
+        answers=list(item.answers),
+        model_fingerprint=model_fingerprint or f"model:{trajectory.model}",
+        prompt_hash=prompt_hash("bcas"),
+        epoch=epoch,
+        seed=config.seed,
+    )
+    record = build_record(
+        answer_of_trajectory(trajectory), identity, Grades(bool(correct), float(f1), judge_dict), extra=extra
+    )
+    return reprice_record(record, prices) if prices is not None else record
+
+
+def answer_of_trajectory(trajectory: Trajectory) -> Answer:
+    """The BCAS loop's answer (BCAS §3.6-§3.7): prediction, ledger totals, steps and the loop's own fields."""
+    config = trajectory.config
     details: dict[str, Any] = {
         "action_turns": trajectory.action_turns,
         "invalid_turns": trajectory.invalid_turns,
@@ -60,23 +83,11 @@ def record_from_trajectory(
         details["context_window"] = trajectory.context_note
     if trajectory.cite is not None:
         details.update(cite=trajectory.cite, cited_docs=trajectory.cited_docs, cite_unseen=trajectory.cite_unseen)
-    details.update(extra or {})
-    record = Record(
-        run_id=run_id,
-        config_id=config.config_id,
-        config=config.to_dict(),
-        label=config.label,
-        model=trajectory.model,
-        dataset=name,
-        dataset_hash=hash_,
-        item_id=item.id,
-        question=item.question,
-        answers=list(item.answers),
+    return Answer(
         prediction=trajectory.prediction,
-        correct_em=bool(correct),
-        f1=float(f1),
-        judge_verdict=None if judge_dict is None else judge_dict.get("verdict"),
-        judge=judge_dict,
+        method="bcas",
+        model=trajectory.model,
+        label=config.label,
         searches_used=trajectory.searches_used,
         tokens_in=trajectory.tokens_in,
         tokens_out=trajectory.tokens_out,
@@ -88,12 +99,5 @@ def record_from_trajectory(
         retries=trajectory.retries,
         error=trajectory.error,
         steps=[s.to_dict() for s in trajectory.steps],
-        method="bcas",
         extra=details,
-        created_at=time.time(),
-        model_fingerprint=model_fingerprint or f"model:{trajectory.model}",
-        prompt_hash=prompt_hash("bcas"),
-        epoch=epoch,
-        seed=config.seed,
     )
-    return reprice_record(record, prices) if prices is not None else record

@@ -32,7 +32,7 @@ from bcas.assess.aggregate import (
 )
 from bcas.assess.documents import AssessError
 from bcas.assess.hits import assess_hits
-from bcas.assess.pipeline import run_madara, treatment
+from bcas.assess.pipeline import answer_madara, run_madara, treatment
 from bcas.assess.router import TAU_NF, RoutingDecision, decide, route
 from bcas.assess.rsc import RSCProfile, probe, trend_coefficient
 from bcas.assess.usage import Ledger, Usage
@@ -59,6 +59,7 @@ __all__ = [
     "probe",
     "route",
     "rrf_select",
+    "answer_madara",
     "run_madara",
     "score_documents",
     "sda_select",

@@ -1,7 +1,7 @@
 """MADARA treatments per query, the routed pipeline, and hit post-processing for BCAS.
 
 ``run_madara(item, model, retriever, config)`` runs one method on one item and
-returns its record.  The method is ``AssessConfig.method``:
+returns its record (``answer_madara``: its answer, without identity or grades).  The method is ``AssessConfig.method``:
 
 =============  =====================================================  ==========================
 method         what it does (MADARA section)                          LLM calls (m docs, top k)
@@ -66,7 +66,7 @@ from bcas.assess.usage import Ledger, Usage
 from bcas.config import AssessConfig, RunConfig
 from bcas.grading import score_prediction, strict_exact_match
 from bcas.llm.base import ChatModel, ModelError
-from bcas.records import Record
+from bcas.records import Answer, AnswerIdentity, Grades, Record, build_record
 from bcas.registry import TREATMENTS, routed_modes
 
 # --------------------------------------------------------------------------- treatments
@@ -254,18 +254,6 @@ def _usage_fields(usage: Usage) -> dict[str, Any]:
     return {name: getattr(usage, name) for name in _RECORD_USAGE_FIELDS}
 
 
-def make_record(fields: dict[str, Any]) -> Record:
-    """The MADARA pipeline's record: known fields as they are, any other field folded into ``extra``."""
-    import dataclasses
-
-    names = {f.name for f in dataclasses.fields(Record)}
-    known = {k: v for k, v in fields.items() if k in names}
-    rest = {k: v for k, v in fields.items() if k not in names}
-    if rest:
-        known["extra"] = {**fields.get("extra", {}), **rest}
-    return Record(**known)
-
-
 async def run_madara(
     item: Any,
     model: ChatModel,
@@ -277,7 +265,7 @@ async def run_madara(
     profile: Any = None,
     decision: RoutingDecision | None = None,
     run_id: str | None = None,
-) -> Any:
+) -> Record:
     """Run ``config.assess.method`` on one item; returns its record (MADARA §4-§5, Algorithm 2).
 
     ``dataset`` (a ``bcas.data.Dataset``) supplies name, hash, task and scoring
@@ -287,13 +275,47 @@ async def run_madara(
     generation yields a record with an empty prediction, ``stop_reason``
     ``error`` and the error text in ``error``; a failed assessment call is a
     missing score.  ``Record.method`` is ``"madara"``; ``extra["assess_method"]``
-    is the configured method and ``extra["treatment"]`` the one applied.
+    is the configured method and ``extra["treatment"]`` the one applied.  The answer is
+    :func:`answer_madara`'s, made a record by :func:`bcas.records.build_record`.
     """
+    run_config = config if isinstance(config, RunConfig) else RunConfig(assess=config)
+    answer = await answer_madara(
+        item, model, retriever, run_config, dataset=dataset, task=task, profile=profile, decision=decision
+    )
+    scoring = getattr(dataset, "scoring", None) or SCORING_FOR_TASK.get(answer.extra["task"], "qa")
+    correct, f1 = score_prediction(answer.prediction, list(item.answers), scoring)
+    identity = AnswerIdentity(
+        run_id=run_id or uuid.uuid4().hex[:12],
+        config_id=run_config.config_id,
+        config=run_config.to_dict(),
+        dataset=getattr(dataset, "name", None) or "",
+        dataset_hash=getattr(dataset, "hash", None) or "",
+        item_id=item.id,
+        question=item.question,
+        answers=list(item.answers),
+        model_fingerprint="",
+        prompt_hash="",
+    )
+    return build_record(answer, identity, Grades(bool(correct), float(f1)))
+
+
+async def answer_madara(
+    item: Any,
+    model: ChatModel,
+    retriever: Any,
+    config: RunConfig | AssessConfig,
+    *,
+    dataset: Any = None,
+    task: str | None = None,
+    profile: Any = None,
+    decision: RoutingDecision | None = None,
+) -> Answer:
+    """MADARA's answer to one item (MADARA §4-§5, Algorithm 2): as :func:`run_madara`, without
+    identity or grades (``extra["task"]`` is the task it answered as)."""
     run_config = config if isinstance(config, RunConfig) else RunConfig(assess=config)
     cfg = run_config.assess
     started = time.perf_counter()
     task = task or cfg.task or (getattr(dataset, "task", None)) or infer_task(item.answers)
-    scoring = getattr(dataset, "scoring", None) or SCORING_FOR_TASK.get(task, "qa")
     method, routing = _choose_treatment(cfg, profile, decision)
     fn = TREATMENTS.get(method)
 
@@ -302,39 +324,22 @@ async def run_madara(
     ctx = TreatmentContext(model, item.question, docs, task, cfg, f"{run_config.seed}:{item.id}", ledger)
     outcome, stop_reason, error = await _apply_treatment(fn, ctx)
     usage = ledger.usage()
-    correct, f1 = score_prediction(outcome.prediction, list(item.answers), scoring)
-
     run = _MadaraRun(item, cfg, method, task, docs, outcome, ledger, usage, routing, profile)
-    fields = {
-        "run_id": run_id or uuid.uuid4().hex[:12],
-        "config_id": run_config.config_id,
-        "config": run_config.to_dict(),
-        "label": f"madara/{cfg.method}",
-        "model": getattr(model, "model_id", "unknown"),
-        "dataset": getattr(dataset, "name", None) or "",
-        "dataset_hash": getattr(dataset, "hash", None) or "",
-        "item_id": item.id,
-        "question": item.question,
-        "answers": list(item.answers),
-        "prediction": outcome.prediction,
-        "correct_em": bool(correct),
-        "f1": float(f1),
-        "judge_verdict": None,
-        "searches_used": 1 if cfg.doc_source == "retrieval" else 0,
-        "tokens_in": usage.tokens_in,
-        "tokens_out": usage.tokens_out,
-        "llm_calls": usage.llm_calls,
-        "early_stop": False,
-        "stop_reason": stop_reason,
-        "error": error,
-        "latency_s": time.perf_counter() - started,
-        "cost_usd": None,
-        "steps": _madara_steps(run),
-        "method": "madara",
-        "extra": _madara_extra(run),
-        "created_at": time.time(),
-    }
-    return make_record(fields)
+    return Answer(
+        prediction=outcome.prediction,
+        method="madara",
+        model=getattr(model, "model_id", "unknown"),
+        label=f"madara/{cfg.method}",
+        searches_used=1 if cfg.doc_source == "retrieval" else 0,
+        tokens_in=usage.tokens_in,
+        tokens_out=usage.tokens_out,
+        llm_calls=usage.llm_calls,
+        stop_reason=stop_reason,
+        error=error,
+        latency_s=time.perf_counter() - started,
+        steps=_madara_steps(run),
+        extra=_madara_extra(run),
+    )
 
 
 def _choose_treatment(

@@ -145,8 +145,7 @@ async def _estimate_case(sess: BcasSession, case: Any) -> CaseEstimate:
     est.item_calls = [None] * len(plan.todo)
     if not plan.todo:
         return est
-    context = CaseContext(sess, case, plan.dataset, plan.config, model)
-    context.identity = {"model_fingerprint": plan.fingerprint, "prompt_hash": plan.prompt_hash}
+    context = CaseContext(sess, case, plan.dataset, plan.identity, model)
     try:
         await context.prepare([it for it, _ in plan.todo])
     except NotCached:  # MADARA's routing probe on the calibration items

@@ -259,6 +259,7 @@ def plan_gate(
     """
     from bcas.data import DatasetError, load_evaluation
     from bcas.grids import get_grid
+    from bcas.run.plan import case_config
 
     baselines: dict[str, list[BaselineCase]] = {}
     plans: dict[str, CasePlan] = {}
@@ -278,7 +279,7 @@ def plan_gate(
         except DatasetError as exc:  # the case itself stops with this message when it runs
             plans[case.id] = CasePlan(case.id, case.grid, metric, "", reason=str(exc))
             continue
-        config_id = replace(case.entry.config, seed=seed).config_id
+        config_id = case_config(case, seed).config_id  # bcas.run.plan: as the case's records will say
         digests = {it.id: item_digest(it.question, it.answers) for it in ds.items}
         found, paired, note = match_baseline(baselines[metric], case.model.label, ds.name, config_id, ds.hash, digests)
         plan = CasePlan(case.id, case.grid, metric, found.key if found else "")

@@ -23,7 +23,7 @@ from bcas.harness.settings import KIND_MARKER, REQUIREMENT_MARKERS, _get, _opt_n
 from bcas.llm import backend_meta
 from bcas.run.options import OPTIONS
 from bcas.run.plan import make_plan
-from bcas.run.settings import Case, ModelSpec
+from bcas.run.settings import Case
 
 if TYPE_CHECKING:
     from bcas.run.session import BcasSession
@@ -232,22 +232,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
     plan = config.stash[state.PLAN]
     limits: dict[str, int | None] = {c.id: plan.limit_for(c) for c in cases}
-    from bcas.identity import prompt_hash
-    from bcas.llm.fingerprint import model_fingerprint
-
-    prints: dict[ModelSpec, str] = {}
 
     def identity(case: Case) -> tuple[str, str]:
-        spec = case.model
-        if spec not in prints:
-            prints[spec] = model_fingerprint(
-                spec.backend,
-                spec.model,
-                base_url=spec.base_url,
-                api_key_env=spec.api_key_env,
-                verify=settings.preflight,
-            )
-        return prints[spec], prompt_hash(case.entry.kind)
+        found = plan.identity(case)  # bcas.run.plan: the case identity, computed once per model
+        return found.fingerprint, found.prompt_hash
 
     collected_plan(
         config,

@@ -1,10 +1,12 @@
 """Records: the schema of an evaluated answer, the run's store, and price sheets.
 
-``bcas.records.schema`` (Record, identity key), ``bcas.records.store`` (ResultStore,
+``bcas.records.schema`` (Record, identity key), ``bcas.records.build`` (the one record
+builder: answer + identity + grades), ``bcas.records.store`` (ResultStore,
 reading, de-duplication, DataFrame export) and ``bcas.records.pricing`` (price sheets,
 repricing).  ``python -m bcas.results`` is the command line over them.
 """
 
+from bcas.records.build import Answer, AnswerIdentity, Grades, build_record
 from bcas.records.pricing import (
     DEFAULT_PRICES,
     ModelPrice,
@@ -30,6 +32,9 @@ from bcas.records.store import (
 )
 
 __all__ = [
+    "Answer",
+    "AnswerIdentity",
+    "Grades",
     "DEFAULT_PRICES",
     "LEGACY_PREFIX",
     "LOCK_FILE",
@@ -42,6 +47,7 @@ __all__ = [
     "Record",
     "RecordError",
     "ResultStore",
+    "build_record",
     "dedupe",
     "load_price_sheet",
     "load_records",

@@ -3,13 +3,23 @@ identity fields; and the step that teaches a ``mock:gold`` model the gold answer
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bcas.config import RunConfig
+from bcas.records import Record
 from bcas.run.pipelines import run_item_record, run_kind
+from bcas.run.plan import CaseIdentity
+from bcas.run.settings import Case
+
+if TYPE_CHECKING:  # typing only
+    from bcas.assess.rsc.profile import RSCProfile
+    from bcas.data import Dataset
+    from bcas.items import Item
+    from bcas.llm.base import ChatModel
+    from bcas.run.pipelines import KindSession, SearchIndex
 
 
-def _teach(model: Any, dataset: Any) -> None:
+def _teach(model: ChatModel, dataset: Dataset) -> None:
     """Give a model that asks for them (the ``mock`` backend's ``gold``) the gold answers."""
     register = getattr(model, "register_items", None)
     if callable(register):
@@ -19,15 +29,18 @@ def _teach(model: Any, dataset: Any) -> None:
 class CaseContext:
     """Per-case state shared by its items (retriever, RSC profile)."""
 
-    def __init__(self, session: Any, case: Any, dataset: Any, config: RunConfig, model: Any):
+    def __init__(
+        self, session: KindSession, case: Case, dataset: Dataset, identity: CaseIdentity, model: ChatModel
+    ) -> None:
         self.session = session
         self.case = case
         self.dataset = dataset
-        self.config = config
+        self.identity = identity
+        self.config: RunConfig = identity.config
         self.model = model
-        self.retriever = None
-        self.identity: dict[str, str] = {}
-        self.extra_base = {
+        self.retriever: SearchIndex | None = None
+        self.profile: RSCProfile | None = None  # the routed pipeline's RSC profile (MadaraKind.prepare)
+        self.extra_base: dict[str, object] = {
             "grid": case.grid,
             "kind": case.entry.kind,
             "reference": case.entry.reference,
@@ -35,7 +48,7 @@ class CaseContext:
             "worker": session.worker,
         }
 
-    async def prepare(self, todo: list[Any]) -> None:
+    async def prepare(self, todo: list[Item]) -> None:
         kind = run_kind(self.case.entry.kind)
         if kind.needs_retriever(self.config) and todo:
             self.retriever = self.session.retriever(self.case.dataset, self.config.retrieval, self.model)
@@ -44,17 +57,16 @@ class CaseContext:
                 self.extra_base["retriever"] = engine
         await kind.prepare(self, todo)
 
-    async def session_rsc_profile(self) -> Any:
+    async def session_rsc_profile(self) -> RSCProfile:
         from bcas.assess import rsc as rsc_mod
 
         key = (self.case.model.label, self.case.dataset)
-        cached = self.session._rsc_profiles.get(key)
+        cached = self.session.rsc_profiles.get(key)
         if cached is None:
             calib = self.session.calibration(self.case.dataset, self.config.assess.calibration_n)
             cached = await rsc_mod.probe(self.model, list(calib.items), self.retriever, self.config)
-            self.session._rsc_profiles[key] = cached
+            self.session.rsc_profiles[key] = cached
         return cached
 
-    async def run_item(self, item: Any, epoch: int = 0) -> Any:
-        record = await run_item_record(self, item, epoch)
-        return run_kind(self.case.entry.kind).finish(self, item, record)
+    async def run_item(self, item: Item, epoch: int = 0) -> Record:
+        return await run_item_record(self, item, epoch)

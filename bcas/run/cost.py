@@ -25,14 +25,18 @@ import itertools
 import json
 import os
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # typing only
+    from bcas.records import Record
+    from bcas.run.settings import Case
 
 STOPS_FILE = "stops.jsonl"
 
 
-def record_spend(rec: Any) -> tuple[int, float | None]:
+def record_spend(rec: Record | dict[str, Any]) -> tuple[int, float | None]:
     """(tokens, cost in USD or None when unknown) of one record: the answer's model calls and its judge's."""
     data = rec if isinstance(rec, dict) else rec.to_dict()
     tokens = int(data.get("tokens_in") or 0) + int(data.get("tokens_out") or 0)
@@ -85,7 +89,9 @@ class _Ledger:
 class CostGuard:
     """``--bcas-max-cost`` for one process of a session (see the module docstring)."""
 
-    def __init__(self, cap: float | None, run_dir: Path, token: str, message: Any = None) -> None:
+    def __init__(
+        self, cap: float | None, run_dir: Path, token: str, message: Callable[[str], None] | None = None
+    ) -> None:
         self.cap = cap
         self.run_dir = Path(run_dir)
         self.token = token
@@ -102,7 +108,7 @@ class CostGuard:
         with self.ledger.state() as state:
             return float(state["spent"])
 
-    def before_case(self, case: Any, total: int, recorded: int) -> None:
+    def before_case(self, case: Case, total: int, recorded: int) -> None:
         """Skip a case that still has items to run once the session has stopped at the cap."""
         if self.cap is None or recorded >= total:
             return
@@ -111,7 +117,7 @@ class CostGuard:
         if stopped:
             self._stop(case, recorded, total, spent)
 
-    async def admit(self, case: Any) -> str | None:
+    async def admit(self, case: Case) -> str | None:
         """A reservation key when the item may start; None once the cap stops the session."""
         if self.cap is None:
             return ""
@@ -132,7 +138,7 @@ class CostGuard:
         self.inflight[case.id] += 1
         return key
 
-    def settle(self, case: Any, key: str, record: Any) -> None:
+    def settle(self, case: Case, key: str, record: Record) -> None:
         """Book a finished item's cost and release its reservation."""
         if self.cap is None:
             return
@@ -150,15 +156,15 @@ class CostGuard:
                 "no price for it, so its items count 0 against the cap"
             )
 
-    def stopped_items(self, case: Any) -> int:
+    def stopped_items(self, case: Case) -> int:
         return self.refused.get(case.id, 0)
 
-    def finish_case(self, case: Any, recorded: int, total: int) -> None:
+    def finish_case(self, case: Case, recorded: int, total: int) -> None:
         """Skip (with the reason) a case the cap kept from running all its items, after writing the stop."""
         if self.cap is not None and self.refused.get(case.id):
             self._stop(case, recorded, total, self.spent())
 
-    def _stop(self, case: Any, recorded: int, total: int, spent: float) -> None:
+    def _stop(self, case: Case, recorded: int, total: int, spent: float) -> None:
         entry = {
             "session": self.token,
             "cap_usd": self.cap,

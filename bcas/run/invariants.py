@@ -4,15 +4,24 @@ failure message lists the distinct errors)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bcas.config import RunConfig
 from bcas.registry import per_item
 from bcas.run.pipelines import run_kind
+from bcas.run.settings import Case
+
+if TYPE_CHECKING:  # typing only
+    from bcas.data import Dataset
 
 
 def check_invariants(
-    case: Any, ds: Any, config: RunConfig, records: list[dict[str, Any]], allow_errors: bool, epochs: int | None = None
+    case: Case,
+    ds: Dataset,
+    config: RunConfig,
+    records: list[dict[str, Any]],
+    allow_errors: bool,
+    epochs: int | None = None,
 ) -> list[str]:
     """Every item recorded once; budgets respected; no errored items unless allowed."""
     problems: list[str] = []

@@ -17,35 +17,99 @@ import json
 import time
 import traceback
 from abc import ABC, abstractmethod
-from dataclasses import asdict, is_dataclass, replace
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
 
+from bcas.grading import score_prediction
 from bcas.identity import epoch_seed
 from bcas.llm.base import ModelError
 from bcas.llm.cache import tally
-from bcas.records import Record
+from bcas.records import Answer, AnswerIdentity, Grades, Record, build_record
 from bcas.registry import ROUTED_METHOD, RUN_KINDS, RegistryError
+from bcas.run.settings import Case, ModelSpec, Settings
+
+if TYPE_CHECKING:  # typing only: what the engine hands a run kind
+    from bcas.assess.rsc.profile import RSCProfile
+    from bcas.config import RetrievalConfig, RunConfig
+    from bcas.data import Dataset
+    from bcas.items import Item
+    from bcas.llm.base import ChatModel
+    from bcas.retrieval.engine import EngineRetriever
+    from bcas.retrieval.retriever import Retriever
+
+    SearchIndex = Retriever | EngineRetriever  # what a case searches: a local index or a search engine
+
+
+class KindSession(Protocol):
+    """What a run kind asks of the session running its case (:class:`bcas.run.session.BcasSession`)."""
+
+    settings: Settings
+    worker: str | None
+    rsc_profiles: dict[tuple[str, str], RSCProfile]  # per (model label, dataset): probed once a session
+
+    def progress(self, text: str) -> None: ...
+
+    def model(self, spec: ModelSpec) -> ChatModel: ...
+
+    def calibration(self, name: str, calibration_n: int) -> Dataset: ...
+
+    def retriever(self, dataset_name: str, rconfig: RetrievalConfig, model: ChatModel | None) -> SearchIndex: ...
+
+    def titles(self, name: str) -> dict[str, str]: ...
+
+    def with_evidence_recall(self, name: str, item: Item, record: Answer) -> Answer: ...
+
+
+class AnswerKey(Protocol):
+    """The case's part of an answer's identity (:class:`bcas.run.plan.CaseIdentity`)."""
+
+    @property
+    def config_id(self) -> str: ...
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    @property
+    def prompt_hash(self) -> str: ...
+
+
+class KindContext(Protocol):
+    """The case a run kind answers items of (:class:`bcas.run.context.CaseContext`)."""
+
+    session: KindSession
+    case: Case
+    dataset: Dataset
+    config: RunConfig
+    model: ChatModel
+    retriever: SearchIndex | None
+    profile: RSCProfile | None
+    extra_base: dict[str, object]
+
+    @property
+    def identity(self) -> AnswerKey: ...
+
+    async def session_rsc_profile(self) -> RSCProfile: ...
 
 
 class RunKind:
     """What every run kind shares; register an :class:`ItemKind` or a :class:`WholeCaseKind`."""
 
-    def needs_retriever(self, config: Any) -> bool:
+    def needs_retriever(self, config: RunConfig) -> bool:
         """Whether the case needs the dataset's retriever (default: MADARA's ``doc_source``)."""
         return bool(config.assess.doc_source == "retrieval")
 
-    def calibrates(self, config: Any) -> bool:
+    def calibrates(self, config: RunConfig) -> bool:
         """Whether the case draws calibration items (``config.assess.calibration_n``; default: no)."""
         return False
 
-    async def prepare(self, ctx: Any, todo: list[Any]) -> None:
+    async def prepare(self, ctx: KindContext, todo: list[Item]) -> None:
         """Per-case set-up before its items run (``ctx``: the case's :class:`CaseContext`)."""
 
-    def finish(self, ctx: Any, item: Any, record: Record) -> Record:
-        """The record after the harness stamped its identity (default: unchanged)."""
-        return record
+    def finish(self, ctx: KindContext, item: Item, answer: Answer) -> Answer:
+        """The answer with what the case adds to it before it is recorded (default: unchanged)."""
+        return answer
 
-    def check(self, config: Any, records: list[dict[str, Any]]) -> list[str]:
+    def check(self, config: RunConfig, records: list[dict[str, Any]]) -> list[str]:
         """The kind's own invariants over a finished case's records (default: none)."""
         return []
 
@@ -54,23 +118,23 @@ class ItemKind(RunKind, ABC):
     """A kind that answers items one by one into records (``per_item=True``)."""
 
     @abstractmethod
-    async def answer(self, ctx: Any, item: Any, run_id: str, extra: dict[str, Any], config: Any) -> Record:
-        """The record of one item under ``config``."""
+    async def answer(self, ctx: KindContext, item: Item, config: RunConfig) -> Answer:
+        """The answer to one item under ``config`` (its record is built by :func:`run_item_record`)."""
 
 
 class WholeCaseKind(RunKind, ABC):
     """A kind that runs its case at once and writes its own artefact (``per_item=False``)."""
 
     @abstractmethod
-    async def run_whole(self, session: Any, case: Any, config: Any) -> tuple[int, int, list[str]]:
+    async def run_whole(self, session: KindSession, case: Case, config: RunConfig) -> tuple[int, int, list[str]]:
         """Run the case; returns (items run, items skipped, violations)."""
 
     @abstractmethod
-    def whole_items(self, session: Any, case: Any, config: Any) -> int:
+    def whole_items(self, session: KindSession, case: Case, config: RunConfig) -> int:
         """How many items the case covers (for the cost estimate)."""
 
     @abstractmethod
-    async def rehearse(self, session: Any, case: Any, config: Any, model: Any) -> None:
+    async def rehearse(self, session: KindSession, case: Case, config: RunConfig, model: ChatModel) -> None:
         """Run the case against ``model`` writing nothing (the cost estimate replays it)."""
 
 
@@ -99,10 +163,10 @@ def whole_case_kind(name: str) -> WholeCaseKind:
 class BcasKind(ItemKind):
     """The BCAS agent loop (BCAS §3): search budget, token budget, planning, reflection."""
 
-    def needs_retriever(self, config: Any) -> bool:
+    def needs_retriever(self, config: RunConfig) -> bool:
         return True
 
-    async def prepare(self, ctx: Any, todo: list[Any]) -> None:
+    async def prepare(self, ctx: KindContext, todo: list[Item]) -> None:
         """A case in the ``tools`` action format stops before its first item when the model cannot call tools."""
         if ctx.config.agent.action_format == "tools" and not getattr(ctx.model, "supports_tools", False):
             raise ModelError(
@@ -110,25 +174,28 @@ class BcasKind(ItemKind):
                 f"lacks: {getattr(ctx.model, 'tools_problem', '')}"
             )
 
-    async def answer(self, ctx: Any, item: Any, run_id: str, extra: dict[str, Any], config: Any) -> Record:
+    async def answer(self, ctx: KindContext, item: Item, config: RunConfig) -> Answer:
         from bcas.agent import run_bcas
-        from bcas.agent.records import record_from_trajectory
+        from bcas.agent.records import answer_of_trajectory
 
+        if ctx.retriever is None:  # needs_retriever: the case context opened one before its items
+            raise RegistryError(f"{ctx.case.id}: the bcas run kind needs a retriever")
         trajectory = await run_bcas(item, ctx.model, ctx.retriever, config)
-        extra = {**extra, "agent_tokens_out": trajectory.ledger.agent_tokens_out}
-        record = record_from_trajectory(trajectory, run_id=run_id, dataset=ctx.dataset, extra=extra)
+        answer = answer_of_trajectory(trajectory)
         titles = ctx.session.titles(ctx.case.dataset)
         steps = [
             {**step, "titles": [titles.get(d, d) for d in step.get("docs") or []]} if step.get("docs") else step
-            for step in record.steps
+            for step in answer.steps
         ]
-        return record.replace(steps=steps)
+        return answer.replace(
+            steps=steps, extra={**answer.extra, "agent_tokens_out": trajectory.ledger.agent_tokens_out}
+        )
 
-    def finish(self, ctx: Any, item: Any, record: Record) -> Record:
-        with_recall: Record = ctx.session.with_evidence_recall(ctx.case.dataset, item, record)
+    def finish(self, ctx: KindContext, item: Item, answer: Answer) -> Answer:
+        with_recall: Answer = ctx.session.with_evidence_recall(ctx.case.dataset, item, answer)
         return with_recall
 
-    def check(self, config: Any, records: list[dict[str, Any]]) -> list[str]:
+    def check(self, config: RunConfig, records: list[dict[str, Any]]) -> list[str]:
         """Searches within the search budget; agent completion tokens within the token
         budget plus the forced-answer allowance (BCAS §3.3)."""
         b = config.budget
@@ -148,48 +215,44 @@ class BcasKind(ItemKind):
 class MadaraKind(ItemKind):
     """A MADARA treatment, or the routed pipeline that probes and routes (MADARA §4-§5)."""
 
-    def calibrates(self, config: Any) -> bool:
+    def calibrates(self, config: RunConfig) -> bool:
         """The routed pipeline probes the calibration items before it routes (Algorithm 2)."""
         return bool(config.assess.method == ROUTED_METHOD)
 
-    async def prepare(self, ctx: Any, todo: list[Any]) -> None:
+    async def prepare(self, ctx: KindContext, todo: list[Item]) -> None:
         if ctx.config.assess.method == ROUTED_METHOD and todo:
             ctx.profile = await ctx.session_rsc_profile()
 
-    async def answer(self, ctx: Any, item: Any, run_id: str, extra: dict[str, Any], config: Any) -> Record:
-        from bcas.assess import run_madara
+    async def answer(self, ctx: KindContext, item: Item, config: RunConfig) -> Answer:
+        from bcas.assess import answer_madara
 
-        profile = getattr(ctx, "profile", None)
-        record: Record = await run_madara(
-            item, ctx.model, ctx.retriever, config, dataset=ctx.dataset, profile=profile, run_id=run_id
-        )
-        return record
+        return await answer_madara(item, ctx.model, ctx.retriever, config, dataset=ctx.dataset, profile=ctx.profile)
 
-    def finish(self, ctx: Any, item: Any, record: Record) -> Record:
-        with_recall: Record = ctx.session.with_evidence_recall(ctx.case.dataset, item, record)
+    def finish(self, ctx: KindContext, item: Item, answer: Answer) -> Answer:
+        with_recall: Answer = ctx.session.with_evidence_recall(ctx.case.dataset, item, answer)
         return with_recall
 
 
 class RscKind(WholeCaseKind):
     """The RSC probe of one model x dataset on its calibration items (MADARA §3): a profile file."""
 
-    def calibrates(self, config: Any) -> bool:
+    def calibrates(self, config: RunConfig) -> bool:
         return True
 
-    def whole_items(self, session: Any, case: Any, config: Any) -> int:
+    def whole_items(self, session: KindSession, case: Case, config: RunConfig) -> int:
         return len(session.calibration(case.dataset, config.assess.calibration_n).items)
 
-    async def _probe(self, session: Any, case: Any, config: Any, model: Any) -> Any:
+    async def _probe(self, session: KindSession, case: Case, config: RunConfig, model: ChatModel) -> RSCProfile:
         from bcas.assess import probe
 
         ds = session.calibration(case.dataset, config.assess.calibration_n)
         retriever = session.retriever(case.dataset, config.retrieval, model) if self.needs_retriever(config) else None
         return await probe(model, list(ds.items), retriever, config)
 
-    async def rehearse(self, session: Any, case: Any, config: Any, model: Any) -> None:
+    async def rehearse(self, session: KindSession, case: Case, config: RunConfig, model: ChatModel) -> None:
         await self._probe(session, case, config, model)
 
-    async def run_whole(self, session: Any, case: Any, config: Any) -> tuple[int, int, list[str]]:
+    async def run_whole(self, session: KindSession, case: Case, config: RunConfig) -> tuple[int, int, list[str]]:
         ds = session.calibration(case.dataset, config.assess.calibration_n)
         name = f"{case.model.label}--{ds.name}--{config.config_id}--{ds.hash[:12]}.json"
         path = session.settings.run_dir / "rsc" / name
@@ -199,7 +262,7 @@ class RscKind(WholeCaseKind):
         session.progress(f"[bcas] {case.id}: RSC probe on {len(ds.items)} calibration items")
         profile = await self._probe(session, case, config, session.model(case.model))
         data = profile.to_dict()
-        data["decision"] = _plain_decision(profile.decision())
+        data["decision"] = profile.decision().to_dict()
         data.update({"dataset": ds.name, "dataset_hash": ds.hash, "model_label": case.model.label, "case_id": case.id})
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -209,76 +272,67 @@ class RscKind(WholeCaseKind):
         return len(ds.items), 0, empty
 
 
-def _plain_decision(decision: Any) -> dict[str, Any]:
-    if hasattr(decision, "to_dict"):
-        plain: dict[str, Any] = decision.to_dict()
-        return plain
-    return (
-        asdict(decision) if is_dataclass(decision) and not isinstance(decision, type) else {"treatment": str(decision)}
-    )
-
-
 BCAS = BcasKind()
 MADARA = MadaraKind()
 RSC = RscKind()
 
 
-async def run_item_record(ctx: Any, item: Any, epoch: int = 0) -> Record:
+async def run_item_record(ctx: KindContext, item: Item, epoch: int = 0) -> Record:
     """Run ``item`` (its ``epoch``-th sample) under the case in ``ctx``; return its ``Record``.
 
+    The kind answers (:meth:`ItemKind.answer`, then :meth:`RunKind.finish`); the record is
+    built once, by :func:`bcas.records.build_record`, from that answer, the case's answer
+    identity and the answer's grades under the dataset's scoring rule.
     A failure inside the pipeline never loses the item: it becomes a record with
     ``stop_reason="error"`` and the error text, which the case's invariants report.
     Epoch ``e`` samples with :func:`bcas.identity.epoch_seed` (the run's seed for epoch 0);
     the record keeps the configuration's own id and says its epoch and seed.
     """
-    session = ctx.session
     case = ctx.case
     kind = case.entry.kind
-    run_id = session.settings.run_dir.name
-    extra = dict(ctx.extra_base)
+    extra: dict[str, object] = dict(ctx.extra_base)
     extra["model_id"] = getattr(ctx.model, "model_id", "")
     seed = epoch_seed(ctx.config.seed, epoch)
     sampling = ctx.config if seed == ctx.config.seed else replace(ctx.config, seed=seed)
     started = time.perf_counter()
+    failed = False
     with tally() as cache:  # how many of the item's model calls the generation cache answered
         try:
-            record = await item_kind(kind).answer(ctx, item, run_id, extra, sampling)
+            answer = await item_kind(kind).answer(ctx, item, sampling)
         except Exception as exc:  # noqa: BLE001 - any failure becomes an error record, never a lost item
-            record = Record(
-                run_id=run_id,
-                config_id=ctx.config.config_id,
-                config=ctx.config.to_dict(),
-                label=case.entry.label,
-                model=case.model.label,
-                dataset=ctx.dataset.name,
-                dataset_hash=ctx.dataset.hash,
-                item_id=item.id,
-                question=item.question,
-                answers=list(item.answers),
+            failed = True
+            answer = Answer(
                 prediction="",
-                correct_em=False,
-                f1=0.0,
+                method=kind,
                 stop_reason="error",
                 error=f"{type(exc).__name__}: {exc}",
                 latency_s=time.perf_counter() - started,
-                method=kind,
-                extra={**extra, "traceback": traceback.format_exc(limit=6)},
-                created_at=time.time(),
+                extra={"traceback": traceback.format_exc(limit=6)},
             )
     if cache.lookups:
         extra["cache"] = {"lookups": cache.lookups, "hits": cache.hits}
-    merged = {**(record.extra or {}), **extra}
-    return record.replace(
-        model=case.model.label,
-        label=case.entry.label,
-        run_id=run_id,
-        extra=merged,
-        config_id=ctx.config.config_id,
+    answer = run_kind(kind).finish(ctx, item, answer)
+    correct, f1 = (
+        (False, 0.0) if failed else score_prediction(answer.prediction, list(item.answers), ctx.dataset.scoring)
+    )
+    grades = Grades(bool(correct), float(f1))
+    identity = AnswerIdentity(
+        run_id=ctx.session.settings.run_dir.name,
+        config_id=ctx.identity.config_id,
         config=ctx.config.to_dict(),
+        dataset=ctx.dataset.name,
+        dataset_hash=ctx.dataset.hash,
+        item_id=item.id,
+        question=item.question,
+        answers=list(item.answers),
+        model_fingerprint=ctx.identity.fingerprint,
+        prompt_hash=ctx.identity.prompt_hash,
         epoch=epoch,
         seed=seed,
-        **ctx.identity,
+        model=case.model.label,
+        label=case.entry.label,
     )
+    return build_record(answer, identity, grades, extra=extra)
 
 
 def answered_from_cache(record: dict[str, Any]) -> bool:

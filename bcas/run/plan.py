@@ -1,14 +1,55 @@
 """The plan of a run: the chosen grids x models x datasets as cases, computed once.
 
-Both front doors run the same plan: the pytest plugin makes one test item per case
+Each case's answer identity (:class:`CaseIdentity`: seeded configuration and its id, model
+fingerprint, prompt hash) is computed here, by :func:`case_identity`, for the engine and
+for the gate's plan alike.  Both front doors run the same plan: the pytest plugin makes one test item per case
 (``pytest_generate_tests``), :func:`bcas.evaluate` runs the cases in order.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
-from bcas.run.settings import DEFAULT_LIMIT, Case, Settings
+from bcas.config import RunConfig
+from bcas.run.settings import DEFAULT_LIMIT, Case, ModelSpec, Settings
+
+
+@dataclass(frozen=True)
+class CaseIdentity:
+    """What identifies every answer of a case but its item and epoch (:mod:`bcas.identity`).
+
+    ``config``: the grid entry's configuration under the run's seed (the seed picks the item
+    subset and seeds sampling, so it is part of ``config_id``); ``fingerprint``: the
+    model's (:mod:`bcas.llm.fingerprint`); ``prompt_hash``: the run kind's prompt templates.
+    The dataset hash is the loaded item subset's (``Dataset.hash``).
+    """
+
+    config: RunConfig
+    config_id: str
+    fingerprint: str
+    prompt_hash: str
+
+
+def case_config(case: Case, seed: int) -> RunConfig:
+    """The configuration ``case`` runs under a run seeded with ``seed``."""
+    return replace(case.entry.config, seed=seed)
+
+
+def model_identity(spec: ModelSpec, *, verify: bool, loaded: object = None) -> str:
+    """The fingerprint of model ``spec`` (``verify``: ask a server; ``loaded``: the model object, if any)."""
+    from bcas.llm.fingerprint import model_fingerprint
+
+    return model_fingerprint(
+        spec.backend, spec.model, base_url=spec.base_url, api_key_env=spec.api_key_env, verify=verify, loaded=loaded
+    )
+
+
+def case_identity(case: Case, seed: int, fingerprint: str) -> CaseIdentity:
+    """The identity of ``case``'s answers under ``seed`` for a model of ``fingerprint``: computed once per case."""
+    from bcas.identity import prompt_hash
+
+    config = case_config(case, seed)
+    return CaseIdentity(config, config.config_id, fingerprint, prompt_hash(case.entry.kind))
 
 
 @dataclass(frozen=True)
@@ -17,12 +58,22 @@ class Plan:
 
     settings: Settings
     cases: tuple[Case, ...]
+    _fingerprints: dict[ModelSpec, str] = field(default_factory=dict, compare=False, repr=False)
 
     def limit_for(self, case: Case) -> int:
         """Items per dataset of ``case``: the run's limit, else its grid's, else :data:`DEFAULT_LIMIT`."""
         from bcas.grids import get_grid
 
         return self.settings.limit if self.settings.limit is not None else get_grid(case.grid).limit or DEFAULT_LIMIT
+
+    def identity(self, case: Case, fingerprint: str | None = None) -> CaseIdentity:
+        """``case``'s :class:`CaseIdentity`; ``fingerprint``: its model's, if known (else computed
+        once per model, verified as the settings' ``preflight`` says)."""
+        if fingerprint is None:
+            if case.model not in self._fingerprints:
+                self._fingerprints[case.model] = model_identity(case.model, verify=self.settings.preflight)
+            fingerprint = self._fingerprints[case.model]
+        return case_identity(case, self.settings.seed, fingerprint)
 
 
 def make_plan(settings: Settings) -> Plan:

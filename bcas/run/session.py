@@ -16,12 +16,13 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bcas.config import RunConfig
 from bcas.llm import backend_meta
-from bcas.records import reprice_record
+from bcas.records import Answer, reprice_record
 from bcas.records.executor import run_items
 from bcas.registry import mode_uses, per_item
 from bcas.run.context import CaseContext, _teach
@@ -29,19 +30,44 @@ from bcas.run.cost import CostGuard
 from bcas.run.invariants import check_invariants
 from bcas.run.observe import QUIET, Observer
 from bcas.run.pipelines import whole_case_kind
-from bcas.run.settings import DEFAULT_LIMIT, Settings, judge_endpoint
+from bcas.run.plan import CaseIdentity, case_config, case_identity, model_identity
+from bcas.run.settings import DEFAULT_LIMIT, Case, ModelSpec, Settings, judge_endpoint
+
+if TYPE_CHECKING:  # typing only: the classes of the resources a session opens
+    from bcas.assess.rsc.profile import RSCProfile
+    from bcas.config import RetrievalConfig
+    from bcas.corpus import Corpus, GoldEvidence
+    from bcas.data import Dataset
+    from bcas.grading.judge import LLMJudge
+    from bcas.items import Item
+    from bcas.llm.base import ChatModel
+    from bcas.records import Record
+    from bcas.retrieval.engine import EngineRetriever
+    from bcas.retrieval.retriever import Retriever
+
+    SearchIndex = Retriever | EngineRetriever  # what a case searches: a local index or a search engine
 
 
 @dataclass
 class CasePlan:
-    """A case's items to run (``todo``) out of those it wants, its configuration and answer identity."""
+    """A case's items to run (``todo``) out of those it wants, and its answer identity (:mod:`bcas.run.plan`)."""
 
-    dataset: Any
-    config: RunConfig
-    fingerprint: str
-    prompt_hash: str
-    wanted: list[tuple[Any, int]]
-    todo: list[tuple[Any, int]]
+    dataset: Dataset
+    identity: CaseIdentity
+    wanted: list[tuple[Item, int]]
+    todo: list[tuple[Item, int]]
+
+    @property
+    def config(self) -> RunConfig:
+        return self.identity.config
+
+    @property
+    def fingerprint(self) -> str:
+        return self.identity.fingerprint
+
+    @property
+    def prompt_hash(self) -> str:
+        return self.identity.prompt_hash
 
     @property
     def skipped(self) -> int:
@@ -79,25 +105,28 @@ class BcasSession:
         self.store = ResultStore(settings.run_dir, worker=worker)
         # Checked with the options (bcas.run.checks.resolve_prices); None: --bcas-prices none.
         self.prices = load_price_sheet(settings.prices, settings.price_sheet) if settings.prices is not None else None
-        self._datasets: dict[tuple[Any, ...], Any] = {}  # (name, limit, seed, holdout) or calibration's
-        self._models: dict[Any, Any] = {}
-        self._retrievers: dict[tuple[Any, ...], Any] = {}
-        self._judge: Any = None
-        self._rsc_profiles: dict[tuple[str, str], Any] = {}
+        # (name, limit, seed, holdout) or ("calibration", name, n, seed)
+        self._datasets: dict[tuple[str | int | None, ...], Dataset] = {}
+        self._models: dict[ModelSpec, ChatModel] = {}
+        self._retrievers: dict[tuple[object, ...], SearchIndex] = {}
+        self._judge: LLMJudge | None = None
+        self.rsc_profiles: dict[tuple[str, str], RSCProfile] = {}
         self._titles: dict[tuple[str, str], dict[str, str]] = {}
-        self._corpus: Any = None
-        self._gold: dict[str, Any] = {}
-        self._fingerprints: dict[Any, str] = {}
+        self._corpus: Corpus | None = None
+        self._gold: dict[str, dict[str, GoldEvidence]] = {}
+        self._fingerprints: dict[ModelSpec | tuple[str, str], str] = {}
         self._grade_id: str | None = None
         self.cases_run = 0
         self.unpriced: set[tuple[str, str]] = set()
+        # The gate's per-case results (bcas.harness.case_gate.GateResult, a class above this layer:
+        # typed once the gate moves below the engine).
         self.gate_results: list[Any] = []
         # Notes and warnings through the observer; --bcas-max-cost's guard (bcas.run.cost).
         self.progress = self.observer.message
         self.spend = CostGuard(settings.max_cost, settings.run_dir, token, self.progress)
 
     # -- shared resources ---------------------------------------------------------
-    def dataset(self, name: str, limit: int | None, holdout: int = 0) -> Any:
+    def dataset(self, name: str, limit: int | None, holdout: int = 0) -> Dataset:
         """The evaluated items; ``holdout`` > 0 draws them from outside the calibration split."""
         from bcas.data import load_evaluation
 
@@ -110,7 +139,7 @@ class BcasSession:
                 _teach(model, self._datasets[key])
         return self._datasets[key]
 
-    def calibration(self, name: str, calibration_n: int) -> Any:
+    def calibration(self, name: str, calibration_n: int) -> Dataset:
         """MADARA's calibration items (Algorithm 2's C), disjoint from every ``dataset(..., holdout)``."""
         from bcas.data import load_calibration
 
@@ -123,7 +152,7 @@ class BcasSession:
                 _teach(model, self._datasets[key])
         return self._datasets[key]
 
-    def corpus(self) -> Any:
+    def corpus(self) -> Corpus | None:
         """The ``--bcas-corpus`` every item searches instead of its own documents, or None."""
         spec = getattr(self.settings, "corpus", None)
         if spec and self._corpus is None:
@@ -132,8 +161,8 @@ class BcasSession:
             self._corpus = open_corpus(spec)
         return self._corpus if spec else None
 
-    def with_evidence_recall(self, name: str, item: Any, record: Any) -> Any:
-        """``record`` with its evidence metrics in ``extra`` (:mod:`bcas.metrics.trajectory`): the
+    def with_evidence_recall(self, name: str, item: Item, record: Answer) -> Answer:
+        """``record`` (an answer) with its evidence metrics in ``extra`` (:mod:`bcas.metrics.trajectory`): the
         share of the item's gold documents reached, per search step for BCAS, kept documents for MADARA."""
         from bcas.corpus import gold_evidence
         from bcas.metrics.trajectory import bcas_trajectory, madara_evidence
@@ -152,7 +181,7 @@ class BcasSession:
             extra.update(gold_unmapped=len(gold.unmapped), gold_unmapped_refs=list(gold.unmapped[:5]))
         return record.replace(extra=extra)
 
-    def collection(self, name: str) -> Any:
+    def collection(self, name: str) -> Dataset:
         """The whole dataset collection (all items' documents), whatever the item subset."""
         return self.dataset(name, None)
 
@@ -165,11 +194,11 @@ class BcasSession:
             self._titles[key] = {d.id: d.title for it in items for d in it.documents}
         return self._titles[key]
 
-    def model(self, spec: Any) -> Any:
+    def model(self, spec: ModelSpec) -> ChatModel:
         if spec not in self._models:
             from bcas.llm import load_model
 
-            options: dict[str, Any] = {}
+            options: dict[str, str | None] = {}
             if backend_meta(spec.backend, "needs_base_url"):
                 options["base_url"] = spec.base_url
                 if spec.api_key_env:
@@ -182,7 +211,7 @@ class BcasSession:
                 _teach(self._models[spec], ds)
         return self._models[spec]
 
-    def retriever(self, dataset_name: str, rconfig: Any, model: Any) -> Any:
+    def retriever(self, dataset_name: str, rconfig: RetrievalConfig, model: ChatModel | None) -> SearchIndex:
         from bcas.retrieval import build_retriever
 
         needs_model = mode_uses(rconfig.mode, "rerank") and rconfig.reranker == "llm"
@@ -212,7 +241,7 @@ class BcasSession:
             )
         return self._retrievers[key]
 
-    def judge(self) -> Any:
+    def judge(self) -> LLMJudge | None:
         if self.settings.judge == "none":
             return None
         if self._judge is None:
@@ -225,7 +254,7 @@ class BcasSession:
                 from bcas.llm import load_model
 
                 backend, _, name = spec.partition(":")
-                options: dict[str, Any] = {}
+                options: dict[str, str | None] = {}
                 if backend_meta(backend, "needs_base_url"):
                     options["base_url"], key_env = judge_endpoint(self.settings)  # as judge_fingerprint
                     if key_env:
@@ -238,14 +267,14 @@ class BcasSession:
         return self._judge
 
     # -- running a case ------------------------------------------------------------
-    async def grade_and_price(self, record: Any) -> Any:
+    async def grade_and_price(self, record: Record) -> Record:
         """What the executor does to a produced record: the judge's grade (an answered item) and its cost."""
         grade = self._grader()
         if grade is not None and record.error is None and record.prediction:
             record = await grade(record)
         return reprice_record(record, self.prices) if self.prices is not None else record
 
-    def _grader(self) -> Any:
+    def _grader(self) -> Callable[[Record], Awaitable[Record]] | None:
         """The executor's ``grade`` step: the session's judge under its grade identity (or None)."""
         judge = self.judge()
         if judge is None:
@@ -254,25 +283,17 @@ class BcasSession:
 
         gid = self.grade_id()
 
-        async def grade(record: Any) -> Any:
-            return await grade_record(record, judge, gid)
+        async def grade(record: Record) -> Record:
+            graded: Record = await grade_record(record, judge, gid)
+            return graded
 
         return grade
 
-    def fingerprint(self, spec: Any) -> str:
+    def fingerprint(self, spec: ModelSpec) -> str:
         """The model's identity (bcas.llm.fingerprint), computed once per session."""
         if spec not in self._fingerprints:
-            from bcas.llm.fingerprint import model_fingerprint
-
             loaded = self._models.get(spec)
-            self._fingerprints[spec] = model_fingerprint(
-                spec.backend,
-                spec.model,
-                base_url=spec.base_url,
-                api_key_env=spec.api_key_env,
-                verify=getattr(self.settings, "preflight", True),
-                loaded=loaded,
-            )
+            self._fingerprints[spec] = model_identity(spec, verify=self.settings.preflight, loaded=loaded)
         return self._fingerprints[spec]
 
     def judge_fingerprint(self) -> str | None:
@@ -302,7 +323,7 @@ class BcasSession:
             self._grade_id = grade_id(self.judge_fingerprint() or "", self.settings.judge_repeats, three_way)
         return self._grade_id
 
-    async def _grade_missing(self, case: Any, ds: Any, config_id: str, fingerprint: str, phash: str) -> None:
+    async def _grade_missing(self, case: Case, ds: Dataset, config_id: str, fingerprint: str, phash: str) -> None:
         """Grade recorded answers of this case that the session's judge has not graded yet."""
         gid = self.grade_id()
         judge = self.judge()
@@ -315,7 +336,7 @@ class BcasSession:
             graded = await grade_record(rec, judge, gid)
             await asyncio.to_thread(self.store.append, graded)
 
-    def _case_records(self, ds: Any, config_id: str, fingerprint: str, phash: str) -> list[Any]:
+    def _case_records(self, ds: Dataset, config_id: str, fingerprint: str, phash: str) -> list[Record]:
         """The store's records of one case's answer identity (every epoch) on ``ds``'s items."""
         ids = {it.id for it in ds.items}
         return [
@@ -326,7 +347,7 @@ class BcasSession:
             and r.item_id in ids
         ]
 
-    def _note_price(self, record: Any) -> None:
+    def _note_price(self, record: Record) -> None:
         """One warning per model per session when the price sheet cannot price it."""
         missing = (record.extra or {}).get("price_missing")
         if not isinstance(missing, dict):
@@ -339,7 +360,7 @@ class BcasSession:
 
         self.progress(f"[bcas] warning: {missing_price_note(*key)}; its records get cost_usd null")
 
-    def limit_for(self, case: Any) -> int | None:
+    def limit_for(self, case: Case) -> int | None:
         limit: int | None = self.settings.limit
         if limit is not None:
             return limit
@@ -347,7 +368,7 @@ class BcasSession:
 
         return get_grid(case.grid).limit or DEFAULT_LIMIT
 
-    def run_case(self, case: Any) -> CaseOutcome:
+    def run_case(self, case: Case) -> CaseOutcome:
         task = self.loop.create_task(self._run_case(case))
         try:
             return self.loop.run_until_complete(task)
@@ -355,7 +376,7 @@ class BcasSession:
             self._cancel_pending(task)
             raise
 
-    def _cancel_pending(self, main: asyncio.Task[Any]) -> None:
+    def _cancel_pending(self, main: asyncio.Task[CaseOutcome]) -> None:
         """Cancel the loop's tasks and collect their ends, so none is reported lost at exit.
 
         Finished items are in the store already (one fsynced line each); those in flight are
@@ -375,30 +396,27 @@ class BcasSession:
             if t.done() and not t.cancelled():
                 t.exception()  # retrieved: no "Task exception was never retrieved" traceback
 
-    def plan_case(self, case: Any) -> CasePlan:
+    def plan_case(self, case: Case) -> CasePlan:
         """What a case runs: its items (this shard's, not yet recorded), configuration and answer identity."""
         from bcas.grids import get_grid
 
         ds = self.dataset(case.dataset, self.limit_for(case), get_grid(case.grid).holdout)
         # The session seed picks the item subset and seeds sampling, so it is part of the config id.
-        config: RunConfig = replace(case.entry.config, seed=self.settings.seed)
         if not per_item(case.entry.kind):  # a probe of calibration items, run whole (RunKind.run_whole)
-            return CasePlan(ds, config, "", "", [], [])
+            config = case_config(case, self.settings.seed)
+            return CasePlan(ds, CaseIdentity(config, config.config_id, "", ""), [], [])
         shard = getattr(self.settings, "shard", None)
         if shard is not None:
             # Only this shard's items, drawn from the same subset: the dataset hash stays the unsharded run's.
             ds = replace(ds, items=tuple(it for it in ds.items if shard.owns(it.id)))
-        from bcas.identity import prompt_hash
-
         done = self.store.done_keys(include_errors=False)
-        config_id = config.config_id  # computed from the whole config: once, not per item
-        fingerprint = self.fingerprint(case.model)
-        phash = prompt_hash(case.entry.kind)
+        identity = case_identity(case, self.settings.seed, self.fingerprint(case.model))
+        fingerprint, config_id, phash = identity.fingerprint, identity.config_id, identity.prompt_hash
         wanted = [(it, e) for it in ds.items for e in range(self.settings.epochs)]
         todo = [(it, e) for it, e in wanted if (fingerprint, config_id, ds.hash, it.id, phash, e) not in done]
-        return CasePlan(ds, config, fingerprint, phash, wanted, todo)
+        return CasePlan(ds, identity, wanted, todo)
 
-    async def _run_case(self, case: Any) -> CaseOutcome:
+    async def _run_case(self, case: Case) -> CaseOutcome:
         t0 = time.perf_counter()
         plan = self.plan_case(case)
         ds, config = plan.dataset, plan.config
@@ -411,21 +429,16 @@ class BcasSession:
             ran, skipped_whole, violations = await whole_case_kind(case.entry.kind).run_whole(self, case, config)
             self.cases_run += 1 if ran else 0
             return CaseOutcome(case.id, [], ran, skipped_whole, time.perf_counter() - t0, violations)
-        config_id, fingerprint, phash, epochs = (
-            config.config_id,
-            plan.fingerprint,
-            plan.prompt_hash,
-            self.settings.epochs,
-        )
+        identity, epochs = plan.identity, self.settings.epochs
+        config_id, fingerprint, phash = identity.config_id, identity.fingerprint, identity.prompt_hash
         wanted, todo, skipped = plan.wanted, plan.todo, plan.skipped
         self.spend.before_case(case, len(wanted), skipped)  # --bcas-max-cost: skipped once the session stopped
         model = self.model(case.model)
-        context = CaseContext(self, case, ds, config, model)
-        context.identity = {"model_fingerprint": fingerprint, "prompt_hash": phash}
+        context = CaseContext(self, case, ds, plan.identity, model)
         await context.prepare([it for it, _ in todo])
         tracker = self.observer.start(case, len(wanted), skipped, self.prices is not None)
 
-        def recorded(record: Any) -> None:
+        def recorded(record: Record) -> None:
             self._note_price(record)
             tracker.item_done(record)
 
