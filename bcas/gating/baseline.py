@@ -22,8 +22,10 @@ case that produced no p-value counts as ``p = 1``); a case it rejects that the
 in-place check let pass is reported and makes the session exit non-zero.
 
 Baselines are either a previous run's ``records.jsonl`` (paired per item) or a
-baseline file written by ``python -m bcas.harness.gate write RUN_DIR OUT.json``,
+baseline file written by ``python -m bcas.gating write RUN_DIR OUT.json``,
 which stores per-case item outcomes of every pass/fail field of the records.
+
+Everything here is a function of records and baseline files; nothing imports pytest.
 """
 
 from __future__ import annotations
@@ -37,10 +39,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from bcas.gating.errors import BaselineError
 from bcas.grading.outcomes import METRICS
 from bcas.grading.outcomes import outcome as metric_outcome
 from bcas.report.paired import paired_table
-from bcas.run.options import OptionError
 from bcas.stats import (
     holm_bonferroni,
     mcnemar_exact_one_sided,
@@ -52,10 +54,6 @@ from bcas.stats import (
 BASELINE_VERSION = 2
 DEFAULT_METRIC = "correct_em"
 KEY_FIELDS = ("model", "dataset", "config_id", "dataset_hash")
-
-
-class BaselineError(ValueError):
-    """A baseline file cannot be read."""
 
 
 def case_key(rec: dict[str, Any]) -> str:
@@ -186,8 +184,7 @@ def _read_baseline_data(path: Path) -> dict[str, Any]:
         raise BaselineError(f"{path}: invalid JSON ({exc.msg})") from None
     if not isinstance(data, dict) or not isinstance(data.get("cases"), dict):
         raise BaselineError(
-            f"{path}: not a bcas baseline (no 'cases'); write one with "
-            "`python -m bcas.harness.gate write RUN_DIR OUT.json`"
+            f"{path}: not a bcas baseline (no 'cases'); write one with `python -m bcas.gating write RUN_DIR OUT.json`"
         )
     return data
 
@@ -439,21 +436,22 @@ def holm_session(results: list[GateResult], alpha: float | None = None) -> list[
 
 
 def check_baseline(value: str | None) -> None:
-    """``--bcas-baseline`` is a readable run folder, records JSONL or baseline JSON (read, not written)."""
+    """A baseline is a readable run folder, records JSONL or baseline JSON (read, not written);
+    ``BaselineError`` says what is accepted."""
     if not value:
         return
     try:
         load_baseline_cases(value)
     except BaselineError as exc:
-        raise OptionError(
+        raise BaselineError(
             f"{exc}; accepted: a run folder, its records.jsonl, or a baseline JSON "
-            "(python -m bcas.harness.gate write RUN_DIR OUT.json)",
-            "baseline",
+            "(python -m bcas.gating write RUN_DIR OUT.json)"
         ) from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bcas.harness.gate", description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None, prog: str = "python -m bcas.gating") -> int:
+    """``write RUN OUT.json``: a baseline file from a run folder or records file."""
+    parser = argparse.ArgumentParser(prog=prog, description=(__doc__ or "").split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("write", help="write a baseline file from a run directory or records file")
     w.add_argument("run", help="reports/<run> directory or a records.jsonl file")
@@ -472,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = sorted({case["n"] for case in data["cases"].values()})
     print(
         f"wrote {args.out}: {len(data['cases'])} cases, {'/'.join(map(str, sizes))} items each; "
-        "`python -m bcas.harness.gate_power` prints the drop each case size can detect"
+        "`python -m bcas.gating.power` prints the drop each case size can detect"
     )
     return 0
 

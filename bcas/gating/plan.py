@@ -9,47 +9,68 @@ one-sided McNemar test can reject (``bcas.stats.mcnemar_min_discordant``; McNema
 1947, Holm 1979).  With fewer paired items than that the case cannot fail whatever
 the model does; the plan says so, and ``--bcas-gate-strict`` stops the session.
 
-``python -m bcas.harness.gate_power`` prints the README's tables: the smallest drop
-each number of paired items can detect for 1, 7 and 30 gated cases, the drop caught
-with 80% power, and the exact size of the tolerance test (Tango 1998) on small n.
+The plan is a function of the cases (as plain objects with an id, grid, dataset,
+grid entry and model label), the baseline file and the gate's options; nothing here
+imports pytest.  ``python -m bcas.gating.power`` prints what each number of paired
+items can detect (:mod:`bcas.gating.power`).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import numpy as np
-import pytest
-from scipy.special import gammaln, xlogy
-
-from bcas.harness import state
-from bcas.harness.gate import (
+from bcas.gating.baseline import (
     DEFAULT_METRIC,
     BaselineCase,
-    BaselineError,
     GateResult,
+    identity_differences,
     item_digest,
     load_baseline_cases,
     match_baseline,
     min_detectable,
     paired_result,
 )
+from bcas.gating.errors import GateError
 from bcas.registry import per_item
-from bcas.stats import mcnemar_drop_for_power, mcnemar_min_detectable_drop, tango_pvalues
+
+if TYPE_CHECKING:
+    from bcas.grids import GridEntry
 
 FAMILIES = ("session", "grid", "case")
 # A CI run is one red/green decision: Holm over the whole session bounds the chance of a
 # false red build at alpha however many grids and cases run.  Per grid or per case it
 # grows with their number (30 cases tested alone at 0.05: up to 1 - 0.95**30 = 79%).
 DEFAULT_FAMILY = "session"
-GATE_PLAN = pytest.StashKey["GatePlan"]()
-GATE_OPTIONS = pytest.StashKey["GateOptions"]()
+
+
+class Labelled(Protocol):
+    """A case's model, as the gate sees it: its label (the records' ``model``)."""
+
+    @property
+    def label(self) -> str: ...
+
+
+class PlannedCase(Protocol):
+    """A case, as the gate plans it (``bcas.run.settings.Case`` is one)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def grid(self) -> str: ...
+    @property
+    def dataset(self) -> str: ...
+    @property
+    def entry(self) -> GridEntry: ...
+    @property
+    def model(self) -> Labelled: ...
+
+
+C = TypeVar("C", bound=PlannedCase)
 
 
 @dataclass(frozen=True)
@@ -66,16 +87,16 @@ class GateOptions:
     def parse(
         cls, alpha: Any = None, family: Any = None, max_drop_points: Any = None, strict: Any = False
     ) -> GateOptions:
-        """Validate option values; ``ValueError`` names the option at fault."""
+        """Validate option values; ``GateError`` names the option at fault (as its flag)."""
         a = 0.05 if alpha is None else float(alpha)
         if not 0.0 < a < 1.0:
-            raise ValueError(f"--bcas-alpha must lie strictly between 0 and 1, got {alpha!r}")
+            raise GateError(f"--bcas-alpha must lie strictly between 0 and 1, got {alpha!r}")
         fam = DEFAULT_FAMILY if family in (None, "") else str(family)
         if fam not in FAMILIES:
-            raise ValueError(f"--bcas-gate-family must be one of {', '.join(FAMILIES)}, got {family!r}")
+            raise GateError(f"--bcas-gate-family must be one of {', '.join(FAMILIES)}, got {family!r}")
         pts = 0.0 if max_drop_points is None else float(max_drop_points)
         if not (0.0 <= pts < 100.0 and math.isfinite(pts)):
-            raise ValueError(f"--bcas-max-drop is in accuracy points and must lie in [0, 100), got {max_drop_points!r}")
+            raise GateError(f"--bcas-max-drop is in accuracy points and must lie in [0, 100), got {max_drop_points!r}")
         return cls(a, fam, pts / 100.0, bool(strict))
 
     @property
@@ -148,6 +169,17 @@ class GatePlan:
         tmp.write_text(json.dumps(self.to_dict(), indent=1), encoding="utf-8")
         tmp.replace(path)
         return path
+
+    def refusal(self) -> str | None:
+        """Why the gate refuses this plan (cases whose answers differ in identity from the baseline's), or None."""
+        refused = [c for c in self.cases.values() if c.refused]
+        if not refused:
+            return None
+        more = f" (and {len(refused) - 1} more cases)" if len(refused) > 1 else ""
+        return (
+            f"the gate refuses to compare answers of different identity: {refused[0].case_id}: "
+            f"{refused[0].reason.removeprefix('refused: ')}{more}"
+        )
 
     def usage_problem(self) -> str | None:
         """Why ``--bcas-gate-strict`` refuses this plan, or None."""
@@ -230,7 +262,7 @@ def primary_metric(grid_name: str, judge: bool = False) -> str:
     return resolve(getattr(grid, "primary_metric", None), judge=judge)
 
 
-def family_of(options: GateOptions, case: Any) -> str:
+def family_of(options: GateOptions, case: PlannedCase) -> str:
     if options.family == "grid":
         return f"grid {case.grid}"
     if options.family == "case":
@@ -239,21 +271,22 @@ def family_of(options: GateOptions, case: Any) -> str:
 
 
 def plan_gate(
-    cases: list[Any],
-    limits: dict[str, int | None],
+    cases: Sequence[C],
+    limits: Mapping[str, int | None],
     baseline: str,
     seed: int,
     options: GateOptions,
-    identity: Any = None,
+    identity: Callable[[C], tuple[str, str]] | None = None,
     allow_mismatch: bool = False,
     judge: bool = False,
 ) -> GatePlan:
     """Pair every collected case with the baseline and compute what each can detect.
 
-    ``cases`` are the plugin's ``Case`` objects (id, grid, dataset, entry, model);
-    ``limits`` maps a case id to its item limit.  A case is described exactly as its
-    records will be (model label, dataset name, seeded config id, hash of the item
-    subset, item content digests) and matched with ``bcas.harness.gate.match_baseline``;
+    ``cases`` are the run's cases (id, grid, dataset, entry, model); ``limits`` maps a
+    case id to its item limit; ``identity`` gives a case's model fingerprint and prompt
+    hash.  A case is described exactly as its records will be (model label, dataset name,
+    seeded config id, hash of the item subset, item content digests) and matched with
+    :func:`bcas.gating.baseline.match_baseline`;
     its paired items are the subset's items the baseline recorded.
     ``BaselineError`` for an unreadable baseline.
     """
@@ -290,8 +323,6 @@ def plan_gate(
             fingerprint = f" ({found.fingerprint})" if found.fingerprint else ""
             plan.baseline_model = f"{found.model}{fingerprint}" if note else ""
             if identity is not None:
-                from bcas.harness.gate import identity_differences
-
                 differences = identity_differences(found, *identity(case))
                 if differences and allow_mismatch:
                     plan.mismatch = "; ".join(differences)
@@ -332,84 +363,17 @@ def load_plan(run_dir: Path, token: str) -> GatePlan | None:
         return None
 
 
-def collected_plan(
-    config: pytest.Config,
-    cases: list[Any],
-    limits: dict[str, int | None],
-    baseline: str,
-    seed: int,
-    run_dir: Path,
-    token: str,
-    identity: Any = None,
-    allow_mismatch: bool = False,
-) -> GatePlan:
-    """Plan the gate for the collected cases, keep it in ``config.stash``, write it, and report it.
-
-    Raises ``pytest.UsageError`` for an unreadable baseline, and under ``--bcas-gate-strict``
-    when a gated case cannot fail or no case is gated -- before any case runs.
-    """
-    options = config.stash.get(GATE_OPTIONS, GateOptions())
-    options = replace(options, metric=getattr(config.stash.get(state.SETTINGS, None), "gate_metric", None))
-    try:
-        judge = getattr(config.stash.get(state.SETTINGS, None), "judge", "none") not in (None, "none")
-        plan = plan_gate(cases, limits, baseline, seed, options, identity, allow_mismatch, judge)
-    except BaselineError as exc:
-        raise pytest.UsageError(f"--bcas-baseline: {exc}") from None
-    refused = [c for c in plan.cases.values() if c.refused]
-    if refused:
-        raise pytest.UsageError(
-            f"--bcas-baseline: the gate refuses to compare answers of different identity: {refused[0].case_id}: "
-            f"{refused[0].reason.removeprefix('refused: ')}"
-            + (f" (and {len(refused) - 1} more cases)" if len(refused) > 1 else "")
-            + ". Pass --bcas-allow-mismatch to compare them anyway (the override is written into the report)."
-        )
-    config.stash[GATE_PLAN] = plan
-    worker = getattr(config, "workerinput", {}).get("workerid")
-    tr = config.pluginmanager.getplugin("terminalreporter")
-    if tr is not None and worker is None:
-        for line in plan.lines():
-            tr.write_line("[bcas] " + line, yellow="CANNOT" in line or "not gated" in line)
-    problem = plan.usage_problem()
-    if problem and options.strict:
-        raise pytest.UsageError(problem + " (--bcas-gate-strict)")
-    if not config.option.collectonly:  # written only for a run: a refused or collect-only session writes nothing
-        plan.save(run_dir, token, worker)
-    return plan
-
-
-def gate_in_session(
-    session: Any,
-    case: Any,
-    records: list[dict[str, Any]],
-    config: pytest.Config | None = None,
-    plan: GatePlan | None = None,
-) -> GateResult | None:
-    """The paired test of one finished case, against ``plan`` (default: the one made at collection, ``config``'s).
-
-    Without a plan the case is planned on its own.
-    """
-    if plan is None:
-        plan = config.stash.get(GATE_PLAN, None) if config is not None else None
-    if plan is None or case.id not in plan.cases:
-        options = config.stash.get(GATE_OPTIONS, GateOptions()) if config is not None else GateOptions()
-        options = replace(options, metric=getattr(session.settings, "gate_metric", None))
-        plan = plan_gate(
-            [case],
-            {case.id: session.limit_for(case)},
-            session.settings.baseline,
-            session.settings.seed,
-            options,
-            judge=getattr(session.settings, "judge", "none") != "none",
-        )
-    cp = plan.cases[case.id]
+def case_result(plan: GatePlan, case_id: str, records: list[dict[str, Any]]) -> GateResult | None:
+    """The paired test of one finished case against its place in ``plan``; None when it is not gated."""
+    cp = plan.cases[case_id]
     if not cp.gated:
         return None
     o = plan.options
     return paired_result(
-        case.id,
+        case_id,
         cp.key,
         records,
-        plan.items[case.id],
+        plan.items[case_id],
         cp.family_size,
         o.alpha,
         metric=cp.metric,
@@ -418,88 +382,3 @@ def gate_in_session(
         grid=cp.grid,
         baseline=cp.baseline_model,
     )
-
-
-# -- the README's tables --------------------------------------------------------------
-
-
-def tango_exact_size(n: int, margin: float, alpha: float, grid: int = 400) -> float:
-    """Largest rejection probability of the Tango gate at ``alpha`` when the true drop is ``margin``.
-
-    Enumerates every paired table on ``n`` items (trinomial: baseline-only,
-    candidate-only, concordant) and maximises over the nuisance P(candidate-only) on
-    a grid of ``grid`` points: the test's exact size on the boundary of its null.
-    """
-    w, b = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
-    keep = (w + b) <= n
-    w, b = w[keep].astype(float), b[keep].astype(float)
-    reject = tango_pvalues(w, b, n, margin) <= alpha
-    w, b = w[reject], b[reject]
-    if w.size == 0:
-        return 0.0
-    rest = n - w - b
-    log_coef = gammaln(n + 1) - gammaln(w + 1) - gammaln(b + 1) - gammaln(rest + 1)
-    worst = 0.0
-    for q in np.linspace(0.0, (1.0 - margin) / 2.0, grid):
-        terms = log_coef + xlogy(w, q + margin) + xlogy(b, q) + xlogy(rest, max(1.0 - 2.0 * q - margin, 0.0))
-        worst = max(worst, float(np.exp(terms).sum()))
-    return worst
-
-
-def power_tables(alpha: float, families: list[int], sizes: list[int], p_better: float) -> str:
-    """Markdown tables of the smallest detectable drop and the drop caught with 80% power."""
-    head = "| paired items | " + " | ".join(f"{k} gated case{'s' if k > 1 else ''}" for k in families) + " |"
-    rule = "|---:|" + "---:|" * len(families)
-    tables: list[tuple[str, Callable[[int, float], float | None], str]] = [
-        (
-            f"Smallest drop that can be significant (points; every discordant item lost), alpha {alpha:g}:",
-            mcnemar_min_detectable_drop,
-            "cannot fail",
-        ),
-        (
-            f"True drop caught with 80% power when {p_better * 100:g}% of items also flip the other way (points):",
-            lambda n, threshold: mcnemar_drop_for_power(n, threshold, 0.8, p_better),
-            "never",
-        ),
-    ]
-    out: list[str] = []
-    for title, drop_at, none_text in tables:
-        if out:
-            out.append("")
-        out += [title, "", head, rule]
-        for n in sizes:
-            drops = [drop_at(n, alpha / k) for k in families]
-            cells = [none_text if drop is None else f"{drop * 100:.1f}" for drop in drops]
-            out.append(f"| {n} | " + " | ".join(cells) + " |")
-    return "\n".join(out)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m bcas.harness.gate_power",
-        description="What the regression gate can detect, by paired items and family size",
-    )
-    parser.add_argument("--alpha", type=float, default=0.05)
-    parser.add_argument("--cases", default="1,7,30", help="gated cases per Holm family, comma-separated")
-    parser.add_argument("--n", default="5,10,20,30,50,100,200,300,500,1000", help="paired items, comma-separated")
-    parser.add_argument(
-        "--p-better",
-        type=float,
-        default=0.05,
-        help="share of items flipping to correct in the power table (default 0.05)",
-    )
-    parser.add_argument("--tango-size", action="store_true", help="also print the tolerance test's exact size")
-    args = parser.parse_args(argv)
-    families = [int(x) for x in args.cases.split(",") if x.strip()]
-    sizes = [int(x) for x in args.n.split(",") if x.strip()]
-    print(power_tables(args.alpha, families, sizes, args.p_better))
-    if args.tango_size:
-        print(f"\nExact size of the tolerance test at nominal {args.alpha:g} (true drop = tolerance):\n")
-        print("| paired items | 5 pts | 10 pts |\n|---:|---:|---:|")
-        for n in (20, 50, 100, 200):
-            print(f"| {n} | " + " | ".join(f"{tango_exact_size(n, m, args.alpha):.4f}" for m in (0.05, 0.10)) + " |")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

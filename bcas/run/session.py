@@ -17,7 +17,7 @@ import contextlib
 import json
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bcas.config import RunConfig
 from bcas.llm import backend_meta
@@ -30,6 +30,9 @@ from bcas.run.invariants import check_invariants
 from bcas.run.observe import QUIET, Observer
 from bcas.run.pipelines import whole_case_kind
 from bcas.run.settings import DEFAULT_LIMIT, Settings, judge_endpoint
+
+if TYPE_CHECKING:
+    from bcas.gating.baseline import GateResult
 
 
 @dataclass
@@ -91,7 +94,7 @@ class BcasSession:
         self._grade_id: str | None = None
         self.cases_run = 0
         self.unpriced: set[tuple[str, str]] = set()
-        self.gate_results: list[Any] = []
+        self.gate_results: list[GateResult] = []  # this process's paired tests (bcas.gating.case)
         # Notes and warnings through the observer; --bcas-max-cost's guard (bcas.run.cost).
         self.progress = self.observer.message
         self.spend = CostGuard(settings.max_cost, settings.run_dir, token, self.progress)
