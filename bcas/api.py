@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from bcas.run.options import DEFAULTS, KINDS, OptionError, RawValue
 from bcas.run.plan import Plan, make_plan
-from bcas.run.settings import Case, Settings, build_settings
+from bcas.run.settings import Case, Settings, build_settings, check_baseline
 
 if TYPE_CHECKING:
     import pandas
 
-    from bcas.harness.gate_power import GatePlan
-    from bcas.harness.gate_report import GateReport
+    from bcas.gating.plan import GatePlan
+    from bcas.gating.report import GateReport
     from bcas.report.summary import Comparison, SummaryRow
     from bcas.run.finalize import GateReporter
     from bcas.run.session import BcasSession
@@ -145,8 +145,6 @@ def evaluate(
     (resume), and answers come from the generation cache where it has them.
     """
     given = raw_options(grids, models, datasets, limit, out, dict(options))
-    from bcas.harness.gate import check_baseline
-
     try:
         settings = build_settings(given, Path(root) if root is not None else Path.cwd())
         check_baseline(settings.baseline)
@@ -197,9 +195,9 @@ def _run(settings: Settings, given: dict[str, RawValue], plan: Plan, progress: b
                 continue
             problems = list(outcome.violations)
             if settings.baseline or settings.min_accuracy is not None:
-                from bcas.harness.case_gate import gate_case
+                from bcas.gating.case import gate_case
 
-                problems += gate_case(session, case, outcome, None, None, gate_plan)
+                problems += gate_case(session, case, outcome, None, gate_plan)
             if problems:
                 failures[case.id] = problems
         exit_status = 1 if failures else 0
@@ -220,7 +218,7 @@ def _run(settings: Settings, given: dict[str, RawValue], plan: Plan, progress: b
         summary=summaries.rows if summaries is not None else [],
         comparisons=summaries.comparisons if summaries is not None else [],
         model_comparisons=summaries.model_comparisons if summaries is not None else [],
-        gate=gate,  # type: ignore[arg-type]  # finalize's GateVerdict is the harness's GateReport
+        gate=gate,  # type: ignore[arg-type]  # finalize's GateVerdict is bcas.gating's GateReport
         report_path=final.report_path if final is not None else None,
         failures=failures,
         stopped=stopped,
@@ -232,7 +230,7 @@ def _gate_reporter(settings: Settings) -> GateReporter | None:
     """The session-wide Holm step of the gate, for a run with a baseline."""
     if not settings.baseline:
         return None
-    from bcas.harness.gate_report import session_gate_report
+    from bcas.gating.report import session_gate_report
 
     return session_gate_report
 
@@ -247,15 +245,14 @@ def _count(run_dir: Path) -> int:
 
 def _plan_gate(session: BcasSession, plan: Plan, given: dict[str, RawValue], token: str) -> GatePlan:
     """The gate's plan over every case, before any runs (as pytest makes it at collection)."""
-    from bcas.harness.gate import BaselineError
-    from bcas.harness.gate_power import GateOptions, plan_gate
+    from bcas.gating import BaselineError, GateError, GateOptions, plan_gate
 
     settings = session.settings
     try:
         options = GateOptions.parse(
             given.get("alpha"), given.get("gate-family"), given.get("max-drop"), given.get("gate-strict")
         )
-    except ValueError as exc:
+    except GateError as exc:
         raise ValueError(str(exc).replace("--bcas-", "").replace("-", "_", 1)) from None
     options = replace(options, metric=settings.gate_metric)
 
@@ -277,12 +274,9 @@ def _plan_gate(session: BcasSession, plan: Plan, given: dict[str, RawValue], tok
         )
     except BaselineError as exc:
         raise ValueError(f"baseline: {exc}") from None
-    refused = [c for c in gate_plan.cases.values() if c.refused]
-    if refused:
-        raise ValueError(
-            f"baseline: the gate refuses to compare answers of different identity: {refused[0].case_id}: "
-            f"{refused[0].reason.removeprefix('refused: ')}; pass allow_mismatch=True to compare them anyway"
-        )
+    refusal = gate_plan.refusal()
+    if refusal:
+        raise ValueError(f"baseline: {refusal}; pass allow_mismatch=True to compare them anyway")
     problem = gate_plan.usage_problem()
     if problem and options.strict:
         raise ValueError(f"gate_strict: {problem}")

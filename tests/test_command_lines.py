@@ -19,7 +19,9 @@ COMMANDS = (
     "bcas.data",
     "bcas.results",
     "bcas.report.compare",
-    "bcas.harness.gate",
+    "bcas.gating",
+    "bcas.gating.power",
+    "bcas.harness.gate",  # the former names of the two above, kept working
     "bcas.harness.gate_power",
     "bcas.retrieval.evaluate",
     "bcas.llm.convert",

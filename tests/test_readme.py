@@ -54,7 +54,7 @@ from bcas.testing.project import preload
 
 # Beyond what every run touches: the corpus, the gate, the manifest, the start-of-session
 # checks and the mock backend.
-preload("bcas.corpus", "bcas.harness.gate", "bcas.harness.manifest", "bcas.run.checks", "bcas.testing.mock")
+preload("bcas.corpus", "bcas.gating", "bcas.harness.manifest", "bcas.run.checks", "bcas.testing.mock")
 
 pytest_plugins = ["pytester"]
 
@@ -395,7 +395,7 @@ def _run_command(command: str, pytester: pytest.Pytester, cache_dir: Path, full:
         elif args[:1] == ["bcas.report.compare"]:
             for folder in inputs:
                 _prepare(folder, pytester)
-        elif args[:2] != ["bcas.harness.gate", "write"]:
+        elif args[:2] not in (["bcas.gating", "write"], ["bcas.harness.gate", "write"]):
             raise AssertionError(f"docs command without a rule in tests/test_readme.py: {command}")
         _run(["-m", *args], cwd, cache_dir)
         return "ran"

@@ -111,7 +111,9 @@ def pytest_configure(config: pytest.Config) -> None:
     for case in plan.cases:  # a dataset file's marker is its name (NAME= or its stem)
         if case.dataset not in DATASETS:
             _add_marker(config, case.dataset_label, f"cases on the dataset {case.dataset}")
-    _gate_options(config)
+    from bcas.harness.gate_hooks import read_options
+
+    read_options(config)  # the gate's level, family, tolerance: a bad one is a usage error
     from bcas.harness import progress
 
     progress.register(config)  # live progress lines in pytest's terminal
@@ -177,17 +179,6 @@ def bcas_session(request: pytest.FixtureRequest) -> Iterator[BcasSession]:
     sess.close()
 
 
-def _gate_options(config: pytest.Config) -> None:
-    from bcas.harness.gate_power import GATE_OPTIONS, GateOptions
-
-    try:
-        config.stash[GATE_OPTIONS] = GateOptions.parse(
-            _get(config, "alpha"), _get(config, "gate-family"), _get(config, "max-drop"), _get(config, "gate-strict")
-        )
-    except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-
 def pytest_itemcollected(item: pytest.Item) -> None:
     if "bcas_case" in getattr(getattr(item, "callspec", None), "params", {}):
         item.config.stash[state.ANY_CASE] = True
@@ -228,7 +219,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     ]
     if not cases:
         return
-    from bcas.harness.gate_power import collected_plan
+    from bcas.harness.gate_hooks import collected_plan
 
     plan = config.stash[state.PLAN]
     limits: dict[str, int | None] = {c.id: plan.limit_for(c) for c in cases}
@@ -255,7 +246,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """Per-case gate numbers as JUnit XML properties (``--junitxml``), before the report is made."""
     sess = item.config.stash.get(state.SESSION, None)
     if call.when == "call" and sess is not None:
-        from bcas.harness.gate_report import add_junit_properties
+        from bcas.harness.gate_hooks import add_junit_properties
         from bcas.harness.progress import progress_for
         from bcas.run.exports import add_case_properties
 
@@ -281,7 +272,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     # deselected or skipped, and a run stopped at start leave the report folder untouched.
     if config.option.collectonly or (sess is None and not _ran_cases_elsewhere(config) and not stopped):
         return
-    from bcas.harness.gate_report import session_gate_report
+    from bcas.gating.report import session_gate_report
     from bcas.run.finalize import finalize_run
 
     result = finalize_run(

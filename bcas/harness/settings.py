@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bcas.run.options import OPTIONS, OptionError, RawValue, coerce
-from bcas.run.settings import Settings, build_settings
+from bcas.run.settings import Settings, build_settings, check_baseline
 
 REQUIREMENT_MARKERS = {
     "gpu": "needs a CUDA GPU",
@@ -55,8 +55,6 @@ def _get(config: pytest.Config, name: str) -> RawValue:
 
 def read_settings(config: pytest.Config) -> Settings:
     """The session's settings from its options (a bad one: a usage error, before anything runs)."""
-    from bcas.harness.gate import check_baseline
-
     given = {name: _raw(config, name) for name, _kind, _default, _help in OPTIONS}
     try:
         settings = build_settings(given, Path(str(config.rootpath)))

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from bcas.harness.case_gate import gate_case
+from bcas.gating.case import gate_case
+from bcas.harness.gate_hooks import options_of, plan_of
 from bcas.run.cost import CaseStopped
 
 if TYPE_CHECKING:
@@ -31,5 +32,6 @@ def test_case(bcas_case: Case, bcas_session: BcasSession, request: pytest.Fixtur
     assert not outcome.violations, f"{bcas_case.id}: " + "; ".join(outcome.violations)
     marker = request.node.get_closest_marker("min_accuracy")
     floor = float(marker.args[0]) if marker and marker.args else None
-    failures = gate_case(bcas_session, bcas_case, outcome, floor, request.config)
+    config = request.config
+    failures = gate_case(bcas_session, bcas_case, outcome, floor, plan_of(config), options_of(config))
     assert not failures, "\n".join(failures)

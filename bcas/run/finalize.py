@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 class GateVerdict(Protocol):
-    """The regression gate's session-wide report (:class:`bcas.harness.gate_report.GateReport`)."""
+    """The regression gate's session-wide report (:class:`bcas.gating.report.GateReport`)."""
 
     holm_failures: list[str]
 

@@ -47,6 +47,9 @@ if TYPE_CHECKING:  # typing only: the classes of the resources a session opens
 
     SearchIndex = Retriever | EngineRetriever  # what a case searches: a local index or a search engine
 
+if TYPE_CHECKING:
+    from bcas.gating.baseline import GateResult
+
 
 @dataclass
 class CasePlan:
@@ -118,9 +121,7 @@ class BcasSession:
         self._grade_id: str | None = None
         self.cases_run = 0
         self.unpriced: set[tuple[str, str]] = set()
-        # The gate's per-case results (bcas.harness.case_gate.GateResult, a class above this layer:
-        # typed once the gate moves below the engine).
-        self.gate_results: list[Any] = []
+        self.gate_results: list[GateResult] = []  # this process's paired tests (bcas.gating.case)
         # Notes and warnings through the observer; --bcas-max-cost's guard (bcas.run.cost).
         self.progress = self.observer.message
         self.spend = CostGuard(settings.max_cost, settings.run_dir, token, self.progress)

@@ -247,7 +247,7 @@ def build_settings(given: Mapping[str, RawValue], root: Path) -> Settings:
         checks.check_judge_required(judge, grids)
     concurrency = values.integer("concurrency")
     prices, price_sheet = checks.resolve_prices(values.text("prices"))
-    baseline = values.text("baseline")  # read by the gate (bcas.harness.gate.check_baseline)
+    baseline = values.text("baseline")  # read by the gate (check_baseline, below)
     raw_ds = values.text("datasets")
     from bcas.data import unique_specs
 
@@ -382,3 +382,17 @@ def _check_prices(settings: Settings) -> None:
             sheet.price_for(spec.label)
         except PriceError as exc:
             raise usage("require-prices", str(exc)) from None
+
+
+def check_baseline(value: str | None) -> None:
+    """``--bcas-baseline`` / ``baseline=`` is a readable run folder, records JSONL or baseline
+    JSON (read, not written); a bad one is an ``OptionError`` naming the option."""
+    if not value:
+        return
+    from bcas.gating.baseline import check_baseline as check_file
+    from bcas.gating.errors import BaselineError
+
+    try:
+        check_file(value)
+    except BaselineError as exc:
+        raise OptionError(str(exc), "baseline") from None

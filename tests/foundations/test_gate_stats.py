@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
 from scipy.stats import multinomial, norm
 
-from bcas.harness.gate import min_detectable, paired_test
+from bcas.gating.baseline import min_detectable, paired_test
 from bcas.stats import (
     mcnemar_drop_for_power,
     mcnemar_exact_one_sided,

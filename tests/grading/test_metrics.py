@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 from statsmodels.stats.multitest import multipletests
 
+from bcas.gating.baseline import build_baseline, item_outcomes
+from bcas.gating.plan import primary_metric
 from bcas.grading import exact_match, strict_exact_match, strict_token_f1, token_f1
 from bcas.grading.outcomes import outcome, resolve
 from bcas.grids import GRIDS, ISOLATION, MADARA, NF, ROUTED, SCORING, with_holm_scope
-from bcas.harness.gate import build_baseline, item_outcomes
-from bcas.harness.gate_power import primary_metric
 from bcas.report.summary import build_summaries, compare_to_reference, summarize
 
 # -- strict EM ------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bcas.harness.gate import (
+from bcas.gating.baseline import (
     BaselineError,
     GateResult,
     build_baseline,
@@ -21,8 +21,9 @@ from bcas.harness.gate import (
     match_baseline,
     paired_result,
 )
-from bcas.harness.gate_power import GateOptions, GatePlan, plan_gate
-from bcas.harness.gate_report import (
+from bcas.gating.errors import GateError
+from bcas.gating.plan import GateOptions, GatePlan, plan_gate
+from bcas.gating.report import (
     VERDICT_CANNOT_FAIL,
     VERDICT_FAIL,
     VERDICT_NOT_RUN,
@@ -236,7 +237,7 @@ def test_junit_properties_carry_the_numbers() -> None:
     ],
 )
 def test_options_are_validated(kwargs: dict, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(GateError, match=message):  # a ValueError the front doors show their own way
         GateOptions.parse(**kwargs)
 
 
@@ -342,7 +343,7 @@ def test_html_gate_section_is_escaped(tmp_path: Path) -> None:
 
 
 def test_docs_power_table_is_what_the_code_computes() -> None:
-    from bcas.harness.gate_power import main as power_main
+    from bcas.gating.power import main as power_main
 
     readme = (Path(__file__).resolve().parents[2] / "docs" / "gating.md").read_text(encoding="utf-8")
     start = readme.index("<!-- gate-power-table -->") + len("<!-- gate-power-table -->")

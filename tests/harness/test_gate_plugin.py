@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bcas.harness.gate import main as gate_main
+from bcas.gating.baseline import main as gate_main
 from bcas.testing.project import backends, budget_grid, codename_items, grid_project, preload, read_records
 
 preload()

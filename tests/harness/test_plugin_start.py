@@ -31,7 +31,7 @@ from bcas.testing.project import budget_grid, codename_items, grid_project, prel
 # and its preflight, the gate, the manifest and the mock backend.
 preload(
     "bcas.corpus",
-    "bcas.harness.gate",
+    "bcas.gating",
     "bcas.harness.manifest",
     "bcas.run.checks",
     "bcas.llm.openai_compat",
@@ -262,7 +262,7 @@ def test_collect_help_markers_and_failed_starts_leave_the_run_folder_untouched(p
     run_dir = project.path / "run"
     project.runpytest(*MOCK, "--bcas-report", str(run_dir)).assert_outcomes(passed=2)
     baseline = project.path / "base.json"
-    from bcas.harness.gate import main as gate_main
+    from bcas.gating.baseline import main as gate_main
 
     assert gate_main(["write", str(run_dir), str(baseline)]) == 0
     assert {"records.jsonl", "index.html", "summary.csv", "summary.json", "run.json"} <= {

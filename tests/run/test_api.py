@@ -34,6 +34,27 @@ def test_the_run_layer_and_the_api_import_no_pytest() -> None:
     assert light.returncode == 0, light.stderr  # ``import bcas`` stays light: evaluate loads on first use
 
 
+def test_the_api_gates_a_run_without_pytest(tmp_path: Path) -> None:
+    """``baseline=`` and ``min_accuracy=`` run the gate (bcas.gating) in a process that never loads pytest."""
+    done = _python(
+        "import sys, bcas\n"
+        "from pathlib import Path\n"
+        "from bcas.testing.project import budget_grid\n"
+        f"exec({TINY!r}, {{}})\n"
+        f"out = Path({str(tmp_path)!r})\n"
+        "bcas.evaluate(grids='tiny', models='mock:gold', limit=3, seed=7, out=out / 'base')\n"
+        "res = bcas.evaluate(grids='tiny', models='mock:random', limit=3, seed=7, out=out / 'gated',\n"
+        "                    baseline=str(out / 'base'), min_accuracy=0.9, allow_mismatch=True)\n"
+        "assert 'pytest' not in sys.modules, 'pytest imported'\n"
+        "assert res.gate is not None and [r.n_paired for r in res.gate.rows] == [3, 3], res.gate\n"
+        "assert all('mock:gold' in r.compared_with for r in res.gate.rows), res.gate.rows\n"
+        "assert not res.passed and len(res.failures) == 2, res.failures\n"
+        "assert all('below the floor 0.900' in f for fs in res.failures.values() for f in fs), res.failures\n"
+        "assert (out / 'gated' / 'gate-report.json').is_file()\n"
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def _register_tiny() -> None:
     namespace: dict[str, object] = {}
     exec(TINY, namespace)  # the same registration the pytest project's conftest runs

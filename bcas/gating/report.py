@@ -5,7 +5,9 @@ process) and the collection-time plan (``gate-plan.<token>.json``) are joined in
 one ``GateReport``: per gated case the paired items, both accuracies on them, the
 discordant counts both ways, the p-value, the Holm threshold at the case's rank in
 its family (Holm 1979 step-down, missing p-values counted as 1), the verdict; and the
-overall verdict, which says so when the gate could not have failed.
+overall verdict, which says so when the gate could not have failed.  Per case, the
+numbers behind the in-place verdict as JUnit properties (:func:`junit_properties`; the
+pytest front door attaches them to its report).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bcas.harness.gate import GateResult, holm_families
-from bcas.harness.gate_power import GATE_PLAN, CasePlan, GatePlan, load_plan
+from bcas.gating.baseline import GateResult, holm_families
+from bcas.gating.plan import CasePlan, GatePlan, load_plan
 
 VERDICT_FAIL = "FAIL"
 VERDICT_PASS = "pass"
@@ -262,14 +264,3 @@ def junit_properties(result: GateResult | None, plan: CasePlan | None) -> list[t
         ("bcas_gate_can_fail", str(result.can_fail).lower()),
         ("bcas_gate_min_drop_pts", "" if result.min_drop is None else f"{result.min_drop * 100:.2f}"),
     ]
-
-
-def add_junit_properties(item: Any, results: list[GateResult]) -> None:
-    """Append the gate's properties of the case ``item`` runs to ``item.user_properties``."""
-    callspec = getattr(item, "callspec", None)
-    if callspec is None or "bcas_case" not in callspec.params:
-        return
-    case = callspec.params["bcas_case"]
-    plan = item.config.stash.get(GATE_PLAN, None)
-    result = next((r for r in reversed(results) if r.case_id == case.id), None)
-    item.user_properties.extend(junit_properties(result, plan.cases.get(case.id) if plan else None))
