@@ -157,3 +157,38 @@ def test_a_real_model_answers_through_the_api(tmp_path: Path, smollm2_gguf: Path
     assert record["model"] == ModelSpec("embedded", str(smollm2_gguf)).label
     assert record["tokens_out"] > 0 and isinstance(record["correct_em"], bool)
     assert record["model_fingerprint"] and "mock" not in record["model_fingerprint"]
+
+
+def test_the_smoke_grid_through_both_doors_gives_the_same_answers(tmp_path: Path) -> None:
+    """The issue's check: ``bcas.evaluate`` runs the smoke grid on ``mock:gold`` into a folder that
+    ``compare`` accepts against ``pytest benchmarks`` with the same options, no flipped item
+    (every case on 2WikiMultihopQA, whose 180 paragraphs embed in seconds, 1 item)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}  # the session's index cache
+    same = ["--bcas-grid", "smoke", "--bcas-model", "mock:gold", "--bcas-datasets", "2wikimultihopqa"]
+    command = [sys.executable, "-m", "pytest", "benchmarks", *same, "--bcas-limit", "1", "-q", "-p", "no:cacheprovider"]
+    done = subprocess.run(
+        [*command, "--bcas-report", str(tmp_path / "by-pytest")], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    script = (
+        "import sys, bcas\n"
+        "res = bcas.evaluate(grids=['smoke'], models=['mock:gold'], datasets=['2wikimultihopqa'], limit=1,\n"
+        "                    out=sys.argv[1])\n"
+        "assert res.passed, res\n"
+        "print('written', res.written)\n"
+    )
+    api = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "by-api")], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert api.returncode == 0, api.stdout[-3000:] + api.stderr[-2000:]
+    by_pytest, by_api = read_records(tmp_path / "by-pytest"), read_records(tmp_path / "by-api")
+    assert len(by_api) == len(by_pytest) >= 3  # every smoke case run on the dataset, 1 item each
+    assert len({r["label"] for r in by_api}) == len(by_api)
+    assert {_identity(r): _content(r) for r in by_api} == {_identity(r): _content(r) for r in by_pytest}
+    assert f"written {len(by_api)}" in api.stdout
+    compare = subprocess.run(
+        [sys.executable, "-m", "bcas.report.compare", str(tmp_path / "by-pytest"), str(tmp_path / "by-api")],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert compare.returncode == 0, compare.stderr
+    assert "no flipped items" in compare.stdout, compare.stdout
