@@ -58,6 +58,18 @@ def _judge_template(name: str) -> Template:
     return prompt_template("bcas.grading", name)
 
 
+def _json_fields(text: str) -> dict[str, Any] | None:
+    """The JSON object between the reply's first ``{`` and last ``}``, its keys lower-cased (else None)."""
+    start, end = text.find("{"), text.rfind("}")
+    if start == -1 or end <= start:
+        return None
+    try:
+        obj = json.loads(text[start : end + 1])
+    except json.JSONDecodeError:
+        return None
+    return {str(k).lower(): v for k, v in obj.items()} if isinstance(obj, dict) else None
+
+
 def parse_verdict(text: str) -> bool | None:
     """``True`` (correct), ``False`` (incorrect) or ``None`` (no clear verdict) from a judge reply.
 
@@ -65,16 +77,8 @@ def parse_verdict(text: str) -> bool | None:
     is a verdict word (``Correct.``, ``incorrect``, ``Yes``); otherwise the verdict
     words in the text, which must all agree (``not correct`` reads as incorrect).
     """
-    obj = None
-    start = text.find("{")
-    end = text.rfind("}")
-    if start != -1 and end > start:
-        try:
-            obj = json.loads(text[start : end + 1])
-        except json.JSONDecodeError:
-            obj = None
-    if isinstance(obj, dict):
-        lowered = {str(k).lower(): v for k, v in obj.items()}
+    lowered = _json_fields(text)
+    if lowered is not None:
         for key in ("verdict", "label", "grade", "judgement", "judgment", "result"):
             value = lowered.get(key)
             if isinstance(value, bool):
@@ -116,20 +120,13 @@ def parse_grade(text: str) -> str | None:
     >>> parse_grade('{"grade": "not_attempted"}'), parse_grade("Incorrect."), parse_grade("not attempted")
     ('not_attempted', 'incorrect', 'not_attempted')
     """
-    start, end = text.find("{"), text.rfind("}")
-    if start != -1 and end > start:
-        try:
-            obj = json.loads(text[start : end + 1])
-        except json.JSONDecodeError:
-            obj = None
-        if isinstance(obj, dict):
-            lowered = {str(k).lower(): v for k, v in obj.items()}
-            for key in ("grade", "verdict", "label", "result"):
-                value = lowered.get(key)
-                if isinstance(value, str) and "{" not in value:
-                    found = parse_grade(value)
-                    if found is not None:
-                        return found
+    lowered = _json_fields(text)
+    for key in ("grade", "verdict", "label", "result"):
+        value = (lowered or {}).get(key)
+        if isinstance(value, str) and "{" not in value:
+            found = parse_grade(value)
+            if found is not None:
+                return found
     if _NOT_ATTEMPTED.search(text):
         rest = _NOT_ATTEMPTED.sub(" ", text)
         return "not_attempted" if parse_verdict(rest) is None else None
