@@ -75,8 +75,9 @@ def test_real_report_loads_and_shows_its_tables(tmp_path: Path) -> None:
         assert cells[:5] == [row.grid, row.model, row.dataset, label, str(row.n)]
         assert cells[EM_COLUMN] == f"{row.accuracy * 100:.1f}"
     assert len(facts["comparisons"]["rows"]) == len(comparisons) == 10
-    # The search-scaling chart, the ablation chart and its shift bars, the cost-accuracy scatter of hotpotqa.
-    assert facts["counts"]["svg"] == 4
+    # The search-scaling chart, the ablation chart and its shift bars, the cost-accuracy scatter of
+    # hotpotqa and its cost-of-a-correct-answer scatter.
+    assert facts["counts"]["svg"] == 5
     assert facts["counts"]["details"] == len(records)
 
     # Clicking a header sorts numerically, then reverses.
