@@ -4,7 +4,7 @@ A case facing Holm threshold ``alpha / m`` (``m`` gated cases in its family) nee
 least ``ceil(log2(m / alpha))`` items that only the baseline gets right before the exact
 one-sided McNemar test can reject (McNemar 1947, Holm 1979;
 ``bcas.stats.mcnemar_min_discordant``).  ``python -m bcas.gating.power`` prints the
-README's tables: the smallest drop each number of paired items can detect for 1, 7 and
+documentation's tables (docs/gating.md): the smallest drop each number of paired items can detect for 1, 7 and
 30 gated cases, the drop caught with 80% power, and the exact size of the tolerance test
 (Tango 1998) on small n.
 """

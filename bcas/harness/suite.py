@@ -5,7 +5,7 @@
 there, and the bcas plugin parametrises it over the chosen grids (one case per
 model x dataset x configuration).  A ``conftest.py`` beside that file can register
 grids and datasets (``bcas.grids.register_grid``,
-``bcas.data.register_dataset``); see the README, "Your own grids and datasets".
+``bcas.data.register_dataset``); see the documentation, docs/extending.md.
 """
 
 from __future__ import annotations

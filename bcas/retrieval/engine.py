@@ -29,13 +29,13 @@ with ``phrase_boost`` the client adds BCAS's phrase boosts to those candidates
 code: :class:`bcas.retrieval.bm25.PhraseIndex` over the candidates' streams, idf from
 the ``_df`` collection) and returns the top ``k``, as an engine's rescore phase does.
 A chunk outside the BM25 candidates cannot be lifted in by its phrases (the local mode
-scores every chunk): with ``candidates`` >= 100 the difference is small (README).
+scores every chunk): with ``candidates`` >= 100 the difference is small (docs/retrieval.md).
 ``exclude_ids`` (chunk ids or document ids) becomes a filter of the engine's search.
 
 Milvus Lite (the local instance tests start) is a pure-Python engine: about 100 times
 slower than bm25s, BM25 statistics per segment (we insert everything, then flush
 once), BM25 distances negative (we take their magnitude).  A cluster has none of these
-limits; its speed is its own (README: "A search engine for shared corpora").
+limits; its speed is its own (docs/retrieval.md: "A search engine for shared corpora").
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class LlamaCppServer:
     goes to a log file (``log_path``) whose tail is shown when start-up fails.
 
     ``args``: the server's arguments in full, as a user would type them after ``python
-    -m LAUNCHER`` (a README recipe); ``{port}`` in them becomes the free port chosen.
+    -m LAUNCHER`` (a recipe of docs/models.md); ``{port}`` in them becomes the free port chosen.
     Given, they replace the model, alias, context and thread arguments built here.
     """
 
