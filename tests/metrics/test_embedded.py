@@ -58,13 +58,19 @@ def test_embedded_model_on_flashrag_with_corpus_and_on_official_hotpotqa(tmp_pat
     check(proc, official_run)
 
 
-def test_embedded_abstention_rate_on_the_smoke_grid(tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    env = {"BCAS_CACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "pytest", "benchmarks", "--bcas-grid", "smoke", "--bcas-limit", "1",
+def run_grid(grid: str, run: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+    """``pytest benchmarks --bcas-grid GRID --bcas-limit 1`` on the embedded default into ``run`` (it must pass)."""
+    env = {"BCAS_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "pytest", "benchmarks", "--bcas-grid", grid, "--bcas-limit", "1",
                "--bcas-no-cache", "--bcas-report", str(run), "-q", "-p", "no:cacheprovider"]  # fmt: skip
     proc = subprocess.run(command, cwd=REPO, env={**os.environ, **env}, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return proc
+
+
+def test_embedded_abstention_rate_on_the_smoke_grid(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    proc = run_grid("smoke", run, tmp_path / "cache")
     rows = json.loads((run / "summary.json").read_text())["rows"]
     for row in rows:
         assert row["n_correct"] + row["n_incorrect"] + row["n_not_attempted"] == row["n"]
@@ -75,11 +81,7 @@ def test_embedded_abstention_rate_on_the_smoke_grid(tmp_path: Path) -> None:
 def test_embedded_model_on_the_evidence_grid(tmp_path: Path) -> None:
     """The ``evidence`` grid (a cite list, an abstain action) end to end on the real model, 1 item."""
     run = tmp_path / "run"
-    env = {"BCAS_CACHE_DIR": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "pytest", "benchmarks", "--bcas-grid", "evidence", "--bcas-limit", "1",
-               "--bcas-no-cache", "--bcas-report", str(run), "-q", "-p", "no:cacheprovider"]  # fmt: skip
-    proc = subprocess.run(command, cwd=REPO, env={**os.environ, **env}, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    run_grid("evidence", run, tmp_path / "cache")
     records = {r["label"]: r for r in map(json.loads, (run / "records.jsonl").read_text().splitlines())}
     assert set(records) == {"bm25/s2/t2k", "bm25/s2/t2k/cite", "bm25/s2/t2k/abstain"}
     cited = records["bm25/s2/t2k/cite"]
