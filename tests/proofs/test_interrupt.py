@@ -46,7 +46,11 @@ def _command(*extra: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One cache for the module's runs: the BM25 index is built once."""
+    """One cache folder for the module's runs: the BM25 index is built once.
+
+    The generation cache is off (``BCAS_NO_CACHE``): a run replaying the replies an earlier
+    test stored would finish before the signal reaches it.
+    """
     return tmp_path_factory.mktemp("cache")
 
 
@@ -55,6 +59,7 @@ def _env(cache: Path) -> dict[str, str]:
         **os.environ,
         "BCAS_CACHE_DIR": str(cache),
         "BCAS_PACED_DELAY": "0.1",
+        "BCAS_NO_CACHE": "1",
         "PYTHONPATH": str(REPO),
     }
     env.pop("PYTEST_ADDOPTS", None)
