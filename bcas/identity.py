@@ -60,7 +60,7 @@ THREE_WAY_JUDGE_PROMPTS = (
 # template hash in its configuration id (:attr:`bcas.config.RunConfig.config_id`).
 OPTION_PROMPTS = {
     "cite": ("agent/prompts/options/answer_cite_json.txt", "agent/prompts/options/answer_cite_text.txt"),
-    "abstain": ("agent/prompts/options/tool_abstain.txt",),
+    "abstain": ("agent/prompts/options/tool_abstain.txt", "agent/prompts/options/answer_abstain.txt"),
 }
 _FINGERPRINT_CACHE = "fingerprints.json"
 

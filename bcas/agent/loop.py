@@ -46,8 +46,9 @@ Termination.  The loop stops choosing actions for exactly one of these reasons
     Only with ``AgentConfig.abstain``: the model chose the ``abstain`` tool, offered
     beside the others in every action turn.  No answer turn follows; the prediction is
     ``"abstain"`` (a decline: graded *not attempted*, :mod:`bcas.grading.abstention`).
-    Once the searches are used up the loop answers as above (no action turn is left in
-    which to abstain).
+    The answer turn offers it too (its instruction says that the answer ``"abstain"``
+    declines), so a model that used up its searches, or was forced to answer, can still
+    abstain: an answer that normalises to ``abstain`` ends with this stop reason.
 ``error``
     The model or the retriever raised.  ``Trajectory.error`` holds the exception
     type and message, the prediction is empty, and the trajectory (hence the
@@ -110,6 +111,7 @@ from bcas.agent.trajectory import Trajectory
 from bcas.agent.window import MIN_TURN_TOKENS, ContextFull, ContextWindow
 from bcas.config import RunConfig
 from bcas.data import Item
+from bcas.grading.metrics import normalize_answer
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, split_reasoning
 from bcas.llm.tool_calls import assistant_message, calls_text, tool_message
 from bcas.llm.usage import UsageMeter, metering
@@ -129,6 +131,7 @@ TEXT_STOP = ("\nObservation", "\nSearch results")
 # prompt folder (bcas.identity.OPTION_PROMPTS says why).
 _TOOL_TEMPLATES = {ABSTAIN_TOOL: "options/tool_abstain"}
 _CITE_JSON, _CITE_TEXT = "options/answer_cite_json", "options/answer_cite_text"
+_ANSWER_ABSTAIN = "options/answer_abstain"
 
 
 def load_template(name: str) -> Template:
@@ -441,6 +444,8 @@ class _Run:
                 (0 if self.schema_answer else 1) + (2 if self.agent.cite else 0)
             ]
         )
+        if self.agent.abstain:
+            fmt = f"{fmt} {render(_ANSWER_ABSTAIN).strip()}"
         if forced:
             why = {
                 "max_total_tokens": "Your output-token budget is used up.",
@@ -465,6 +470,9 @@ class _Run:
         kind = "forced_answer" if forced else "answer"
         self.step(kind, result, sent_max, flag="over_budget" if over_budget else None)
         self.traj.prediction = parse_answer(result.text)
+        if self.agent.abstain and normalize_answer(self.traj.prediction) == ABSTAINED:
+            self.traj.stop_reason = "abstained"  # declined at the answer turn (module docstring)
+            self.traj.prediction = ABSTAINED
         if self.agent.cite:
             self.cite(parse_cite(result.text))
 

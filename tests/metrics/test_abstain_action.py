@@ -99,6 +99,35 @@ def test_abstain_is_offered_only_where_the_configuration_asks() -> None:
     assert CONFIG.label.endswith("/abstain") and "abstain" not in plain.to_dict()["agent"]
 
 
+def test_a_model_out_of_searches_can_still_abstain_at_its_answer_turn() -> None:
+    """Once the searches are used up no action turn is left: the answer turn offers the decline."""
+
+    def searcher(request: ChatRequest, i: int) -> str:
+        n = item_of(request)
+        if request.json_schema and "answer" in request.json_schema["properties"]:
+            return json.dumps({"answer": "abstain" if n % 2 == 0 else f"C{n}"})
+        return json.dumps({"thought": "look", "action": "search_database", "query": f"code name item {n}"})
+
+    one_search = Budget(max_searches=1, max_total_tokens=2000)
+    offered = "give the answer \"abstain\" instead of guessing"
+    model = ScriptedModel(searcher)
+    recs = records(model, RunConfig(budget=one_search, retrieval=CONFIG.retrieval, agent=AgentConfig(abstain=True)))
+    assert [r["stop_reason"] for r in recs] == ["abstained", "max_searches"] * 3
+    for r in recs[::2]:
+        assert r["prediction"] == ABSTAINED and r["steps"][-1]["kind"] == "answer" and r["searches_used"] == 1
+        assert outcome(r, "attempted") is False
+    answer_requests = [q for q in model.requests if q.json_schema and "answer" in q.json_schema["properties"]]
+    assert len(answer_requests) == 6 and all(offered in q.messages[-1]["content"] for q in answer_requests)
+    cols = metric_columns(recs)
+    assert (cols.n_correct, cols.n_incorrect, cols.n_not_attempted) == (3, 0, 3)
+
+    # Without the option the answer turn does not offer it, and the stop reason stays.
+    model = ScriptedModel(searcher)
+    plain = records(model, RunConfig(budget=one_search, retrieval=CONFIG.retrieval))
+    assert [r["stop_reason"] for r in plain] == ["max_searches"] * 6
+    assert not any(offered in q.messages[-1]["content"] for q in model.requests)
+
+
 def test_abstain_parses_in_every_action_format() -> None:
     tools = ["search_database", "ready_to_answer", ABSTAIN_TOOL]
     assert parse_action('{"thought": "", "action": "abstain", "query": ""}', tools, "json").tool == ABSTAIN_TOOL
