@@ -38,7 +38,8 @@ Request kinds (``extra["kind"]``), recognised from the JSON schema first and the
 from markers of the suite's own prompt templates: BCAS ``action`` (JSON or text
 format), ``plan``, ``reflect``, ``answer``; MADARA ``assess`` (base and CoT),
 ``rescore``, ``generate`` (factoid and label tasks, PDE extraction included);
-``judge`` (BCAS §3.6 verdict); ``rerank`` (``top_logprobs``: one position with
+``judge`` (BCAS §3.6 verdict; asked three ways, SimpleQA's grade: a declining answer
+is ``not_attempted``); ``rerank`` (``top_logprobs``: one position with
 ``Yes``/``No`` log-probabilities); anything else is ``generic`` (a valid instance
 of the schema, or a short text).
 
@@ -70,6 +71,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bcas.grading import exact_match, normalize_answer
+from bcas.grading.abstention import declines
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, ModelError, ToolCall
 from bcas.llm.tool_calls import tool_names
 from bcas.testing.schema_json import count_tokens, cut_tokens, filler, fit_json, instance
@@ -365,6 +367,13 @@ class MockModel(ChatModel):
         else:
             correct = bool(refs) and exact_match(answer, refs)
         verdict = "correct" if correct else "incorrect"
+        props = (view.request.json_schema or {}).get("properties") or {}
+        if "grade" in props or "correct, incorrect or not attempted" in view.all_users:
+            if declines(answer, refs):
+                verdict = "not_attempted"
+            if view.request.json_schema is not None:
+                return {"grade": verdict}, None
+            return verdict.replace("_", " "), None
         if view.request.json_schema is not None:
             return {"verdict": verdict}, None
         return verdict, None
@@ -408,7 +417,7 @@ class _View:
         props = schema.get("properties") or {}
         if request.top_logprobs:
             return "rerank"
-        if "verdict" in props or "You are grading an answer" in self.all_users:
+        if "verdict" in props or "grade" in props or "You are grading an answer" in self.all_users:
             return "judge"
         if any(title in self.system for title in _AGENT_SYSTEM):
             return "rescore" if "\nREASONING:\n" in self.last_user else "assess"

@@ -54,6 +54,22 @@ def test_a_model_that_declines_gets_the_three_way_counts_and_f_score(suite: pyte
     assert "correct/incorrect/not attempted 2 / 2 / 2, F-score 40.0%" in result.stdout.str()
 
 
+def test_the_three_way_judge_through_the_plugin_labels_the_declines_not_attempted(suite: pytest.Pytester) -> None:
+    run = suite.path / "run"
+    judged = ["--bcas-judge", "mock:gold", "--bcas-judge-three-way", "--bcas-report", str(run)]
+    result = suite.runpytest(*BASE, "--bcas-model", "decliner", *judged)
+    result.assert_outcomes(passed=1)
+    records = sorted(read_records(run), key=lambda r: int(r["item_id"][1:]))
+    labels = [r["judge"]["label"] for r in records]
+    assert labels == ["not_attempted", "incorrect", "correct"] * 2, labels
+    assert all(r["judge"]["grade_id"].endswith("|3way") for r in records)
+    assert [r["judge_verdict"] for r in records] == [False, False, True] * 2
+    (row,) = json.loads((run / "summary.json").read_text())["rows"]
+    assert row["metric"] == "judge_verdict" and row["judge_n"] == 6
+    assert (row["n_correct"], row["n_incorrect"], row["n_not_attempted"]) == (2, 2, 2), row
+    assert "correct/incorrect/not attempted 2 / 2 / 2" in result.stdout.str()
+
+
 def brute(outcomes: list[bool], k: int) -> tuple[float, float]:
     subsets = list(combinations(outcomes, k))
     return sum(any(s) for s in subsets) / len(subsets), sum(all(s) for s in subsets) / len(subsets)
