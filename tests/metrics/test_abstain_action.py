@@ -109,7 +109,7 @@ def test_a_model_out_of_searches_can_still_abstain_at_its_answer_turn() -> None:
         return json.dumps({"thought": "look", "action": "search_database", "query": f"code name item {n}"})
 
     one_search = Budget(max_searches=1, max_total_tokens=2000)
-    offered = "give the answer \"abstain\" instead of guessing"
+    offered = 'give the answer "abstain" instead of guessing'
     model = ScriptedModel(searcher)
     recs = records(model, RunConfig(budget=one_search, retrieval=CONFIG.retrieval, agent=AgentConfig(abstain=True)))
     assert [r["stop_reason"] for r in recs] == ["abstained", "max_searches"] * 3
