@@ -4,11 +4,9 @@ failure message lists the distinct errors)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bcas.config import RunConfig
-from bcas.records import Record
 from bcas.registry import per_item
 from bcas.run.pipelines import run_kind
 from bcas.run.settings import Case
@@ -21,13 +19,13 @@ def check_invariants(
     case: Case,
     ds: Dataset,
     config: RunConfig,
-    records: Sequence[Record],
+    records: list[dict[str, Any]],
     allow_errors: bool,
     epochs: int | None = None,
 ) -> list[str]:
     """Every item recorded once; budgets respected; no errored items unless allowed."""
     problems: list[str] = []
-    keys = [(r.item_id, r.epoch) for r in records]
+    keys = [(str(r.get("item_id")), int(r.get("epoch") or 0)) for r in records]
     epochs = max([e for _, e in keys] + [0]) + 1 if epochs is None else epochs
     expected = {(it.id, e) for it in ds.items for e in range(epochs)}
     missing = expected - set(keys)
@@ -43,11 +41,11 @@ def check_invariants(
     if per_item(case.entry.kind):
         problems.extend(run_kind(case.entry.kind).check(config, records))
     if not allow_errors:
-        errs = [r for r in records if r.stop_reason == "error"]
+        errs = [r for r in records if r.get("stop_reason") == "error"]
         if errs:
             distinct: dict[str, list[str]] = {}
             for r in errs:
-                distinct.setdefault(str(r.error), []).append(r.item_id)
+                distinct.setdefault(str(r.get("error")), []).append(str(r.get("item_id")))
             listed = "; ".join(f"{len(ids)}x {message} (e.g. {ids[0]})" for message, ids in list(distinct.items())[:5])
             more = f"; and {len(distinct) - 5} more distinct errors" if len(distinct) > 5 else ""
             problems.append(

@@ -17,9 +17,8 @@ import json
 import time
 import traceback
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bcas.grading import score_prediction
 from bcas.identity import epoch_seed
@@ -110,7 +109,7 @@ class RunKind:
         """The answer with what the case adds to it before it is recorded (default: unchanged)."""
         return answer
 
-    def check(self, config: RunConfig, records: Sequence[Record]) -> list[str]:
+    def check(self, config: RunConfig, records: list[dict[str, Any]]) -> list[str]:
         """The kind's own invariants over a finished case's records (default: none)."""
         return []
 
@@ -196,18 +195,18 @@ class BcasKind(ItemKind):
         with_recall: Answer = ctx.session.with_evidence_recall(ctx.case.dataset, item, answer)
         return with_recall
 
-    def check(self, config: RunConfig, records: Sequence[Record]) -> list[str]:
+    def check(self, config: RunConfig, records: list[dict[str, Any]]) -> list[str]:
         """Searches within the search budget; agent completion tokens within the token
         budget plus the forced-answer allowance (BCAS §3.3)."""
         b = config.budget
         problems = []
         for r in records:
-            if b.max_searches is not None and r.searches_used > b.max_searches:
-                problems.append(f"{r.item_id}: searches_used {r.searches_used} > {b.max_searches}")
-            agent_out = int(r.extra.get("agent_tokens_out", r.tokens_out))
+            if b.max_searches is not None and int(r.get("searches_used") or 0) > b.max_searches:
+                problems.append(f"{r.get('item_id')}: searches_used {r.get('searches_used')} > {b.max_searches}")
+            agent_out = int((r.get("extra") or {}).get("agent_tokens_out", r.get("tokens_out") or 0))
             if agent_out > b.max_total_tokens + b.forced_answer_tokens:
                 problems.append(
-                    f"{r.item_id}: completion tokens {agent_out} > budget {b.max_total_tokens} "
+                    f"{r.get('item_id')}: completion tokens {agent_out} > budget {b.max_total_tokens} "
                     f"+ forced-answer allowance {b.forced_answer_tokens}"
                 )
         return problems
@@ -336,11 +335,10 @@ async def run_item_record(ctx: KindContext, item: Item, epoch: int = 0) -> Recor
     return build_record(answer, identity, grades, extra=extra)
 
 
-def answered_from_cache(record: Mapping[str, object]) -> bool:
+def answered_from_cache(record: dict[str, Any]) -> bool:
     """Whether the generation cache answered every model call of a record (``extra.cache``)."""
-    extra = record.get("extra")
-    cache = extra.get("cache") if isinstance(extra, dict) else None
-    return isinstance(cache, dict) and bool(cache.get("lookups")) and cache.get("hits") == cache.get("lookups")
+    cache = (record.get("extra") or {}).get("cache") or {}
+    return bool(cache.get("lookups")) and cache.get("hits") == cache.get("lookups")
 
 
 __all__ = [

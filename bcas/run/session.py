@@ -457,13 +457,13 @@ class BcasSession:
         )
         await self._grade_missing(case, ds, config_id, fingerprint, phash)
         self.cases_run += 1
-        recs = [r for r in self._case_records(ds, config_id, fingerprint, phash) if r.epoch < epochs]
-        outcome = CaseOutcome(case.id, [r.to_dict() for r in recs], len(todo), skipped, time.perf_counter() - t0)
-        outcome.violations = check_invariants(case, ds, config, recs, self.settings.allow_errors, epochs)
+        records = [r.to_dict() for r in self._case_records(ds, config_id, fingerprint, phash) if r.epoch < epochs]
+        outcome = CaseOutcome(case.id, records, len(todo), skipped, time.perf_counter() - t0)
+        outcome.violations = check_invariants(case, ds, config, records, self.settings.allow_errors, epochs)
         if self.spend.stopped_items(case):
             tracker.stopped()
         tracker.finish(outcome, case.grid, case.entry.label)  # end-of-case numbers: terminal and JUnit XML
-        self.spend.finish_case(case, len(recs), len(wanted))  # a case the cap cut short is skipped, resumable
+        self.spend.finish_case(case, len(records), len(wanted))  # a case the cap cut short is skipped, resumable
         return outcome
 
     def close(self) -> None:

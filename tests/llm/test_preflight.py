@@ -170,14 +170,12 @@ def test_case_failure_lists_the_distinct_errors() -> None:
     from types import SimpleNamespace
 
     from bcas.config import RunConfig
-    from bcas.records import Record
     from bcas.run.invariants import check_invariants
 
-    def errored(i: int, error: str) -> Record:
-        return Record("r", "c", "m", "d", "h", f"q{i}", "?", ["a"], "", False, 0.0, stop_reason="error", error=error)
-
-    records = [errored(i, "ModelError: connection refused to http://x/v1") for i in range(3)]
-    records.append(errored(3, "ModelError: HTTP 400: prompt too long"))
+    records = [
+        {"item_id": f"q{i}", "stop_reason": "error", "error": "ModelError: connection refused to http://x/v1"}
+        for i in range(3)
+    ] + [{"item_id": "q3", "stop_reason": "error", "error": "ModelError: HTTP 400: prompt too long"}]
     case = SimpleNamespace(entry=SimpleNamespace(kind="madara"))
     ds = SimpleNamespace(items=[SimpleNamespace(id=f"q{i}") for i in range(4)])
     (problem,) = check_invariants(case, ds, RunConfig(), records, allow_errors=False)
