@@ -6,8 +6,12 @@ by the code before the redesign into layers, one registry and one executor:
 
 * ``golden/smoke_mock.jsonl``: the whole smoke grid on ``mock:gold`` and ``mock:random``
   (70 records);
-* ``golden/smoke_embedded_1.jsonl``: the smoke grid on the embedded SmolLM2 default,
-  one item per dataset, no generation cache (7 records; ``slow``: about 3-5 minutes).
+* ``golden/smoke_embedded_1*.jsonl``: the smoke grid on the embedded SmolLM2 default,
+  one item per dataset, no generation cache (7 records; ``slow``: about 3-5 minutes), one
+  file per host kind (``support/golden.py``: llama.cpp's kernels follow the CPU's features,
+  and 4 of the 7 records differ between an AMD EPYC with AVX-512 and CI's host).  A run
+  equals its host's golden (any host's where its own is not recorded), and every golden in
+  the identity of each answer.
 
 A change that alters any answer, grade, ledger, configuration id or identity fails here.
 When a change is meant to alter records (a new prompt, a new default), regenerate the
@@ -16,13 +20,14 @@ files with ``python tests/support/update_golden.py`` and say so in the commit.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from support.golden import read_normalised
+from support.golden import IDENTITY_FIELDS, embedded_goldens, host_key, read_normalised
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -52,9 +57,27 @@ def test_smoke_grid_on_mock_models_gives_the_golden_records(tmp_path: Path) -> N
     assert_same(GOLDEN / "smoke_mock.jsonl", run_smoke(tmp_path, *MOCK_ARGS))
 
 
+def assert_same_identities(golden: Path, records: Path) -> None:
+    """The answers a host cannot change: the same keys, each with the same identity fields."""
+    want, got = read_normalised(golden), read_normalised(records)
+    assert sorted(got) == sorted(want), (golden.name, sorted(set(want) ^ set(got))[:3])
+    for key, record in want.items():
+        differing = [f for f in IDENTITY_FIELDS if record.get(f) != got[key].get(f)]
+        assert not differing, f"{golden.name}: {key}: identity fields differ: {differing}"
+
+
 @pytest.mark.slow
 def test_smoke_grid_on_the_embedded_default_gives_the_golden_records(tmp_path: Path) -> None:
-    assert_same(GOLDEN / "smoke_embedded_1.jsonl", run_smoke(tmp_path, *EMBEDDED_ARGS))
+    records = run_smoke(tmp_path, *EMBEDDED_ARGS)
+    goldens = embedded_goldens(GOLDEN, "smoke_embedded_1")
+    assert goldens, "no embedded golden file"
+    for golden in goldens:
+        assert_same_identities(golden, records)
+    own = GOLDEN / f"smoke_embedded_1.{host_key()}.jsonl"
+    candidates = [own] if own.is_file() else goldens
+    got = read_normalised(records)
+    if not any(read_normalised(c) == got for c in candidates):
+        assert_same(candidates[0], records)  # fails, naming the fields that differ
 
 
 def test_the_comparison_sees_a_changed_answer(tmp_path: Path) -> None:
@@ -66,3 +89,13 @@ def test_the_comparison_sees_a_changed_answer(tmp_path: Path) -> None:
     edited.write_text("\n".join([changed, *lines[1:]]) + "\n", encoding="utf-8")
     with pytest.raises(AssertionError, match="prediction"):
         assert_same(GOLDEN / "smoke_mock.jsonl", edited)
+
+
+def test_every_hosts_embedded_golden_has_the_same_answers_and_says_its_host() -> None:
+    """The hosts' embedded goldens differ only where kernels can (not in identities), and each is in hosts.json."""
+    goldens = embedded_goldens(GOLDEN, "smoke_embedded_1")
+    hosts = json.loads((GOLDEN / "hosts.json").read_text(encoding="utf-8"))
+    assert {g.name for g in goldens} == set(hosts), (sorted(hosts), [g.name for g in goldens])
+    for golden in goldens[1:]:
+        assert_same_identities(goldens[0], golden)
+    assert goldens[0].name == "smoke_embedded_1.jsonl" and host_key().startswith("simd-")

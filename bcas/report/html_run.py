@@ -41,7 +41,12 @@ def manifest_section(manifest: dict[str, Any] | None) -> str:
         ),
         ("python", last.get("python")),
         ("packages", ", ".join(f"{k} {v}" for k, v in (last.get("packages") or {}).items() if v)),
-        ("host", f"{host.get('cpu')} · GPUs: {', '.join(host.get('gpus') or []) or 'none'}"),
+        (
+            "host",
+            f"{host.get('cpu')}"
+            + (f" ({' '.join(map(str, host['cpu_features']))})" if host.get("cpu_features") else "")
+            + f" · GPUs: {', '.join(host.get('gpus') or []) or 'none'}",
+        ),
         ("seed / epochs", f"{last.get('seed')} / {last.get('epochs')}"),
         ("price sheet", f"{price.get('path')} sha256 {str(price.get('sha256'))[:16]}" if price else "pricing off"),
     ]

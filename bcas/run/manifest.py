@@ -129,6 +129,33 @@ def cpu_name() -> str | None:
     return platform.processor() or None
 
 
+# CPU instruction-set extensions that choose llama.cpp's (ggml's) CPU kernels.  The same GGUF
+# under the same request can decode differently on hosts that differ in them (a different
+# floating-point summation order flips a greedy choice): measured on the smoke grid at 1 item
+# per dataset, 4 of the 7 embedded SmolLM2 records differ between an AMD EPYC host with
+# AVX-512 and the host that wrote tests/golden/smoke_embedded_1.jsonl.  The manifest records
+# them so that such a difference can be traced to its host.
+SIMD_FLAGS = (
+    "avx", "avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "avx512_vbmi",
+    "amx_tile", "amx_int8", "amx_bf16", "asimd", "sve",
+)  # fmt: skip
+
+
+def cpu_features(cpuinfo: Path = Path("/proc/cpuinfo")) -> list[str]:
+    """The :data:`SIMD_FLAGS` this host's CPU has (``cpuinfo``'s ``flags`` lines, ``Features`` on
+    Arm), in that order; ``[]`` where the file cannot be read."""
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    flags: set[str] = set()
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip().lower() in ("flags", "features"):
+            flags.update(value.split())
+    return [f for f in SIMD_FLAGS if f in flags]
+
+
 def gpu_names(timeout: float = 5.0) -> list[str]:
     """GPU names from ``nvidia-smi`` (``[]`` without one, or when it does not answer in time)."""
     exe = shutil.which("nvidia-smi")
@@ -279,7 +306,13 @@ def session_entry(
         "bcas": bcas_version(),
         "python": platform.python_version(),
         "packages": package_versions(),
-        "host": {"cpu": cpu_name(), "gpus": gpu_names(), "platform": platform.platform(), "cpus": os.cpu_count()},
+        "host": {
+            "cpu": cpu_name(),
+            "cpu_features": cpu_features(),
+            "gpus": gpu_names(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+        },
         "models": models,
         "judge": judge,
         "datasets": {},

@@ -16,7 +16,7 @@ import pytest
 
 from bcas.report.html_run import manifest_section
 from bcas.resources import resource_path
-from bcas.run.manifest import MANIFEST_FILE, plain, read_manifest, safe_url, start_session
+from bcas.run.manifest import MANIFEST_FILE, cpu_features, plain, read_manifest, safe_url, start_session
 from bcas.run.options import OPTIONS
 from bcas.testing.project import grid_project, preload, read_records
 
@@ -70,8 +70,18 @@ def test_a_run_writes_a_complete_manifest_without_the_key(project: pytest.Pytest
     assert entry["seed"] == 0 and entry["epochs"] == 1 and entry["judge"] is None
     assert entry["exit_status"] == 0 and entry["started_at"] <= entry["ended_at"]
     assert isinstance(entry["host"]["gpus"], list) and entry["host"]["cpu"]
+    assert entry["host"]["cpu_features"] == cpu_features()
     html = (run_dir / "index.html").read_text()
     assert '<h2 id="run">Run</h2>' in html and "mock:gold" in html and entry["session"] in html
+
+
+def test_cpu_features_are_the_kernel_choosing_flags_of_cpuinfo(tmp_path: Path) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx fma amx_tile avx512f\n\nprocessor\t: 1\n")
+    assert cpu_features(info) == ["avx", "avx2", "fma", "avx512f", "amx_tile"]  # SIMD_FLAGS order, others left out
+    info.write_text("processor\t: 0\nFeatures\t: fp asimd evtstrm sve\n")
+    assert cpu_features(info) == ["asimd", "sve"]
+    assert cpu_features(tmp_path / "absent") == []
 
 
 def test_sessions_into_one_folder_are_appended_and_a_failing_run_says_so(project: pytest.Pytester) -> None:
