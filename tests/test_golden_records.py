@@ -10,8 +10,8 @@ by the code before the redesign into layers, one registry and one executor:
   one item per dataset, no generation cache (7 records; ``slow``: about 3-5 minutes), one
   file per host kind (``support/golden.py``: llama.cpp's kernels follow the CPU's features,
   and 4 of the 7 records differ between an AMD EPYC with AVX-512 and CI's host).  A run
-  equals its host's golden (any host's where its own is not recorded), and every golden in
-  the identity of each answer.
+  equals its host's golden (any host's where its own is not recorded), and agrees with
+  every host's golden on the identity of each answer.
 
 A change that alters any answer, grade, ledger, configuration id or identity fails here.
 When a change is meant to alter records (a new prompt, a new default), regenerate the
@@ -71,13 +71,32 @@ def test_smoke_grid_on_the_embedded_default_gives_the_golden_records(tmp_path: P
     records = run_smoke(tmp_path, *EMBEDDED_ARGS)
     goldens = embedded_goldens(GOLDEN, "smoke_embedded_1")
     assert goldens, "no embedded golden file"
+    assert_matches_a_golden(records, goldens, GOLDEN / f"smoke_embedded_1.{host_key()}.jsonl")
+
+
+def assert_matches_a_golden(records: Path, goldens: list[Path], own: Path) -> None:
+    """Every golden's identities, and all the fields of ``own`` (of any golden where ``own`` is absent)."""
     for golden in goldens:
         assert_same_identities(golden, records)
-    own = GOLDEN / f"smoke_embedded_1.{host_key()}.jsonl"
     candidates = [own] if own.is_file() else goldens
     got = read_normalised(records)
     if not any(read_normalised(c) == got for c in candidates):
         assert_same(candidates[0], records)  # fails, naming the fields that differ
+
+
+def test_a_run_must_equal_its_own_hosts_golden_when_there_is_one(tmp_path: Path) -> None:
+    """Mutation check of the host choice: another host's answers pass only where this host has no golden."""
+    lines = (GOLDEN / "smoke_mock.jsonl").read_text(encoding="utf-8").splitlines()
+    first, other = tmp_path / "first.jsonl", tmp_path / "other.jsonl"
+    first.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    other.write_text("\n".join([lines[0].replace('"prediction": "', '"prediction": "x', 1), *lines[1:]]) + "\n")
+    assert_matches_a_golden(other, [first, other], tmp_path / "absent.jsonl")  # no own golden: any host's
+    with pytest.raises(AssertionError, match="prediction"):
+        assert_matches_a_golden(other, [first, other], first)  # its own host's golden differs
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join([lines[0].replace('"config_id": "', '"config_id": "x', 1), *lines[1:]]) + "\n")
+    with pytest.raises(AssertionError):
+        assert_matches_a_golden(broken, [first, broken], broken)  # an identity no host can change
 
 
 def test_the_comparison_sees_a_changed_answer(tmp_path: Path) -> None:

@@ -51,8 +51,8 @@ def write_golden(records_file: Path, golden: Path) -> int:
     return len(rows)
 
 
-# Fields no host can change: the answers that exist, their identities and the budgets' ledger
-# shape (measured: equal between the golden hosts).  Everything else may follow the kernels.
+# Fields no host can change: which answers exist and their identities (measured: equal between
+# the golden hosts).  Everything else may follow the kernels.
 IDENTITY_FIELDS = (
     "answers", "config", "config_id", "dataset", "dataset_hash", "epoch", "item_id", "label", "method", "model",
     "model_fingerprint", "prompt_hash", "question", "schema_version", "seed",
