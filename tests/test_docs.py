@@ -95,12 +95,19 @@ def test_the_site_builds_strict(site: Path) -> None:
         assert built.is_file(), f"{md.relative_to(REPO)} was not built"
 
 
-def _help_options() -> list[str]:
-    """The options ``pytest --help`` prints in its bcas section."""
+def _help_options(columns: int | None = None) -> list[str]:
+    """The options ``pytest --help`` prints in its bcas section, at a terminal width.
+
+    An option's own line starts with exactly two spaces; a wrapped help line that happens
+    to begin with another option's name is indented further and must not count.
+    """
+    env = _env()
+    if columns is not None:
+        env["COLUMNS"] = str(columns)
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"],
         cwd=REPO,
-        env=_env(),
+        env=env,
         capture_output=True,
         text=True,
         timeout=300,
@@ -108,11 +115,12 @@ def _help_options() -> list[str]:
     assert proc.returncode == 0, proc.stderr[-2000:]
     section = proc.stdout.split("bcas evaluation suite", 1)[1]
     section = re.split(r"\n\S", section, maxsplit=1)[0]  # up to the next section header
-    return re.findall(r"^\s+(--bcas-[a-z0-9-]+)", section, re.M)
+    return re.findall(r"^  (--bcas-[a-z0-9-]+)", section, re.M)
 
 
-def test_options_reference_lists_every_option_pytest_help_shows(site: Path) -> None:
-    shown = _help_options()
+@pytest.mark.parametrize("columns", [None, 60, 200])
+def test_options_reference_lists_every_option_pytest_help_shows(site: Path, columns: int | None) -> None:
+    shown = _help_options(columns)
     assert len(shown) == len(gen_reference.option_rows()) >= 30
     codes = _codes(site / "reference" / "options" / "index.html")
     missing = [flag for flag in shown if flag not in codes]
