@@ -1,0 +1,113 @@
+"""What a user loses when an answer's identity is computed wrongly (``bcas.identity``, ``bcas.shard``).
+
+Each test states the promise a user relies on: resume never reuses an answer made under
+other prompts, the same templates hash the same on any file system, a run's seed reaches
+every epoch's sampling, a served model's facts hash the same in any key order, and the
+documented shard formula keeps the shards of every version disjoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import bcas.identity as identity
+from bcas.config import AgentConfig, RunConfig
+from bcas.identity import epoch_seed, prompt_hash, server_fingerprint
+from bcas.shard import Shard, shard_number
+
+
+@pytest.fixture
+def package_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A copy of the package's prompt folders that ``bcas.identity`` hashes instead of the installed ones."""
+    fake = tmp_path / "pkg"
+    folders = {"agent/prompts", "retrieval/prompts", "assess/prompts", "grading/prompts"}
+    for folder in folders:
+        shutil.copytree(identity.PACKAGE_ROOT / folder, fake / folder)
+    monkeypatch.setattr(identity, "PACKAGE_ROOT", fake)
+    identity.option_prompt_hash.cache_clear()
+    yield fake
+    identity.option_prompt_hash.cache_clear()  # the installed templates' hashes again
+
+
+@pytest.mark.parametrize("option", ["cite", "abstain"])
+def test_rewording_an_option_prompt_is_another_configuration(package_copy: Path, option: str) -> None:
+    """Resume keys on the configuration id: an option's reworded prompt must not reuse older answers."""
+    on = RunConfig(agent=AgentConfig(**{option: True}))
+    off = RunConfig()
+    before_on, before_off = on.config_id, off.config_id
+    template = package_copy / identity.OPTION_PROMPTS[option][0]
+    template.write_text(template.read_text(encoding="utf-8") + "\nA reworded instruction.\n", encoding="utf-8")
+    identity.option_prompt_hash.cache_clear()
+    assert on.config_id != before_on  # answers made under the old wording are not this configuration's
+    assert off.config_id == before_off  # a configuration without the option is untouched
+
+
+@pytest.mark.parametrize("kind", ["bcas", "madara"])
+def test_prompt_hash_does_not_depend_on_the_directory_listing_order(
+    package_copy: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """Two file systems list a folder in different orders; the same templates must hash the same."""
+    original = Path.glob
+
+    def listed(reverse: bool):  # type: ignore[no-untyped-def]
+        def glob(self: Path, pattern: str, **kwargs: object) -> Iterator[Path]:
+            return iter(sorted(original(self, pattern, **kwargs), reverse=reverse))  # type: ignore[arg-type]
+
+        return glob
+
+    hashes = []
+    for reverse in (False, True):
+        monkeypatch.setattr(Path, "glob", listed(reverse))
+        hashes.append(prompt_hash(kind))
+    monkeypatch.setattr(Path, "glob", original)
+    assert len(list((package_copy / identity.prompt_dirs(kind)[0]).glob("*.txt"))) >= 2  # an order to differ in
+    assert hashes[0] == hashes[1]
+
+
+def test_runs_with_different_seeds_sample_every_epoch_differently() -> None:
+    """``--bcas-seed`` must reach every epoch, not only the first: otherwise two seeds share later samples."""
+    seeds = range(6)
+    for epoch in range(1, 5):
+        per_seed = [epoch_seed(seed, epoch) for seed in seeds]
+        assert len(set(per_seed)) == len(per_seed), (epoch, per_seed)
+    # within one run, every epoch samples under its own seed, and epoch 0 under the run's seed
+    for seed in seeds:
+        run = [epoch_seed(seed, e) for e in range(5)]
+        assert run[0] == seed and len(set(run)) == 5
+    # and a given seed and epoch always give the same sampling seed
+    assert epoch_seed(3, 2) == epoch_seed(3, 2)
+
+
+def test_a_served_model_identity_does_not_depend_on_the_order_of_its_facts() -> None:
+    """The server's facts arrive as a mapping in any order; the fingerprint must not follow that order."""
+    facts = {"root": "/models/x.gguf", "n_ctx": 8192, "meta": {"n_params": 135, "vocab": 49152}}
+    reordered = {"meta": {"vocab": 49152, "n_params": 135}, "n_ctx": 8192, "root": "/models/x.gguf"}
+    assert server_fingerprint("x", facts=facts) == server_fingerprint("x", facts=reordered)
+    assert server_fingerprint("x", facts=facts) != server_fingerprint("x", facts={**facts, "n_ctx": 4096})
+
+
+# The documented formula (bcas/shard.py, docs): 1 + (first 8 bytes of sha256(UTF-8 id), big-endian) mod N.
+# Known vectors, pinned: a version that reads the digest otherwise puts items on other shards, and the
+# shards of two versions then overlap when they are merged.
+SHARD_VECTORS = {
+    "item-0": (1, 2, 2, 1, 11),
+    "5a8b2c1e": (1, 1, 1, 6, 11),
+    "hotpotqa-5ab3b0bf": (1, 3, 2, 5, 1),
+    "q7": (2, 2, 1, 4, 16),
+    "\u00e9-\u00fc": (2, 3, 2, 3, 12),
+}
+COUNTS = (2, 3, 5, 7, 16)
+
+
+@pytest.mark.parametrize(("key", "expected"), sorted(SHARD_VECTORS.items()))
+def test_the_shard_formula_is_pinned_by_known_vectors(key: str, expected: tuple[int, ...]) -> None:
+    assert tuple(shard_number(key, n) for n in COUNTS) == expected
+    assert [Shard(k, 16).owns(key) for k in range(1, 17)].count(True) == 1
+    # the vectors follow from the documented formula (a check of the table itself)
+    head = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big")
+    assert tuple(1 + head % n for n in COUNTS) == expected
