@@ -1,0 +1,123 @@
+"""What a trajectory loses when the budget is kept wrongly (BCAS §3.3; MADARA on the search tool, §4).
+
+The loop runs with a scripted model and an in-memory retriever; token counts are the
+scripted model's (one word or punctuation mark per token), so each budget below is
+set to land exactly on the boundary it checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from bcas.agent import run_bcas
+from bcas.config import AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
+from bcas.data import Document, Item
+from bcas.llm.base import ChatRequest, ChatResult
+from bcas.llm.usage import add_usage
+from bcas.testing.scripted import FakeRetriever, ScriptedModel, count_tokens
+
+PASSAGES = [
+    ("d0", "Paris", "Paris is the capital of France and its largest city."),
+    ("d1", "France", "France is a country whose capital is Paris."),
+    ("d2", "Cheese", "France makes many kinds of cheese."),
+    ("d3", "Gardening", "Tomatoes grow well in warm gardens."),
+]
+ITEM = Item("q1", "What is the capital of France?", ("Paris",), tuple(Document(*p) for p in PASSAGES), ("d0",))
+
+
+def search(query: str) -> str:
+    return json.dumps({"thought": "look", "action": "search_database", "query": query})
+
+
+READY = json.dumps({"thought": "done", "action": "ready_to_answer", "query": ""})
+ANSWER = json.dumps({"answer": "Paris"})
+
+
+def test_a_turn_is_still_taken_when_exactly_the_reserve_is_left() -> None:
+    """Documented: spent once *fewer than* ``forced_answer_tokens`` remain; at exactly that many, one more turn."""
+    first = search("capital of France")
+    reserve = 24
+    assert count_tokens(READY) <= reserve and count_tokens(ANSWER) <= reserve
+    budget = Budget(max_searches=3, max_total_tokens=count_tokens(first) + reserve, forced_answer_tokens=reserve)
+    model = ScriptedModel([first, READY, ANSWER])
+    config = RunConfig(budget=budget, retrieval=RetrievalConfig(k=2))
+    traj = asyncio.run(run_bcas(ITEM, model, FakeRetriever(PASSAGES, k=2), config))
+    assert traj.steps[0].tokens_out == count_tokens(first)  # after the search, exactly the reserve is left
+    # the second action turn ran (within the budget), and the model answered of its own accord
+    assert [s.kind for s in traj.steps] == ["search", "ready", "answer"], [s.kind for s in traj.steps]
+    assert traj.steps[1].max_tokens == reserve and traj.steps[1].flag is None
+    assert traj.stop_reason == "answered" and traj.prediction == "Paris"
+
+
+class ReRankingRetriever(FakeRetriever):
+    """A retriever whose re-ranker calls the evaluated model: ``cost`` completion tokens per search."""
+
+    def __init__(self, cost: int) -> None:
+        super().__init__(PASSAGES, k=2)
+        self.cost = cost
+
+    async def asearch(self, query: str, k: int | None = None, exclude_ids: Any = ()) -> list[Any]:
+        add_usage(ChatResult("5", prompt_tokens=40, completion_tokens=self.cost, finish_reason="stop", latency_s=0.0))
+        return self.search(query, k=k, exclude_ids=exclude_ids)
+
+
+def test_reranking_tokens_do_not_shorten_the_agent_s_turns() -> None:
+    """The re-ranker is outside the agent's completion budget (BCAS §3.5): it costs no turn."""
+    queries = ["capital of France", "French capital city", "largest city of France"]
+    model = ScriptedModel([search(q) for q in queries] + [ANSWER])
+    spent = sum(count_tokens(search(q)) for q in queries)
+    budget = Budget(max_searches=3, max_total_tokens=spent + 60, forced_answer_tokens=24)
+    config = RunConfig(budget=budget, retrieval=RetrievalConfig(k=2))
+    traj = asyncio.run(run_bcas(ITEM, model, ReRankingRetriever(cost=500), config))
+    # every search the budget allows was made, and the answer was not forced
+    assert traj.searches_used == 3 and traj.stop_reason == "max_searches", (traj.stop_reason, traj.searches_used)
+    assert [s.kind for s in traj.steps if s.kind != "rerank"] == ["search", "search", "search", "answer"]
+    assert not traj.ledger.forced_allowance_used
+    # the re-ranking is on the ledger all the same (its calls and tokens are paid for)
+    reranks = [s for s in traj.steps if s.kind == "rerank"]
+    assert len(reranks) == 3 and traj.tokens_out == traj.ledger.agent_tokens_out + 3 * 500
+
+
+def _scoring_at_cap(request: ChatRequest, index: int) -> str:
+    """Assessment agents that use every token they may (the worst case the loop plans for)."""
+    props = (request.json_schema or {}).get("properties", {})
+    if "action" in props:
+        return search("capital of France")
+    if "score" in props:
+        return '{"score": 5, "reason": "' + "because " * 40 + '"}'
+    return ANSWER
+
+
+def test_an_assessment_on_the_search_tool_leaves_the_final_answer_its_reserve() -> None:
+    """A MADARA treatment that would fit only by eating the forced-answer reserve is skipped (MADARA §4 on BCAS)."""
+    score_cap, hits, reserve = 16, 4, 16
+    worst = 3 * hits * score_cap  # three agents x four hits, each at its cap
+    first = count_tokens(search("capital of France"))
+    # The assessment's worst case fits in what is left, but not in what is left beyond the reserve.
+    tokens = first + worst + reserve - 1
+    config = RunConfig(
+        budget=Budget(max_searches=1, max_total_tokens=tokens, per_turn_max_tokens=64, forced_answer_tokens=reserve),
+        retrieval=RetrievalConfig(k=2),
+        agent=AgentConfig(assess="sda"),
+        assess=AssessConfig(n_docs=hits, score_max_tokens=score_cap),
+    )
+    traj = asyncio.run(run_bcas(ITEM, ScriptedModel(_scoring_at_cap), FakeRetriever(PASSAGES, k=hits), config))
+    final = traj.steps[-1]
+    assert final.kind == "answer" and final.flag is None, (final.kind, final.flag)  # within budget, not forced
+    assert final.max_tokens >= reserve  # the answer could still ask for its reserve
+    assert traj.ledger.budgeted_tokens_out <= tokens and traj.prediction == "Paris"
+    # with room for the reserve as well, the assessment runs
+    roomy = RunConfig(
+        budget=Budget(
+            max_searches=1, max_total_tokens=tokens + 1, per_turn_max_tokens=64, forced_answer_tokens=reserve
+        ),
+        retrieval=RetrievalConfig(k=2),
+        agent=AgentConfig(assess="sda"),
+        assess=AssessConfig(n_docs=hits, score_max_tokens=score_cap),
+    )
+    traj = asyncio.run(run_bcas(ITEM, ScriptedModel(_scoring_at_cap), FakeRetriever(PASSAGES, k=hits), roomy))
+    assess = [s for s in traj.steps if s.kind == "assess"]
+    assert len(assess) == 1 and assess[0].flag is None and assess[0].calls == worst // score_cap
+    assert traj.steps[-1].kind == "answer" and traj.steps[-1].max_tokens >= reserve
