@@ -1,0 +1,46 @@
+"""Merging the per-worker record files of a run (``ResultStore.merge``): no grade is lost.
+
+Under pytest-xdist each worker appends to ``records.<worker>.jsonl``; a worker that
+judged an answer already in ``records.jsonl`` appends it again with its new grade
+(``bcas.grading.grade_record``).  The merged run must keep that grade.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bcas.records import Record, ResultStore, load_records
+
+GRADE = "judge:sha256:abc|prompt:0123456789abcdef|x1"
+
+
+def _answer(item: str) -> Record:
+    return Record(
+        run_id="run", config_id="cfg", model="m", dataset="toy", dataset_hash="dh", item_id=item,
+        question="Who?", answers=["Ann"], prediction="Ann", correct_em=True, f1=1.0, label="bm25/s1/t2k",
+        searches_used=1, tokens_in=10, tokens_out=5, llm_calls=2, stop_reason="answered",
+    )  # fmt: skip
+
+
+def _graded(record: Record, grade: str, verdict: bool) -> Record:
+    details = {"verdict": verdict, "judge": grade}
+    return record.replace(judge=details, judge_verdict=verdict, grades={**record.grades, grade: details})
+
+
+def test_a_grade_written_by_a_worker_survives_the_merge(tmp_path: Path) -> None:
+    root = tmp_path / "run"
+    main = ResultStore(root)
+    main.append(_answer("q0"))
+    main.append(_answer("q1"))
+    ResultStore(root, worker="gw0").append(_graded(_answer("q0"), GRADE, False))
+    ResultStore(root, worker="gw1").append(_answer("q1"))  # the same answer again, nothing new
+    merged = main.merge()
+    final = {r.item_id: r for r in load_records(merged)}
+    assert set(final["q0"].grades) == {GRADE} and final["q0"].judge_verdict is False
+    assert final["q1"].grades == {} and final["q1"].judge_verdict is None
+    assert len(load_records(merged, deduplicate=False)) == 3  # only the record that adds a grade was appended
+    # a second judge's grade from another worker is kept beside the first
+    second = "judge:sha256:def|prompt:0123456789abcdef|x1"
+    ResultStore(root, worker="gw1").append(_graded(final["q0"], second, True))
+    final = {r.item_id: r for r in load_records(main.merge())}
+    assert set(final["q0"].grades) == {GRADE, second}
