@@ -34,17 +34,32 @@ def package_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     identity.option_prompt_hash.cache_clear()  # the installed templates' hashes again
 
 
-@pytest.mark.parametrize("option", ["cite", "abstain"])
-def test_rewording_an_option_prompt_is_another_configuration(package_copy: Path, option: str) -> None:
+@pytest.mark.parametrize(
+    ("option", "name"),
+    [
+        ("cite", "answer_cite_json.txt"),
+        ("cite", "answer_cite_text.txt"),
+        ("abstain", "tool_abstain.txt"),
+        ("abstain", "answer_abstain.txt"),
+    ],
+)
+def test_rewording_an_option_prompt_is_another_configuration(package_copy: Path, option: str, name: str) -> None:
     """Resume keys on the configuration id: an option's reworded prompt must not reuse older answers."""
     on = RunConfig(agent=AgentConfig(**{option: True}))
     off = RunConfig()
     before_on, before_off = on.config_id, off.config_id
-    template = package_copy / identity.OPTION_PROMPTS[option][0]
+    template = package_copy / "agent/prompts/options" / name  # every template the agent renders for it
     template.write_text(template.read_text(encoding="utf-8") + "\nA reworded instruction.\n", encoding="utf-8")
     identity.option_prompt_hash.cache_clear()
     assert on.config_id != before_on  # answers made under the old wording are not this configuration's
     assert off.config_id == before_off  # a configuration without the option is untouched
+
+
+def test_every_option_template_is_in_some_option_s_identity() -> None:
+    """A template added to the options folder but to no option's hash would change answers unseen."""
+    on_disk = {p.name for p in (identity.PACKAGE_ROOT / "agent/prompts/options").glob("*.txt")}
+    hashed = {Path(p).name for paths in identity.OPTION_PROMPTS.values() for p in paths}
+    assert on_disk == hashed
 
 
 @pytest.mark.parametrize("kind", ["bcas", "madara"])

@@ -32,9 +32,19 @@ def prompts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     identity.option_prompt_hash.cache_clear()
 
 
-@pytest.mark.parametrize("option", ["cite", "abstain"])
+# Every template the agent renders for an option (bcas/agent/loop.py), named here and not read from
+# bcas.identity's table, so a template left out of that table is caught.
+OPTION_TEMPLATES = [
+    ("cite", "answer_cite_json.txt"),
+    ("cite", "answer_cite_text.txt"),
+    ("abstain", "tool_abstain.txt"),
+    ("abstain", "answer_abstain.txt"),
+]
+
+
+@pytest.mark.parametrize(("option", "name"), OPTION_TEMPLATES)
 def test_a_reworded_option_prompt_answers_again_on_resume(
-    option: str, prompts: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    option: str, name: str, prompts: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
     data = write_jsonl(tmp_path / "two.jsonl", codename_items(2))
@@ -43,14 +53,15 @@ def test_a_reworded_option_prompt_answers_again_on_resume(
         retrieval=RetrievalConfig(mode="bm25"),
         agent=AgentConfig(**{option: True}),
     )
-    register_grid(Grid(f"opt_{option}", (GridEntry("bcas", config, reference=True),), datasets=(str(data),)))
+    grid = f"opt_{name.removesuffix('.txt')}"
+    register_grid(Grid(grid, (GridEntry("bcas", config, reference=True),), datasets=(str(data),)))
     run = tmp_path / "run"
-    first = bcas.evaluate(grids=f"opt_{option}", models="mock:gold", out=run)
-    again = bcas.evaluate(grids=f"opt_{option}", models="mock:gold", out=run)
+    first = bcas.evaluate(grids=grid, models="mock:gold", out=run)
+    again = bcas.evaluate(grids=grid, models="mock:gold", out=run)
     assert (first.written, again.written) == (2, 0)  # unchanged prompts: everything resumed
-    template = prompts / identity.OPTION_PROMPTS[option][-1]
+    template = prompts / "agent/prompts/options" / name
     template.write_text(template.read_text(encoding="utf-8") + "\nA reworded instruction.\n", encoding="utf-8")
     identity.option_prompt_hash.cache_clear()
-    reworded = bcas.evaluate(grids=f"opt_{option}", models="mock:gold", out=run)
+    reworded = bcas.evaluate(grids=grid, models="mock:gold", out=run)
     assert reworded.written == 2  # answered again under the new wording
     assert len({r["config_id"] for r in reworded.records}) == 2
