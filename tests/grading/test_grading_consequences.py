@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from bcas.grading import label_match
+from bcas.grading.outcomes import outcome_fn
 from bcas.metrics import metric_columns
 
 
@@ -53,3 +54,28 @@ def test_a_qa_item_with_one_label_like_alias_still_has_declines() -> None:
     # a label task proper has no declines: "not enough info" there is an attempt
     fever = [_record("f", "NOT ENOUGH INFO", ["SUPPORTS"], False)]
     assert metric_columns(fever).n_not_attempted == 0 and metric_columns(fever).n_incorrect == 1
+
+
+def test_a_decline_that_equals_any_gold_alias_is_an_answer() -> None:
+    """ "Unknown" answers a question whose gold aliases include "Unknown": an attempt, and a right one."""
+    aliases = ["The Unknown Soldier", "Unknown"]
+    records = [_record("a", "Unknown", aliases, True), _record("b", "I don't know", aliases, False)]
+    columns = metric_columns(records)
+    assert (columns.n_correct, columns.n_incorrect, columns.n_not_attempted) == (1, 0, 1)
+
+
+def test_a_three_way_judge_s_not_attempted_label_is_not_an_attempt() -> None:
+    """SimpleQA's grading: an answer the three-way judge labelled not attempted is not counted as wrong."""
+    hedged = _record("a", "Perhaps Paris, perhaps Lyon", ["Paris"], False)
+    hedged["judge"] = {"label": "not_attempted", "verdict": False}
+    columns = metric_columns([hedged, _record("b", "Paris", ["Paris"], True)])
+    assert (columns.n_correct, columns.n_incorrect, columns.n_not_attempted) == (1, 0, 1)
+    assert outcome_fn("attempted")(hedged) is False and outcome_fn("em_given_attempted")(hedged) is None
+
+
+def test_an_item_that_ended_in_error_is_wrong_whatever_else_it_carries() -> None:
+    """A record whose stop reason is ``error`` (its message lost on import) holds no answer: it is wrong."""
+    broken = {"item_id": "a", "prediction": "Paris", "answers": ["Paris"], "correct_em": True, "judge_verdict": True}
+    broken["stop_reason"] = "error"
+    for metric in ("correct_em", "judge_verdict", "strict_em"):
+        assert outcome_fn(metric)(broken) is False, metric

@@ -75,9 +75,9 @@ def _evidence_record(item: str, recall: float) -> dict[str, Any]:
 def test_some_gold_evidence_retrieved_is_the_share_that_reached_gold() -> None:
     """ "Some gold evidence retrieved" counts records with evidence recall above 0, not every record with gold."""
     records = [_evidence_record("a", 0.0), _evidence_record("b", 0.0), _evidence_record("c", 0.5)]
-    records.append(_evidence_record("d", 1.0))
-    assert _share(records, "gold_found") == 0.5
-    assert _share(records, "evidence_complete") == 0.25
+    records += [_evidence_record("d", 0.75), _evidence_record("e", 1.0)]
+    assert _share(records, "gold_found") == 0.6
+    assert _share(records, "evidence_complete") == 0.2  # all gold evidence: recall 1 only
     assert outcome_fn("gold_found")({"item_id": "e", "prediction": "x", "extra": {}}) is None  # no gold: left out
 
 
