@@ -121,3 +121,34 @@ def test_an_assessment_on_the_search_tool_leaves_the_final_answer_its_reserve() 
     assess = [s for s in traj.steps if s.kind == "assess"]
     assert len(assess) == 1 and assess[0].flag is None and assess[0].calls == worst // score_cap
     assert traj.steps[-1].kind == "answer" and traj.steps[-1].max_tokens >= reserve
+
+
+def test_a_pde_assessment_counts_its_per_document_answers_in_its_worst_case() -> None:
+    """PDE also answers once per kept document (MADARA §4.4, Algorithm 2 lines 31-33).
+
+    Those calls must fit beside the forced-answer reserve too.
+    """
+    score_cap, answer_cap, hits, k, reserve = 16, 24, 4, 2, 16
+    worst = 3 * hits * score_cap + k * answer_cap
+    first = count_tokens(search("capital of France"))
+
+    def config(tokens: int) -> RunConfig:
+        return RunConfig(
+            budget=Budget(
+                max_searches=1, max_total_tokens=tokens, per_turn_max_tokens=64, forced_answer_tokens=reserve
+            ),
+            retrieval=RetrievalConfig(k=k),
+            agent=AgentConfig(assess="pde"),
+            assess=AssessConfig(n_docs=hits, score_max_tokens=score_cap, answer_max_tokens=answer_cap),
+        )
+
+    tight = first + worst + reserve - 1  # the scores alone would fit; with the answers, not beside the reserve
+    traj = asyncio.run(run_bcas(ITEM, ScriptedModel(_scoring_at_cap), FakeRetriever(PASSAGES, k=hits), config(tight)))
+    (assess,) = [s for s in traj.steps if s.kind == "assess"]
+    assert assess.flag == "assess_skipped" and assess.calls == 0
+    assert traj.steps[-1].kind == "answer" and traj.steps[-1].flag is None
+    traj = asyncio.run(
+        run_bcas(ITEM, ScriptedModel(_scoring_at_cap), FakeRetriever(PASSAGES, k=hits), config(tight + 1))
+    )
+    (assess,) = [s for s in traj.steps if s.kind == "assess"]
+    assert assess.flag is None and assess.calls > 0  # with room for everything, PDE runs
