@@ -126,3 +126,11 @@ def test_the_shard_formula_is_pinned_by_known_vectors(key: str, expected: tuple[
     # the vectors follow from the documented formula (a check of the table itself)
     head = int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big")
     assert tuple(1 + head % n for n in COUNTS) == expected
+
+
+def test_a_three_way_grade_is_not_taken_for_a_correct_incorrect_grade() -> None:
+    """Rejudging with the three-way judge (SimpleQA's labels) grades again: its grade has its own identity."""
+    fingerprint = "gguf:sha256:" + "0" * 64
+    assert identity.judge_prompt_hash(three_way=True) != identity.judge_prompt_hash()
+    assert identity.grade_id(fingerprint, 1, three_way=True) != identity.grade_id(fingerprint, 1)
+    assert identity.grade_id(fingerprint, 3) != identity.grade_id(fingerprint, 1)  # repeats are part of it

@@ -7,7 +7,10 @@ judged an answer already in ``records.jsonl`` appends it again with its new grad
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from bcas.records import Record, ResultStore, load_records
 
@@ -44,3 +47,42 @@ def test_a_grade_written_by_a_worker_survives_the_merge(tmp_path: Path) -> None:
     ResultStore(root, worker="gw1").append(_graded(final["q0"], second, True))
     final = {r.item_id: r for r in load_records(main.merge())}
     assert set(final["q0"].grades) == {GRADE, second}
+
+
+def test_a_later_failure_never_replaces_an_answer(tmp_path: Path) -> None:
+    """A rerun that fails on an item already answered must not turn that answer into an error."""
+    store = ResultStore(tmp_path / "run")
+    store.append(_answer("q0"))
+    store.append(_answer("q0").replace(prediction="", stop_reason="error", error="ModelError: timeout"))
+    (kept,) = load_records(store.root)
+    assert kept.error is None and kept.prediction == "Ann"
+    # and a retry that succeeds replaces a failure
+    store.append(_answer("q1").replace(prediction="", stop_reason="error", error="ModelError: timeout"))
+    store.append(_answer("q1"))
+    assert {r.item_id: r.error for r in load_records(store.root)} == {"q0": None, "q1": None}
+    # an item that failed twice reports its latest failure (what the retry ran into)
+    store.append(_answer("q2").replace(prediction="", stop_reason="error", error="ModelError: timeout"))
+    store.append(_answer("q2").replace(prediction="", stop_reason="error", error="ModelError: context full"))
+    assert {r.item_id: r.error for r in load_records(store.root)}["q2"] == "ModelError: context full"
+
+
+def test_worker_files_merge_to_the_same_records_whatever_the_listing_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers that graded one answer differently: the merged run must not depend on the file system."""
+    merged = []
+    original = Path.glob
+    for reverse in (False, True):
+        root = tmp_path / f"run-{reverse}"
+        ResultStore(root).append(_answer("q0"))
+        ResultStore(root, worker="gw0").append(_graded(_answer("q0"), GRADE, False))
+        ResultStore(root, worker="gw1").append(_graded(_answer("q0"), GRADE, True))
+
+        def glob(self: Path, pattern: str, _reverse: bool = reverse) -> Iterator[Path]:
+            return iter(sorted(original(self, pattern), reverse=_reverse))
+
+        monkeypatch.setattr(Path, "glob", glob)
+        (rec,) = load_records(ResultStore(root).merge())
+        monkeypatch.setattr(Path, "glob", original)
+        merged.append(rec.judge_verdict)
+    assert merged[0] == merged[1]
