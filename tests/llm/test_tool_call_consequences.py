@@ -17,7 +17,7 @@ from bcas.agent import run_bcas
 from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
 from bcas.data import Document, Item
 from bcas.llm.base import ChatRequest, ChatResult
-from bcas.llm.tool_calls import parse_tool_calls_text
+from bcas.llm.tool_calls import calls_from_message, parse_tool_calls_text
 from bcas.testing.scripted import FakeRetriever, ScriptedModel
 
 SEARCH = {"name": "search_database", "arguments": {"query": "capital of France"}}
@@ -60,3 +60,23 @@ def test_a_malformed_call_list_is_an_invalid_turn_not_an_errored_item(reply: str
     assert traj.error is None and traj.stop_reason != "error", traj.error
     assert traj.steps[0].kind == "invalid" and traj.invalid_turns == 1
     assert traj.prediction == "Paris"
+
+
+def test_a_server_s_message_yields_its_calls_and_skips_what_is_not_a_call() -> None:
+    """Whatever else a server puts in a message, its well-formed calls are read and nothing raises."""
+    search = {"id": "c1", "type": "function", "function": {"name": "search_database", "arguments": '{"query": "x"}'}}
+    (call,) = calls_from_message({"tool_calls": [None, "search_database", search]})
+    assert (call.id, call.name, call.arguments) == ("c1", "search_database", '{"query": "x"}')
+    # an empty tool_calls list beside a legacy function_call: the legacy call is the reply's call
+    legacy = {"tool_calls": [], "function_call": {"name": "ready_to_answer", "arguments": "{}"}}
+    assert [c.name for c in calls_from_message(legacy)] == ["ready_to_answer"]
+    # a function_call without a name is no call: the content is the reply
+    assert calls_from_message({"content": "Paris", "function_call": {"name": None, "arguments": ""}}) == ()
+
+
+@pytest.mark.parametrize("body", ['["search_database", {"query": "x"}]', '"search_database"', "42"])
+def test_a_tool_call_block_that_is_not_an_object_is_an_invalid_call(body: str) -> None:
+    """A ``<tool_call>`` block holding JSON other than an object is one call without a name (an invalid turn)."""
+    content, calls = parse_tool_calls_text(f"<tool_call>{body}</tool_call>")
+    assert content == "" and len(calls) == 1
+    assert (calls[0].name, calls[0].arguments) == ("", body)
