@@ -43,7 +43,7 @@ def test_a_citation_by_document_id_counts_as_a_citation_of_that_document() -> No
 
     def script(request: ChatRequest, i: int) -> str:
         if request.json_schema and "answer" in request.json_schema["properties"]:
-            return json.dumps({"answer": "Chief of Protocol", "cite": ["d1", "d2#0"]})
+            return json.dumps({"answer": "Chief of Protocol", "cite": ["d1", "d2#0", "d1#0"]})
         query = ["Kiss and Tell film", "Shirley Temple Protocol"][min(i, 1)]
         return json.dumps({"thought": "look", "action": "search_database", "query": query})
 
@@ -55,7 +55,7 @@ def test_a_citation_by_document_id_counts_as_a_citation_of_that_document() -> No
     traj = asyncio.run(run_bcas(ITEM, ScriptedModel(script), FakeRetriever(PASSAGES, k=2), config))
     shown = {c.split("#")[0] for s in traj.steps if s.kind == "search" for c in s.retrieved}
     assert {"d1", "d2"} <= shown  # both cited documents were shown
-    assert traj.cited_docs == ["d1", "d2"] and traj.cite_unseen == 0
+    assert traj.cited_docs == ["d1", "d2"] and traj.cite_unseen == 0  # d1 by document and by chunk: once
     record = record_from_trajectory(traj, run_id="t", dataset_name="toy", dataset_hash="h")
     found = bcas_trajectory(record.steps, GOLD, record.extra)
     assert found["citation_precision"] == 1.0 and found["citation_recall"] == 1.0
