@@ -143,7 +143,7 @@ def test_invalid_turns_are_told_to_the_model(reply: Any, reason: str, told_as: s
 
 def test_a_repeated_query_is_not_run_again() -> None:
     model = ScriptedModel([call_search("Shirley Temple"), call_search("shirley  temple"), call_ready(), answer("x")])
-    traj = run(model)
+    traj = run(model, repeated_query="invalid")
     assert traj.searches_used == 1 and traj.repeated_queries == 1
     assert "You already searched" in traj.requests[2].messages[-2]["content"]
 
