@@ -115,7 +115,8 @@ class RetrievalConfig:
 # The longest maxLength of a constrained string field: llama.cpp expands maxLength into
 # nested grammar rules, and its sampler crashes on the grammar of a 1,024-character one.
 THOUGHT_CHARS_LIMIT = 512
-DEFAULT_THOUGHT_CHARS = 256
+DEFAULT_THOUGHT_CHARS = 256  # the cap of GUARDED_LOOP
+REPEATED_QUERY_RULES = ("search", "invalid")
 
 
 @dataclass(frozen=True)
@@ -123,17 +124,33 @@ class AgentConfig:
     """Agent loop switches (BCAS §3.4): planning, reflection, action format.
 
     ``max_turns``: the bound on action turns.  ``None`` (default) derives it from the
-    budgets (:func:`bcas.agent.budget.turn_bound`): ``max_searches +
-    max_invalid_turns`` with limited searches (a bound the budgets already imply),
-    never more than the safety limit ``MAX_TURNS_SAFETY`` (64 action turns), which is
-    the bound with unlimited searches; so the budgets, not a turn count, end a
-    trajectory.  An integer overrides it.
+    budgets (:func:`bcas.agent.budget.turn_bound`): in the paper's loop
+    ``max_total_tokens`` (every action turn spends at least one completion token, so
+    the token budget ends a trajectory first); with ``max_invalid_turns`` set,
+    ``max_searches + max_invalid_turns`` with limited searches, and the safety limit
+    ``MAX_TURNS_SAFETY`` (64 action turns) with unlimited ones.  An integer overrides it.
 
     ``thought_max_chars``: the longest ``thought`` a schema-constrained JSON action may
-    write (:mod:`bcas.agent.protocol`), at most ``THOUGHT_CHARS_LIMIT``: llama.cpp's
-    grammar for a longer ``maxLength`` crashes the library (measured: 1,024 crashes,
-    512 does not).  ``None`` leaves the thought unbounded (a constant grammar; a reply
-    cut off by the token allowance before its action is an invalid turn).
+    write (:mod:`bcas.agent.protocol`).  ``None`` (default) leaves it unbounded: a
+    plain string, one constant grammar rule whatever the budget, written under the
+    turn's token allowance (what remains of ``max_total_tokens``), so a verbose model
+    can spend its whole budget (BCAS §5.1).  A reply cut off by that allowance before
+    its action is complete is an invalid turn whose note says so.  An integer caps
+    the thought (at most ``THOUGHT_CHARS_LIMIT``: llama.cpp's grammar for a longer
+    ``maxLength`` crashes the library; measured: 1,024 crashes, 512 does not).
+
+    The loop rules below are not in the papers (BCAS §3.4: the loop "continues until
+    the model calls the ready_to_answer tool or a budget is exhausted").  Their
+    defaults are the paper's loop; :data:`GUARDED_LOOP` holds the former rules, which
+    the project's own CPU grids (smoke, formats, evidence) keep:
+
+    * ``repeated_query``: ``"search"`` (default) runs a query equal to an earlier one
+      (case and spacing aside) like any other, costing a search; ``"invalid"`` does not
+      run it and counts the turn as unusable (toward ``max_invalid_turns``).
+    * ``max_invalid_turns``: ``None`` (default) never ends the loop for unusable
+      turns; an integer ends it after that many (stop reason ``max_invalid_turns``).
+    * ``exclude_seen``: ``False`` (default) lets a search return passages already
+      shown; ``True`` leaves them out.
 
     Options beyond the paper, both off by default (an option left off is absent from
     :meth:`RunConfig.to_dict`, so it changes no existing configuration id):
@@ -152,12 +169,13 @@ class AgentConfig:
     reflect_every: int = 2
     action_format: str = "json"
     max_turns: int | None = None
-    max_invalid_turns: int = 3
-    exclude_seen: bool = True
+    max_invalid_turns: int | None = None
+    exclude_seen: bool = False
     constrained_answer: bool = True
     search_hints: bool = True
     assess: str = "none"
-    thought_max_chars: int | None = DEFAULT_THOUGHT_CHARS
+    thought_max_chars: int | None = None
+    repeated_query: str = "search"
     cite: bool = False
     abstain: bool = False
 
@@ -171,10 +189,26 @@ class AgentConfig:
             raise ConfigError(f"action_format must be one of {ACTION_FORMATS}")
         if self.assess not in agent_tool_methods():
             raise ConfigError(f"agent assess must be one of {agent_tool_methods()}, got {self.assess!r}")
-        if self.reflect_every <= 0 or self.max_invalid_turns <= 0:
-            raise ConfigError("reflect_every and max_invalid_turns must be > 0")
+        if self.reflect_every <= 0:
+            raise ConfigError("reflect_every must be > 0")
+        if self.max_invalid_turns is not None and self.max_invalid_turns <= 0:
+            raise ConfigError(f"max_invalid_turns must be > 0 or None (off), got {self.max_invalid_turns}")
+        if self.repeated_query not in REPEATED_QUERY_RULES:
+            raise ConfigError(f"repeated_query must be one of {REPEATED_QUERY_RULES}, got {self.repeated_query!r}")
         if self.max_turns is not None and self.max_turns <= 0:
             raise ConfigError(f"max_turns must be > 0 or None (derived from the budgets), got {self.max_turns}")
+
+
+# The loop rules the paper does not state, as the suite had them before the paper's loop
+# became the default (AgentConfig): a repeated query is not run and counts as unusable,
+# three unusable turns end the loop, a search leaves out passages already shown, and the
+# thought is capped.  The project's own CPU grids keep them (bcas.grids.paper).
+GUARDED_LOOP: dict[str, Any] = {
+    "repeated_query": "invalid",
+    "max_invalid_turns": 3,
+    "exclude_seen": True,
+    "thought_max_chars": DEFAULT_THOUGHT_CHARS,
+}
 
 
 ASSESS_TASKS = ("factoid", "multi-hop", "fact-verification", "yes-no-conflict")

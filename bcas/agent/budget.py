@@ -8,8 +8,9 @@ Rules (the numbers come from :class:`bcas.config.Budget`):
 
 * **Searches.**  ``max_searches`` is a hard tool constraint (``None`` = unlimited).
   :attr:`BudgetLedger.can_search` is false once ``searches_used == max_searches``;
-  the loop then stops offering the search tool.  A repeated query that is not re-run
-  and a failed retrieval do not count as searches.
+  the loop then stops offering the search tool.  A repeated query is a search like
+  any other (BCAS §3.4); only under ``AgentConfig.repeated_query="invalid"`` is it not
+  run, and then, like a failed retrieval, it does not count as a search.
 * **Completion tokens.**  ``max_total_tokens`` caps the cumulative *completion*
   tokens of the trajectory, counted from the provider-reported usage of every call
   (plan, action turns, reflections, the answer), reasoning tokens included (a
@@ -50,8 +51,9 @@ from typing import Any
 
 from bcas.config import AgentConfig, Budget
 
-# Action turns allowed with unlimited searches and no explicit AgentConfig.max_turns
-# (not in the paper, which bounds a trajectory by its budgets only).
+# Action turns allowed under the guarded rules (max_invalid_turns set) with unlimited
+# searches and no explicit AgentConfig.max_turns (not in the paper, which bounds a
+# trajectory by its budgets only).
 MAX_TURNS_SAFETY = 64
 
 # Kinds of step a trajectory is made of.
@@ -74,7 +76,8 @@ STEP_KINDS = ("plan", "search", "ready", "abstain", "reflect", "invalid", "answe
 # Steps whose tokens are not the agent's completion tokens (not charged to the budget).
 UNBUDGETED_KINDS = ("rerank",)
 # Step flags (``Step.flag``); ``None`` for an ordinary step.
-#   repeated_query  the query repeats an earlier one; not re-run, not counted as a search
+#   repeated_query  under AgentConfig.repeated_query="invalid": the query repeats an earlier
+#                   one; not re-run, not counted as a search (by default a repeat is a search)
 #   search_error    the retriever raised; not counted as a search
 #   over_budget     the forced-answer allowance was used for this call
 #   overrun         the provider reported more completion tokens than requested
@@ -276,6 +279,8 @@ def turn_bound(budget: Budget, agent: AgentConfig) -> int:
     """The most action turns one trajectory takes (see the module docstring, "Turns")."""
     if agent.max_turns is not None:
         return agent.max_turns
+    if agent.max_invalid_turns is None:
+        return budget.max_total_tokens
     if budget.max_searches is not None:
         return min(MAX_TURNS_SAFETY, budget.max_searches + agent.max_invalid_turns)
     return MAX_TURNS_SAFETY

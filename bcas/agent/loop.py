@@ -30,12 +30,13 @@ Termination.  The loop stops choosing actions for exactly one of these reasons
     must answer with the information it has already gathered").
 ``max_turns``
     The turn bound (:func:`bcas.agent.budget.turn_bound`: ``AgentConfig.max_turns``
-    when set, else derived from the budgets with a safety limit of 64 action turns)
-    was reached; a forced answer turn follows.
+    when set, else derived from the budgets so that, in the paper's loop, a budget
+    always ends the trajectory first) was reached; a forced answer turn follows.
 ``max_invalid_turns``
-    ``AgentConfig.max_invalid_turns`` action turns could not be used: their output
-    did not parse into an offered action, or they repeated an earlier query.  A
-    forced answer turn follows.
+    Only with ``AgentConfig.max_invalid_turns`` set (off by default; not in the
+    papers): that many action turns could not be used: their output did not parse
+    into an offered action, or (with ``repeated_query="invalid"``) they repeated an
+    earlier query.  A forced answer turn follows.
 ``context_window``
     The conversation no longer fits the model's context window
     (``ChatModel.context_window``): the next action turn would leave fewer than
@@ -65,13 +66,19 @@ With ``AgentConfig.cite`` the answer also lists the ids of the passages it rests
 the trajectory keeps them with the documents they belong to (``Trajectory.cite``).
 
 Invalid turns and repeated queries.  An unparseable turn is answered with a short
-correction and counts toward ``max_invalid_turns``; in the ``tools`` format a turn with
-no call gets it in the next user message, a turn with calls as each call's result
-(several calls, an unknown function or bad arguments).  A query identical (case and
-spacing aside) to an earlier one is flagged ``repeated_query`` and not re-run; it
-uses a turn but not a search, and also counts toward ``max_invalid_turns``.
-The turn bound ``T`` limits the action turns, so the loop always terminates after at
-most ``1 (plan) + T + T // reflect_every (reflections) + 1 (answer)`` model calls.
+correction (counted toward ``max_invalid_turns`` when that option is set); in the
+``tools`` format a turn with no call gets it in the next user message, a turn with
+calls as each call's result (several calls, an unknown function or bad arguments).  A
+reply cut off by its token allowance (``finish_reason`` ``"length"``) before its action
+was complete is such a turn, and its note and correction say that it was cut off and
+at what allowance.  A query identical (case and spacing aside) to an earlier one is,
+by default, a search like any other (BCAS §3.4 skips nothing): it runs, costs a search
+and its tokens, the model sees its results, and ``Trajectory.repeated_queries`` counts
+it.  With ``AgentConfig.repeated_query="invalid"`` it is flagged ``repeated_query``
+and not re-run; it uses a turn but not a search, and counts toward
+``max_invalid_turns``.  The turn bound ``T`` limits the action turns, so the loop
+always terminates after at most ``1 (plan) + T + T // reflect_every (reflections) +
+1 (answer)`` model calls.
 
 Context window.  No call asks for more tokens than the window leaves: its
 ``max_tokens`` is clamped to ``context_window`` minus the prompt's estimated length
@@ -387,8 +394,12 @@ class _Run:
             action = parse_action(result.text, tools, fmt, result.tool_calls)
         except ActionParseError as exc:
             self.traj.invalid_turns += 1
-            self.step("invalid", result, max_tokens, note=exc.reason)
-            self.commit(asked, result, render("correction", reason=exc.reason))
+            reason = exc.reason
+            if result.finish_reason == "length":
+                reason = f"the reply was cut off at its {max_tokens}-token allowance before its action was complete"
+                reason += f" ({exc.reason})"
+            self.step("invalid", result, max_tokens, note=reason)
+            self.commit(asked, result, render("correction", reason=reason))
             return "invalid"
         if action.tool == ANSWER_TOOL:
             self.step("ready", result, max_tokens, note=action.thought)
@@ -400,9 +411,10 @@ class _Run:
         key = normalize_query(action.query)
         if key in self.queries:
             self.traj.repeated_queries += 1
-            self.step("search", result, max_tokens, query=action.query, flag="repeated_query", note=action.thought)
-            self.commit(asked, result, render("repeated_query", query=action.query))
-            return "repeated"
+            if self.agent.repeated_query == "invalid":
+                self.step("search", result, max_tokens, query=action.query, flag="repeated_query", note=action.thought)
+                self.commit(asked, result, render("repeated_query", query=action.query))
+                return "repeated"
         self.queries.add(key)
         hits = await self.search(action.query)
         self.step(
@@ -510,6 +522,11 @@ class _Run:
         self.traj.latency_s = time.perf_counter() - start
         return self.traj
 
+    def unusable_turns(self) -> int:
+        """Action turns that could not be used: invalid ones, and repeats when they are not run."""
+        repeats = self.traj.repeated_queries if self.agent.repeated_query == "invalid" else 0
+        return self.traj.invalid_turns + repeats
+
     async def turns(self) -> str:
         """Plan, act and reflect until a stop reason holds; returns it."""
         if self.agent.action_format == "tools" and not getattr(self.model, "supports_tools", False):
@@ -542,8 +559,8 @@ class _Run:
                 if outcome in ("ready", "abstain"):
                     stop = "answered" if outcome == "ready" else "abstained"
                     break
-                unusable = self.traj.invalid_turns + self.traj.repeated_queries
-                if outcome in ("invalid", "repeated") and unusable >= self.agent.max_invalid_turns:
+                limit = self.agent.max_invalid_turns
+                if outcome in ("invalid", "repeated") and limit is not None and self.unusable_turns() >= limit:
                     stop = "max_invalid_turns"
                     break
         except ContextFull as exc:

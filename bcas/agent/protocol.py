@@ -48,8 +48,9 @@ ABSTAINED = "abstain"  # the prediction of an abstained trajectory: a decline (b
 # to grow with the budget: llama.cpp turns a string's maxLength into nested grammar
 # rules (about one per character), so a cap that grew with a 16K-token budget gave
 # grammars of thousands of rules that crashed the native library.  The query is a
-# keyword query (at most QUERY_MAX_CHARS), the thought a note before the action (at
-# most THOUGHT_MAX_CHARS).  A turn allowed fewer tokens than both need gets smaller
+# keyword query (at most QUERY_MAX_CHARS); the thought is unbounded by default (a plain
+# string, one constant rule: AgentConfig.thought_max_chars=None), or capped at a constant
+# (THOUGHT_MAX_CHARS under the guarded rules).  A turn allowed fewer tokens than both need gets smaller
 # caps that fit its allowance (field_caps), so a constrained reply still completes
 # before the allowance runs out.
 THOUGHT_MAX_CHARS = DEFAULT_THOUGHT_CHARS  # AgentConfig.thought_max_chars

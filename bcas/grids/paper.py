@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bcas.config import ACTION_FORMATS, AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
+from bcas.config import ACTION_FORMATS, GUARDED_LOOP, AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
 from bcas.grids.table import Grid, GridEntry, register_grid
 
 
@@ -25,14 +25,20 @@ def _bcas(
     name: str = "",
     cite: bool = False,
     abstain: bool = False,
+    guarded: bool = False,
 ) -> GridEntry:
+    # The paper grids run the paper's loop (the AgentConfig defaults, BCAS §3.4); the
+    # project's own CPU grids keep the guarded rules (bcas.config.GUARDED_LOOP).
+    rules = GUARDED_LOOP if guarded else {}
     budget = Budget(max_searches=searches, max_total_tokens=tokens)
     if per_turn is not None:
         budget = replace(budget, per_turn_max_tokens=per_turn)
     config = RunConfig(
         budget=budget,
         retrieval=RetrievalConfig(mode=mode, candidates=candidates),
-        agent=AgentConfig(planning=plan, reflection=reflect, action_format=action_format, cite=cite, abstain=abstain),
+        agent=AgentConfig(
+            planning=plan, reflection=reflect, action_format=action_format, cite=cite, abstain=abstain, **rules
+        ),
     )
     return GridEntry("bcas", config, reference=reference, requires=requires, datasets=datasets, name=name)
 
@@ -280,10 +286,10 @@ _SMOKE_RETRIEVAL = RetrievalConfig(mode="bm25")
 SMOKE = Grid(
     "smoke",
     (
-        _bcas(mode="bm25", searches=1, tokens=2000, per_turn=160, reference=True, datasets=_SMOKE_BM25),
-        _bcas(mode="bm25", searches=3, tokens=2000, per_turn=160, datasets=_SMOKE_BM25),
-        _bcas(mode="bm25", searches=3, tokens=2000, per_turn=160, plan=True, datasets=_SMOKE_BM25),
-        _bcas(mode="hybrid", searches=2, tokens=2000, per_turn=160, datasets=("2wikimultihopqa",)),
+        _bcas(mode="bm25", searches=1, tokens=2000, per_turn=160, guarded=True, reference=True, datasets=_SMOKE_BM25),
+        _bcas(mode="bm25", searches=3, tokens=2000, per_turn=160, guarded=True, datasets=_SMOKE_BM25),
+        _bcas(mode="bm25", searches=3, tokens=2000, per_turn=160, guarded=True, plan=True, datasets=_SMOKE_BM25),
+        _bcas(mode="hybrid", searches=2, tokens=2000, per_turn=160, guarded=True, datasets=("2wikimultihopqa",)),
         _madara("nf", datasets=("conflictqa",), max_tokens=48, doc_source="item", retrieval=_SMOKE_RETRIEVAL),
         _madara("pde", datasets=("conflictqa",), max_tokens=48, doc_source="item", retrieval=_SMOKE_RETRIEVAL),
         _madara("sda", datasets=("conflictqa",), max_tokens=48, doc_source="item", retrieval=_SMOKE_RETRIEVAL),
@@ -300,7 +306,7 @@ register_grid(SMOKE)
 # format other than JSON (RunConfig.label); the JSON entry is named so that every view
 # shows its format too.  Each format is compared with JSON per model x dataset.
 _FORMAT_ENTRIES = tuple(
-    _bcas(mode="bm25", searches=2, tokens=2000, per_turn=160, action_format=fmt, reference=fmt == "json")
+    _bcas(mode="bm25", searches=2, tokens=2000, per_turn=160, guarded=True, action_format=fmt, reference=fmt == "json")
     for fmt in ACTION_FORMATS
 )
 FORMATS = Grid(
@@ -320,9 +326,9 @@ register_grid(FORMATS)
 EVIDENCE = Grid(
     "evidence",
     (
-        _bcas(mode="bm25", searches=2, tokens=2000, per_turn=160, reference=True),
-        _bcas(mode="bm25", searches=2, tokens=2000, per_turn=160, cite=True),
-        _bcas(mode="bm25", searches=2, tokens=2000, per_turn=160, abstain=True),
+        _bcas(mode="bm25", searches=2, tokens=2000, per_turn=160, guarded=True, reference=True),
+        _bcas(mode="bm25", searches=2, tokens=2000, per_turn=160, guarded=True, cite=True),
+        _bcas(mode="bm25", searches=2, tokens=2000, per_turn=160, guarded=True, abstain=True),
     ),
     datasets=("hotpotqa",),
     limit=5,

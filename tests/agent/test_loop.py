@@ -70,7 +70,7 @@ def test_search_then_answer() -> None:
     model = ScriptedModel(
         [search("Kiss and Tell Corliss Archer"), search("Shirley Temple"), ready(), answer("Chief of Protocol")]
     )
-    traj = run(model, retriever)
+    traj = run(model, retriever, exclude_seen=True)
     assert traj.stop_reason == "answered" and traj.early_stop
     assert traj.prediction == "Chief of Protocol"
     assert [s.kind for s in traj.steps] == ["search", "search", "ready", "answer"]
@@ -133,12 +133,24 @@ def test_invalid_turns_get_a_correction_and_a_limit() -> None:
     assert traj.prediction == "no idea"
 
 
+def test_by_default_nothing_shown_is_left_out_and_a_repeat_is_searched() -> None:
+    """BCAS §3.4: a repeated query runs, costs a search and shows its results again."""
+    retriever = FakeRetriever(PASSAGES, k=2)
+    model = ScriptedModel([search("Shirley Temple"), search("  shirley   TEMPLE "), ready(), answer("x")])
+    traj = run(model, retriever)
+    assert retriever.calls == [("Shirley Temple", ()), ("shirley   TEMPLE", ())]
+    assert traj.searches_used == 2 and traj.repeated_queries == 1
+    assert traj.steps[1].flag is None and traj.steps[1].retrieved == traj.steps[0].retrieved
+    assert last_user(model.requests[2]).count("Shirley Temple Black") == 1
+    assert traj.stop_reason == "answered"
+
+
 def test_repeated_query_is_flagged_and_not_rerun() -> None:
     retriever = FakeRetriever(PASSAGES, k=2)
     model = ScriptedModel(
         [search("Shirley Temple"), search("  shirley   TEMPLE "), ready(), answer("Chief of Protocol")]
     )
-    traj = run(model, retriever)
+    traj = run(model, retriever, repeated_query="invalid", max_invalid_turns=3)
     assert len(retriever.calls) == 1
     assert traj.steps[1].flag == "repeated_query" and traj.steps[1].retrieved == ()
     assert traj.searches_used == 1 and traj.repeated_queries == 1
@@ -148,7 +160,7 @@ def test_repeated_query_is_flagged_and_not_rerun() -> None:
 
 def test_endless_repeats_end_at_the_invalid_limit() -> None:
     model = ScriptedModel([search("Shirley Temple")])
-    traj = run(model, max_invalid_turns=2, max_turns=50)
+    traj = run(model, max_invalid_turns=2, max_turns=50, repeated_query="invalid")
     assert traj.stop_reason == "max_invalid_turns"
     assert traj.searches_used == 1 and traj.repeated_queries == 2
 
@@ -296,6 +308,7 @@ agents = st.builds(
     action_format=st.sampled_from(["json", "text"]),
     max_turns=st.one_of(st.none(), st.integers(1, 10)),
     max_invalid_turns=st.integers(1, 4),
+    repeated_query=st.sampled_from(["search", "invalid"]),
     constrained_answer=st.booleans(),
     exclude_seen=st.booleans(),
 )
@@ -384,6 +397,7 @@ def test_every_stop_reason_is_reachable(stop: str) -> None:
         budget = Budget(max_searches=3, max_total_tokens=50, per_turn_max_tokens=50, forced_answer_tokens=5)
     elif stop == "max_invalid_turns":
         script = ["??"]
+        kwargs = {"max_invalid_turns": 3}
     elif stop == "max_turns":
         script = [search("a"), search("b"), answer("a")]
         kwargs = {"max_turns": 2}

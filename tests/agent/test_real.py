@@ -178,8 +178,9 @@ def test_a_paper_sized_budget_runs_on_a_bounded_grammar(hotpotqa: Dataset, bm25:
     """The reproduction that crashed llama.cpp: one search, 1,500 tokens, no per-turn cap.
 
     The action schema's caps used to grow with the turn's allowance (a 1,476-character
-    thought here), and llama.cpp's grammar for it crashed the native library.  Now the
-    schema is bounded and the trajectory completes with a valid record.
+    thought here), and llama.cpp's grammar for it crashed the native library.  Now no cap
+    grows with the budget (the thought is unbounded, the query capped at a constant) and
+    the trajectory completes with a valid record.
     """
     budget = Budget(max_searches=1, max_total_tokens=1500)
     config = RunConfig(budget=budget, retrieval=RETRIEVAL)
@@ -190,6 +191,31 @@ def test_a_paper_sized_budget_runs_on_a_bounded_grammar(hotpotqa: Dataset, bm25:
     check_budget(traj, budget)
     assert engine.crashes == crashes  # no engine process was lost
     schemas = [r.json_schema for r in traj.requests if r.json_schema and "thought" in r.json_schema["properties"]]
-    assert schemas and all(s["properties"]["thought"]["maxLength"] <= 256 for s in schemas)
+    # the thought is a plain string (one constant rule) and the query's cap is a constant
+    assert schemas and all("maxLength" not in s["properties"]["thought"] for s in schemas)
+    assert all(s["properties"]["query"]["maxLength"] <= 256 for s in schemas)
     record = record_from_trajectory(traj, run_id="repro", dataset=hotpotqa.subset(1))
     assert record.stop_reason in STOP_REASONS and record.error is None
+
+
+@pytest.mark.slow
+def test_context_scalings_16k_case_runs_without_a_crash(hotpotqa: Dataset, bm25: Any, smollm2: Any) -> None:
+    """The paper grid's t16k case (unlimited searches, no per-turn cap, unbounded thought) on a
+    HotpotQA item: every call's allowance is the budget left (clamped to the 4,096-token
+    window), the grammar stays the same, and the trajectory ends with a record, no engine lost."""
+    from dataclasses import replace
+
+    from bcas.grids import CONTEXT_SCALING
+
+    entry = next(e for e in CONTEXT_SCALING.entries if e.reference)
+    config = replace(entry.config, retrieval=RETRIEVAL)
+    assert config.budget.max_total_tokens == 16000 and config.agent.thought_max_chars is None
+    engine = getattr(smollm2, "inner", smollm2)
+    crashes = engine.crashes
+    item = hotpotqa.subset(1).items[0]
+    traj = asyncio.run(run_bcas(item, smollm2, bm25, config))
+    check_budget(traj, config.budget)
+    assert engine.crashes == crashes
+    print(
+        f"t16k: {traj.stop_reason}, {traj.tokens_out} tokens, {traj.action_turns} turns, {traj.invalid_turns} invalid"
+    )

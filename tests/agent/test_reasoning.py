@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bcas.agent import run_bcas
-from bcas.config import Budget, RetrievalConfig, RunConfig
+from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
 from bcas.data import Document, Item
 from bcas.llm.base import ChatRequest, ChatResult, split_reasoning
 from bcas.llm.cache import GenerationCache
@@ -39,7 +39,8 @@ ANSWER = json.dumps({"answer": "Chief of Protocol"})
 
 
 def config(tokens: int = 2000, searches: int | None = 2) -> RunConfig:
-    return RunConfig(budget=Budget(max_searches=searches, max_total_tokens=tokens), retrieval=RetrievalConfig(k=1))
+    budget = Budget(max_searches=searches, max_total_tokens=tokens)
+    return RunConfig(budget=budget, retrieval=RetrievalConfig(k=1), agent=AgentConfig(max_invalid_turns=3))
 
 
 @pytest.mark.parametrize(

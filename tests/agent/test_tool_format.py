@@ -20,7 +20,7 @@ from bcas.agent import SEARCH_TOOL, STOP_REASONS, run_bcas
 from bcas.agent.budget import turn_bound
 from bcas.agent.loop import Trajectory
 from bcas.agent.protocol import ActionParseError, parse_tool_call, tool_definitions
-from bcas.config import ACTION_FORMATS, AgentConfig, Budget, ConfigError, RetrievalConfig, RunConfig
+from bcas.config import ACTION_FORMATS, GUARDED_LOOP, AgentConfig, Budget, ConfigError, RetrievalConfig, RunConfig
 from bcas.llm.base import ChatRequest, ToolCall
 from bcas.llm.tool_calls import tool_names
 from bcas.results import record_from_trajectory
@@ -143,7 +143,7 @@ def test_invalid_turns_are_told_to_the_model(reply: Any, reason: str, told_as: s
 
 def test_a_repeated_query_is_not_run_again() -> None:
     model = ScriptedModel([call_search("Shirley Temple"), call_search("shirley  temple"), call_ready(), answer("x")])
-    traj = run(model)
+    traj = run(model, repeated_query="invalid")
     assert traj.searches_used == 1 and traj.repeated_queries == 1
     assert "You already searched" in traj.requests[2].messages[-2]["content"]
 
@@ -227,7 +227,8 @@ def test_a_tools_turn_never_searches_past_the_budget(
         return tool_reply(kind, payload, index, request)
 
     model = ScriptedModel(reply)
-    agent = AgentConfig(action_format="tools", planning=planning)
+    # the guarded invalid-turn limit keeps cyclic scripts of unusable (even empty) replies short
+    agent = AgentConfig(action_format="tools", planning=planning, max_invalid_turns=3)
     config = RunConfig(budget=budget, retrieval=RetrievalConfig(k=2), agent=agent)
     traj = asyncio.run(run_bcas(ITEM, model, retriever, config))
 
@@ -299,7 +300,8 @@ def test_searches_and_tokens_are_counted_alike_in_every_format(
             return written(script[(len(turns) - 1) % len(script)], fmt)
 
         model = ScriptedModel(reply)
-        agent = AgentConfig(action_format=fmt, planning=planning)
+        # the guarded rules bound the turns of a cyclic script (the paper's loop would run it to 4,000 tokens)
+        agent = AgentConfig(action_format=fmt, planning=planning, **GUARDED_LOOP)
         config = RunConfig(budget=budget, retrieval=RetrievalConfig(k=2), agent=agent)
         traj = asyncio.run(run_bcas(ITEM, model, retriever, config))
         # tokens: the provider's usage, every call, per step and in total
