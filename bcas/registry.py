@@ -186,19 +186,21 @@ TREATMENTS: Registry[Any] = Registry("treatment")
 """MADARA treatments (MADARA §4-§5): ``async (TreatmentContext) -> TreatmentOutcome``.
 
 Metadata: ``routed_mode`` -- the router's name for it when Algorithm 2 can choose it;
-``agent_tool`` -- it can post-process the BCAS ``search_database`` tool's hits.
+``agent_tool`` -- it can post-process the BCAS ``search_database`` tool's hits;
+``filters`` -- it chooses ``AssessConfig.k`` of the gathered documents, so a case whose
+items average fewer than ``k`` documents cannot show what it does (No-Filter needs one).
 """
 for _name, _fn, _meta in (
     ("nf", "_nf", {}),
-    ("3-agent", "_three_agent", {}),
-    ("cot", "_cot", {"routed_mode": "CoT"}),
-    ("sda", "_sda", {"routed_mode": "SDA", "agent_tool": True}),
-    ("sda-cot", "_sda_cot", {}),
-    ("rrf", "_rrf", {}),
-    ("atf", "_atf", {"routed_mode": "ATF", "agent_tool": True}),
-    ("pde", "_pde", {"routed_mode": "PDE", "agent_tool": True}),
-    ("pde-unif", "_pde_unif", {}),
-    ("pde-random", "_pde_random", {}),
+    ("3-agent", "_three_agent", {"filters": True}),
+    ("cot", "_cot", {"routed_mode": "CoT", "filters": True}),
+    ("sda", "_sda", {"routed_mode": "SDA", "agent_tool": True, "filters": True}),
+    ("sda-cot", "_sda_cot", {"filters": True}),
+    ("rrf", "_rrf", {"filters": True}),
+    ("atf", "_atf", {"routed_mode": "ATF", "agent_tool": True, "filters": True}),
+    ("pde", "_pde", {"routed_mode": "PDE", "agent_tool": True, "filters": True}),
+    ("pde-unif", "_pde_unif", {"filters": True}),
+    ("pde-random", "_pde_random", {"filters": True}),
 ):
     TREATMENTS.register(_name, f"bcas.assess.pipeline:{_fn}", **_meta)
 
@@ -269,6 +271,14 @@ def agent_tool_methods() -> tuple[str, ...]:
     return ("none", *(n for n in TREATMENTS.names() if TREATMENTS.meta(n, "agent_tool")))
 
 
+def documents_needed(method: str, k: int) -> int:
+    """Documents per item a MADARA ``method`` needs to do what it is for: ``k`` for a treatment
+    that chooses ``k`` of them (and for the routed pipeline, whose routes all choose), else one."""
+    if method == ROUTED_METHOD or (method in TREATMENTS and TREATMENTS.meta(method, "filters")):
+        return k
+    return 1
+
+
 def routed_modes() -> dict[str, str]:
     """Router mode -> treatment name, for the treatments Algorithm 2 can choose."""
     return {TREATMENTS.meta(n, "routed_mode"): n for n in TREATMENTS.names() if TREATMENTS.meta(n, "routed_mode")}
@@ -280,6 +290,7 @@ __all__ = [
     "ROUTED_METHOD",
     "RUN_KINDS",
     "TREATMENTS",
+    "documents_needed",
     "Registry",
     "RegistryError",
     "agent_tool_methods",

@@ -117,7 +117,22 @@ def parse_answer(text: str, task: str) -> str:
         return raw.splitlines()[0].strip() if raw else ""
     line = next((ln for ln in raw.splitlines() if ln.strip()), "")
     line = _PREFIX.sub("", line).strip()
-    return line.strip(" \"'`*").rstrip(".").strip()
+    return _unwrap(line)
+
+
+def _unwrap(phrase: str) -> str:
+    """``phrase`` without the quotes, emphasis marks and final full stops around it.
+
+    Repeated until nothing changes, because the wrappers nest in either order: the
+    full stop of ``**Paris**.`` sits outside the emphasis, that of ``"Paris."`` inside
+    the quotes.  Strict EM (MADARA §5.4) keeps punctuation, so a leftover ``**``
+    would make a right answer wrong.
+    """
+    while True:
+        stripped = phrase.strip(" \"'`*").rstrip(".").strip()
+        if stripped == phrase:
+            return phrase
+        phrase = stripped
 
 
 async def generate_answer(

@@ -10,7 +10,9 @@
   one JSON object per line (JSON Lines despite the name; a JSON array also reads)
   with ``question``, ``ground_truth``, ``memory_answer``, ``parametric_memory``,
   ``counter_answer``, ``counter_memory`` and the two ``*_aligned_evidence`` texts.
-  The four texts are the item's documents.  StrategyQA ground truths (``True`` /
+  The four texts are the item's documents, untitled: ConflictQA gives them no titles,
+  and a field name as title (``counter_memory``) would tell the model which side it
+  reads; the side stays in ``meta["sides"]``, which no prompt reads.  StrategyQA ground truths (``True`` /
   ``False``) become ``yes`` / ``no``; PopQA ground truths are answer aliases.  The
   documents of the side that agrees with the ground truth are ``supporting``: for
   PopQA the side whose answer contains an alias, for StrategyQA the side whose
@@ -96,7 +98,7 @@ def read_conflictqa(path: Path) -> Iterator[tuple[int, Item]]:
         sides: list[str] = []
         for side, fields in _SIDES:
             for key in fields:
-                docs.append((key, " ".join(rec.str(key).split())))
+                docs.append(("", " ".join(rec.str(key).split())))
                 sides.append(side)
         gold_side = _gold_side(answers, yes_no, memory_answer, counter_answer)
         supporting = [j for j, side in enumerate(sides) if side == gold_side]
@@ -106,6 +108,7 @@ def read_conflictqa(path: Path) -> Iterator[tuple[int, Item]]:
             "memory_answer": memory_answer,
             "counter_answer": counter_answer,
             "gold_side": gold_side,
+            "sides": sides,
         }
         if isinstance(rec.get("popularity"), (int, float)):
             meta["popularity"] = rec.get("popularity")

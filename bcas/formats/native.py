@@ -19,6 +19,17 @@ from bcas.items import DatasetError, Document, Item
 
 FIELDS = ("id", "question", "answers", "documents", "supporting", "meta", "gold")
 DOCUMENT_FIELDS = ("id", "title", "text")
+# ConflictQA's field names, which earlier copies of the conflictqa sample used as titles:
+# a title reaches the prompt, and these tell the model which side of the conflict it
+# reads (the counter side is the gold one in 302 of 1,000 items).  Read as no title.
+ROLE_TITLES = frozenset(
+    {
+        "parametric_memory",
+        "parametric_memory_aligned_evidence",
+        "counter_memory",
+        "counter_memory_aligned_evidence",
+    }
+)
 _JSON_TYPES = {
     "list": "a JSON array",
     "str": "a JSON string",
@@ -96,6 +107,8 @@ def parse_item(path: Path, line: int, obj: Any, allow_no_documents: bool = False
         title = raw.get("title", "")
         if not isinstance(title, str):
             raise DatasetError(path, line, "must be a string", f"{where}title")
+        if title.strip() in ROLE_TITLES:
+            title = ""
         text = _require_str(path, line, raw, "text", where)
         if not text.strip():
             raise DatasetError(path, line, "must not be empty", f"{where}text")

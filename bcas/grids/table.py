@@ -65,6 +65,16 @@ class Grid:
     paper_retrieval: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
     paper: str = ""
 
+    def holdout_for(self, calibration_n: int | None) -> int:
+        """Items held out of evaluation for calibration, under ``--bcas-calibration-n``.
+
+        A grid that holds out its calibration split (MADARA Algorithm 2: C disjoint from
+        the evaluated items) holds out the ``calibration_n`` items the run calibrates on
+        when one is given, so a 100-item file with ``calibration_n=10`` evaluates the
+        other 90 instead of stopping for want of items past the default 100.
+        """
+        return calibration_n if self.holdout and calibration_n is not None else self.holdout
+
     def __post_init__(self) -> None:
         if self.holm_scope not in HOLM_SCOPES:
             raise ValueError(f"grid {self.name!r}: holm_scope must be one of {HOLM_SCOPES}, got {self.holm_scope!r}")

@@ -108,7 +108,9 @@ def count_items(settings: Any, case_ids: set[str], records: Iterable[dict[str, A
         grid = get_grid(case.grid)
         limit = plan.limit_for(case)
         try:
-            ds = load_evaluation(case.dataset, limit=limit, seed=settings.seed, holdout=grid.holdout)
+            ds = load_evaluation(
+                case.dataset, limit=limit, seed=settings.seed, holdout=grid.holdout_for(settings.calibration_n)
+            )
         except Exception:  # noqa: BLE001 - the line is said without a total rather than not at all
             total = None
             continue

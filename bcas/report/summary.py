@@ -457,16 +457,38 @@ def _dataset_notes(grid: str, rows: list[SummaryRow]) -> list[str]:
     for dataset in sorted({r.dataset for r in rows}):
         madara = [r for r in rows if r.dataset == dataset and r.docs_per_item is not None]
         if madara:
-            docs = _mean([float(r.docs_per_item or 0) for r in madara])
-            retrieved = _mean([float(r.retrieved_per_item or 0) for r in madara])
-            padded = (
-                f", {retrieved:.1f} of them retrieved, the rest padded from the collection" if retrieved < docs else ""
-            )
-            notes.append(f"{grid}: {dataset}: items chose among {docs:.1f} documents on average{padded}")
+            notes.append(f"{grid}: {dataset}: items chose among {_documents_note(madara)}")
         spec = DATASETS.get(dataset)
         if spec is not None and spec.caveat:
             notes.append(f"{grid}: {dataset}: {spec.caveat}")
     return notes
+
+
+def _documents_note(rows: list[SummaryRow]) -> str:
+    """The documents per item of MADARA rows, one figure per group of cases that agree.
+
+    Cases of a grid may give their items different numbers of documents (Appendix K's
+    reranked top 5 beside No-Filter's 10): a mean over cases (8.3 for 10, 10 and 5)
+    describes no item, so each case's figure is a mean over its own items, and cases
+    with the same figures are named together.
+    """
+    by_case: dict[str, list[SummaryRow]] = defaultdict(list)
+    for row in rows:
+        by_case[row.label].append(row)
+    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for label, case_rows in by_case.items():
+        items = sum(r.n for r in case_rows) or 1
+        docs = sum(float(r.docs_per_item or 0) * r.n for r in case_rows) / items
+        retrieved = sum(float(r.retrieved_per_item or 0) * r.n for r in case_rows) / items
+        padded = f", {retrieved:.1f} of them retrieved, the rest padded from the collection" if retrieved < docs else ""
+        groups[(f"{docs:.1f}", padded)].append(label)
+    if len(groups) == 1:
+        ((docs_text, padded),) = groups
+        return f"{docs_text} documents on average{padded}"
+    parts = [
+        f"{docs} documents on average{padded} ({', '.join(sorted(cases))})" for (docs, padded), cases in groups.items()
+    ]
+    return "; ".join(parts)
 
 
 @dataclass

@@ -25,7 +25,7 @@ from bcas.identity import epoch_seed
 from bcas.llm.base import ModelError
 from bcas.llm.cache import tally
 from bcas.records import Answer, AnswerIdentity, Grades, Record, build_record
-from bcas.registry import ROUTED_METHOD, RUN_KINDS, RegistryError
+from bcas.registry import ROUTED_METHOD, RUN_KINDS, RegistryError, documents_needed
 from bcas.run.settings import Case, ModelSpec, Settings
 
 if TYPE_CHECKING:  # typing only: what the engine hands a run kind
@@ -231,6 +231,25 @@ class MadaraKind(ItemKind):
     def finish(self, ctx: KindContext, item: Item, answer: Answer) -> Answer:
         with_recall: Answer = ctx.session.with_evidence_recall(ctx.case.dataset, item, answer)
         return with_recall
+
+    def check(self, config: RunConfig, records: list[dict[str, Any]]) -> list[str]:
+        """The items had the documents the treatment needs (MADARA §5.5: it chooses ``k`` of 10).
+
+        Items without documents (a questions-only dataset read with ``doc_source="item"``)
+        would let every treatment answer from nothing and pass: the case fails instead.
+        """
+        listed = [(r.get("extra") or {}).get("doc_ids") for r in records]
+        counts = [len(ids) for ids in listed if isinstance(ids, list)]
+        if not counts:
+            return []
+        mean = sum(counts) / len(counts)
+        needed = documents_needed(config.assess.method, config.assess.k)
+        if mean < needed:
+            return [
+                f"items averaged {mean:.1f} documents, fewer than the {needed} that {config.assess.method} needs "
+                f"(k={config.assess.k}); give the items documents, or --bcas-corpus to retrieve them"
+            ]
+        return []
 
 
 class RscKind(WholeCaseKind):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from bcas.config import RunConfig
+from bcas.run.pipelines import run_kind
 from bcas.run.settings import DEFAULT_LIMIT, Case, ModelSpec, Settings
 
 
@@ -30,9 +31,22 @@ class CaseIdentity:
     prompt_hash: str
 
 
-def case_config(case: Case, seed: int) -> RunConfig:
-    """The configuration ``case`` runs under a run seeded with ``seed``."""
-    return replace(case.entry.config, seed=seed)
+def case_config(case: Case, seed: int, corpus: bool = False) -> RunConfig:
+    """The configuration ``case`` runs under a run seeded with ``seed``.
+
+    ``corpus``: the run searches a ``--bcas-corpus``.  A case whose kind would read each
+    item's own documents then retrieves them from the corpus instead, the top
+    ``AssessConfig.n_docs`` (10) for the question, as MADARA's pipeline does (§5.5): a
+    questions-only dataset has no documents of its own, and its items would otherwise
+    be answered from none.  The configuration, and so the case's identity, says so.
+    """
+    config = replace(case.entry.config, seed=seed)
+    kind = run_kind(case.entry.kind)
+    if corpus and not kind.needs_retriever(config):
+        retrieving = replace(config, assess=replace(config.assess, doc_source="retrieval"))
+        if kind.needs_retriever(retrieving):
+            return retrieving
+    return config
 
 
 def model_identity(spec: ModelSpec, *, verify: bool, loaded: object = None) -> str:
@@ -44,11 +58,11 @@ def model_identity(spec: ModelSpec, *, verify: bool, loaded: object = None) -> s
     )
 
 
-def case_identity(case: Case, seed: int, fingerprint: str) -> CaseIdentity:
+def case_identity(case: Case, seed: int, fingerprint: str, corpus: bool = False) -> CaseIdentity:
     """The identity of ``case``'s answers under ``seed`` for a model of ``fingerprint``: computed once per case."""
     from bcas.identity import prompt_hash
 
-    config = case_config(case, seed)
+    config = case_config(case, seed, corpus)
     return CaseIdentity(config, config.config_id, fingerprint, prompt_hash(case.entry.kind))
 
 
@@ -73,7 +87,7 @@ class Plan:
             if case.model not in self._fingerprints:
                 self._fingerprints[case.model] = model_identity(case.model, verify=self.settings.preflight)
             fingerprint = self._fingerprints[case.model]
-        return case_identity(case, self.settings.seed, fingerprint)
+        return case_identity(case, self.settings.seed, fingerprint, bool(self.settings.corpus))
 
 
 def make_plan(settings: Settings) -> Plan:

@@ -401,17 +401,18 @@ class BcasSession:
         """What a case runs: its items (this shard's, not yet recorded), configuration and answer identity."""
         from bcas.grids import get_grid
 
-        ds = self.dataset(case.dataset, self.limit_for(case), get_grid(case.grid).holdout)
+        holdout = get_grid(case.grid).holdout_for(self.settings.calibration_n)
+        ds = self.dataset(case.dataset, self.limit_for(case), holdout)
         # The session seed picks the item subset and seeds sampling, so it is part of the config id.
         if not per_item(case.entry.kind):  # a probe of calibration items, run whole (RunKind.run_whole)
-            config = case_config(case, self.settings.seed)
+            config = case_config(case, self.settings.seed, bool(self.settings.corpus))
             return CasePlan(ds, CaseIdentity(config, config.config_id, "", ""), [], [])
         shard = getattr(self.settings, "shard", None)
         if shard is not None:
             # Only this shard's items, drawn from the same subset: the dataset hash stays the unsharded run's.
             ds = replace(ds, items=tuple(it for it in ds.items if shard.owns(it.id)))
         done = self.store.done_keys(include_errors=False)
-        identity = case_identity(case, self.settings.seed, self.fingerprint(case.model))
+        identity = case_identity(case, self.settings.seed, self.fingerprint(case.model), bool(self.settings.corpus))
         fingerprint, config_id, phash = identity.fingerprint, identity.config_id, identity.prompt_hash
         wanted = [(it, e) for it in ds.items for e in range(self.settings.epochs)]
         todo = [(it, e) for it, e in wanted if (fingerprint, config_id, ds.hash, it.id, phash, e) not in done]

@@ -190,6 +190,11 @@ def test_no_schema_when_the_model_lacks_support_or_config_disables_it():
         ('{"answer": "y', "yes-no-conflict", "yes"),
         ("Answer: Paris.\nBecause the document says so.", "factoid", "Paris"),
         ('\n\n"The Beatles"', "factoid", "The Beatles"),
+        # Wrappers nest: the full stop outside the emphasis, or inside the quotes.
+        # Strict EM keeps punctuation, so "Paris**" would grade a right answer wrong.
+        ("**Paris**.", "factoid", "Paris"),
+        ('Answer: "*Paris.*"', "factoid", "Paris"),
+        ("St. Louis.", "factoid", "St. Louis"),
     ],
 )
 def test_parse_answer(text, task, answer):

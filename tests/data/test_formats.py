@@ -141,10 +141,13 @@ def test_conflictqa_popqa_ground_truths_are_answers(tmp_path: Path) -> None:
     assert (ds.task, ds.scoring) == ("factoid", "qa")
     item = ds.items[0]
     assert item.answers == ("politician", "political leader") and item.meta["gold_side"] == "counter"
-    assert [d.title for d in item.documents if d.id in item.supporting] == [
-        "counter_memory",
-        "counter_memory_aligned_evidence",
+    assert [d.text for d in item.documents if d.id in item.supporting] == [
+        "Rankin has been in politics ...",
+        "Major General George James Rankin was a politician.",
     ]
+    # The side is an annotation, never a title: a title reaches the prompt.
+    assert [d.title for d in item.documents] == ["", "", "", ""]
+    assert item.meta["sides"] == ["memory", "memory", "counter", "counter"]
 
 
 def test_nq_open_ids_by_position_and_retrieval_contexts(files: dict[str, Path], tmp_path: Path) -> None:

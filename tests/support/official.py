@@ -153,7 +153,14 @@ def nq_open(path: Path, n: int = 12) -> Path:
 def conflictqa(path: Path, n: int = 12) -> Path:
     rows = []
     for it in _items("conflictqa", n):
-        texts = {d.title: d.text for d in it.documents}
+        # The shipped file keeps ConflictQA's order: memory, its evidence, counter, its evidence.
+        keys = (
+            "parametric_memory",
+            "parametric_memory_aligned_evidence",
+            "counter_memory",
+            "counter_memory_aligned_evidence",
+        )
+        texts = {keys[int(d.id.rsplit("::", 1)[1])]: d.text for d in it.documents}
         rows.append(
             {
                 "question": it.question,
