@@ -19,6 +19,10 @@ Protocol (parent → child, one message each, answered in order):
 ``{"op": "close"}``
     Free the model and exit.
 
+Grammar-constrained requests sample check-first (:mod:`bcas.llm.grammar_sampling`):
+the grammar sees the chain's chosen token and masks the whole vocabulary only when it
+rejects that token.
+
 Nothing the model writes is executed: the child returns text and numbers only.
 """
 
@@ -36,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from bcas.llm.grammar_sampling import install_check_first
 from bcas.llm.tool_calls import has_tool_messages, tool_results_as_user
 
 
@@ -190,6 +195,7 @@ def serve(conn: Connection) -> None:
             except Exception as exc:  # reported to the parent, which raises ModelError
                 conn.send({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
                 continue
+            install_check_first(llm)
             engine = _Engine(llm)
             template = (llm.metadata or {}).get("tokenizer.chat_template")
             conn.send({"ok": True, "n_ctx": int(llm.n_ctx()), "pid": os.getpid(), "chat_template": template})
