@@ -9,7 +9,7 @@ and talks to it over one socket (pickled dicts, :mod:`multiprocessing.connection
 Protocol (parent → child, one message each, answered in order):
 
 ``{"op": "load", "path": ..., "options": {...}}``
-    Load the GGUF; answered ``{"ok": True, "n_ctx": int, "pid": int, "chat_template": str}`` or
+    Load the GGUF; answered ``{"ok": True, "n_ctx": int, "pid": int, "chat_template": str, "n_threads": int}`` or
     ``{"ok": False, "error": str}``.
 ``{"op": "chat", "request": {...}}``
     One chat completion (messages, max_tokens, temperature, seed, stop, json_schema,
@@ -198,7 +198,8 @@ def serve(conn: Connection) -> None:
             install_check_first(llm)
             engine = _Engine(llm)
             template = (llm.metadata or {}).get("tokenizer.chat_template")
-            conn.send({"ok": True, "n_ctx": int(llm.n_ctx()), "pid": os.getpid(), "chat_template": template})
+            conn.send({"ok": True, "n_ctx": int(llm.n_ctx()), "pid": os.getpid(), "chat_template": template,
+                       "n_threads": int(llm.context_params.n_threads)})  # fmt: skip
         elif op == "chat" and engine is not None:
             conn.send(engine.chat(message["request"]))
         else:
