@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from bcas.llm.grammar_sampling import install_check_first
+from bcas.llm.grammar_sampling import GrammarRejectedError, install_check_first
 from bcas.llm.tool_calls import has_tool_messages, tool_results_as_user
 
 
@@ -147,6 +147,8 @@ class _Engine:
             kwargs["logits_processor"] = LogitsProcessorList([recorder])
         try:
             completion = self.complete(kwargs, req.get("tools"))
+        except GrammarRejectedError as exc:
+            return {"ok": False, "kind": "schema", "error": str(exc)}
         except ValueError as exc:
             # llama-cpp-python: ValueError("Requested tokens (N) exceed context window of M")
             return {"ok": False, "kind": "context", "error": str(exc)}

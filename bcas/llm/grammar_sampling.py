@@ -29,6 +29,11 @@ from typing import Any
 
 import numpy as np
 
+
+class GrammarRejectedError(ValueError):
+    """llama.cpp's grammar parser refused the grammar (it returns no sampler; the chain would crash on it)."""
+
+
 _TOKEN_DTYPE = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)], align=False)
 
 
@@ -48,7 +53,7 @@ class CheckFirstSampler:
             llm._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8")
         )
         if not self.grammar:
-            raise ValueError("llama.cpp rejected the grammar")
+            raise GrammarRejectedError("llama.cpp's grammar parser rejected the grammar of this json_schema")
         self.n_vocab = int(llm._n_vocab)
         self.cur = np.zeros(self.n_vocab, dtype=_TOKEN_DTYPE)
         self.ids = np.arange(self.n_vocab, dtype=np.int32)
