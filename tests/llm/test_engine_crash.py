@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from llm_cases import PARIS_MESSAGES
 
-from bcas.llm.base import ChatRequest
+from bcas.llm.base import ChatRequest, ContextWindowError, ModelError
 from bcas.llm.embedded import EmbeddedModel, EngineCrashError
 
 LONG = ChatRequest([{"role": "user", "content": "Write a long story about a lighthouse keeper."}], max_tokens=400)
@@ -84,9 +84,11 @@ def test_the_engine_is_a_child_process(model: EmbeddedModel) -> None:
     assert model.context_window == 1024
 
 
-def test_a_grammar_that_crashes_llama_cpp_fails_its_request_only(model: EmbeddedModel) -> None:
-    """A real native crash: llama.cpp's grammar for a 4,000-character maxLength (what the
-    action schema used to ask for at paper budgets) crashes the library on every try."""
+def test_a_grammar_llama_cpp_rejects_fails_its_request_only(model: EmbeddedModel) -> None:
+    """llama.cpp's grammar for a 4,000-character maxLength (what the action schema used to
+    ask for at paper budgets): its parser refuses it, which crashed the engine when the
+    refused grammar went into the sampler chain; checked first, it fails the request with a
+    schema error and the engine serves on."""
     schema = {
         "type": "object",
         "properties": {"thought": {"type": "string", "maxLength": 4000}},
@@ -94,6 +96,9 @@ def test_a_grammar_that_crashes_llama_cpp_fails_its_request_only(model: Embedded
         "additionalProperties": False,
     }
     request = ChatRequest([{"role": "user", "content": "Think."}], max_tokens=16, json_schema=schema)
-    with pytest.raises(EngineCrashError, match="crashed twice"):
+    crashes, pid = model.crashes, model.worker_pid
+    with pytest.raises(ModelError, match="grammar parser rejected") as caught:
         asyncio.run(model.chat(request))
+    assert not isinstance(caught.value, (EngineCrashError, ContextWindowError))
+    assert (model.crashes, model.worker_pid) == (crashes, pid)
     assert "Paris" in asyncio.run(model.chat(SHORT)).text
