@@ -18,7 +18,7 @@ PUBLISHED = pytest.StashKey[list[str]]()
 
 
 def _dest(name: str) -> str:
-    return "bcas_sink_" + str(SINKS.meta(name, "option", name)).replace("-", "_")
+    return "bcas_" + str(SINKS.meta(name, "option", name)).replace("-", "_")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -35,6 +35,7 @@ def add_options(parser: pytest.Parser) -> None:
             metavar="TARGET",
             help=meta.get("help", f"publish the run to the {name} sink"),
         )
+        parser.addini(_dest(name), f"target of the {name} result sink (as --bcas-{meta.get('option', name)})")
 
 
 class TrackingPlugin:
@@ -46,7 +47,7 @@ class TrackingPlugin:
     def _chosen(self) -> dict[str, str]:
         out = {}
         for name in SINKS.names():
-            target = getattr(self.config.option, _dest(name), None)
+            target = getattr(self.config.option, _dest(name), None) or self.config.getini(_dest(name)) or None
             if target is not None:
                 out[name] = str(target)
         return out
