@@ -6,7 +6,6 @@ merge still equals it; ``--address auto`` with no cluster is one line saying wha
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -15,31 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
+from support.deploy_runs import ROOT, SUITE, answers, launch_env
 from support.skips import skip_if_no_ray
 
-ROOT = Path(__file__).resolve().parents[2]
 RAY_JOB = ROOT / "deploy" / "ray" / "bcas_ray_job.py"
-SUITE = ["--bcas-grid", "smoke", "--bcas-limit", "2"]
-VOLATILE = {"run_id", "created_at", "latency_s"}  # when and where an answer was made, not what it is
 
 pytestmark = skip_if_no_ray
-
-
-def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "BCAS_SHARD_INDEX", "BCAS_SHARD_COUNT")}
-    env.update(BCAS_CACHE_DIR=str(tmp_path / "cache"), BCAS_THREADS="1", PYTHONPATH=str(ROOT))
-    return env
-
-
-def _answers(run_dir: Path) -> dict[tuple, dict]:
-    out = {}
-    for line in (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            rec = json.loads(line)
-            key = (rec["model_fingerprint"], rec["config_id"], rec["dataset_hash"], rec["item_id"], rec["epoch"])
-            assert key not in out, f"answer recorded twice: {key}"
-            out[key] = {k: v for k, v in rec.items() if k not in VOLATILE}
-    return out
 
 
 def _shard_pytests(run_dir: Path, index: int) -> list[int]:
@@ -64,7 +44,7 @@ def _shard_pytests(run_dir: Path, index: int) -> list[int]:
 
 @pytest.mark.slow  # a Ray cluster and three runs of the smoke grid: minutes on 2 busy cores
 def test_ray_job_merge_equals_unsharded_with_a_killed_shard_retried(tmp_path: Path) -> None:
-    env = _env(tmp_path)
+    env = launch_env(tmp_path)
     whole = tmp_path / "whole"
     reference = [sys.executable, "-m", "pytest", "benchmarks", "--bcas-model", "mock:gold", "--bcas-report"]
     done = subprocess.run(
@@ -95,11 +75,11 @@ def test_ray_job_merge_equals_unsharded_with_a_killed_shard_retried(tmp_path: Pa
     assert killed, "shard 1 ended before it could be killed mid-run"
     assert "shard 1/2: pytest killed by signal 9" in text  # the kill happened inside the task ...
     assert "shard 1/2: pytest exited 0" in text  # ... and Ray ran the task again to its end
-    assert _answers(run) == _answers(whole)
+    assert answers(run) == answers(whole)
 
 
 def test_address_auto_without_a_cluster_is_one_line(tmp_path: Path) -> None:
-    env = _env(tmp_path)
+    env = launch_env(tmp_path)
     env["RAY_TMPDIR"] = str(tmp_path / "ray")  # no cluster file of any other session
     job = [sys.executable, str(RAY_JOB), "--shards", "2", "--run", str(tmp_path / "run"), "--model", "mock:gold"]
     done = subprocess.run(job, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
