@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-KIND_TYPE = {"append": "text, repeatable", "bool": "flag", "str": "text", "int": "integer", "float": "number"}
+KIND_TYPE = {"sink": "target, value optional", "append": "text, repeatable", "bool": "flag", "str": "text", "int": "integer", "float": "number"}
 
 
 def _cell(value: Any) -> str:
@@ -52,12 +52,15 @@ def option_rows() -> list[dict[str, Any]]:
     parser = Parser(_ispytest=True)
     pytest_addoption(parser)
     group = parser.getgroup("bcas")
+    from bcas.tracking import SINKS
+
     table = {f"--bcas-{name}": (kind, default) for name, kind, default, _ in OPTIONS}
+    sinks = {f"--bcas-{SINKS.meta(name, 'option', name)}": ("sink", None) for name in SINKS.names()}
     rows = []
     for option in group.options:
         (flag,) = option.names()
         attrs = option.attrs()
-        kind, default = table[flag]
+        kind, default = table[flag] if flag in table else sinks[flag]  # a result sink: not an engine option
         ini = attrs["dest"]
         assert ini in parser._inidict, f"{flag}: no ini option {ini}"  # the plugin registers both
         rows.append({"flag": flag, "kind": kind, "default": default, "ini": ini, "help": attrs["help"]})

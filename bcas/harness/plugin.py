@@ -64,6 +64,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         else:
             group.addoption(flag, action="store", dest=dest, default=None, help=help_text)
             parser.addini(dest, help_text, default=None)
+    from bcas.harness import tracking
+
+    tracking.add_options(parser)  # --bcas-mlflow and every other registered result sink
 
 
 def _xdist_workers(config: pytest.Config) -> int:
@@ -134,6 +137,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
         config.pluginmanager.register(ManifestPlugin(config), "bcas-manifest")
         interrupt.register(config)  # Ctrl-C and SIGTERM: what finished is merged, reported and resumable
+        from bcas.harness import tracking
+
+        tracking.register(config)  # result sinks: checked at session start, published at the end
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -51,9 +51,37 @@ def shard_env(index: int, count: int) -> dict[str, str]:
     return {**os.environ, INDEX_VAR: str(index), COUNT_VAR: str(count)}
 
 
+NO_CLUSTER = (
+    "no Ray cluster to join at --address auto: start one with `ray start --head --num-cpus N` "
+    "(then run this again), or use --address local for a cluster inside this job on this machine"
+)
+
+
+class ShardKilled(RuntimeError):
+    """A shard's pytest was killed by a signal: Ray runs the task again (``--retries``), and
+    the new pytest resumes the shard's folder (answers already recorded are not asked again)."""
+
+
+def _die_with_parent() -> None:
+    """In the shard's pytest: be killed when the task's worker process dies (Linux), so a
+    retried task never runs beside a leftover pytest writing the same shard folder."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
 def run_shard(command: Sequence[str], index: int, count: int, cwd: str) -> int:
-    """Run one shard to its end; its exit status (1: a case failed, 2+: it could not run)."""
-    done = subprocess.run(list(command), env=shard_env(index, count), cwd=cwd, check=False)
+    """Run one shard to its end; its exit status (1: a case failed, 2+: it could not run).
+
+    A pytest killed by a signal raises :class:`ShardKilled` instead, which Ray retries."""
+    done = subprocess.run(list(command), env=shard_env(index, count), cwd=cwd, check=False, preexec_fn=_die_with_parent)
+    if done.returncode < 0:
+        print(f"shard {index + 1}/{count}: pytest killed by signal {-done.returncode}", flush=True)
+        raise ShardKilled(f"shard {index + 1}/{count} killed by signal {-done.returncode}")
     print(f"shard {index + 1}/{count}: pytest exited {done.returncode}", flush=True)
     return done.returncode
 
@@ -64,9 +92,15 @@ def run_shards(args: argparse.Namespace) -> list[int]:
         return [run_shard(command, k, args.shards, cwd) for k in range(args.shards)]
     import ray  # only on a Ray cluster
 
-    ray.init(address=args.address)
-    task = ray.remote(num_cpus=args.cpus_per_shard, max_retries=args.retries)(run_shard)
-    return list(ray.get([task.remote(command, k, args.shards, cwd) for k in range(args.shards)]))
+    if args.address == "local":  # a cluster inside this job, on this machine's --num-cpus
+        ray.init(address="local", num_cpus=args.num_cpus, include_dashboard=False)
+    else:
+        try:
+            ray.init(address=args.address)
+        except ConnectionError as exc:
+            raise SystemExit(NO_CLUSTER if args.address == "auto" else f"Ray cluster {args.address}: {exc}") from None
+    task = ray.remote(num_cpus=args.cpus_per_shard, max_retries=args.retries, retry_exceptions=[ShardKilled])
+    return list(ray.get([task(run_shard).remote(command, k, args.shards, cwd) for k in range(args.shards)]))
 
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -77,9 +111,14 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--base-url", action="append", default=[], help="the model server's /v1 URL (repeatable)")
     parser.add_argument("--baseline", default=None, help="gate the merged run against this run folder or JSON")
     parser.add_argument("--tests", default="benchmarks", help="the test folder (default: benchmarks)")
-    parser.add_argument("--address", default="auto", help="the Ray cluster (default: the one this job runs in)")
+    parser.add_argument(
+        "--address",
+        default="auto",
+        help="the Ray cluster (default auto: the one this job runs in); local: a cluster inside this job",
+    )
+    parser.add_argument("--num-cpus", type=int, default=None, help="CPUs of the --address local cluster")
     parser.add_argument("--cpus-per-shard", type=float, default=4.0)
-    parser.add_argument("--retries", type=int, default=1, help="Ray retries of a shard whose process died")
+    parser.add_argument("--retries", type=int, default=1, help="Ray retries of a shard whose process was killed")
     parser.add_argument("--local", action="store_true", help="run the shards as local processes, one by one")
     parser.add_argument("suite", nargs="*", help="the suite's options, after --")
     args = parser.parse_args(argv)

@@ -15,7 +15,9 @@ SHARDS="${SHARDS:-8}"
 export BCAS_HOME="${BCAS_HOME:-$(cd "$here/../.." && pwd)}"
 export BCAS_DEPLOY="$here"
 export BCAS_RUN="${BCAS_RUN:?set BCAS_RUN to a run folder on storage every node mounts}"
-export BCAS_SERVE_MODEL="${BCAS_SERVE_MODEL:?set BCAS_SERVE_MODEL to the model vLLM serves}"
+if [[ -z "${BCAS_MODEL:-}" ]]; then  # BCAS_MODEL (e.g. mock:gold, openai:NAME with BCAS_ARGS' --bcas-base-url): no vLLM per task
+    export BCAS_SERVE_MODEL="${BCAS_SERVE_MODEL:?set BCAS_SERVE_MODEL to the model vLLM serves, or BCAS_MODEL}"
+fi
 mkdir -p "$BCAS_RUN/logs"
 
 # shellcheck disable=SC2086  # SBATCH_ARGS is a list of flags

@@ -24,3 +24,13 @@ def in_ci() -> bool:
     (tests/conftest.py turns skips of ``browser`` and ``search_engine`` tests into failures).
     """
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false")
+
+
+MLFLOW_IMPORTABLE = importlib.util.find_spec("mlflow") is not None
+skip_if_no_mlflow = pytest.mark.skipif(
+    not MLFLOW_IMPORTABLE, reason="mlflow is not installed: pip install 'bcas[mlflow]' (CI installs it)"
+)
+RAY_IMPORTABLE = importlib.util.find_spec("ray") is not None
+skip_if_no_ray = pytest.mark.skipif(
+    not RAY_IMPORTABLE, reason="ray is not installed: pip install 'bcas[ray]' (CI installs it)"
+)

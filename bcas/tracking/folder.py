@@ -1,0 +1,191 @@
+"""A finished run folder read as what a tracker stores: params, tags, metrics, artifacts.
+
+Pure reading of the files the run engine writes (``run.json``, ``summary.json``,
+``records.jsonl``): the run's configuration and answer identity (model fingerprints,
+served names, dataset hashes, prompt hashes, configuration ids) become params and tags,
+each summary row (one case: grid x model x dataset x configuration) its metrics with
+their intervals, cost and tokens.  No tracker is imported here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Files of the run folder published as artifacts, when present.
+ARTIFACTS = ("records.jsonl", "records.parquet", "summary.json", "summary.csv", "run.json", "index.html")
+# Summary-row fields that are a case's metrics (numbers; a missing one is left out, never 0).
+CASE_METRICS = (
+    "accuracy",
+    "ci_lo",
+    "ci_hi",
+    "judge_accuracy",
+    "judge_ci_lo",
+    "judge_ci_hi",
+    "accuracy_given_attempted",
+    "not_attempted_rate",
+    "mean_f1",
+    "em_squad",
+    "n",
+    "n_correct",
+    "errors",
+    "ungraded",
+    "cost_usd",
+    "mean_cost_usd",
+    "cost_of_pass",
+    "cost_of_pass_lo",
+    "cost_of_pass_hi",
+    "mean_tokens_in",
+    "mean_tokens_out",
+    "tokens_of_pass",
+    "tokens_of_pass_lo",
+    "tokens_of_pass_hi",
+    "mean_searches",
+    "mean_llm_calls",
+    "evidence_recall",
+    "pass_at_k",
+    "pass_at_k_lo",
+    "pass_at_k_hi",
+    "pass_hat_k",
+    "pass_hat_k_lo",
+    "pass_hat_k_hi",
+)
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case of the run: its key, params, tags and metrics."""
+
+    key: str  # grid/model/dataset/config_id: the case's name within its run
+    params: dict[str, str]
+    tags: dict[str, str]
+    metrics: dict[str, float]
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """A run folder as a tracker sees it."""
+
+    run_dir: Path
+    run_id: str
+    params: dict[str, str]
+    tags: dict[str, str]
+    metrics: dict[str, float]
+    cases: list[CaseResult] = field(default_factory=list)
+    artifacts: list[Path] = field(default_factory=list)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _records(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "records.jsonl"
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a torn last line of an interrupted run
+    return out
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def case_key(grid: str, model: str, dataset: str, config_id: str) -> str:
+    return f"{grid}/{model}/{dataset}/{config_id}"
+
+
+def read_run_folder(run_dir: Path) -> RunFolder:
+    """Read ``run_dir``; raises ``FileNotFoundError`` when it holds no summary."""
+    run_dir = Path(run_dir).resolve()
+    summary = _read_json(run_dir / "summary.json")
+    if not isinstance(summary, dict):
+        raise FileNotFoundError(f"{run_dir}: no summary.json (the run has not finished)")
+    manifest = _read_json(run_dir / "run.json") or {}
+    sessions = [s for s in manifest.get("sessions") or [] if isinstance(s, dict)]
+    first = sessions[0] if sessions else {}
+    records = _records(run_dir)
+    run_id = next((str(r["run_id"]) for r in records if r.get("run_id")), run_dir.name)
+
+    params: dict[str, str] = {}
+    for name, entry in sorted((first.get("options") or {}).items()):
+        value = entry.get("value") if isinstance(entry, dict) else entry
+        if value is not None and value != [] and "key" not in name:  # never an API key's name or value
+            params[f"option.{name}"] = json.dumps(value) if not isinstance(value, str) else value
+    params["seed"] = str(first.get("seed", ""))
+    params["epochs"] = str(first.get("epochs", ""))
+    tags = {"bcas.run_id": run_id, "bcas.run_dir": str(run_dir)}
+    bcas_info = first.get("bcas") or {}
+    if bcas_info.get("version"):
+        tags["bcas.version"] = str(bcas_info["version"])
+    if bcas_info.get("git_commit"):
+        tags["bcas.git_commit"] = str(bcas_info["git_commit"])
+    models = first.get("models") or {}
+    for label, model in sorted(models.items()):
+        if not isinstance(model, dict):
+            continue
+        tags[f"bcas.model.{label}.fingerprint"] = str(model.get("fingerprint"))
+        if model.get("base_url") or model.get("endpoints"):
+            tags[f"bcas.model.{label}.served_name"] = str(model.get("model"))
+    for dataset, hashes in sorted((first.get("datasets") or {}).items()):
+        tags[f"bcas.dataset.{dataset}.hash"] = ",".join(str(h) for h in hashes or [])
+
+    by_case: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in records:
+        by_case.setdefault((str(r.get("model")), str(r.get("dataset")), str(r.get("config_id"))), []).append(r)
+    cases = []
+    total_cost, total_in, total_out, cost_known = 0.0, 0.0, 0.0, True
+    for row in summary.get("rows") or []:
+        key = case_key(str(row.get("grid")), str(row.get("model")), str(row.get("dataset")), str(row.get("config_id")))
+        case_records = by_case.get((str(row.get("model")), str(row.get("dataset")), str(row.get("config_id"))), [])
+        one = case_records[0] if case_records else {}
+        case_params = {
+            "grid": str(row.get("grid")),
+            "model": str(row.get("model")),
+            "dataset": str(row.get("dataset")),
+            "label": str(row.get("label")),
+            "config_id": str(row.get("config_id")),
+            "metric": str(row.get("metric")),
+            "interval": str(row.get("interval")),
+        }
+        if one.get("config") is not None:
+            case_params["config"] = json.dumps(one["config"], sort_keys=True)[:6000]  # MLflow's param limit
+        case_tags = {
+            "bcas.run_id": run_id,
+            "bcas.case": key,
+            "bcas.model_fingerprint": str(row.get("model_fingerprint") or one.get("model_fingerprint")),
+            "bcas.config_id": str(row.get("config_id")),
+        }
+        if one.get("dataset_hash"):
+            case_tags["bcas.dataset_hash"] = str(one["dataset_hash"])
+        if one.get("prompt_hash"):
+            case_tags["bcas.prompt_hash"] = str(one["prompt_hash"])
+        metrics = {name: v for name in CASE_METRICS if (v := _number(row.get(name))) is not None}
+        tokens_in = sum(float(r.get("tokens_in") or 0) for r in case_records)
+        tokens_out = sum(float(r.get("tokens_out") or 0) for r in case_records)
+        metrics["tokens_in"], metrics["tokens_out"] = tokens_in, tokens_out
+        total_in, total_out = total_in + tokens_in, total_out + tokens_out
+        if (cost := _number(row.get("cost_usd"))) is None:
+            cost_known = False
+        else:
+            total_cost += cost
+        cases.append(CaseResult(key, case_params, case_tags, metrics))
+    run_metrics = {"cases": float(len(cases)), "answers": float(len(records)), "tokens_in": total_in}
+    run_metrics["tokens_out"] = total_out
+    if cost_known and cases:
+        run_metrics["cost_usd"] = total_cost  # an unknown price leaves the total out, never 0
+    artifacts = [run_dir / name for name in ARTIFACTS if (run_dir / name).is_file()]
+    return RunFolder(run_dir, run_id, params, tags, run_metrics, cases, artifacts)
