@@ -35,9 +35,10 @@ import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from html import escape
 from pathlib import Path
 from typing import Any
+
+from markupsafe import Markup
 
 from bcas.grading.outcomes import METRICS, outcome
 from bcas.metrics.values import VALUES, is_share, value
@@ -45,6 +46,7 @@ from bcas.records import Record, RecordError, load_records
 from bcas.records.manifest import read_manifest
 from bcas.report.membership import model_names
 from bcas.report.paired import paired, paired_bootstrap
+from bcas.report.templating import render
 from bcas.stats import mcnemar_exact, newcombe_paired_diff
 
 GroupKey = tuple[str, str, str, str]  # (model label, model fingerprint, dataset, configuration label)
@@ -355,34 +357,32 @@ def _cap(text: str) -> str:
     return text if len(text) <= TEXT_CAP else f"{text[:TEXT_CAP]}… ({len(text) - TEXT_CAP} more characters)"
 
 
-def _trajectory(tag: str, run: Run, rec: Record, metric: str) -> str:
-    ok = bool(_outcome(rec, metric))
+def _side(tag: str, run: Run, rec: Record, metric: str) -> dict[str, Any]:
+    """One side of a flipped item: the run's answer, its outcome and its steps (texts capped)."""
     steps = []
     for step in rec.steps:
-        parts = [f"<b>{escape(str(step.get('kind', '')))}</b>"]
-        for name in ("query", "output"):
-            if step.get(name):
-                parts.append(f"{name}<pre>{escape(_cap(str(step[name])))}</pre>")
         docs = step.get("titles") or step.get("docs") or []
-        if docs:
-            parts.append(f"<div>docs: {escape(', '.join(map(str, docs)))}</div>")
-        steps.append(f"<li>{' '.join(parts)}</li>")
-    return (
-        f'<div class="side"><h4>{escape(tag)}: {escape(run.name)} · {escape(rec.model)}'
-        f"{escape(f' · epoch {rec.epoch}' if rec.epoch else '')}</h4>"
-        f'<div>prediction: <b>{escape(rec.prediction)}</b> <span class="{"ok" if ok else "bad"}">'
-        f"{'right' if ok else 'wrong'}</span></div>"
-        f"<div>stop {escape(str(rec.stop_reason))} · searches {rec.searches_used} · tokens "
-        f"{rec.tokens_in} in / {rec.tokens_out} out</div>"
-        + (f"<div>error: {escape(str(rec.error))}</div>" if rec.error else "")
-        + f"<ol>{''.join(steps)}</ol></div>"
-    )
-
-
-def _row(cells: list[str]) -> str:
-    return (
-        "<tr>" + "".join(f'<td class="t">{c}</td>' if i < 3 else f"<td>{c}</td>" for i, c in enumerate(cells)) + "</tr>"
-    )
+        steps.append(
+            {
+                "kind": str(step.get("kind", "")),
+                "texts": [(name, _cap(str(step[name]))) for name in ("query", "output") if step.get(name)],
+                "docs": ", ".join(map(str, docs)),
+            }
+        )
+    return {
+        "tag": tag,
+        "run": run.name,
+        "model": rec.model,
+        "epoch": rec.epoch,
+        "prediction": rec.prediction,
+        "ok": bool(_outcome(rec, metric)),
+        "stop": str(rec.stop_reason or ""),
+        "searches": rec.searches_used,
+        "tokens_in": rec.tokens_in,
+        "tokens_out": rec.tokens_out,
+        "error": str(rec.error) if rec.error else "",
+        "steps": steps,
+    }
 
 
 _GROUP_COLUMNS = (
@@ -409,84 +409,63 @@ def render_html(
     overridden: list[str],
     metric: str = "em",
 ) -> str:
-    """The comparison as one self-contained page (every text escaped; no script)."""
-    notes = [f"{c.title}: {n}" for c in comps for n in c.notes] + unmatched
-    notes_html = f"<h2>Notes</h2><ul>{''.join(f'<li>{escape(n)}</li>' for n in notes)}</ul>" if notes else ""
-    runs = "".join(f"<li>{escape(line)}</li>" for line in run_lines(run_a, run_b))
-    title = f"bcas compare — {run_a.name} vs {run_b.name}"
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
-        'img-src data:">'
-        f"<title>{escape(title)}</title><style>{CSS}</style></head><body><h1>{escape(title)}</h1>"
-        f"<ul>{runs}</ul>{_override_html(overridden)}"
-        f"<h2>Paired comparison ({escape({'em': 'EM', 'judge': 'judge verdict'}.get(metric, metric))})</h2>"
-        "<p>On the items both runs hold: difference B − A with Newcombe's (1998) paired 95% interval and the "
-        "exact McNemar p-value (with several epochs: per-item means, paired t-test; on a metric that is not "
-        "pass/fail: per-item means, paired bootstrap over items, A / B higher counted instead of right / wrong).</p>"
-        + _groups_table(comps)
-        + notes_html
-        + "<h2>Flipped items</h2>"
-        + (_flips_html(run_a, run_b, comps, metric) or "<p>None.</p>")
-        + "</body></html>"
-    )
-
-
-def _groups_table(comps: list[GroupComparison]) -> str:
-    """One row per paired group: accuracies, difference with its interval, discordant counts, p-value."""
-    rows = "".join(
-        _row(
-            [
-                escape(c.model),
-                escape(c.dataset),
-                escape(c.label),
-                str(c.n),
+    """The comparison as one self-contained page (``templates/compare.html``, autoescaped; no script)."""
+    rows = [
+        {
+            "cells": [
+                c.model,
+                c.dataset,
+                c.label,
+                c.n,
                 c.shown(c.acc_a),
                 c.shown(c.acc_b),
                 c.shown(c.diff, True),
                 f"{c.shown(c.ci_lo, True)} – {c.shown(c.ci_hi, True)}",
-                str(len(c.a_only)),
-                str(len(c.b_only)),
+                len(c.a_only),
+                len(c.b_only),
                 f"{c.p_value:.4f}",
-                escape(c.test),
+                c.test,
             ]
-        )
+        }
         for c in comps
+    ]
+    return str(
+        render(
+            "compare.html",
+            title=f"bcas compare — {run_a.name} vs {run_b.name}",
+            css=Markup(CSS),  # the page's own stylesheet, a constant
+            runs=run_lines(run_a, run_b),
+            overridden=overridden,
+            metric={"em": "EM", "judge": "judge verdict"}.get(metric, metric),
+            headers=_GROUP_COLUMNS,
+            rows=rows,
+            notes=[f"{c.title}: {n}" for c in comps for n in c.notes] + unmatched,
+            flips=_flips(run_a, run_b, comps, metric),
+        )
     )
-    return (
-        f'<table id="groups"><thead><tr>{"".join(f"<th>{escape(h)}</th>" for h in _GROUP_COLUMNS)}</tr></thead>'
-        f"<tbody>{rows}</tbody></table>"
-    )
 
 
-def _override_html(overridden: list[str]) -> str:
-    """The differences compared despite ``--allow-mismatch`` (empty when there are none)."""
-    if not overridden:
-        return ""
-    listed = "".join(f"<li>{escape(m)}</li>" for m in overridden)
-    return (
-        f'<div class="warn" id="override"><b>Compared despite differences (--allow-mismatch)</b><ul>{listed}</ul></div>'
-    )
-
-
-def _flips_html(run_a: Run, run_b: Run, comps: list[GroupComparison], metric: str) -> str:
+def _flips(run_a: Run, run_b: Run, comps: list[GroupComparison], metric: str) -> list[dict[str, Any]]:
     """Each flipped item, both ways, with its two trajectories side by side (empty when none flipped)."""
-    flips = []
+    groups = []
     for c in comps:
         for tag, items in (("A right, B wrong", c.a_only), ("A wrong, B right", c.b_only)):
             if not items or not c.binary:
                 continue
-            flips.append(f"<h3>{escape(c.title)} — {escape(tag)} ({len(items)})</h3>")
+            shown = []
             for item in items:
                 ra, rb = c.records_a[item], c.records_b[item]
-                flips.append(
-                    f'<details class="flip" data-item="{escape(item)}"><summary>{escape(item)} — '
-                    f"{escape(ra.question[:200])}</summary>"
-                    f"<div>gold: {escape(' | '.join(ra.answers))}</div>"
-                    f'<div class="pair">{_trajectory("A", run_a, ra, metric)}{_trajectory("B", run_b, rb, metric)}'
-                    "</div></details>"
+                shown.append(
+                    {
+                        "item": item,
+                        "question": ra.question[:200],
+                        "gold": " | ".join(ra.answers),
+                        "a": _side("A", run_a, ra, metric),
+                        "b": _side("B", run_b, rb, metric),
+                    }
                 )
-    return "".join(flips)
+            groups.append({"title": c.title, "tag": tag, "flipped": shown})
+    return groups
 
 
 # -- command line ------------------------------------------------------------------------------

@@ -11,13 +11,15 @@ no price applies), with its bootstrap interval in the table.
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
 
+from markupsafe import Markup
+
 from bcas.grading.outcomes import METRIC_NAMES
-from bcas.report.html_interactive import fr_attrs
+from bcas.report.html_interactive import fr_data
 from bcas.report.pareto import AXIS_NAMES, COST, COST_OF_PASS, MONEY_AXES, TOKENS, Panel, Point, cheapest_within, panels
 from bcas.report.plots import cost_scatter
+from bcas.report.templating import render
 
 WITHIN_DEFAULT = 2.0  # percentage points: the band the page answers first
 
@@ -44,98 +46,96 @@ def _interval(p: Point) -> str:
     return f"{lo} – {'∞' if p.x_hi is None else f'{p.x_hi:.6g}'}"
 
 
-def _panel(i: int, panel: Panel, prefix: str = "cost") -> str:
+def _panel(i: int, panel: Panel, prefix: str = "cost") -> dict[str, Any]:
+    """What the template shows of one panel: the chart, the frontier, the points, the answer."""
     pid = f"{prefix}-{i}"
-    front = panel.frontier
-    on = {p.key for p in front}
-    money = panel.axis in MONEY_AXES
+    on = {p.key for p in panel.frontier}
     per_pass = panel.axis not in (COST, TOKENS)
     metric = METRIC_NAMES.get(panel.metric, panel.metric)
-    title = f"{panel.dataset}: {metric} against {AXIS_NAMES[panel.axis]}"
     svg = cost_scatter(
-        title,
+        f"{panel.dataset}: {metric} against {AXIS_NAMES[panel.axis]}",
         AXIS_NAMES[panel.axis],
         [(p.model, p.label, p.x, p.accuracy, p.ci_lo, p.ci_hi, p.key in on) for p in panel.points],
-        money,
+        panel.axis in MONEY_AXES,
     )
-    listed = "".join(
-        f'<li class="fr"{fr_attrs(model=p.model, dataset=p.dataset, grid=p.grid, config=p.label)}>'
-        f"{escape(p.model)} · {escape(p.label)}: {p.accuracy * 100:.1f}% "
-        f"[{p.ci_lo * 100:.1f}, {p.ci_hi * 100:.1f}] at {escape(_x_text(p, panel.axis))}</li>"
-        for p in front
-    )
-    head = (
-        "<tr><th>model</th><th>config</th><th>grid</th><th>n</th><th>acc %</th><th>95% CI</th>"
-        f"<th>{escape(AXIS_NAMES[panel.axis])}</th>{'<th>95% CI</th>' if per_pass else ''}<th>on frontier</th></tr>"
-    )
-    body = "".join(
-        f'<tr class="pt fr" data-panel="{pid}" data-x="{p.x!r}" data-acc="{p.accuracy!r}" '
-        f'data-shown="{escape(_x_text(p, panel.axis))}"'
-        f"{fr_attrs(model=p.model, dataset=p.dataset, grid=p.grid, config=p.label)}>"
-        f'<td class="t">{escape(p.model)}</td><td class="t">{escape(p.label)}</td><td class="t">{escape(p.grid)}</td>'
-        f"<td>{p.n}</td><td>{p.accuracy * 100:.1f}</td><td>{p.ci_lo * 100:.1f}–{p.ci_hi * 100:.1f}</td>"
-        f"<td>{p.x:.6g}</td>{f'<td>{escape(_interval(p))}</td>' if per_pass else ''}"
-        f"<td>{'yes' if p.key in on else ''}</td></tr>"
+
+    def data(p: Point) -> dict[str, str]:
+        return fr_data(model=p.model, dataset=p.dataset, grid=p.grid, config=p.label)
+
+    frontier = [
+        {
+            "data": data(p),
+            "text": f"{p.model} · {p.label}: {p.accuracy * 100:.1f}% [{p.ci_lo * 100:.1f}, {p.ci_hi * 100:.1f}] "
+            f"at {_x_text(p, panel.axis)}",
+        }
+        for p in panel.frontier
+    ]
+    points = [
+        {
+            "x": repr(p.x),
+            "acc": repr(p.accuracy),
+            "shown": _x_text(p, panel.axis),
+            "data": data(p),
+            "cells": [
+                p.model,
+                p.label,
+                p.grid,
+                p.n,
+                f"{p.accuracy * 100:.1f}",
+                f"{p.ci_lo * 100:.1f}–{p.ci_hi * 100:.1f}",
+                f"{p.x:.6g}",
+                *([_interval(p)] if per_pass else []),
+                "yes" if p.key in on else "",
+            ],
+        }
         for p in panel.points
-    )
+    ]
     best = cheapest_within(panel.points, WITHIN_DEFAULT)
-    answer = (
-        ""
+    return {
+        "id": pid,
+        "dataset": panel.dataset,
+        "axis": panel.axis,
+        "axis_name": AXIS_NAMES[panel.axis],
+        "axis_note": _AXIS_NOTES.get(panel.axis, _TOKENS_OF_PASS_NOTE),
+        "metric": metric,
+        "svg": svg,
+        "excluded": "; ".join(panel.excluded),
+        "frontier": frontier,
+        "points": points,
+        "per_pass": per_pass,
+        "answer": ""
         if best is None
-        else (f"{best.model} · {best.label}: {best.accuracy * 100:.1f}% at {_x_text(best, panel.axis)}")
-    )
-    axis_note = _AXIS_NOTES.get(panel.axis, _TOKENS_OF_PASS_NOTE)
-    excluded = (
-        f'<p class="excluded">No correct answer, so no finite cost of one (left out): '
-        f"{escape('; '.join(panel.excluded))}</p>"
-        if panel.excluded
-        else ""
-    )
-    return (
-        f'<div class="cost-panel fr" id="{pid}" data-dataset="{escape(panel.dataset)}" data-axis="{panel.axis}">'
-        f"<h3>{escape(panel.dataset)} — {escape(metric)}</h3>"
-        f"<p>x: {escape(axis_note)}; y: accuracy with its 95% interval; ringed points and the dashed step "
-        "line: the Pareto frontier (no other point is as cheap and as accurate, and better in one).</p>"
-        f'<div class="fig">{svg}</div>{excluded}'
-        f'<p>Pareto frontier, cheapest first:</p><ol class="frontier" id="{pid}-frontier">{listed}</ol>'
-        f'<p class="within" data-panel="{pid}"><label>The cheapest configuration within '
-        f'<input type="number" min="0" step="0.5" value="{WITHIN_DEFAULT:g}"> points of the best:</label> '
-        f'<span class="answer">{escape(answer)}</span></p>'
-        f'<table class="sortable" id="{pid}-points"><thead>{head}</thead><tbody>{body}</tbody></table></div>'
-    )
+        else f"{best.model} · {best.label}: {best.accuracy * 100:.1f}% at {_x_text(best, panel.axis)}",
+    }
 
 
-def cost_section(rows: list[Any]) -> str:
+def cost_section(rows: list[Any]) -> Markup:
     """The "Cost against accuracy" section (empty without summary rows)."""
     found = panels(rows)
     if not found:
-        return ""
-    return (
-        '<h2 id="cost-accuracy">Cost against accuracy</h2>'
-        "<p>One point per model × configuration on each dataset. A configuration shared by several grids is "
-        "one point (the same answers).</p>"
-        + "".join(_panel(i, p) for i, p in enumerate(found))
-        + '<h3 id="cost-of-pass">Cost of a correct answer</h3>'
-        "<p>The same points against what one correct answer costs (failed attempts paid for too): "
-        "cost-of-pass where every point is priced, else tokens-of-pass; 95% bootstrap interval over items.</p>"
-        + "".join(_panel(i, p, "cop") for i, p in enumerate(panels(rows, per_pass=True)))
+        return Markup()
+    return render(
+        "cost.html",
+        cost_panels=[_panel(i, p) for i, p in enumerate(found)],
+        pass_panels=[_panel(i, p, "cop") for i, p in enumerate(panels(rows, per_pass=True))],
+        within=f"{WITHIN_DEFAULT:g}",
     )
 
 
-def stops_section(stops: list[dict[str, Any]]) -> str:
+def stops_section(stops: list[dict[str, Any]]) -> Markup:
     """Cases the session's ``--bcas-max-cost`` stopped before all their items ran (empty when none)."""
     if not stops:
-        return ""
-    first = stops[0]
-    items = "".join(
-        f"<li>{escape(str(s.get('case_id')))}: {int(s.get('recorded') or 0)} of {int(s.get('total') or 0)} items "
-        "recorded</li>"
-        for s in stops
-    )
-    return (
-        f'<div id="cost-stop" class="bad"><h2>Stopped at the cost cap</h2><p>--bcas-max-cost '
-        f"{float(first.get('cap_usd') or 0):.6g} USD: the session's priced spend reached "
-        f"{float(max(s.get('spent_usd') or 0 for s in stops)):.6g} USD, so no new items were started. "
-        "Run the same command again to resume: recorded items are kept, the rest run.</p>"
-        f"<ul>{items}</ul></div>"
+        return Markup()
+    return render(
+        "stops.html",
+        cap=f"{float(stops[0].get('cap_usd') or 0):.6g}",
+        spent=f"{float(max(s.get('spent_usd') or 0 for s in stops)):.6g}",
+        stops=[
+            {
+                "case_id": str(s.get("case_id")),
+                "recorded": int(s.get("recorded") or 0),
+                "total": int(s.get("total") or 0),
+            }
+            for s in stops
+        ],
     )

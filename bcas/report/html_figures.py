@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Mapping
-from html import escape
 from typing import Any
+
+from markupsafe import Markup
 
 from bcas.grading.outcomes import METRIC_NAMES
 from bcas.report.plots import scaling_chart, shift_bars
+from bcas.report.templating import render
 
 BUDGET_FIELDS = ("max_searches", "max_total_tokens")
 SCALING_GRIDS = ("search_scaling", "context_scaling")  # no reference-shift bars (the paper plots lines)
@@ -77,9 +79,9 @@ def figures(
     grid_order: dict[str, list[str]],
     records: list[dict[str, Any]],
     grids: Mapping[str, Any],
-) -> str:
+) -> Markup:
     """HTML of every figure: a scaling chart per (grid, dataset), shift bars where the grid compares entries."""
-    out = []
+    out: list[dict[str, Any]] = []
     by_panel: dict[tuple[str, str], list[Any]] = defaultdict(list)
     for r in rows:
         by_panel[(r.grid, r.dataset)].append(r)
@@ -103,8 +105,8 @@ def figures(
         interval = "item-clustered" if any(getattr(r, "interval", "wilson") != "wilson" for r in panel) else "Wilson"
         axis = f"; line: {field.replace('_', ' ')} in order" if field else ""
         title = f"{grid} — {dataset} ({metric}, 95% {interval}{axis})"
-        attrs = f'data-grid="{escape(grid)}" data-dataset="{escape(dataset)}"'
-        out.append(f'<div class="fig fr" {attrs}>{scaling_chart(title, ordered, categorical, series)}</div>')
+        chart = scaling_chart(title, ordered, categorical, series)
+        out.append({"grid": grid, "dataset": dataset, "model": None, "svg": chart})
         if grid in SCALING_GRIDS:
             continue
         for model in sorted({r.model for r in panel}):
@@ -115,5 +117,5 @@ def figures(
             ]
             if bars:
                 title = f"{grid} — {dataset} — {model}: net shift vs reference (Newcombe 95%)"
-                out.append(f'<div class="fig fr" {attrs} data-model="{escape(model)}">{shift_bars(title, bars)}</div>')
-    return "".join(out)
+                out.append({"grid": grid, "dataset": dataset, "model": model, "svg": shift_bars(title, bars)})
+    return render("figures.html", figures=out)

@@ -23,7 +23,10 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Iterable
-from html import escape
+
+from markupsafe import Markup
+
+from bcas.report.templating import render
 
 CSS = """
 #filters{position:sticky;top:0;background:#fff;padding:4px 0;border-bottom:1px solid #ddd;z-index:1}
@@ -31,6 +34,7 @@ CSS = """
 td.ok{background:#eef8ee} td.bad{background:#fbeeee} td.none{color:#999}
 .flip label,.within label{margin-right:1em} .count{color:#555} .answer{font-weight:bold}
 td .cell{max-width:16em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.banner{background:#fff4d6;border:1px solid #e0b84c;padding:6px 10px;margin:0.5em 0;font-weight:bold}
 """
 
 SCRIPT = """
@@ -129,12 +133,13 @@ FILTER_KEYS = (
 )
 
 
-def fr_attrs(**values: str | None) -> str:
-    """`` data-model="..." data-dataset="..."`` for a filterable element (``config_b`` -> ``data-config-b``)."""
-    return "".join(f' data-{k.replace("_", "-")}="{escape(str(v))}"' for k, v in values.items() if v is not None)
+def fr_data(**values: str | None) -> dict[str, str]:
+    """The filter keys of a filterable element, for the templates' ``data_attrs``
+    (``model_b`` -> ``data-model-b``); a ``None`` value is left out."""
+    return {k.replace("_", "-"): str(v) for k, v in values.items() if v is not None}
 
 
-def filter_bar(rows: Iterable[object]) -> str:
+def filter_bar(rows: Iterable[object]) -> Markup:
     """The select boxes over every model, dataset, grid and configuration of the summary rows."""
     values: dict[str, set[str]] = {key: set() for key, _ in FILTER_KEYS}
     for r in rows:
@@ -142,16 +147,5 @@ def filter_bar(rows: Iterable[object]) -> str:
         values["dataset"].add(str(getattr(r, "dataset", "")))
         values["grid"].add(str(getattr(r, "grid", "")))
         values["config"].add(str(getattr(r, "label", "")))
-    boxes = []
-    for key, everything in FILTER_KEYS:
-        options = "".join(f'<option value="{escape(v)}">{escape(v)}</option>' for v in sorted(values[key]))
-        boxes.append(
-            f'<label>{escape(key)} <select id="filter-{key}" data-key="{key}">'
-            f'<option value="">{escape(everything)}</option>{options}</select></label>'
-        )
-    return (
-        '<div id="filters">Show only: '
-        + "".join(boxes)
-        + ' <span class="count">(the summary, comparisons, models, figures, cost panels, items and the '
-        "drill-down follow these filters)</span></div>"
-    )
+    boxes = [{"key": key, "everything": everything, "options": sorted(values[key])} for key, everything in FILTER_KEYS]
+    return render("filters.html", boxes=boxes)

@@ -4,17 +4,19 @@ The numbers are the summary rows' :class:`bcas.metrics.columns.MetricColumns` (e
 and trajectory, SimpleQA's three-way grading, pass@k / pass^k and flips over epochs,
 cost-of-pass / tokens-of-pass); the trajectory panel reads what the harness stored in a
 record's ``extra`` (recall after each search, the gold documents each search returned).
-Every text taken from a record passes through ``html.escape``.
+Rendered from templates with autoescaping (:mod:`bcas.report.templating`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from html import escape
 from typing import Any
 
-from bcas.report.html_interactive import fr_attrs
+from markupsafe import Markup
+
+from bcas.report.html_interactive import fr_data
 from bcas.report.summary import SummaryRow
+from bcas.report.templating import render
 
 
 def _num(v: float | None, fmt: str = ".2f") -> str:
@@ -41,7 +43,7 @@ def _steps(curve: Sequence[float]) -> str:
 
 
 def row_cells(r: SummaryRow) -> list[str]:
-    """The beyond-accuracy cells of one row (plain text, escaped by the caller)."""
+    """The beyond-accuracy cells of one row (plain text; the template escapes it)."""
     k = r.pass_k
     return [
         str(r.gold_n),
@@ -89,30 +91,19 @@ HEADERS = [
 ]
 
 
-def metrics_section(rows: Sequence[SummaryRow]) -> str:
+def metrics_section(rows: Sequence[SummaryRow]) -> Markup:
     """The "Beyond accuracy" table (one line per summary row)."""
     if not rows:
-        return ""
-    head = "".join(f"<th>{escape(h)}</th>" for h in HEADERS)
-    body = []
-    for r in rows:
-        cells = [r.grid, r.model, r.dataset, r.label, *row_cells(r)]
-        tds = "".join(
-            f'<td class="t">{escape(c)}</td>' if j < 4 else f"<td>{escape(c)}</td>" for j, c in enumerate(cells)
-        )
-        attrs = fr_attrs(grid=r.grid, model=r.model, dataset=r.dataset, config=r.label)
-        body.append(f'<tr class="fr"{attrs}>{tds}</tr>')
-    return (
-        '<h2 id="beyond-accuracy">Beyond accuracy</h2>'
-        "<p>Evidence recall: share of the item's gold documents any search returned (MADARA: the retrieved "
-        "documents), and after each search; redundant: repeated or near-identical queries or the same top hits; "
-        "wasted: searches after the last one that found new gold. Three-way grading and F-score as SimpleQA "
-        "(a declining answer is not attempted); pass@k (Chen et al. 2021) and pass^k (τ-bench) over the epochs, "
-        "bootstrap intervals over items; cost-of-pass = mean cost / accuracy (Erol et al. 2025), ∞ when nothing "
-        "passed; citation precision / recall (ALCE, at document level) for configurations that ask for a "
-        "cite list. Definitions and sources: the metrics page of the documentation (docs/metrics.md).</p>"
-        f'<table class="sortable" id="beyond"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-    )
+        return Markup()
+    body = [
+        {
+            "cells": [r.grid, r.model, r.dataset, r.label, *row_cells(r)],
+            "cls": "fr",
+            "data": fr_data(grid=r.grid, model=r.model, dataset=r.dataset, config=r.label),
+        }
+        for r in rows
+    ]
+    return render("metrics.html", headers=HEADERS, rows=body)
 
 
 def metric_lines(rows: Sequence[SummaryRow]) -> list[str]:
@@ -138,12 +129,12 @@ def metric_lines(rows: Sequence[SummaryRow]) -> list[str]:
     return (["beyond accuracy:"] + out) if out else []
 
 
-def trajectory_panel(rec: dict[str, Any]) -> str:
+def trajectory_panel(rec: dict[str, Any]) -> Markup:
     """A record's searches with the gold documents each returned marked ★ and the recall after it."""
     extra = rec.get("extra") or {}
     curve = extra.get("recall_at_step")
     if not isinstance(curve, list):
-        return ""
+        return Markup()
     raw_hits = extra.get("gold_hits")
     hits: list[Any] = raw_hits if isinstance(raw_hits, list) else []
     searches = [
@@ -157,22 +148,29 @@ def trajectory_panel(rec: dict[str, Any]) -> str:
         docs = [str(d) for d in step.get("docs") or []]
         titles = step.get("titles") or docs
         shown = ", ".join(
-            ("★ " if d in gold else "") + escape(str(titles[j] if j < len(titles) else d)) for j, d in enumerate(docs)
+            ("★ " if d in gold else "") + str(titles[j] if j < len(titles) else d) for j, d in enumerate(docs)
         )
         recall = curve[n] if n < len(curve) else None
-        mark = ' class="gold"' if gold else ""
         rows.append(
-            f'<tr{mark}><td>{n + 1}</td><td class="t">{escape(str(step.get("query") or ""))}</td>'
-            f'<td class="t">{shown}</td><td>{_pct(recall if isinstance(recall, (int, float)) else None)}</td></tr>'
+            {
+                "n": n + 1,
+                "gold": bool(gold),
+                "query": str(step.get("query") or ""),
+                "documents": shown,
+                "recall": _pct(recall if isinstance(recall, (int, float)) else None),
+            }
         )
-    summary = (
-        f"evidence recall {_pct(extra.get('evidence_recall'))}% · first gold search "
-        f"{escape(str(extra.get('first_gold_step') or '—'))} · redundant {escape(str(extra.get('redundant_searches', '—')))}"
-        f" · wasted {escape(str(extra.get('wasted_searches', '—')))}"
-    )
-    return (
-        f'<div class="trajectory"><div>{summary}</div><table><thead><tr><th>search</th><th>query</th>'
-        f"<th>documents (★ gold)</th><th>recall %</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+
+    def shown_or_dash(value: Any) -> str:
+        return "—" if value is None or value == "" else str(value)
+
+    return render(
+        "trajectory.html",
+        rows=rows,
+        recall=_pct(extra.get("evidence_recall")),
+        first_gold=shown_or_dash(extra.get("first_gold_step")),
+        redundant=shown_or_dash(extra.get("redundant_searches")),
+        wasted=shown_or_dash(extra.get("wasted_searches")),
     )
 
 

@@ -1,28 +1,22 @@
-"""The report's "Run" section: the run manifest (:mod:`bcas.run.manifest`) as HTML, every text escaped."""
+"""The report's "Run" section: the run manifest (:mod:`bcas.run.manifest`) as HTML (``templates/run.html``)."""
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
 
+from markupsafe import Markup
+
 from bcas.records.manifest import MANIFEST_FILE
+from bcas.report.templating import render
 
 
-def _kv(rows: list[tuple[str, Any]]) -> str:
-    cells = "".join(
-        f'<tr><td class="t">{escape(str(k))}</td><td class="t">{escape("" if v is None else str(v))}</td></tr>'
-        for k, v in rows
-    )
-    return f"<table><tbody>{cells}</tbody></table>"
-
-
-def manifest_section(manifest: dict[str, Any] | None) -> str:
+def manifest_section(manifest: dict[str, Any] | None) -> Markup:
     """HTML of the run manifest: the latest session in full, the earlier ones in one line each."""
     if not manifest or not manifest.get("sessions"):
-        return ""
+        return Markup()
     sessions = [s for s in manifest["sessions"] if isinstance(s, dict)]
     if not sessions:
-        return ""
+        return Markup()
     last = sessions[-1]
     bcas = last.get("bcas") or {}
     host = last.get("host") or {}
@@ -68,22 +62,17 @@ def manifest_section(manifest: dict[str, Any] | None) -> str:
         for name, o in (last.get("options") or {}).items()
         if isinstance(o, dict)
     ]
-    earlier = ""
-    if len(sessions) > 1:
-        lines = "".join(
-            f"<li>{escape(str(s.get('session')))}: {escape(str(s.get('started_at')))} → "
-            f"{escape(str(s.get('ended_at')))}, exit {escape(str(s.get('exit_status')))}, "
-            f"models {escape(', '.join(s.get('models') or {}))}, bcas "
-            f"{escape(str((s.get('bcas') or {}).get('version')))} @ {escape(str((s.get('bcas') or {}).get('git_commit')))}"
-            "</li>"
-            for s in sessions[:-1]
-        )
-        earlier = f"<p>Earlier sessions into this folder ({len(sessions) - 1}):</p><ul>{lines}</ul>"
-    return (
-        '<h2 id="run">Run</h2><div id="manifest">'
-        f"<p>From <code>{escape(MANIFEST_FILE)}</code> (latest of {len(sessions)} session(s)).</p>"
-        + _kv(rows)
-        + f"<details><summary>options as resolved</summary>{_kv(options)}</details>"
-        + earlier
-        + "</div>"
+    earlier = [
+        f"{s.get('session')}: {s.get('started_at')} → {s.get('ended_at')}, exit {s.get('exit_status')}, "
+        f"models {', '.join(s.get('models') or {})}, bcas "
+        f"{(s.get('bcas') or {}).get('version')} @ {(s.get('bcas') or {}).get('git_commit')}"
+        for s in sessions[:-1]
+    ]
+    return render(
+        "run.html",
+        manifest_file=MANIFEST_FILE,
+        n_sessions=len(sessions),
+        rows=[(k, "" if v is None else str(v)) for k, v in rows],
+        options=options,
+        earlier=earlier,
     )

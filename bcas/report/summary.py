@@ -171,7 +171,8 @@ def _row(
         accuracy=acc,
         ci_lo=lo,
         ci_hi=hi,
-        judge_n=len(verdicts),
+        # Counted over the records the judge graded; an unjudged empty answer is not a judged one.
+        judge_n=sum(1 for r in recs if r.get("judge_verdict") is not None),
         judge_accuracy=jacc,
         judge_ci_lo=jlo,
         judge_ci_hi=jhi,

@@ -63,6 +63,6 @@ def test_the_page_shows_the_cost_of_a_correct_answer_escaped() -> None:
     assert sorted(float(x) for x in cells) == [0.010, 0.020, 0.0375]
     assert "0.008 – 0.015" in table  # b/s1's bootstrap interval
     assert "cost per correct answer (USD, cost-of-pass)" in page
-    assert HOSTILE not in page and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in page
+    assert HOSTILE not in page and "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in page
     unpriced = cost_section([{**r, "mean_cost_usd": None} for r in PRICED])
     assert "tokens per correct answer (tokens-of-pass)" in unpriced and "360 – ∞" in unpriced

@@ -7,11 +7,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from html import escape
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
 
 from bcas.report.html import SCRIPT, SCRIPT_HASH
 from bcas.report.plots import cost_scatter, scaling_chart, shift_bars

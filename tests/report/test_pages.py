@@ -142,7 +142,7 @@ INTERACT = r"""
   const input = within.querySelector('input'); input.value = '100'; input.dispatchEvent(new Event('input'));
   out.within100 = within.querySelector('.answer').textContent;
   out.matrices = Array.from(document.querySelectorAll('table.matrix')).map((t) => ({
-    title: t.previousElementSibling.previousElementSibling.textContent,
+    title: t.closest('.scroll').previousElementSibling.previousElementSibling.textContent,
     headers: Array.from(t.querySelectorAll('thead th')).map((c) => c.textContent),
     rows: Array.from(t.tBodies[0].rows).map((r) => Array.from(r.cells).map((c) => c.textContent)),
   }));
