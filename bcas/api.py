@@ -4,7 +4,7 @@
 arguments and runs the same engine (:mod:`bcas.run`): the same settings and checks, the
 same plan (one case per model x dataset x grid entry), the same executor, resume and
 generation cache, and the same run folder (``records.jsonl``, ``run.json``,
-``summary.csv/json``, ``index.html``).  So ``python -m bcas.report.compare`` reads an API
+``summary.csv/json``, ``index.html``).  So ``bcas compare`` reads an API
 run and a pytest run of the same options alike.
 
     >>> import bcas

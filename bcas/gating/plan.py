@@ -11,7 +11,7 @@ the model does; the plan says so, and ``--bcas-gate-strict`` stops the session.
 
 The plan is a function of the cases (as plain objects with an id, grid, dataset,
 grid entry and model label), the baseline file and the gate's options; nothing here
-imports pytest.  ``python -m bcas.gating.power`` prints what each number of paired
+imports pytest.  ``bcas gate power`` prints what each number of paired
 items can detect (:mod:`bcas.gating.power`).
 """
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bcas.gating.baseline import main as gate_main
+from bcas.gating.baseline import write_main as gate_main
 from bcas.testing.project import backends, budget_grid, codename_items, grid_project, preload, read_records
 
 preload()
@@ -57,7 +57,7 @@ def test_a_gate_that_cannot_fail_says_so_and_strict_stops_the_session(project: p
     base_dir = project.path / "base"
     project.runpytest(*SMOKE_HOTPOTQA, "--bcas-report", str(base_dir)).assert_outcomes(passed=3)
     baseline = project.path / "base.json"
-    assert gate_main(["write", str(base_dir), str(baseline)]) == 0
+    assert gate_main([str(base_dir), str(baseline)]) == 0
     _claim_all_correct(baseline)
 
     run_dir = project.path / "run"
@@ -289,7 +289,7 @@ def test_the_gate_decides_p_equal_to_alpha_as_significant_in_place_and_in_holm_s
     base_dir = project.path / "gold6"
     project.runpytest(*six, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)
     baseline = project.path / "six.json"
-    assert gate_main(["write", str(base_dir), str(baseline)]) == 0
+    assert gate_main([str(base_dir), str(baseline)]) == 0
     data = json.loads(baseline.read_text())
     key_a, key_b = sorted(data["cases"])
     first_item = sorted(data["cases"][key_b]["items"])[0]
