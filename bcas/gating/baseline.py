@@ -270,15 +270,17 @@ def match_baseline(
     return best[0], best[1], note
 
 
-def identity_differences(found: BaselineCase, fingerprint: str, prompt: str) -> list[str]:
+def identity_differences(found: BaselineCase, fingerprint: str, prompt: str, *, new_model: bool = False) -> list[str]:
     """How the answers a baseline claims differ in identity from this run's (bcas.identity).
 
     A baseline without a fingerprint or prompt hash (written before they were recorded)
     claims nothing about them.  Dataset content is checked item by item when pairing
-    (same dataset hash, or the same item digests), so it never appears here.
+    (same dataset hash, or the same item digests), so it never appears here.  With
+    ``new_model`` (``--bcas-gate-new-model``) the model is what is being compared, so a
+    different fingerprint is not a difference; the prompt hash still is.
     """
     out = []
-    if found.fingerprint and fingerprint and found.fingerprint != fingerprint:
+    if found.fingerprint and fingerprint and found.fingerprint != fingerprint and not new_model:
         out.append(f"model fingerprint {found.fingerprint} ({found.model}, baseline) vs {fingerprint} (this run)")
     if found.prompt_hash and prompt and found.prompt_hash != prompt:
         out.append(f"prompt hash {found.prompt_hash} (baseline) vs {prompt} (this run)")

@@ -227,6 +227,13 @@ OPTIONS: list[Option] = [
         "let the regression gate compare answers whose model fingerprint or prompt "
         "hash differ from the baseline's (the override is written into the report)",
     ),
+    (
+        "gate-new-model",
+        "bool",
+        False,
+        "gate a new model against the baseline's model: the model fingerprints may differ, "
+        "while dataset items, configuration and prompt hash must still match",
+    ),
     ("no-preflight", "bool", False, "skip the session-start check of every server endpoint (models and judge)"),
     (
         "require-prices",
