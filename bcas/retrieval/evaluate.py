@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from bcas.config import RetrievalConfig
 from bcas.data import Dataset, Item, load_dataset
 from bcas.llm.base import ChatModel
+from bcas.retrieval.progress import bars_off
 from bcas.retrieval.retriever import Hit, Retriever, build_retriever
 
 MODES = ("bm25-plain", "bm25", "dense", "hybrid", "hybrid_rerank")
@@ -87,7 +88,7 @@ async def _score_mode(
 
     recall = rr = 0.0
     started = time.perf_counter()
-    for item in tqdm(items, desc=f"evaluate {retriever.config.mode}", disable=not progress, leave=False):
+    for item in tqdm(items, desc=f"evaluate {retriever.config.mode}", disable=bars_off(progress), leave=False):
         hits = await retriever.asearch(item.question, k=k)
         r, m = recall_and_rr(hits, gold[item.id], k)
         recall += r
