@@ -3,6 +3,7 @@ answered with the closest grid's name, no progress bars in a log that is not a t
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from bcas.testing.project import budget_grid, codename_items, grid_project
@@ -29,3 +30,12 @@ def test_a_misspelt_grid_is_answered_with_the_closest_name(tmp_path: Path) -> No
     done = run_pytest(folder, "--bcas-grid", "smoek", "--bcas-model", "mock:gold")
     assert done.returncode == 4, done.stdout[-2000:]
     assert "unknown grid 'smoek'; did you mean 'smoke'?" in done.stderr, done.stderr[-2000:]
+
+
+def test_records_of_a_test_double_say_so(tmp_path: Path) -> None:
+    """getting-started: records of a mock model carry ``extra.mock = true``; the report's banner reads it."""
+    folder = grid_project(tmp_path, budget_grid("tiny", ["hotpotqa"], (1,), limit=2))
+    done = run_pytest(folder, "--bcas-grid", "tiny", "--bcas-model", "mock:gold", "--bcas-report", str(tmp_path / "r"))
+    assert done.returncode == 0, done.stdout[-2000:]
+    lines = (tmp_path / "r" / "records.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2 and all(json.loads(line)["extra"].get("mock") is True for line in lines)
