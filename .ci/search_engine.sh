@@ -8,6 +8,6 @@ PY=${PYTHON:-python3}
 "$PY" -m pip install -q --disable-pip-version-check -e ".[search]"
 data=$(mktemp -d)
 t0=$SECONDS
-timeout 120 "$PY" -m bcas.retrieval.milvus_lite --data-dir "$data" --port 0 --check
+timeout 120 "$PY" -m bcas index milvus --data-dir "$data" --port 0 --check
 rm -rf "$data"
 echo "search engine check wall time: $((SECONDS - t0)) s"

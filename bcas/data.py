@@ -9,7 +9,7 @@ layouts of ``bcas.formats`` (FlashRAG, official HotpotQA, 2WikiMultihopQA,
 MuSiQue, TriviaQA, FEVER, NQ-open, ConflictQA), or a bare path whose layout is
 detected.  The registry only adds a name, a task type and a scoring rule.
 
-Run ``python -m bcas.data [NAME | FORMAT:PATH ...]`` to print item count, document
+Run ``bcas data check [NAME | FORMAT:PATH ...]`` to print item count, document
 count and content hash (``--formats`` lists the layouts, ``--help`` the usage).
 """
 
@@ -323,7 +323,7 @@ def resolve_spec(name_or_path: str | Path) -> DatasetSpec:
         key,
         None,
         f"unknown dataset; registered names are {sorted(DATASETS)}, or give a file path "
-        "or FORMAT:PATH (python -m bcas.data --formats lists the formats)",
+        "or FORMAT:PATH (bcas data check --formats lists the formats)",
     )
 
 
@@ -409,9 +409,9 @@ def _cached_format(path: str, fmt: Format) -> tuple[tuple[Item, ...], str, str]:
     return _FORMAT_CACHE[key]
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "bcas data check") -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m bcas.data",
+        prog=prog,
         description="Item count, document count and content hash of datasets (every registered one by default).",
     )
     parser.add_argument(
@@ -426,17 +426,18 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{row['name']:<18}{row['description']}{aliases}")
         return 0
     names = args.datasets or list(DATASETS)
-    print(f"{'dataset':<18}{'task':<20}{'items':>7}{'docs':>8}  sha256")
+    loaded = []
     for name in names:
         try:
-            ds = load_dataset(name)
+            loaded.append(load_dataset(name))
         except DatasetError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+    # columns as wide as their longest cell plus two spaces: a long name never runs into its task
+    name_w = max([len("dataset"), *(len(ds.name) for ds in loaded)]) + 2
+    task_w = max([len("task"), *(len(ds.task) for ds in loaded)]) + 2
+    print(f"{'dataset':<{name_w}}{'task':<{task_w}}{'items':>7}{'docs':>8}  sha256")
+    for ds in loaded:
         n_docs = sum(len(i.documents) for i in ds.items)
-        print(f"{ds.name:<18}{ds.task:<20}{len(ds):>7}{n_docs:>8}  {ds.hash}")
+        print(f"{ds.name:<{name_w}}{ds.task:<{task_w}}{len(ds):>7}{n_docs:>8}  {ds.hash}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

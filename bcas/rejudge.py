@@ -1,6 +1,6 @@
 """Re-grade recorded answers with another judge, without regenerating them.
 
-``python -m bcas.results rejudge RUN --judge BACKEND:MODEL`` is to grades what
+``bcas rejudge RUN --judge BACKEND:MODEL`` is to grades what
 ``reprice`` is to cost: every answer of the run that this judge (its grade identity:
 judge fingerprint + judge prompt hash + repeats, :func:`bcas.identity.grade_id`) has not
 graded yet is sent to it once, and the record is appended again with the new grade added
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,12 +103,3 @@ def rejudge(
         sum(v is False for v in verdicts),
         sum(v is None for v in verdicts),
     )
-
-
-if __name__ == "__main__":  # the command lives in bcas.results, beside reprice and merge
-    print(
-        "python -m bcas.rejudge is not a command; run: python -m bcas.results rejudge RUN_DIR --judge BACKEND:MODEL "
-        "(python -m bcas.results rejudge --help lists its options)",
-        file=sys.stderr,
-    )
-    raise SystemExit(2)

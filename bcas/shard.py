@@ -9,7 +9,7 @@ one shard, and the N shards together hold every item exactly once.
 A shard is a filter on which items of a case run, nothing more: the item subset
 (``--bcas-limit``, ``--bcas-seed``) is drawn first, over the whole dataset, so the
 dataset hash, configuration ids and answer identities are those of the unsharded run
-and ``python -m bcas.results merge SHARD_RUN... --out RUN`` (:mod:`bcas.harness.merge`)
+and ``bcas merge SHARD_RUN... --out RUN`` (:mod:`bcas.harness.merge`)
 joins the shards' records into the unsharded run's.  A case without per-item records
 (the RSC probe) runs whole on the one shard its case id hashes to.
 

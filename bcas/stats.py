@@ -407,7 +407,7 @@ def tango_noninferiority(worse_only: int, better_only: int, n: int, margin: floa
     ``B = -(w + b) + (2n - w + b) margin``, ``C = -b margin (1 - margin)``
     (``w = worse_only``, ``b = better_only``); the p-value is ``1 - Phi(Z)``.  At
     ``margin = 0`` this is McNemar's z test, ``(w - b) / sqrt(w + b)``.  It is an
-    asymptotic test: ``python -m bcas.gating.power`` prints its exact size on
+    asymptotic test: ``bcas gate power`` prints its exact size on
     small ``n``.  Degenerate input (``n = 0``; no discordant item at ``margin = 0``)
     gives 1.0.
     """

@@ -15,9 +15,16 @@ prints one section (``python docs/gen_reference.py --list`` lists them).
 
 from __future__ import annotations
 
+import html
+import re
 import sys
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # the checkout's bcas, not another installed copy
+    sys.path.insert(0, str(REPO))
 
 KIND_TYPE = {"sink": "target, value optional", "append": "text, repeatable", "bool": "flag", "str": "text", "int": "integer", "float": "number"}
 
@@ -25,14 +32,17 @@ KIND_TYPE = {"sink": "target, value optional", "append": "text, repeatable", "bo
 def _cell(value: Any) -> str:
     """A table cell: markdown and HTML specials escaped, line breaks joined."""
     text = " ".join(str(value).split())
-    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("*", "\\*"), ("_", "\\_")):
+    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "&#124;"), ("*", "\\*"), ("_", "\\_")):
         text = text.replace(a, b)
     return text
 
 
 def _code(value: Any) -> str:
-    text = str(value).replace("|", "\\|")
-    return f"`{text}`"
+    """Inline code in a table cell.  A backtick span would show ``\\|`` (the escape a pipe
+    needs in a table) as a backslash; an HTML ``<code>`` with the pipe as ``&#124;`` shows it
+    as ``|`` on the site and on the repository host."""
+    text = html.escape(str(value), quote=False).replace("|", "&#124;")
+    return f"<code>{text}</code>"
 
 
 def _table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
@@ -205,7 +215,42 @@ SECTIONS: dict[str, Callable[[], str]] = {
 }
 
 
+# A page holds ``<!-- bcas:NAME -->`` ... ``<!-- /bcas:NAME -->``: the section's text sits between
+# the two markers in the repository (readable on the repository host) and is rendered again at build.
+REGION = re.compile(r"<!-- bcas:(\w+) -->(?:.*?<!-- /bcas:\1 -->)?", re.S)
+PAGES = ("reference/options.md", "reference/registries.md")
+
+
+def fill(markdown: str, where: str = "page") -> str:
+    """``markdown`` with every generated region holding its current text; unknown names: ValueError."""
+
+    def render(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in SECTIONS:
+            raise ValueError(f"{where}: unknown generated section {name!r}")
+        return f"<!-- bcas:{name} -->\n\n{SECTIONS[name]().strip()}\n\n<!-- /bcas:{name} -->"
+
+    return REGION.sub(render, markdown)
+
+
+def write_pages() -> list[str]:
+    """Regenerate the reference pages in the checkout; the pages that changed."""
+    changed = []
+    for page in PAGES:
+        path = Path(__file__).resolve().parent / page
+        old = path.read_text(encoding="utf-8")
+        new = fill(old, page)
+        if new != old:
+            path.write_text(new, encoding="utf-8")
+            changed.append(page)
+    return changed
+
+
 def main(argv: list[str]) -> int:
+    if argv == ["--write"]:
+        changed = write_pages()
+        print("\n".join(f"wrote docs/{page}" for page in changed) or "the reference pages are current")
+        return 0
     if argv == ["--list"] or not argv:
         print("\n".join(SECTIONS))
         return 0

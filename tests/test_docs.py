@@ -199,3 +199,21 @@ def test_generated_sections_print_from_the_command_line() -> None:
         [sys.executable, str(DOCS / "gen_reference.py"), "--list"], env=_env(), capture_output=True, text=True
     )
     assert proc.returncode == 0 and proc.stdout.split() == list(gen_reference.SECTIONS)
+
+
+def test_the_reference_pages_in_the_repository_are_current() -> None:
+    """The repository host shows docs/reference/*.md as committed: their generated regions must hold
+    what the code registers now (``python docs/gen_reference.py --write`` rewrites them)."""
+    for page in gen_reference.PAGES:
+        text = (DOCS / page).read_text(encoding="utf-8")
+        assert "<!-- /bcas:" in text, f"docs/{page} holds no generated text"
+        assert gen_reference.fill(text, page) == text, (
+            f"docs/{page} is out of date: run python docs/gen_reference.py --write"
+        )
+
+
+def test_a_pipe_in_a_reference_table_shows_without_its_escape(site: Path) -> None:
+    for page in ("options", "registries"):
+        text = _text(site / "reference" / page / "index.html")
+        assert "\\|" not in text, f"reference/{page}: a table's escaped pipe shows its backslash"
+    assert "none | same | BACKEND[:MODEL]" in _text(site / "reference" / "options" / "index.html")

@@ -20,7 +20,7 @@ checkout is), the pages' own files and small samples at the data paths the pages
     hybrid cases on the small 2WikiMultihopQA collection run for real only with
     ``--runslow``; dense and hybrid cases on larger collections are only collected (a
     MiniLM index of the whole collection takes minutes to hours on a CPU).
-  - ``python -m bcas.*`` commands run as written, once their input folders exist (made
+  - ``bcas ...`` commands run as written (as ``python -m bcas ...``), once their input folders exist (made
     by a cheap mock run when no earlier command of the block made them); ``rejudge``
     runs with the judge ``mock:gold`` in place of a hosted judge that needs a key.
   - ``python docs/gen_reference.py ...`` runs as written in the checkout;
@@ -31,7 +31,7 @@ checkout is), the pages' own files and small samples at the data paths the pages
   - a command that an earlier block (in README.md, then docs/ in name order) already
     holds is not run twice.
 * Case ids quoted in the pages exist, and the record fields named in "Reports" are
-  fields of ``bcas.results.Record``; tox's environments named in the pages exist.
+  fields of ``bcas.records.Record``; tox's environments named in the pages exist.
 """
 
 from __future__ import annotations
@@ -218,8 +218,8 @@ NOT_RUN = {
     r"^bash \.ci/install\b": "installs packages: CI runs it before the tests",
     r"^python3? -m pytest tests\b": "the test suite itself, of which this test is a part",
     r"^vllm serve\b": "a vLLM server needs a GPU and the gpu extra",
-    r"^python3? -m bcas\.llm\.llama_server\b": "starts a llama.cpp server (tests/llm/test_preflight.py runs the recipe)",
-    r"^python3? -m bcas\.retrieval\.milvus_lite\b": "starts a Milvus Lite server (tests/retrieval/test_engine.py runs one)",
+    r"^bcas serve\b": "starts a llama.cpp server (tests/llm/test_preflight.py runs the recipe)",
+    r"^bcas index milvus\b": "starts a Milvus Lite server (tests/retrieval/test_engine.py runs one)",
     r"^python3? benchmarks/perf/run_all\.py\b": "prints speed figures for minutes; nothing to assert",
     r"^pip install\b": "installs packages: .ci/install installs the same extras",
     r"^(python3? -m )?mkdocs (build|serve)\b": "tests/test_docs.py builds the site with --strict (and .ci/run does)",
@@ -380,24 +380,24 @@ def _run_command(command: str, pytester: pytest.Pytester, cache_dir: Path, full:
         out = _run([words[1], "--help"], REPO, cache_dir)
         assert "usage:" in out
         return "checked with --help (tests/test_docs.py checks the images it wrote)"
-    if words[:2] in (["python", "-m"], ["python3", "-m"]) and words[2].startswith("bcas."):
-        args = words[2:]
+    if words[0] == "bcas":  # the installed command, run as python -m bcas
+        args = words[1:]
         inputs = [w for w in args[1:] if w.startswith("reports/")]
-        if args[:2] == ["bcas.results", "merge"]:
+        if args[:1] == ["merge"]:
             shards = [w for w in inputs if w != _value(args, "--out")]
             for k, folder in enumerate(shards, start=1):
                 _prepare(folder, pytester, f"{k}/{len(shards)}")
-        elif args[:2] == ["bcas.results", "rejudge"]:
+        elif args[:1] == ["rejudge"]:
             for folder in inputs:
                 _prepare(folder, pytester)
             args = _without(_without(_without(args, "--judge"), "--judge-base-url"), "--api-key-env")
             args += ["--judge", "mock:gold"]  # a hosted judge needs a key: the mock judge grades instead
-        elif args[:1] == ["bcas.report.compare"]:
+        elif args[:1] == ["compare"]:
             for folder in inputs:
                 _prepare(folder, pytester)
-        elif args[:2] not in (["bcas.gating", "write"], ["bcas.harness.gate", "write"]):
+        elif args[:2] != ["gate", "write"]:
             raise AssertionError(f"docs command without a rule in tests/test_readme.py: {command}")
-        _run(["-m", *args], cwd, cache_dir)
+        _run(["-m", "bcas", *args], cwd, cache_dir)
         return "ran"
     raise AssertionError(f"docs command without a rule in tests/test_readme.py: {command}")
 
@@ -454,7 +454,7 @@ def test_case_ids_quoted_in_the_readme_exist(tmp_path: Path) -> None:
 
 
 def test_record_fields_named_in_the_readme_exist() -> None:
-    from bcas.results import Record
+    from bcas.records import Record
 
     bullet = re.search(r"^- `records\.jsonl`:(.*?)^- ", ALL_PAGES, re.S | re.M)
     assert bullet is not None

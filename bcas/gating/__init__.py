@@ -1,13 +1,13 @@
 """The regression gate, a pure function of records: baselines, the paired test, the plan, the report.
 
-* :mod:`bcas.gating.baseline`: baseline files (``python -m bcas.gating write RUN_DIR
+* :mod:`bcas.gating.baseline`: baseline files (``bcas gate write RUN_DIR
   OUT.json``), pairing a case with the baseline's, the paired test (exact McNemar or
   Tango's tolerance test) and the Holm step-down over each family;
 * :mod:`bcas.gating.plan`: what each case can detect, known before any case runs;
 * :mod:`bcas.gating.case`: one finished case's floor and paired test;
 * :mod:`bcas.gating.report`: the session's verdict (``gate-report.json``, terminal,
   HTML, JUnit properties);
-* :mod:`bcas.gating.power`: the power tables (``python -m bcas.gating.power``).
+* :mod:`bcas.gating.power`: the power tables (``bcas gate power``).
 
 Both front doors call it: the pytest plugin through :mod:`bcas.harness.gate_hooks`
 (stash keys, usage errors, collection and report hooks) and :func:`bcas.evaluate`.

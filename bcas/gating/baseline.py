@@ -22,7 +22,7 @@ case that produced no p-value counts as ``p = 1``); a case it rejects that the
 in-place check let pass is reported and makes the session exit non-zero.
 
 Baselines are either a previous run's ``records.jsonl`` (paired per item) or a
-baseline file written by ``python -m bcas.gating write RUN_DIR OUT.json``,
+baseline file written by ``bcas gate write RUN_DIR OUT.json``,
 which stores per-case item outcomes of every pass/fail field of the records.
 
 Everything here is a function of records and baseline files; nothing imports pytest.
@@ -184,7 +184,7 @@ def _read_baseline_data(path: Path) -> dict[str, Any]:
         raise BaselineError(f"{path}: invalid JSON ({exc.msg})") from None
     if not isinstance(data, dict) or not isinstance(data.get("cases"), dict):
         raise BaselineError(
-            f"{path}: not a bcas baseline (no 'cases'); write one with `python -m bcas.gating write RUN_DIR OUT.json`"
+            f"{path}: not a bcas baseline (no 'cases'); write one with `bcas gate write RUN_DIR OUT.json`"
         )
     return data
 
@@ -270,15 +270,17 @@ def match_baseline(
     return best[0], best[1], note
 
 
-def identity_differences(found: BaselineCase, fingerprint: str, prompt: str) -> list[str]:
+def identity_differences(found: BaselineCase, fingerprint: str, prompt: str, *, new_model: bool = False) -> list[str]:
     """How the answers a baseline claims differ in identity from this run's (bcas.identity).
 
     A baseline without a fingerprint or prompt hash (written before they were recorded)
     claims nothing about them.  Dataset content is checked item by item when pairing
-    (same dataset hash, or the same item digests), so it never appears here.
+    (same dataset hash, or the same item digests), so it never appears here.  With
+    ``new_model`` (``--bcas-gate-new-model``) the model is what is being compared, so a
+    different fingerprint is not a difference; the prompt hash still is.
     """
     out = []
-    if found.fingerprint and fingerprint and found.fingerprint != fingerprint:
+    if found.fingerprint and fingerprint and found.fingerprint != fingerprint and not new_model:
         out.append(f"model fingerprint {found.fingerprint} ({found.model}, baseline) vs {fingerprint} (this run)")
     if found.prompt_hash and prompt and found.prompt_hash != prompt:
         out.append(f"prompt hash {found.prompt_hash} (baseline) vs {prompt} (this run)")
@@ -444,18 +446,15 @@ def check_baseline(value: str | None) -> None:
         load_baseline_cases(value)
     except BaselineError as exc:
         raise BaselineError(
-            f"{exc}; accepted: a run folder, its records.jsonl, or a baseline JSON "
-            "(python -m bcas.gating write RUN_DIR OUT.json)"
+            f"{exc}; accepted: a run folder, its records.jsonl, or a baseline JSON (bcas gate write RUN_DIR OUT.json)"
         ) from None
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m bcas.gating") -> int:
-    """``write RUN OUT.json``: a baseline file from a run folder or records file."""
-    parser = argparse.ArgumentParser(prog=prog, description=(__doc__ or "").split("\n")[0])
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    w = sub.add_parser("write", help="write a baseline file from a run directory or records file")
-    w.add_argument("run", help="reports/<run> directory or a records.jsonl file")
-    w.add_argument("out", help="baseline JSON to write, e.g. fixtures/baselines/smoke.json")
+def write_main(argv: list[str] | None = None, prog: str = "bcas gate write") -> int:
+    """``bcas gate write RUN OUT.json``: a baseline file from a run folder or records file."""
+    parser = argparse.ArgumentParser(prog=prog, description="Write a baseline file from a run folder or records file.")
+    parser.add_argument("run", help="reports/<run> directory or a records.jsonl file")
+    parser.add_argument("out", help="baseline JSON to write, e.g. fixtures/baselines/smoke.json")
     args = parser.parse_args(argv)
     src = Path(args.run)
     if src.is_dir():
@@ -470,10 +469,6 @@ def main(argv: list[str] | None = None, prog: str = "python -m bcas.gating") -> 
     sizes = sorted({case["n"] for case in data["cases"].values()})
     print(
         f"wrote {args.out}: {len(data['cases'])} cases, {'/'.join(map(str, sizes))} items each; "
-        "`python -m bcas.gating.power` prints the drop each case size can detect"
+        "`bcas gate power` prints the drop each case size can detect"
     )
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

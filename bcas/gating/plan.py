@@ -11,7 +11,7 @@ the model does; the plan says so, and ``--bcas-gate-strict`` stops the session.
 
 The plan is a function of the cases (as plain objects with an id, grid, dataset,
 grid entry and model label), the baseline file and the gate's options; nothing here
-imports pytest.  ``python -m bcas.gating.power`` prints what each number of paired
+imports pytest.  ``bcas gate power`` prints what each number of paired
 items can detect (:mod:`bcas.gating.power`).
 """
 
@@ -279,6 +279,7 @@ def plan_gate(
     identity: Callable[[C], tuple[str, str]] | None = None,
     allow_mismatch: bool = False,
     judge: bool = False,
+    new_model: bool = False,
 ) -> GatePlan:
     """Pair every collected case with the baseline and compute what each can detect.
 
@@ -287,7 +288,9 @@ def plan_gate(
     hash.  A case is described exactly as its records will be (model label, dataset name,
     seeded config id, hash of the item subset, item content digests) and matched with
     :func:`bcas.gating.baseline.match_baseline`;
-    its paired items are the subset's items the baseline recorded.
+    its paired items are the subset's items the baseline recorded.  ``new_model``
+    (``--bcas-gate-new-model``) gates a new model against the baseline's: the model
+    fingerprints may differ; a prompt difference is still refused.
     ``BaselineError`` for an unreadable baseline.
     """
     from bcas.data import DatasetError, load_evaluation
@@ -323,7 +326,10 @@ def plan_gate(
             fingerprint = f" ({found.fingerprint})" if found.fingerprint else ""
             plan.baseline_model = f"{found.model}{fingerprint}" if note else ""
             if identity is not None:
-                differences = identity_differences(found, *identity(case))
+                fingerprint, prompt = identity(case)
+                differences = identity_differences(found, fingerprint, prompt, new_model=new_model)
+                if new_model and found.fingerprint and fingerprint and found.fingerprint != fingerprint:
+                    plan.baseline_model = f"{found.model}{fingerprint_note(found)} [new model: --bcas-gate-new-model]"
                 if differences and allow_mismatch:
                     plan.mismatch = "; ".join(differences)
                     plan.baseline_model = (plan.baseline_model or found.model) + (
@@ -331,6 +337,8 @@ def plan_gate(
                     )
                 elif differences:
                     plan.reason = "refused: the answers differ in identity: " + "; ".join(differences)
+                    if all(d.startswith("model fingerprint") for d in differences):
+                        plan.reason += " (a new model against the baseline's: --bcas-gate-new-model)"
                     plan.refused = True
         plans[case.id] = plan
     sizes: dict[str, int] = {}
@@ -345,6 +353,10 @@ def plan_gate(
             plan.threshold = options.alpha / plan.family_size
             plan.min_discordant, plan.min_drop = min_detectable(plan.n_paired, plan.threshold, options.max_drop)
     return GatePlan(str(baseline), options, plans, items)
+
+
+def fingerprint_note(found: BaselineCase) -> str:
+    return f" ({found.fingerprint})" if found.fingerprint else ""
 
 
 def plan_path(run_dir: Path, token: str) -> Path:

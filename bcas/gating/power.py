@@ -3,7 +3,7 @@
 A case facing Holm threshold ``alpha / m`` (``m`` gated cases in its family) needs at
 least ``ceil(log2(m / alpha))`` items that only the baseline gets right before the exact
 one-sided McNemar test can reject (McNemar 1947, Holm 1979;
-``bcas.stats.mcnemar_min_discordant``).  ``python -m bcas.gating.power`` prints the
+``bcas.stats.mcnemar_min_discordant``).  ``bcas gate power`` prints the
 documentation's tables (docs/gating.md): the smallest drop each number of paired items can detect for 1, 7 and
 30 gated cases, the drop caught with 80% power, and the exact size of the tolerance test
 (Tango 1998) on small n.
@@ -71,7 +71,7 @@ def power_tables(alpha: float, families: list[int], sizes: list[int], p_better: 
     return "\n".join(out)
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m bcas.gating.power") -> int:
+def main(argv: list[str] | None = None, prog: str = "bcas gate power") -> int:
     """Print the power tables (and, with ``--tango-size``, the tolerance test's exact size)."""
     parser = argparse.ArgumentParser(
         prog=prog,
@@ -97,7 +97,3 @@ def main(argv: list[str] | None = None, prog: str = "python -m bcas.gating.power
         for n in (20, 50, 100, 200):
             print(f"| {n} | " + " | ".join(f"{tango_exact_size(n, m, args.alpha):.4f}" for m in (0.05, 0.10)) + " |")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

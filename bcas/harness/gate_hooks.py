@@ -59,6 +59,7 @@ def collected_plan(
     token: str,
     identity: Callable[[Case], tuple[str, str]] | None = None,
     allow_mismatch: bool = False,
+    new_model: bool = False,
 ) -> GatePlan:
     """Plan the gate for the collected cases, keep it in ``config.stash``, write it, and report it.
 
@@ -71,14 +72,15 @@ def collected_plan(
     options = replace(options_of(config), metric=settings.gate_metric if settings is not None else None)
     judge = settings is not None and settings.judge not in (None, "none")
     try:
-        plan = plan_gate(cases, limits, baseline, seed, options, identity, allow_mismatch, judge)
+        plan = plan_gate(cases, limits, baseline, seed, options, identity, allow_mismatch, judge, new_model)
     except BaselineError as exc:
         raise pytest.UsageError(f"--bcas-baseline: {exc}") from None
     refusal = plan.refusal()
     if refusal:
         raise pytest.UsageError(
-            f"--bcas-baseline: {refusal}. Pass --bcas-allow-mismatch to compare them anyway "
-            "(the override is written into the report)."
+            f"--bcas-baseline: {refusal}. Pass --bcas-gate-new-model to gate a new model against the "
+            "baseline's, or --bcas-allow-mismatch to compare any difference anyway (the override is written "
+            "into the report)."
         )
     config.stash[GATE_PLAN] = plan
     worker = getattr(config, "workerinput", {}).get("workerid")

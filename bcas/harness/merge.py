@@ -1,15 +1,15 @@
 """Joining run folders: the shards of one sharded run (``--bcas-shard K/N``) into one run.
 
-``python -m bcas.results merge SHARD_1 ... SHARD_N --out RUN`` writes a new run folder
+``bcas merge SHARD_1 ... SHARD_N --out RUN`` writes a new run folder
 whose records, summaries and HTML report are those the unsharded run would have
 written (timing fields and ``run_id`` aside, which say where and when each answer was
-made); ``python -m bcas.results merge RUN`` does the same for a run folder whose shards
+made); ``bcas merge RUN`` does the same for a run folder whose shards
 ran with ``--bcas-shard auto`` into ``RUN/shard-K-of-N/`` (:func:`find_shards`), and
 writes the merged run into ``RUN`` itself:
 
 * ``records.jsonl``: every record of every input (their worker files included), one per
-  answer identity (:attr:`bcas.results.Record.key`), chosen by
-  :func:`bcas.results.dedupe` (an answer beats an error, the newest grade wins);
+  answer identity (:attr:`bcas.records.Record.key`), chosen by
+  :func:`bcas.records.dedupe` (an answer beats an error, the newest grade wins);
 * ``rsc/*.json``: the RSC profiles (each probe ran whole on one shard);
 * ``run.json``: every input's sessions, each keeping its ``shard``, ``merged_from``
   (the input folders and their shards), ``missing_shards`` (``--partial``) and

@@ -244,6 +244,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         config.stash[state.TOKEN],
         identity,
         bool(_get(config, "allow-mismatch")),
+        bool(_get(config, "gate-new-model")),
     )
 
 

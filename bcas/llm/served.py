@@ -9,7 +9,7 @@ come from the server itself, without generating anything:
   server reports ``meta`` (parameter count, size in bytes, vocabulary, trained context);
 * ``GET {root}/props`` (``root`` is the base URL without its ``/v1``): llama.cpp's server
   reports ``model_path``, ``default_generation_settings.n_ctx`` (the context it was
-  started with) and ``chat_template``.  ``python -m bcas.llm.llama_server`` answers the
+  started with) and ``chat_template``.  ``bcas serve`` answers the
   same route with the same fields (plus ``meta``), read from the loaded model.
 
 :func:`read_server_facts` returns them as :class:`ServerFacts`; a route a server does

@@ -10,7 +10,7 @@ Two helpers cover chat templates that do not:
 
 * :func:`tool_results_as_user`: llama-cpp-python's ``chatml-function-calling`` template
   (0.3.x) writes a ``tool`` message's role and drops its content, so the model never
-  sees a tool's result.  The embedded backend and ``python -m bcas.llm.llama_server``
+  sees a tool's result.  The embedded backend and ``bcas serve``
   send such results as a user turn wrapped in ``<tool_response>`` tags instead, the
   way Qwen2.5's and Hermes' ChatML templates render them.
 * :func:`parse_tool_calls_text`: a model served in process (vLLM's engine, no server
@@ -32,7 +32,7 @@ from bcas.llm.base import ToolCall
 
 TOOLS_HINT = (
     "the server must parse tool calls (vLLM: --enable-auto-tool-choice --tool-call-parser NAME; llama.cpp: --jinja; "
-    "python -m bcas.llm.llama_server: --chat_format chatml-function-calling), or use action_format json or text"
+    "bcas serve: --chat_format chatml-function-calling), or use action_format json or text"
 )
 TOOL_RESPONSE_OPEN = "<tool_response>"
 TOOL_RESPONSE_CLOSE = "</tool_response>"

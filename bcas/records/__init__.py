@@ -3,7 +3,7 @@
 ``bcas.records.schema`` (Record, identity key), ``bcas.records.build`` (the one record
 builder: answer + identity + grades), ``bcas.records.store`` (ResultStore,
 reading, de-duplication, DataFrame export) and ``bcas.records.pricing`` (price sheets,
-repricing).  ``python -m bcas.results`` is the command line over them.
+repricing).  ``bcas`` is the command line over them.
 """
 
 from bcas.records.build import Answer, AnswerIdentity, Grades, build_record

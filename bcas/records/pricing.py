@@ -1,7 +1,7 @@
 """Price sheets and the cost of a record (BCAS §3.7).
 
 :func:`reprice` recomputes the cost of stored records under another sheet without
-rerunning anything (``python -m bcas.results reprice RECORDS --prices SHEET``).  A model
+rerunning anything (``bcas reprice RECORDS --prices SHEET``).  A model
 a sheet does not price gets ``cost_usd = None`` -- unknown, never 0.
 """
 
@@ -155,7 +155,7 @@ def load_price_sheet(spec: str | os.PathLike[str] | None = None, sheet: str | No
 
 def missing_price_note(model: str, sheet: str) -> str:
     """The report's line for a model that a price sheet does not price."""
-    return f"no price for {model} in sheet {sheet}: add it or alias it, then `python -m bcas.results reprice`"
+    return f"no price for {model} in sheet {sheet}: add it or alias it, then `bcas reprice`"
 
 
 def reprice_record(record: Record, sheet: PriceSheet) -> Record:

@@ -121,7 +121,7 @@ def to_dataframe(path: str | os.PathLike[str] | Sequence[Record]) -> pandas.Data
 
     Example: accuracy, searches and cost per model and configuration of a run::
 
-        from bcas.results import to_dataframe
+        from bcas.records import to_dataframe
 
         df = to_dataframe("reports/smoke")
         df.groupby(["model", "dataset", "label"]).agg(

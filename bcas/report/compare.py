@@ -1,6 +1,6 @@
-"""Paired comparison of two runs: ``python -m bcas.report.compare RUN_A RUN_B [--html OUT] [--allow-mismatch]``.
+"""Paired comparison of two runs: ``bcas compare RUN_A RUN_B [--html OUT] [--allow-mismatch]``.
 
-Both runs' records (:func:`bcas.results.load_records`: a run folder or a records file)
+Both runs' records (:func:`bcas.records.load_records`: a run folder or a records file)
 are grouped by model label x model fingerprint x dataset x configuration label, and each
 group of run A is paired with the same group of run B (when each run holds one model
 only, those two models are paired whatever their labels; a label with one fingerprint in
@@ -471,8 +471,8 @@ def _flips(run_a: Run, run_b: Run, comps: list[GroupComparison], metric: str) ->
 # -- command line ------------------------------------------------------------------------------
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bcas.report.compare", description=__doc__.splitlines()[0])
+def main(argv: Sequence[str] | None = None, prog: str = "bcas compare") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("run_a", help="run folder (or records file) A")
     parser.add_argument("run_b", help="run folder (or records file) B")
     parser.add_argument("--html", default=None, help="write the comparison page here")
@@ -523,7 +523,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.write_text(render_html(run_a, run_b, comps, unmatched, differences, args.metric), encoding="utf-8")
         print(f"html: {out}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

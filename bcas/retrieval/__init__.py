@@ -11,7 +11,7 @@ Modules: ``chunking`` (chunks and ids), ``bm25`` (phrase-boosted BM25), ``dense`
 (embedder registry, faiss), ``hybrid`` (RRF and convex fusion), ``rerank`` (reranker
 registry; ``NAME:PATH`` names a local folder, e.g. ``cross-encoder:PATH``), ``index``
 (disk cache), ``retriever`` (the pipelines), ``evaluate`` (recall@k and MRR:
-``python -m bcas.retrieval.evaluate --dataset hotpotqa``).
+``bcas index evaluate --dataset hotpotqa``).
 """
 
 from bcas.retrieval.chunking import Chunk, chunk_documents

@@ -33,6 +33,7 @@ from typing import Any, cast
 import numpy as np
 
 from bcas.config import RetrievalConfig
+from bcas.retrieval.progress import bars_off
 
 DENSE_INDEX_KINDS = ("flat", "hnsw", "ivf", "ivf-pq")
 IVF_MIN_POINTS_PER_LIST = 39  # faiss warns below this many training points per centroid
@@ -221,7 +222,9 @@ class DenseIndex:
             pick = np.sort(np.random.default_rng(TRAIN_SEED).choice(n, size=train, replace=False))
             index.train(np.ascontiguousarray(rows(pick, axis=0), dtype=np.float32))
         added = 0
-        with tqdm(total=n, desc=f"dense: index ({spec.kind})", unit="vec", disable=not progress, leave=False) as bar:
+        with tqdm(
+            total=n, desc=f"dense: index ({spec.kind})", unit="vec", disable=bars_off(progress), leave=False
+        ) as bar:
             for block in blocks():
                 block = np.ascontiguousarray(block, dtype=np.float32)
                 if block.ndim != 2 or block.shape[1] != dim:

@@ -59,6 +59,8 @@ from typing import Literal
 
 import numpy as np
 
+from bcas.retrieval.progress import bars_off
+
 PHRASE_FORMAT_VERSION = 1
 DEFAULT_STEMMER = "english"
 BM25_K1 = 1.5
@@ -294,7 +296,7 @@ class BM25Index:
         analyzer = Analyzer(stemmer)
         vocab: dict[str, int] = {}
         token_ids: list[list[int]] = []
-        for text in tqdm(texts, desc="bm25: tokenise", unit="chunk", disable=not progress, leave=False):
+        for text in tqdm(texts, desc="bm25: tokenise", unit="chunk", disable=bars_off(progress), leave=False):
             token_ids.append([vocab.setdefault(tok, len(vocab)) for tok in analyzer(text)])
         if not vocab:
             raise BM25Error("the collection has no indexable terms (every chunk is empty or stop words only)")

@@ -46,6 +46,7 @@ from bcas.retrieval.bm25 import (
     hashed_trigrams_for,
     phrase_pairs,
 )
+from bcas.retrieval.progress import bars_off
 
 BLOCK_TOKENS = 1 << 20  # tokens per block in passes 1 and 2 (~1M: ~6M phrase pairs, ~0.3 GB while sorted)
 MERGE_PAIRS = 1 << 23  # phrase pairs per key range in the merge (~0.3 GB with its sort)
@@ -113,7 +114,7 @@ class _Tokens:
         buf = array("i")
         block_lengths = array("q")
         with self.path.open("wb") as out:
-            for text in tqdm(texts, desc="bm25: tokenise", unit="chunk", disable=not progress, leave=False):
+            for text in tqdm(texts, desc="bm25: tokenise", unit="chunk", disable=bars_off(progress), leave=False):
                 ids = [vocab.setdefault(tok, len(vocab)) for tok in analyzer(text)]
                 buf.extend(ids)
                 block_lengths.append(len(ids))

@@ -40,6 +40,7 @@ import numpy as np
 
 from bcas.retrieval.ann import DENSE_INDEX_KINDS, DenseIndex  # noqa: F401  (re-exported)
 from bcas.retrieval.model_table import ModelTable, weights_digest
+from bcas.retrieval.progress import bars_off
 
 
 class EmbedderError(RuntimeError):
@@ -197,7 +198,9 @@ def embed_chunks(
 
     out = np.zeros((len(texts), embedder.dim), dtype=np.float32)
     step = max(batch_size * 8, 1)
-    with tqdm(total=len(texts), desc=f"dense: embed ({embedder.name})", unit="chunk", disable=not progress) as bar:
+    with tqdm(
+        total=len(texts), desc=f"dense: embed ({embedder.name})", unit="chunk", disable=bars_off(progress)
+    ) as bar:
         for start in range(0, len(texts), step):
             block = texts[start : start + step]
             out[start : start + len(block)] = embedder.encode(block, batch_size=batch_size)

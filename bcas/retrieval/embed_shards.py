@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from bcas.retrieval.progress import bars_off
+
 SHARD_SIZE = 4096
 META = "embeddings.json"
 _SHARD = re.compile(r"vectors-(\d{12})\.npy")
@@ -109,7 +111,7 @@ def embed_resumable(
         desc=f"dense: embed ({embedder.name})",
         unit="chunk",
         file=sys.stderr,
-        disable=not progress,
+        disable=bars_off(progress),
         leave=False,
     ) as bar:
         for first in range(done, n, shard_size):

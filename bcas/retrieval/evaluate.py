@@ -16,7 +16,7 @@ Modes: ``bm25-plain`` (BM25 without phrase boosts), ``bm25`` (phrase-boosted),
 it may run on a seeded subset of the items (``--rerank-limit``) with a smaller
 candidate pool (``--rerank-candidates``); the table says how many items each row used.
 
-    python -m bcas.retrieval.evaluate --dataset hotpotqa --k 5 --rerank-limit 40
+    bcas index evaluate --dataset hotpotqa --k 5 --rerank-limit 40
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from dataclasses import dataclass
 from bcas.config import RetrievalConfig
 from bcas.data import Dataset, Item, load_dataset
 from bcas.llm.base import ChatModel
+from bcas.retrieval.progress import bars_off
 from bcas.retrieval.retriever import Hit, Retriever, build_retriever
 
 MODES = ("bm25-plain", "bm25", "dense", "hybrid", "hybrid_rerank")
@@ -88,7 +88,7 @@ async def _score_mode(
 
     recall = rr = 0.0
     started = time.perf_counter()
-    for item in tqdm(items, desc=f"evaluate {retriever.config.mode}", disable=not progress, leave=False):
+    for item in tqdm(items, desc=f"evaluate {retriever.config.mode}", disable=bars_off(progress), leave=False):
         hits = await retriever.asearch(item.question, k=k)
         r, m = recall_and_rr(hits, gold[item.id], k)
         recall += r
@@ -164,8 +164,8 @@ def format_table(results: Sequence[ModeScores]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bcas.retrieval.evaluate", description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None, prog: str = "bcas index evaluate") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     parser.add_argument("--dataset", default="hotpotqa", help="registered dataset name or JSONL path")
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--limit", type=int, default=None, help="seeded subset of items used as queries")
@@ -198,7 +198,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"dataset: {args.dataset}  (collection: all documents of the dataset; k = {args.k})")
     print(format_table(results))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,7 +5,7 @@
 list its collections; ``url`` is what ``--bcas-retriever`` takes.  ``stop()`` ends the
 process (and only it).  As a script it runs a server in the foreground::
 
-    python -m bcas.retrieval.milvus_lite --data-dir .bcas_cache/milvus --port 19530
+    bcas index milvus --data-dir .bcas_cache/milvus --port 19530
 
 Nothing here reaches beyond 127.0.0.1.
 """
@@ -130,8 +130,8 @@ class MilvusLiteServer:
         self.stop()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bcas.retrieval.milvus_lite", description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str = "bcas index milvus") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", required=True)
     parser.add_argument("--port", type=int, default=19530, help="0: a free port")
     parser.add_argument("--check", action="store_true", help="start, answer one request, stop (CI's smoke check)")

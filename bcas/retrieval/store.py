@@ -36,6 +36,7 @@ import numpy as np
 
 from bcas.data import Document
 from bcas.retrieval.chunking import CHUNK_ID_SEP, Chunk, chunk_document, hash_chunk
+from bcas.retrieval.progress import bars_off
 
 STORE_FORMAT_VERSION = 1
 CHUNKS_FILE = "chunks.jsonl"
@@ -69,7 +70,7 @@ def write_chunk_store(
     position = 0
     with (
         (folder / CHUNKS_FILE).open("wb") as out,
-        tqdm(desc="chunks: write", unit="doc", disable=not progress, leave=False) as bar,
+        tqdm(desc="chunks: write", unit="doc", disable=bars_off(progress), leave=False) as bar,
     ):
         end = 0
         for doc in documents:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from bcas.config import RunConfig
+from bcas.llm import backend_meta
 from bcas.records import Record
 from bcas.run.pipelines import run_item_record, run_kind
 from bcas.run.plan import CaseIdentity
@@ -47,6 +48,8 @@ class CaseContext:
             "case_id": case.id,
             "worker": session.worker,
         }
+        if backend_meta(case.model.backend, "identity") == "mock":  # a test double's answers say so in every record
+            self.extra_base["mock"] = True
 
     async def prepare(self, todo: list[Item]) -> None:
         kind = run_kind(self.case.entry.kind)

@@ -96,13 +96,18 @@ def finalize_run(
         stops=stops,
     )
     parquet = write_parquet(settings.run_dir, records) if records else None  # records.parquet beside the JSONL
+    # text columns as wide as their longest cell: a dataset or model name is never cut (hotpot_dev_distractor_v1)
+    gw, mw, dw, lw = (
+        max([len(head), *(len(getattr(r, attr)) for r in rows)]) + 2
+        for head, attr in (("grid", "grid"), ("model", "model"), ("dataset", "dataset"), ("config", "label"))
+    )
     lines = [
-        f"{'grid':<16}{'model':<16}{'dataset':<18}{'config':<28}{'n':>4}{'acc%':>7}{'95% CI':>14}{'srch':>6}"
+        f"{'grid':<{gw}}{'model':<{mw}}{'dataset':<{dw}}{'config':<{lw}}{'n':>4}{'acc%':>7}{'95% CI':>14}{'srch':>6}"
         f"{'tok out':>9}{'cost $':>10}"
     ]
     for r in rows:
         lines.append(
-            f"{r.grid[:15]:<16}{r.model[:15]:<16}{r.dataset[:17]:<18}{r.label[:27]:<28}{r.n:>4}{r.accuracy * 100:>7.1f}"
+            f"{r.grid:<{gw}}{r.model:<{mw}}{r.dataset:<{dw}}{r.label:<{lw}}{r.n:>4}{r.accuracy * 100:>7.1f}"
             f"{f'{r.ci_lo * 100:.0f}-{r.ci_hi * 100:.0f}':>14}{r.mean_searches:>6.2f}{r.mean_tokens_out:>9.0f}"
             f"{'—' if r.cost_usd is None else f'{r.cost_usd:.4f}':>10}"  # unknown cost: no number, never 0
         )

@@ -67,7 +67,7 @@ OPTIONS: list[Option] = [
         "str",
         None,
         "comma-separated dataset names, file paths (layout detected) or FORMAT:PATH, e.g. "
-        "flashrag:nq/dev.jsonl, hotpotqa:hotpot_dev_distractor_v1.json (python -m bcas.data "
+        "flashrag:nq/dev.jsonl, hotpotqa:hotpot_dev_distractor_v1.json (bcas data check "
         "--formats lists them; default: each grid's datasets)",
     ),
     (
@@ -97,7 +97,7 @@ OPTIONS: list[Option] = [
         "str",
         None,
         "run only shard K of N (K/N, e.g. 1/4): the items whose id hashes to K, so N machines or "
-        "CI jobs each run a share; join the shard folders with python -m bcas.results merge. auto "
+        "CI jobs each run a share; join the shard folders with bcas merge. auto "
         "(or auto/N): K and N from a Slurm array (SLURM_ARRAY_TASK_ID, _COUNT, _MIN), a Kubernetes "
         "Indexed Job (JOB_COMPLETION_INDEX, N from BCAS_SHARD_COUNT) or BCAS_SHARD_INDEX/"
         "BCAS_SHARD_COUNT (0-based index; Ray), writing into REPORT/shard-K-of-N/",
@@ -107,7 +107,7 @@ OPTIONS: list[Option] = [
         "str",
         None,
         "search engine for the BM25 cases: a Milvus server's URL (http://HOST:19530; a "
-        "cluster, or python -m bcas.retrieval.milvus_lite), shared by every worker; its token, "
+        "cluster, or bcas index milvus), shared by every worker; its token, "
         "if any, in $BCAS_RETRIEVER_TOKEN",
     ),
     (
@@ -226,6 +226,13 @@ OPTIONS: list[Option] = [
         False,
         "let the regression gate compare answers whose model fingerprint or prompt "
         "hash differ from the baseline's (the override is written into the report)",
+    ),
+    (
+        "gate-new-model",
+        "bool",
+        False,
+        "gate a new model against the baseline's model: the model fingerprints may differ, "
+        "while dataset items, configuration and prompt hash must still match",
     ),
     ("no-preflight", "bool", False, "skip the session-start check of every server endpoint (models and judge)"),
     (

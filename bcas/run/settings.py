@@ -10,6 +10,7 @@ anything is written; a bad one is an :class:`~bcas.run.options.OptionError`.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Collection, Mapping
@@ -236,7 +237,9 @@ def build_settings(given: Mapping[str, RawValue], root: Path) -> Settings:
 
     for g in grids:
         if g not in GRIDS:
-            raise usage("grid", f"unknown grid {g!r}; available: {', '.join(sorted(GRIDS))}")
+            close = difflib.get_close_matches(g, list(GRIDS), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ";"
+            raise usage("grid", f"unknown grid {g!r}{hint} available: {', '.join(sorted(GRIDS))}")
     # Every option is checked here, before any model loads or anything is written (bcas.run.checks).
     limit = checks.parse_limit(values.raw("limit"))
     seed = checks.check_seed(values.integer("seed") or 0)

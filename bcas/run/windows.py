@@ -72,7 +72,7 @@ def context_warnings(settings: Settings, windows: dict[str, int | None]) -> list
             f"model {label} has a context window of {windows[label]} tokens; {len(shown)} configuration(s) may "
             f"need more (budget + forced answer + {PROMPT_ALLOWANCE} prompt): {listed}{more}. Their items may end "
             "with stop reason context_window; give the model a larger context (llama.cpp server: -c/--ctx-size, "
-            "python -m bcas.llm.llama_server: --n_ctx; vLLM: --max-model-len)"
+            "bcas serve: --n_ctx; vLLM: --max-model-len)"
         )
     return lines
 

@@ -29,7 +29,7 @@ RUN_MODULES = (
     "bcas.run.pipelines",
     "bcas.run.session",
     "bcas.report.html",
-    "bcas.results",
+    "bcas.records",
     "bcas.retrieval",
 )
 

@@ -11,7 +11,7 @@ Each task runs ``python -m pytest benchmarks ... --bcas-shard auto`` with
 ``BCAS_SHARD_INDEX`` (0-based) and ``BCAS_SHARD_COUNT`` in its environment, so shard K of
 N writes into ``RUN/shard-K-of-N/``; the model is served apart (a vLLM server or a Ray
 Serve deployment of vLLM behind one OpenAI-compatible URL; repeat --base-url for several).
-When every task has ended, ``python -m bcas.results merge RUN`` joins the shards (it
+When every task has ended, ``bcas merge RUN`` joins the shards (it
 refuses missing shards and shards that disagree); with ``--baseline`` the suite then runs
 once more, unsharded, on the merged folder to gate it (nothing is asked again but the
 preflight).  ``--local`` runs the same commands as local processes instead of Ray tasks
@@ -131,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     statuses = run_shards(args)
     crashed = [k + 1 for k, status in enumerate(statuses) if status not in (0, 1)]
-    merged = subprocess.run([sys.executable, "-m", "bcas.results", "merge", args.run], check=False).returncode
+    merged = subprocess.run([sys.executable, "-m", "bcas", "merge", args.run], check=False).returncode
     if merged != 0:
         print(f"merge failed (exit {merged}); shards that could not run: {crashed or 'none'}", file=sys.stderr)
         return merged

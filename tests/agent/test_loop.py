@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from bcas.agent import SEARCH_TOOL, STOP_REASONS, run_bcas
 from bcas.agent.budget import turn_bound
 from bcas.agent.loop import Trajectory
+from bcas.agent.records import record_from_trajectory
 from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
 from bcas.data import Document, Item
 from bcas.llm.base import ChatRequest
-from bcas.results import record_from_trajectory
 from bcas.testing.scripted import BrokenRetriever, FakeRetriever, ScriptedModel
 
 PASSAGES = [
@@ -423,7 +423,7 @@ def test_every_stop_reason_is_reachable(stop: str) -> None:
 def test_evaluate_resumes_and_retries_errors(tmp_path: Any) -> None:
     from bcas.agent import evaluate_bcas
     from bcas.data import Dataset, content_hash
-    from bcas.results import ResultStore, load_records
+    from bcas.records import ResultStore, load_records
 
     items = tuple(Item(f"q{i}", f"Question {i}?", (f"answer {i}",), ITEM.documents) for i in range(3))
     dataset = Dataset("toy", "toy.jsonl", "factoid", "qa", items, content_hash(items))

@@ -19,10 +19,11 @@ import pytest
 
 from bcas.agent import STOP_REASONS, run_bcas
 from bcas.agent.loop import Trajectory
+from bcas.agent.records import record_from_trajectory
 from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
 from bcas.data import Dataset, load_dataset
 from bcas.identity import prompt_hash
-from bcas.results import ResultStore, load_price_sheet, load_records, record_from_trajectory
+from bcas.records import ResultStore, load_price_sheet, load_records
 
 RETRIEVAL = RetrievalConfig(mode="bm25", k=2)
 

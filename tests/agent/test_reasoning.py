@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from bcas.agent import run_bcas
+from bcas.agent.records import record_from_trajectory
 from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
 from bcas.data import Document, Item
 from bcas.llm.base import ChatRequest, ChatResult, split_reasoning
 from bcas.llm.cache import GenerationCache
 from bcas.llm.openai_compat import OpenAICompatModel
 from bcas.llm.vllm_engine import reasoning_token_count
-from bcas.results import record_from_trajectory
 from bcas.testing.scripted import FakeRetriever, ScriptedModel, count_tokens
 from bcas.testing.servers import FaultServer
 

@@ -20,10 +20,10 @@ from bcas.agent import SEARCH_TOOL, STOP_REASONS, run_bcas
 from bcas.agent.budget import turn_bound
 from bcas.agent.loop import Trajectory
 from bcas.agent.protocol import ActionParseError, parse_tool_call, tool_definitions
+from bcas.agent.records import record_from_trajectory
 from bcas.config import ACTION_FORMATS, GUARDED_LOOP, AgentConfig, Budget, ConfigError, RetrievalConfig, RunConfig
 from bcas.llm.base import ChatRequest, ToolCall
 from bcas.llm.tool_calls import tool_names
-from bcas.results import record_from_trajectory
 from bcas.testing.mock import MockModel
 from bcas.testing.scripted import Calls, FakeRetriever, ScriptedModel
 from tests.agent.test_loop import ITEM, PASSAGES, answer

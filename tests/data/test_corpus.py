@@ -182,7 +182,7 @@ def test_samples_and_price_sheets_are_package_data() -> None:
     # A checkout's fixtures/ paths are links to the same files.
     assert (ROOT / "fixtures" / "data").resolve() == data.resolve()
     assert (ROOT / "fixtures" / "prices.toml").resolve() == resource_path("prices.toml").resolve()
-    from bcas.results import load_price_sheet
+    from bcas.records import load_price_sheet
 
     assert load_price_sheet(resource_path("prices.toml")).models
     pyproject = (ROOT / "pyproject.toml").read_text()
@@ -304,7 +304,7 @@ def test_a_non_editable_install_collects_the_smoke_grid(tmp_path: Path) -> None:
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", *map(str, wheels.glob("*.whl"))], **run)
     user = grid_project(tmp_path / "user")
     probe = (
-        "import bcas, bcas.data as d, bcas.resources as r, bcas.results as res; "
+        "import bcas, bcas.data as d, bcas.resources as r, bcas.records as res; "
         "print(bcas.__file__); [d.load_dataset(n) for n in d.DATASETS]; "
         "print(len(res.load_price_sheet(r.resource_path('prices.toml')).models))"
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bcas.identity import answer_key, epoch_seed, gguf_fingerprint, prompt_hash, server_fingerprint
-from bcas.results import Record, RecordError, ResultStore, load_records
+from bcas.records import Record, RecordError, ResultStore, load_records
 from bcas.run.settings import parse_model_spec
 from bcas.testing.project import budget_grid, grid_project, preload, read_records
 from bcas.testing.servers import FaultServer

@@ -96,9 +96,10 @@ def test_empty_answer_is_incorrect_without_a_call() -> None:
 
 def test_judge_usage_is_kept_apart_from_the_agent() -> None:
     from bcas.agent import run_bcas
+    from bcas.agent.records import record_from_trajectory
     from bcas.config import Budget, RunConfig
     from bcas.data import Document, Item
-    from bcas.results import load_price_sheet, record_from_trajectory
+    from bcas.records import load_price_sheet
 
     item = Item("q", "Who wrote Hamlet?", ("William Shakespeare",), (Document("d", "Hamlet", "Hamlet by Shakespeare"),))
     agent_model = ScriptedModel(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bcas.gating.baseline import main as gate_main
+from bcas.gating.baseline import write_main as gate_main
 from bcas.testing.project import backends, budget_grid, codename_items, grid_project, preload, read_records
 
 preload()
@@ -57,7 +57,7 @@ def test_a_gate_that_cannot_fail_says_so_and_strict_stops_the_session(project: p
     base_dir = project.path / "base"
     project.runpytest(*SMOKE_HOTPOTQA, "--bcas-report", str(base_dir)).assert_outcomes(passed=3)
     baseline = project.path / "base.json"
-    assert gate_main(["write", str(base_dir), str(baseline)]) == 0
+    assert gate_main([str(base_dir), str(baseline)]) == 0
     _claim_all_correct(baseline)
 
     run_dir = project.path / "run"
@@ -219,6 +219,39 @@ def test_mock_gold_baseline_against_mock_random_run_fails_with_the_numbers(proje
     result.assert_outcomes(failed=2)
 
 
+def test_gate_new_model_gates_another_model_and_fails_without_a_traceback(project: pytest.Pytester) -> None:
+    """--bcas-gate-new-model: the baseline's model against a new one, no --bcas-allow-mismatch; a prompt
+    difference is still refused; a failing case is its one message line, not pytest's traceback."""
+    mock = ["--bcas-grid", "gate_tiny", "--bcas-limit", "40", "-p", "no:cacheprovider"]
+    gold_dir = project.path / "gold"
+    project.runpytest("--bcas-model", "mock:gold", *mock, "--bcas-report", str(gold_dir)).assert_outcomes(passed=2)
+    refused = project.runpytest(
+        "--bcas-model", "mock:random", *mock, "--bcas-report", str(project.path / "no"), "--bcas-baseline", str(gold_dir)
+    )  # fmt: skip
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    assert "(a new model against the baseline's: --bcas-gate-new-model)" in refused.stderr.str()
+    run_dir = project.path / "random"
+    new = ["--bcas-model", "mock:random", *mock, "--bcas-baseline", str(gold_dir), "--bcas-gate-new-model"]
+    result = project.runpytest(*new, "--bcas-report", str(run_dir))
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    assert "[new model: --bcas-gate-new-model]" in out and "allow-mismatch" not in out
+    failures = [ln for ln in out.splitlines() if ln.startswith("regression gate: ")]
+    assert len(failures) == 2 and all("one-sided exact McNemar" in ln for ln in failures)
+    assert "Traceback" not in out and "def test_case" not in out and "pytest.fail" not in out
+    assert "E   " not in out  # pytest's error-line prefix: no assertion rewriting, no source
+    # the prompt is not what is compared: a baseline recorded under another prompt is still refused
+    baseline = project.path / "baseline.json"
+    assert gate_main([str(gold_dir), str(baseline)]) == 0
+    data = json.loads(baseline.read_text())
+    for case in data["cases"].values():
+        case["prompt_hash"] = "0" * 16
+    baseline.write_text(json.dumps(data))
+    other = project.runpytest(*new[:-3], "--bcas-baseline", str(baseline), "--bcas-gate-new-model")
+    assert other.ret == pytest.ExitCode.USAGE_ERROR
+    assert "prompt hash 0000000000000000 (baseline)" in other.stderr.str()
+
+
 def test_an_equal_run_passes_and_can_fail(project: pytest.Pytester) -> None:
     base_dir = project.path / "base"
     project.runpytest(*TINY, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)
@@ -289,7 +322,7 @@ def test_the_gate_decides_p_equal_to_alpha_as_significant_in_place_and_in_holm_s
     base_dir = project.path / "gold6"
     project.runpytest(*six, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)
     baseline = project.path / "six.json"
-    assert gate_main(["write", str(base_dir), str(baseline)]) == 0
+    assert gate_main([str(base_dir), str(baseline)]) == 0
     data = json.loads(baseline.read_text())
     key_a, key_b = sorted(data["cases"])
     first_item = sorted(data["cases"][key_b]["items"])[0]

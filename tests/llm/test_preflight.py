@@ -20,7 +20,7 @@ import pytest
 from support.recipes import readme_recipe, recipe_server
 
 from bcas.llm.preflight import PreflightError, preflight
-from bcas.results import ModelPrice, PriceSheet, Record, reprice_record
+from bcas.records import ModelPrice, PriceSheet, Record, reprice_record
 from bcas.testing.project import grid_project, preload, read_records
 from bcas.testing.servers import Fault, FaultServer, free_port
 

@@ -1,6 +1,6 @@
 """Native tool calls against a real llama.cpp server on loopback in function-calling mode.
 
-``python -m bcas.llm.llama_server --chat_format chatml-function-calling`` serves the shipped
+``bcas serve --chat_format chatml-function-calling`` serves the shipped
 SmolLM2: the openai backend sends the turn's functions, reads the server's ``tool_calls``
 and sends the results back as ``tool`` messages; the BCAS loop in the ``tools`` format
 runs on it with a search budget of 1 and never records a second search.
@@ -18,12 +18,12 @@ import pytest
 
 from bcas.agent import SEARCH_TOOL, run_bcas
 from bcas.agent.protocol import tool_definitions
+from bcas.agent.records import record_from_trajectory
 from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
 from bcas.data import load_dataset
 from bcas.llm import load_model
 from bcas.llm.base import ChatRequest
 from bcas.llm.tool_calls import assistant_message, tool_message, tool_names
-from bcas.results import record_from_trajectory
 from bcas.testing.servers import LlamaCppServer
 
 pytestmark = pytest.mark.server

@@ -11,6 +11,7 @@ import pytest
 
 from bcas.agent import run_bcas
 from bcas.agent.protocol import ABSTAIN_TOOL, ABSTAINED, action_schema, parse_action, tool_definitions
+from bcas.agent.records import record_from_trajectory
 from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
 from bcas.data import Document, Item
 from bcas.grading import LLMJudge, grade_record, parse_grade
@@ -19,7 +20,6 @@ from bcas.grading.outcomes import outcome
 from bcas.identity import grade_id, judge_prompt_hash
 from bcas.llm.base import ChatRequest
 from bcas.metrics import metric_columns
-from bcas.results import record_from_trajectory
 from bcas.testing.scripted import FakeRetriever, ScriptedModel
 
 PASSAGES = [(f"d{i}", f"Code {i}", f"The code name of item {i} is C{i}.") for i in range(6)]

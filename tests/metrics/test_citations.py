@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 
 from bcas.agent import run_bcas
 from bcas.agent.protocol import CITE_ENUM_MAX, CITE_ID_MAX_CHARS, CITE_MAX_ITEMS, answer_schema, parse_cite
+from bcas.agent.records import record_from_trajectory
 from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
 from bcas.data import Document, Item
 from bcas.llm.base import ChatRequest
 from bcas.metrics import metric_columns
 from bcas.metrics.trajectory import bcas_trajectory, citation_precision_recall
-from bcas.results import record_from_trajectory
 from bcas.testing.scripted import FakeRetriever, ScriptedModel
 
 PASSAGES = [

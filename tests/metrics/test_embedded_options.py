@@ -16,13 +16,13 @@ import pytest
 
 from bcas.agent import run_bcas
 from bcas.agent.protocol import CITE_MAX_ITEMS, answer_schema, parse_answer, parse_cite
+from bcas.agent.records import record_from_trajectory
 from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
 from bcas.data import Dataset, load_dataset
 from bcas.grading import LLMJudge
 from bcas.grading.judge import JUDGE_GRADES
 from bcas.llm.base import ChatRequest
 from bcas.prompts import prompt_text
-from bcas.results import record_from_trajectory
 
 pytestmark = pytest.mark.slow
 RETRIEVAL = RetrievalConfig(mode="bm25", k=2)

@@ -21,7 +21,7 @@ from bcas.llm.base import ChatRequest
 from bcas.metrics import metric_columns
 from bcas.metrics.trajectory import bcas_trajectory
 from bcas.report.paired import accuracy
-from bcas.results import record_from_trajectory
+from bcas.agent.records import record_from_trajectory
 from bcas.testing.scripted import FakeRetriever, ScriptedModel
 
 PASSAGES = [

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from support.proofs import by_key, first_difference, raw_records, write_project
 
-from bcas.results import read_records_file
+from bcas.records import read_records_file
 
 CONFIGS = ((1, False), (1, True))  # (max_searches, planning)
 ITEMS = 3

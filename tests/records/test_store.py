@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bcas.results import (
+from bcas.records import (
     DEFAULT_PRICES,
     PriceError,
     Record,
@@ -153,7 +153,7 @@ def test_reprice_cli_recomputes_without_rerunning(tmp_path: Path) -> None:
     sheet.write_text(SECOND_SHEET)
     out = tmp_path / "repriced.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "bcas.results", "reprice", str(store.path), "--prices", str(sheet), "--out", str(out)],
+        [sys.executable, "-m", "bcas", "reprice", str(store.path), "--prices", str(sheet), "--out", str(out)],
         capture_output=True, text=True, cwd=REPO, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -164,7 +164,7 @@ def test_reprice_cli_recomputes_without_rerunning(tmp_path: Path) -> None:
     # the stored records are untouched
     assert {r.price_sheet for r in load_records(store.path)} == {"list"}
     bad = subprocess.run(
-        [sys.executable, "-m", "bcas.results", "reprice", str(store.path), "--prices", "nonexistent-sheet"],
+        [sys.executable, "-m", "bcas", "reprice", str(store.path), "--prices", "nonexistent-sheet"],
         capture_output=True, text=True, cwd=REPO, check=False,
     )  # fmt: skip
     assert bad.returncode == 2 and "no sheet 'nonexistent-sheet'" in bad.stderr

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bcas.results import Record, ResultStore, load_records
+from bcas.records import Record, ResultStore, load_records
 from tests.support.browser import DOM_FACTS, PageLoad, load_page, skip_if_no_chromium
 from tests.support.reports import HOSTILE, LONG_TEXT, NON_LATIN, SCRIPT_TAG, grid_records, hostile_records, render
 

@@ -1,4 +1,4 @@
-"""``python -m bcas.report.compare RUN_A RUN_B``: flipped items against a hand count, refusal of
+"""``bcas compare RUN_A RUN_B``: flipped items against a hand count, refusal of
 incomparable answers and its override, escaping of the HTML page.
 
 Hand-made runs (records written with ResultStore) give outcomes chosen by hand; two runs
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from bcas.records import Record, ResultStore
 from bcas.report.compare import compare_runs, load_run, main
-from bcas.results import Record, ResultStore
 from bcas.testing.project import grid_project, preload, read_records
 
 preload()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bcas.results import to_dataframe
+from bcas.records import to_dataframe
 from bcas.run.exports import PARQUET_FILE, write_parquet
 from tests.support.mockruns import make_project, run_pytest
 from tests.support.reports import NON_LATIN, grid_records, hostile_records

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from markupsafe import escape
 
+from bcas.records import Record, ResultStore, load_records
 from bcas.report.html import SCRIPT, SCRIPT_HASH
 from bcas.report.plots import cost_scatter, scaling_chart, shift_bars
-from bcas.results import Record, ResultStore, load_records
 from tests.support.reports import (
     ARABIC,
     EXTERNAL_SCRIPT,

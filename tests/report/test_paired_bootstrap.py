@@ -1,5 +1,5 @@
 """The paired bootstrap over items (non-binary metrics) against a brute-force computation, and
-``python -m bcas.report.compare --metric f1|cost_usd|evidence_recall`` on hand-made runs."""
+``bcas compare --metric f1|cost_usd|evidence_recall`` on hand-made runs."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bcas.records import Record, ResultStore
 from bcas.report.compare import compare_runs, load_run, main
 from bcas.report.paired import paired_bootstrap
-from bcas.results import Record, ResultStore
 
 values = st.floats(-5, 5, allow_nan=False, allow_infinity=False, width=32)
 

@@ -93,7 +93,7 @@ def test_api_and_pytest_write_identical_records(tmp_path: Path, monkeypatch: pyt
     assert entry["options"]["limit"] == {"value": "3", "source": "argument"}
 
     compare = subprocess.run(
-        [sys.executable, "-m", "bcas.report.compare", str(tmp_path / "by-pytest"), str(tmp_path / "by-api")],
+        [sys.executable, "-m", "bcas", "compare", str(tmp_path / "by-pytest"), str(tmp_path / "by-api")],
         env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
@@ -187,7 +187,7 @@ def test_the_smoke_grid_through_both_doors_gives_the_same_answers(tmp_path: Path
     assert {_identity(r): _content(r) for r in by_api} == {_identity(r): _content(r) for r in by_pytest}
     assert f"written {len(by_api)}" in api.stdout
     compare = subprocess.run(
-        [sys.executable, "-m", "bcas.report.compare", str(tmp_path / "by-pytest"), str(tmp_path / "by-api")],
+        [sys.executable, "-m", "bcas", "compare", str(tmp_path / "by-pytest"), str(tmp_path / "by-api")],
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert compare.returncode == 0, compare.stderr

@@ -24,11 +24,11 @@ def recipe_server(gguf: Path) -> Any:
     """The recipe's server line as written, with the shipped GGUF as FILE.gguf on a free port."""
     from bcas.testing.servers import LlamaCppServer
 
-    words = shlex.split(readme_recipe("python3 -m bcas.llm.llama_server"))
-    assert words[-1] == "&" and words[:3] == ["python3", "-m", "bcas.llm.llama_server"]
-    args = [str(gguf) if w == "FILE.gguf" else "{port}" if w == "8000" else w for w in words[3:-1]]
+    words = shlex.split(readme_recipe("bcas serve"))
+    assert words[-1] == "&" and words[:2] == ["bcas", "serve"]
+    args = [str(gguf) if w == "FILE.gguf" else "{port}" if w == "8000" else w for w in words[1:-1]]
     assert str(gguf) in args and "{port}" in args
-    return LlamaCppServer(gguf, launcher=words[2], args=args)
+    return LlamaCppServer(gguf, launcher="bcas", args=args)  # python -m bcas serve ...: the installed command
 
 
 def recipe_grids() -> list[str]:

@@ -1,6 +1,6 @@
 """Records shaped like a real run's, and the HTML report rendered from them.
 
-Records are built through :class:`bcas.results.Record` and stored as its
+Records are built through :class:`bcas.records.Record` and stored as its
 ``to_dict()``, exactly as ``finalize_run`` hands them to the report.  The hostile
 strings try to run script in the page; each one marks ``data-pwned`` on the body
 (or sets ``window.__pwned``, or changes the title) if it ever executes.
@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from bcas.grids import GRIDS
+from bcas.records import Record
 from bcas.report.html import render_report
 from bcas.report.summary import Comparison, SummaryRow, write_summaries
-from bcas.results import Record
 
 MODEL = "smollm2-135m"
 DATASET = "hotpotqa"
