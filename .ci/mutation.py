@@ -128,11 +128,18 @@ def statuses(cwd: Path) -> dict[str, str]:
     return found
 
 
+def draw_groups(groups: list[Group], rng: random.Random, count: int, per_run: int) -> list[tuple[Group, int]]:
+    """The groups a sample visits, in the order drawn, and how many mutants each gets
+    (``count`` split as evenly as it goes over ``per_run`` of them)."""
+    order = rng.sample(groups, min(per_run, len(groups)))
+    return [(g, count // len(order) + (i < count % len(order))) for i, g in enumerate(order)]
+
+
 def sample(args: argparse.Namespace) -> int:
     groups, equivalent = load_table()
     rng = random.Random(args.seed)
-    order = rng.sample(groups, len(groups))[: args.groups_per_run]
-    per_group = [args.count // len(order) + (i < args.count % len(order)) for i in range(len(order))]
+    plan = draw_groups(groups, rng, args.count, args.groups_per_run)
+    order = [g for g, _ in plan]
     deadline = time.monotonic() + args.limit_s
     root = Path(tempfile.mkdtemp(prefix="bcas-mutation-"))
     log = root / "mutmut.log"
@@ -141,7 +148,7 @@ def sample(args: argparse.Namespace) -> int:
     checked: dict[str, str] = {}
     home: dict[str, Path] = {}
     unreached: list[str] = []
-    for group, k in zip(order, per_group, strict=True):
+    for group, k in plan:
         cwd = scratch_copy(group, root)
         mutmut(["run", "--max-children", str(args.jobs), LIST_ONLY], cwd, deadline, log)
         names = sorted(n for n in statuses(cwd) if n not in equivalent)
