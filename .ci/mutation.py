@@ -186,31 +186,41 @@ def sample(args: argparse.Namespace) -> int:
     return 0 if checked else 2
 
 
+STATUS_KEYS = ("killed", "timeout", "segfault", "survived", "no_tests", "suspicious", "skipped")
+
+
 def score(args: argparse.Namespace) -> int:
     groups, equivalent = load_table()
     if args.groups:
         wanted = args.groups.split(",")
         groups = [g for g in groups if g.name in wanted]
     deadline = time.monotonic() + args.limit_s
-    root = Path(tempfile.mkdtemp(prefix="bcas-mutation-score-"))
+    root = Path(args.reuse) if args.reuse else Path(tempfile.mkdtemp(prefix="bcas-mutation-score-"))
     log = root / "mutmut.log"
     print(f"mutmut output: {log}")
-    rows = []
+    rows: list[Row] = []
     for group in groups:
-        cwd = scratch_copy(group, root)
+        cwd = root / group.name
         t0 = time.monotonic()
-        rc = mutmut(["run", "--max-children", str(args.jobs)], cwd, deadline, log)
-        if rc is None:
-            print(f"{group.name}: not finished within the time limit")
+        if args.reuse:
+            if not (cwd / "mutants").is_dir():
+                continue
+        else:
+            cwd = scratch_copy(group, root)
+            mutmut(["run", "--max-children", str(args.jobs)], cwd, deadline, log)
+        if not (cwd / "mutants").is_dir():
             break
-        mutmut(["export-cicd-stats"], cwd, deadline + 60, log)
+        subprocess.run([sys.executable, "-m", "mutmut", "export-cicd-stats"], cwd=cwd, capture_output=True, check=True)
         counts = json.loads((cwd / "mutants" / "mutmut-cicd-stats.json").read_text())
         equal = [n for n, s in statuses(cwd).items() if n in equivalent and s not in CAUGHT]
-        rows.append((group, counts, len(equal), time.monotonic() - t0))
+        rows.append(Row(group, counts, len(equal), time.monotonic() - t0))
         print(group.name, json.dumps(counts), f"equivalent {len(equal)}")
+        if time.monotonic() >= deadline:
+            break
     if not rows:
         return 2
-    table = render(rows, [g.name for g in load_table()[0] if g.name not in {r[0].name for r in rows}])
+    done = {r.group.name for r in rows}
+    table = render(rows, [g.name for g in load_table()[0] if g.name not in done], reused=bool(args.reuse))
     print(table)
     if args.write_docs:
         text = DOCS.read_text()
@@ -219,44 +229,55 @@ def score(args: argparse.Namespace) -> int:
     return 0
 
 
-def render(rows: list[tuple[Group, dict[str, int], int, float]], missing: list[str]) -> str:
-    """The docs table: mutmut's counts per group; score = caught / (total - skipped - equivalent)."""
+@dataclass(frozen=True)
+class Row:
+    group: Group
+    counts: dict[str, int]
+    equivalent: int
+    seconds: float
+
+    @property
+    def checked(self) -> int:
+        return sum(self.counts.get(k, 0) for k in STATUS_KEYS)
+
+    @property
+    def caught(self) -> int:
+        return sum(self.counts.get(k, 0) for k in ("killed", "timeout", "segfault"))
+
+    @property
+    def scored(self) -> int:
+        return self.checked - self.counts.get("skipped", 0) - self.equivalent
+
+
+def render(rows: list[Row], missing: list[str], *, reused: bool = False) -> str:
+    """The docs table from mutmut's counts per group.  Score = caught (killed, timeout,
+    segfault) / (checked - skipped - equivalent); a group the time limit cut off is scored
+    on the mutants checked so far and says how many those are."""
     load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
     lines = [
         f"mutmut {version()}, `python .ci/mutation.py score`, {time.strftime('%Y-%m-%d')}, "
-        f"load {load} at the end, {os.cpu_count()} cores:",
+        f"load {load} when written, {os.cpu_count()} cores:",
         "",
-        "| group | modules | mutants | killed | timeout | survived | no tests | suspicious | equivalent | score | minutes |",
+        "| group | modules | mutants | checked | killed | timeout | survived | no tests | suspicious | equivalent | score |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    tot = dict.fromkeys(["total", "killed", "timeout", "survived", "no_tests", "suspicious", "eq", "den"], 0)
-    for group, c, eq, secs in rows:
-        caught = c["killed"] + c["timeout"] + c.get("segfault", 0)
-        den = c["total"] - c["skipped"] - eq
-        for key, value in (
-            ("total", c["total"]),
-            ("killed", c["killed"]),
-            ("timeout", c["timeout"]),
-            ("survived", c["survived"]),
-            ("no_tests", c["no_tests"]),
-            ("suspicious", c["suspicious"]),
-            ("eq", eq),
-            ("den", den),
-        ):
-            tot[key] += value
-        tot.setdefault("caught", 0)
-        tot["caught"] += caught
+    for r in rows:
+        c = r.counts
         lines.append(
-            f"| {group.name} | {', '.join(f'`{m}`' for m in group.modules)} | {c['total']} | {c['killed']} | "
-            f"{c['timeout']} | {c['survived']} | {c['no_tests']} | {c['suspicious']} | {eq} | "
-            f"{100 * caught / den:.1f}% | {secs / 60:.0f} |"
+            f"| {r.group.name} | {', '.join(f'`{m}`' for m in r.group.modules)} | {c['total']} | {r.checked} | "
+            f"{c['killed']} | {c['timeout']} | {c['survived']} | {c['no_tests']} | {c['suspicious']} | "
+            f"{r.equivalent} | {100 * r.caught / max(r.scored, 1):.1f}% |"
         )
-    lines.append(
-        f"| **all run** | | {tot['total']} | {tot['killed']} | {tot['timeout']} | {tot['survived']} | "
-        f"{tot['no_tests']} | {tot['suspicious']} | {tot['eq']} | **{100 * tot['caught'] / tot['den']:.1f}%** | |"
-    )
+    total = sum(r.counts["total"] for r in rows)
+    checked = sum(r.checked for r in rows)
+    caught = sum(r.caught for r in rows)
+    scored = sum(r.scored for r in rows)
+    lines.append(f"| **all checked** | | {total} | {checked} | | | | | | | **{100 * caught / max(scored, 1):.1f}%** |")
+    partial = [f"{r.group.name} ({r.checked} of {r.counts['total']})" for r in rows if r.checked < r.counts["total"]]
+    if partial:
+        lines += ["", "Cut off by the time limit, scored on the mutants checked: " + ", ".join(partial) + "."]
     if missing:
-        lines += ["", "Not run (time limit): " + ", ".join(missing) + "."]
+        lines += ["", "Not run yet: " + ", ".join(missing) + "."]
     return "\n".join(lines)
 
 
@@ -281,6 +302,7 @@ def main() -> int:
     f.add_argument("--limit-s", type=float, default=3600)
     f.add_argument("--jobs", type=int, default=2)
     f.add_argument("--write-docs", action="store_true")
+    f.add_argument("--reuse", default="", help="score an earlier run's scratch folder without running mutmut")
     f.set_defaults(func=score)
     args = parser.parse_args()
     return int(args.func(args))
