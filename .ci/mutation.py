@@ -275,7 +275,11 @@ def render(rows: list[Row], missing: list[str], *, reused: bool = False) -> str:
     lines.append(f"| **all checked** | | {total} | {checked} | | | | | | | **{100 * caught / max(scored, 1):.1f}%** |")
     partial = [f"{r.group.name} ({r.checked} of {r.counts['total']})" for r in rows if r.checked < r.counts["total"]]
     if partial:
-        lines += ["", "Cut off by the time limit, scored on the mutants checked: " + ", ".join(partial) + "."]
+        lines += [
+            "",
+            "Cut off by the time limit, scored on the mutants checked: " + ", ".join(partial) + " (mutmut "
+            "checks the mutants with the fastest tests first, so this is not a random sample).",
+        ]
     if missing:
         lines += ["", "Not run yet: " + ", ".join(missing) + "."]
     return "\n".join(lines)
