@@ -30,6 +30,46 @@ REQUIRED_IN_CI = ("browser", "search_engine")
 
 SLOW_TIMEOUT_S = 3600  # per slow test (pytest-timeout); the default run's tests get pyproject's timeout
 
+# -- workers (pytest-xdist) ----------------------------------------------------------------
+# The README's `python3 -m pytest tests` runs on xdist workers, one per core up to
+# MAX_WORKERS, unless the command line says otherwise: an explicit `-n` (`-n 0`: one
+# process), `-p no:xdist`, `--runslow` or `-m` (heavy or hand-picked runs keep one process),
+# `--pdb`, or BCAS_TEST_WORKERS (a number; 0 for one process).  Tests stay where their
+# scope needs them: `--dist loadgroup` keeps an `xdist_group` on one worker.
+MAX_WORKERS = 4
+
+
+def _default_workers(config: pytest.Config) -> int:
+    if not config.pluginmanager.hasplugin("xdist") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return 0
+    if config.option.numprocesses is not None or config.getoption("usepdb", False):
+        return 0
+    if config.getoption("--runslow", False) or config.option.markexpr:
+        return 0
+    if config.option.collectonly:
+        return 0
+    asked = os.environ.get("BCAS_TEST_WORKERS", "")
+    if asked.strip():
+        return max(0, int(asked))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return min(cores, MAX_WORKERS) if cores > 1 else 0
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    workers = _default_workers(config)
+    if workers:
+        config.option.numprocesses = workers
+        if config.option.dist == "no":
+            config.option.dist = "loadgroup"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Each worker's embedded llama.cpp engines get one thread, so two workers do not ask
+    # for four threads on two cores (BCAS_THREADS: the engines' thread count where read).
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ.setdefault("BCAS_THREADS", "1")
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:

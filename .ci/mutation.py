@@ -1,0 +1,316 @@
+"""Mutation testing of the trust core with mutmut 3 (``pip install 'mutmut==3.8.*'``).
+
+    python .ci/mutation.py sample --seed <hex> [--count 40] [--limit-s 600]
+    python .ci/mutation.py score [--groups identity,stats] [--limit-s 3600] [--write-docs]
+
+The groups (modules paired with the tests near them) and the reviewed equivalent
+mutants are in ``pyproject.toml`` under ``[tool.bcas-mutation]``.  Each group runs in its
+own scratch copy of the working tree (mutmut writes ``mutants/`` beside the sources), whose
+``[tool.mutmut]`` is narrowed to that group: ``only_mutate`` its modules, the test
+selection its tests.  mutmut then runs, per mutant, only those tests that executed the
+mutated function.
+
+``sample`` (CI, ``.ci/mutation.sh``): the seed orders the groups and draws the mutants, so
+each commit checks another sample.  The mutants are split over the first groups that fit
+(``--groups-per-run``); a mutant mutmut reports ``survived``, ``no tests`` or
+``suspicious`` fails the run unless it is listed as equivalent; ``timeout`` counts as
+caught (a hang is a failure of the tests, as pytest-timeout makes it).  Exit status: 0
+all caught, 1 a survivor, 2 nothing could be checked within the time box.
+
+``score``: every mutant of each named group (default: all, in table order, while
+``--limit-s`` lasts); mutmut's own counts (``mutmut export-cicd-stats``) per group are
+printed and, with ``--write-docs``, written between the markers of docs/measured.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LIST_ONLY = "bcas.__list_mutants_only__"  # a name no mutant has: mutmut generates, maps tests, then stops
+CAUGHT = {"killed", "timeout", "caught by type check", "segfault"}
+DOCS = REPO / "docs" / "measured.md"
+BEGIN, END = "<!-- mutation-score:begin -->", "<!-- mutation-score:end -->"
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    modules: list[str]
+    tests: list[str]
+
+
+def load_table() -> tuple[list[Group], dict[str, str]]:
+    table = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["bcas-mutation"]
+    groups = [Group(name, g["modules"], g["tests"]) for name, g in table["groups"].items()]
+    return groups, dict(table.get("equivalent", {}))
+
+
+def tracked_files() -> list[str]:
+    out = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+    ).stdout.decode()
+    return [f for f in out.split("\0") if f and (REPO / f).is_file()]
+
+
+def scratch_copy(group: Group, root: Path) -> Path:
+    """A copy of the working tree whose ``[tool.mutmut]`` covers ``group`` alone."""
+    dest = root / group.name
+    for rel in tracked_files():
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / rel, target)
+    text = (dest / "pyproject.toml").read_text()
+    narrowed = (
+        "[tool.mutmut]\n"
+        f"only_mutate = {json.dumps(group.modules)}\n"
+        f"pytest_add_cli_args_test_selection = {json.dumps(group.tests)}\n"
+    )
+    text, n = re.subn(r"^\[tool\.mutmut\]\n", narrowed, text, count=1, flags=re.M)
+    if n != 1:
+        raise SystemExit("pyproject.toml has no [tool.mutmut] section")
+    (dest / "pyproject.toml").write_text(text)
+    return dest
+
+
+def mutmut(args: list[str], cwd: Path, deadline: float, log: Path) -> int | None:
+    """Run mutmut in its own process group; None when the deadline cut it off (the
+    whole group is killed, so no forked mutant outlives it)."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return None
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mutmut", *args],
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            return proc.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return None
+
+
+def statuses(cwd: Path) -> dict[str, str]:
+    """Every mutant's status as ``mutmut results --all true`` prints it."""
+    out = subprocess.run(
+        [sys.executable, "-m", "mutmut", "results", "--all", "true"],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    found = {}
+    for line in out.splitlines():
+        name, sep, status = line.strip().rpartition(": ")
+        if sep and name.startswith("bcas."):
+            found[name] = status
+    return found
+
+
+def draw_groups(groups: list[Group], rng: random.Random, count: int, per_run: int) -> list[tuple[Group, int]]:
+    """The groups a sample visits, in the order drawn, and how many mutants each gets
+    (``count`` split as evenly as it goes over ``per_run`` of them)."""
+    order = rng.sample(groups, min(per_run, len(groups)))
+    return [(g, count // len(order) + (i < count % len(order))) for i, g in enumerate(order)]
+
+
+def sample(args: argparse.Namespace) -> int:
+    groups, equivalent = load_table()
+    rng = random.Random(args.seed)
+    plan = draw_groups(groups, rng, args.count, args.groups_per_run)
+    order = [g for g, _ in plan]
+    deadline = time.monotonic() + args.limit_s
+    root = Path(tempfile.mkdtemp(prefix="bcas-mutation-"))
+    log = root / "mutmut.log"
+    print(f"mutation sample: seed {args.seed}, {args.count} mutants over {', '.join(g.name for g in order)}")
+    print(f"mutmut output: {log}")
+    checked: dict[str, str] = {}
+    home: dict[str, Path] = {}
+    unreached: list[str] = []
+    for group, k in plan:
+        cwd = scratch_copy(group, root)
+        mutmut(["run", "--max-children", str(args.jobs), LIST_ONLY], cwd, deadline, log)
+        names = sorted(n for n in statuses(cwd) if n not in equivalent)
+        if not names:
+            unreached.append(group.name)
+            continue
+        chosen = rng.sample(names, min(k, len(names)))
+        home.update(dict.fromkeys(chosen, cwd))
+        rc = mutmut(["run", "--max-children", str(args.jobs), *chosen], cwd, deadline, log)
+        result = statuses(cwd)
+        done = {n: result[n] for n in chosen if result.get(n, "not checked") != "not checked"}
+        checked.update(done)
+        if rc is None or len(done) < len(chosen):
+            unreached.append(f"{group.name} ({len(chosen) - len(done)} of {len(chosen)} not checked in time)")
+    survivors = sorted(n for n, s in checked.items() if s not in CAUGHT)
+    caught = len(checked) - len(survivors)
+    print(f"mutation sample: {caught} caught, {len(survivors)} not caught, of {len(checked)} checked")
+    for name in survivors:
+        print(f"  {checked[name]}: {name}")
+        show = subprocess.run(
+            [sys.executable, "-m", "mutmut", "show", name],
+            cwd=home[name],
+            capture_output=True,
+            text=True,
+        )
+        print("    " + show.stdout.strip().replace("\n", "\n    "))
+    if unreached:
+        print("not reached within the time box: " + "; ".join(unreached))
+    if survivors:
+        print(
+            "a mutant survived: add the test that catches it, or list it under "
+            "[tool.bcas-mutation.equivalent] with the reason it changes nothing observable"
+        )
+        return 1
+    return 0 if checked else 2
+
+
+STATUS_KEYS = ("killed", "timeout", "segfault", "survived", "no_tests", "suspicious", "skipped")
+
+
+def score(args: argparse.Namespace) -> int:
+    groups, equivalent = load_table()
+    if args.groups:
+        wanted = args.groups.split(",")
+        groups = [g for g in groups if g.name in wanted]
+    deadline = time.monotonic() + args.limit_s
+    root = Path(args.reuse) if args.reuse else Path(tempfile.mkdtemp(prefix="bcas-mutation-score-"))
+    log = root / "mutmut.log"
+    print(f"mutmut output: {log}")
+    rows: list[Row] = []
+    for group in groups:
+        cwd = root / group.name
+        t0 = time.monotonic()
+        if args.reuse:
+            if not (cwd / "mutants").is_dir():
+                continue
+        else:
+            cwd = scratch_copy(group, root)
+            mutmut(["run", "--max-children", str(args.jobs)], cwd, deadline, log)
+        if not (cwd / "mutants").is_dir():
+            break
+        subprocess.run([sys.executable, "-m", "mutmut", "export-cicd-stats"], cwd=cwd, capture_output=True, check=True)
+        counts = json.loads((cwd / "mutants" / "mutmut-cicd-stats.json").read_text())
+        equal = [n for n, s in statuses(cwd).items() if n in equivalent and s not in CAUGHT]
+        rows.append(Row(group, counts, len(equal), time.monotonic() - t0))
+        print(group.name, json.dumps(counts), f"equivalent {len(equal)}")
+        if time.monotonic() >= deadline:
+            break
+    if not rows:
+        return 2
+    done = {r.group.name for r in rows}
+    table = render(rows, [g.name for g in load_table()[0] if g.name not in done], reused=bool(args.reuse))
+    print(table)
+    if args.write_docs:
+        text = DOCS.read_text()
+        start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+        DOCS.write_text(text[:start] + "\n" + table + "\n" + text[end:])
+    return 0
+
+
+@dataclass(frozen=True)
+class Row:
+    group: Group
+    counts: dict[str, int]
+    equivalent: int
+    seconds: float
+
+    @property
+    def checked(self) -> int:
+        return sum(self.counts.get(k, 0) for k in STATUS_KEYS)
+
+    @property
+    def caught(self) -> int:
+        return sum(self.counts.get(k, 0) for k in ("killed", "timeout", "segfault"))
+
+    @property
+    def scored(self) -> int:
+        return self.checked - self.counts.get("skipped", 0) - self.equivalent
+
+
+def render(rows: list[Row], missing: list[str], *, reused: bool = False) -> str:
+    """The docs table from mutmut's counts per group.  Score = caught (killed, timeout,
+    segfault) / (checked - skipped - equivalent); a group the time limit cut off is scored
+    on the mutants checked so far and says how many those are."""
+    load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+    lines = [
+        f"mutmut {version()}, `python .ci/mutation.py score`, {time.strftime('%Y-%m-%d')}, "
+        f"load {load} when written, {os.cpu_count()} cores:",
+        "",
+        "| group | modules | mutants | checked | killed | timeout | survived | no tests | suspicious | equivalent | score |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        c = r.counts
+        lines.append(
+            f"| {r.group.name} | {', '.join(f'`{m}`' for m in r.group.modules)} | {c['total']} | {r.checked} | "
+            f"{c['killed']} | {c['timeout']} | {c['survived']} | {c['no_tests']} | {c['suspicious']} | "
+            f"{r.equivalent} | {100 * r.caught / max(r.scored, 1):.1f}% |"
+        )
+    total = sum(r.counts["total"] for r in rows)
+    checked = sum(r.checked for r in rows)
+    caught = sum(r.caught for r in rows)
+    scored = sum(r.scored for r in rows)
+    lines.append(f"| **all checked** | | {total} | {checked} | | | | | | | **{100 * caught / max(scored, 1):.1f}%** |")
+    partial = [f"{r.group.name} ({r.checked} of {r.counts['total']})" for r in rows if r.checked < r.counts["total"]]
+    if partial:
+        lines += [
+            "",
+            "Cut off by the time limit, scored on the mutants checked: " + ", ".join(partial) + " (mutmut "
+            "checks the mutants with the fastest tests first, so this is not a random sample).",
+        ]
+    if missing:
+        lines += ["", "Not run yet: " + ", ".join(missing) + "."]
+    return "\n".join(lines)
+
+
+def version() -> str:
+    from importlib.metadata import version as v
+
+    return v("mutmut")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("sample", help="a seeded, time-boxed sample (CI)")
+    s.add_argument("--seed", required=True)
+    s.add_argument("--count", type=int, default=40)
+    s.add_argument("--groups-per-run", type=int, default=3)
+    s.add_argument("--limit-s", type=float, default=600)
+    s.add_argument("--jobs", type=int, default=2)
+    s.set_defaults(func=sample)
+    f = sub.add_parser("score", help="every mutant of the named groups")
+    f.add_argument("--groups", default="")
+    f.add_argument("--limit-s", type=float, default=3600)
+    f.add_argument("--jobs", type=int, default=2)
+    f.add_argument("--write-docs", action="store_true")
+    f.add_argument("--reuse", default="", help="score an earlier run's scratch folder without running mutmut")
+    f.set_defaults(func=score)
+    args = parser.parse_args()
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
