@@ -14,6 +14,7 @@ import random
 from typing import Any
 
 from bcas.agent import run_bcas
+from bcas.agent.records import record_from_trajectory
 from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
 from bcas.data import Document, Item
 from bcas.grading.outcomes import outcome_fn
@@ -21,7 +22,6 @@ from bcas.llm.base import ChatRequest
 from bcas.metrics import metric_columns
 from bcas.metrics.trajectory import bcas_trajectory
 from bcas.report.paired import accuracy
-from bcas.agent.records import record_from_trajectory
 from bcas.testing.scripted import FakeRetriever, ScriptedModel
 
 PASSAGES = [
