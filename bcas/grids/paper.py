@@ -291,8 +291,9 @@ SMOKE = Grid(
         _bcas(mode="bm25", searches=3, tokens=2000, per_turn=160, guarded=True, plan=True, datasets=_SMOKE_BM25),
         _bcas(mode="hybrid", searches=2, tokens=2000, per_turn=160, guarded=True, datasets=("2wikimultihopqa",)),
         _madara("nf", datasets=("conflictqa",), max_tokens=48, doc_source="item", retrieval=_SMOKE_RETRIEVAL),
-        _madara("pde", datasets=("conflictqa",), max_tokens=48, doc_source="item", retrieval=_SMOKE_RETRIEVAL),
-        _madara("sda", datasets=("conflictqa",), max_tokens=48, doc_source="item", retrieval=_SMOKE_RETRIEVAL),
+        # k=2: half of conflictqa's 4 documents per item, as §5.5 keeps 5 of 10 (a filter needs more than k).
+        _madara("pde", datasets=("conflictqa",), max_tokens=48, doc_source="item", k=2, retrieval=_SMOKE_RETRIEVAL),
+        _madara("sda", datasets=("conflictqa",), max_tokens=48, doc_source="item", k=2, retrieval=_SMOKE_RETRIEVAL),
     ),
     datasets=("hotpotqa", "2wikimultihopqa", "conflictqa"),
     limit=5,
