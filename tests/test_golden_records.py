@@ -9,9 +9,9 @@ by the code before the redesign into layers, one registry and one executor:
 * ``golden/smoke_embedded_1*.jsonl``: the smoke grid on the embedded SmolLM2 default,
   one item per dataset, no generation cache (7 records; ``slow``: about 3-5 minutes), one
   file per host kind (``support/golden.py``: llama.cpp's kernels follow the CPU's features,
-  and 4 of the 7 records differ between an AMD EPYC with AVX-512 and CI's host).  A run
-  equals its host's golden (any host's where its own is not recorded), and agrees with
-  every host's golden on the identity of each answer.
+  and 4 of the 7 records differed between two hosts).  A run equals its host's golden
+  where one is recorded, and agrees with every host's golden on the identity of each
+  answer (on a host kind with no golden only that, with a warning).
 
 A change that alters any answer, grade, ledger, configuration id or identity fails here.
 When a change is meant to alter records (a new prompt, a new default), regenerate the
@@ -24,6 +24,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -75,13 +76,23 @@ def test_smoke_grid_on_the_embedded_default_gives_the_golden_records(tmp_path: P
 
 
 def assert_matches_a_golden(records: Path, goldens: list[Path], own: Path) -> None:
-    """Every golden's identities, and all the fields of ``own`` (of any golden where ``own`` is absent)."""
+    """Every golden's identities, and all the fields of ``own`` where this host has one.
+
+    A host kind with no golden of its own is held to the identities only (with a warning
+    naming the command that writes its golden): its kernels may round differently from
+    every recorded host, so another host's answers are no reference for it."""
     for golden in goldens:
         assert_same_identities(golden, records)
-    candidates = [own] if own.is_file() else goldens
+    if own.is_file():
+        assert_same(own, records)
+        return
     got = read_normalised(records)
-    if not any(read_normalised(c) == got for c in candidates):
-        assert_same(candidates[0], records)  # fails, naming the fields that differ
+    if not any(read_normalised(g) == got for g in goldens):
+        warnings.warn(
+            f"no embedded golden for this host kind ({own.name}): identities checked, answers not; "
+            "python tests/support/update_golden.py writes one",
+            stacklevel=2,
+        )
 
 
 def test_a_run_must_equal_its_own_hosts_golden_when_there_is_one(tmp_path: Path) -> None:
@@ -90,7 +101,9 @@ def test_a_run_must_equal_its_own_hosts_golden_when_there_is_one(tmp_path: Path)
     first, other = tmp_path / "first.jsonl", tmp_path / "other.jsonl"
     first.write_text("\n".join(lines) + "\n", encoding="utf-8")
     other.write_text("\n".join([lines[0].replace('"prediction": "', '"prediction": "x', 1), *lines[1:]]) + "\n")
-    assert_matches_a_golden(other, [first, other], tmp_path / "absent.jsonl")  # no own golden: any host's
+    with pytest.warns(UserWarning, match="identities checked"):  # no own golden, none equal: identities only
+        assert_matches_a_golden(other, [first], tmp_path / "absent.jsonl")
+    assert_matches_a_golden(other, [first, other], tmp_path / "absent.jsonl")  # equal to a host's: no warning
     with pytest.raises(AssertionError, match="prediction"):
         assert_matches_a_golden(other, [first, other], first)  # its own host's golden differs
     broken = tmp_path / "broken.jsonl"
@@ -117,4 +130,4 @@ def test_every_hosts_embedded_golden_has_the_same_answers_and_says_its_host() ->
     assert {g.name for g in goldens} == set(hosts), (sorted(hosts), [g.name for g in goldens])
     for golden in goldens[1:]:
         assert_same_identities(goldens[0], golden)
-    assert goldens[0].name == "smoke_embedded_1.jsonl" and host_key().startswith("simd-")
+    assert goldens and host_key().startswith("simd-")
