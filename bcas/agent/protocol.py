@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bcas.config import DEFAULT_THOUGHT_CHARS
+from bcas.config import DEFAULT_THOUGHT_CHARS, THOUGHT_CHARS_LIMIT
 from bcas.llm.base import ToolCall
 from bcas.llm.tool_calls import function_definition
 
@@ -106,16 +106,21 @@ def field_caps(max_tokens: int | None, thought_max: int | None = THOUGHT_MAX_CHA
     and action name take about ``JSON_OVERHEAD_TOKENS``; the rest, the *room*, counted
     at a conservative ``CHARS_PER_TOKEN``, goes ``QUERY_SHARE`` to the query and the
     rest to the thought.  ``max_tokens=None`` (no allowance known): the caps.
-    ``thought_max=None``: the thought is unbounded (``None``).
+    ``thought_max=None``: the thought is unbounded (``None``) while the allowance has
+    room for more than ``THOUGHT_CHARS_LIMIT`` characters of it; a smaller allowance
+    (the last turns of a budget, a per-turn cap) caps it to fit, so the reply still
+    reaches its action instead of being cut off inside the thought.  Either way the
+    grammar is bounded by a constant: one rule for a plain string, or a cap of at most
+    ``THOUGHT_CHARS_LIMIT`` characters.
     """
     if max_tokens is None:
         return thought_max, QUERY_MAX_CHARS
     room = max(0, max_tokens - JSON_OVERHEAD_TOKENS) * CHARS_PER_TOKEN
     query = min(QUERY_MAX_CHARS, max(MIN_FIELD_CHARS, int(room * QUERY_SHARE)))
+    fits = max(MIN_FIELD_CHARS, room - query)
     if thought_max is None:
-        return None, query
-    thought = min(thought_max, max(MIN_FIELD_CHARS, room - query))
-    return thought, query
+        return (fits if fits <= THOUGHT_CHARS_LIMIT else None), query
+    return min(thought_max, fits), query
 
 
 def action_schema(

@@ -269,11 +269,15 @@ class FaultServer:
     def completion(self, body: dict[str, Any], text: str | None = None) -> dict[str, Any]:
         reply = text if text is not None else self.reply(body)
         prompt_words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or [])
+        finish = "stop"
+        limit = body.get("max_tokens") or body.get("max_completion_tokens")
+        if isinstance(limit, int) and limit > 0 and len(reply.split()) > limit:
+            reply, finish = " ".join(reply.split()[:limit]), "length"  # a word is a token here, as real servers cap
         completion_words = max(1, len(reply.split()))
         choice: dict[str, Any] = {
             "index": 0,
             "message": {"role": "assistant", "content": reply},
-            "finish_reason": "stop",
+            "finish_reason": finish,
         }
         if body.get("logprobs") and body.get("top_logprobs"):
             k = int(body["top_logprobs"])

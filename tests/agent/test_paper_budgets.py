@@ -14,7 +14,7 @@ import pytest
 from bcas.agent import run_bcas
 from bcas.agent.budget import MAX_TURNS_SAFETY, BudgetLedger, turn_bound
 from bcas.agent.protocol import MIN_FIELD_CHARS, QUERY_MAX_CHARS, THOUGHT_MAX_CHARS, action_schema
-from bcas.config import GUARDED_LOOP, AgentConfig, Budget, ConfigError, RetrievalConfig, RunConfig
+from bcas.config import GUARDED_LOOP, THOUGHT_CHARS_LIMIT, AgentConfig, Budget, ConfigError, RetrievalConfig, RunConfig
 from bcas.data import Dataset, load_dataset
 from bcas.grids import ABLATION, CONTEXT_SCALING, SEARCH_SCALING, SMOKE
 from bcas.llm.base import ChatRequest
@@ -124,6 +124,22 @@ def test_action_fields_fit_the_turn_allowance_and_never_grow_past_fixed_caps() -
         == 1
     )
     assert action_schema(["ready_to_answer"], 16000) == action_schema(["ready_to_answer"], 128000)
+
+
+def test_an_unbounded_thought_is_capped_to_fit_a_small_allowance_by_a_constant_at_most() -> None:
+    """The paper's loop near the end of its budget: a thought that filled the last few
+    tokens would be cut off before its action; it gets a cap that fits instead, never
+    above the constant the grammar tolerates, and a large allowance leaves it unbounded."""
+    for allowance in range(1, 2000):
+        props = action_schema(["search_database", "ready_to_answer"], allowance, None)["properties"]
+        cap = props["thought"].get("maxLength")
+        if cap is None:
+            assert allowance > 200  # unbounded only where the allowance has room for more than the constant
+        else:
+            assert cap <= THOUGHT_CHARS_LIMIT
+            assert cap + props["query"]["maxLength"] <= max(2 * MIN_FIELD_CHARS, 2 * allowance)
+    assert "maxLength" not in action_schema(["search_database"], 16000, None)["properties"]["thought"]
+    assert action_schema(["search_database"], 100, None)["properties"]["thought"]["maxLength"] < 200
 
 
 # -- the effects are observable ---------------------------------------------------------

@@ -20,7 +20,7 @@ import pytest
 from bcas.agent import STOP_REASONS, run_bcas
 from bcas.agent.loop import Trajectory
 from bcas.agent.records import record_from_trajectory
-from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
+from bcas.config import THOUGHT_CHARS_LIMIT, AgentConfig, Budget, RetrievalConfig, RunConfig
 from bcas.data import Dataset, load_dataset
 from bcas.identity import prompt_hash
 from bcas.records import ResultStore, load_price_sheet, load_records
@@ -192,8 +192,10 @@ def test_a_paper_sized_budget_runs_on_a_bounded_grammar(hotpotqa: Dataset, bm25:
     check_budget(traj, budget)
     assert engine.crashes == crashes  # no engine process was lost
     schemas = [r.json_schema for r in traj.requests if r.json_schema and "thought" in r.json_schema["properties"]]
-    # the thought is a plain string (one constant rule) and the query's cap is a constant
-    assert schemas and all("maxLength" not in s["properties"]["thought"] for s in schemas)
+    # the thought is a plain string (one constant rule), capped only by a constant near the
+    # budget's end (to fit what is left), and the query's cap is a constant
+    assert schemas and "maxLength" not in schemas[0]["properties"]["thought"]
+    assert all(s["properties"]["thought"].get("maxLength", 0) <= THOUGHT_CHARS_LIMIT for s in schemas)
     assert all(s["properties"]["query"]["maxLength"] <= 256 for s in schemas)
     record = record_from_trajectory(traj, run_id="repro", dataset=hotpotqa.subset(1))
     assert record.stop_reason in STOP_REASONS and record.error is None

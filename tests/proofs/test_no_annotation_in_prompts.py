@@ -27,7 +27,7 @@ import bcas
 from bcas.data import DATASETS, load_dataset
 from bcas.formats import FORMATS
 from bcas.formats.native import ROLE_TITLES
-from bcas.llm import register_backend
+from bcas.llm import BACKENDS, register_backend
 from bcas.testing.mock import MockModel
 from bcas.testing.recording import RecordingModel
 from tests.support import official
@@ -48,12 +48,19 @@ def _create(model: str | None = None, **options: Any) -> RecordingModel:
     return recorder
 
 
-register_backend("recording", _create, label="recording", label_prefix="recording-", identity="mock")
+@pytest.fixture(autouse=True)
+def _recording_backend() -> Iterator[None]:
+    """The recording backend for this file's tests only (the registry reference lists the shipped ones)."""
+    before = BACKENDS.snapshot()
+    register_backend("recording", _create, label="recording", label_prefix="recording-", identity="mock")
+    yield
+    BACKENDS.restore(before)
 
 
-def _prompts(run_dir: Path, dataset: str) -> list[str]:
+def _prompts(run_dir: Path, dataset: str, corpus: str | None = None) -> list[str]:
     _MODELS.clear()
-    bcas.evaluate(grids="smoke", models="recording:gold", datasets=dataset, limit=1, out=run_dir, no_cache=True)
+    extra = {"corpus": corpus} if corpus else {}
+    bcas.evaluate(grids="smoke", models="recording:gold", datasets=dataset, limit=1, out=run_dir, no_cache=True, **extra)
     texts = [m["content"] or "" for model in _MODELS for r in model.requests for m in r.messages]
     assert texts, f"no request reached the model on {dataset}"
     return texts
@@ -109,10 +116,10 @@ def test_no_annotation_of_a_shipped_dataset_reaches_a_prompt(source: Path, tmp_p
     assert not _leaks(texts, set(ROLE_TITLES)), "a ConflictQA role name reached a prompt"
 
 
-def _official_files(root: Path) -> dict[str, str]:
-    """One official file per format reader, as ``FORMAT:PATH``."""
-    fever, _wiki = official.fever(root / "fever" / "paper_dev.jsonl", root / "fever" / "wiki")
-    flash, _corpus, _ = official.flashrag_pair(root / "flashrag", n=4)
+def _official_files(root: Path) -> dict[str, tuple[str, str | None]]:
+    """One official file per format reader, as ``FORMAT:PATH`` and the corpus a questions-only one searches."""
+    fever, wiki = official.fever(root / "fever" / "paper_dev.jsonl", root / "fever" / "wiki-pages")
+    flash, corpus, _ = official.flashrag_pair(root / "flashrag", n=4)
     files = {
         "hotpotqa": official.hotpotqa(root / "hotpot_dev_distractor_v1.json", n=4),
         "2wikimultihopqa": official.twowiki(root / "2wiki_dev.json", n=4),
@@ -124,7 +131,8 @@ def _official_files(root: Path) -> dict[str, str]:
         "flashrag": flash,
         "bcas": load_dataset("hotpotqa").path,
     }
-    return {name: f"{name}:{path}" for name, path in files.items()}
+    corpora = {"fever": str(wiki), "flashrag": str(corpus), "nq_open": str(corpus)}
+    return {name: (f"{name}:{path}", corpora.get(name)) for name, path in files.items()}
 
 
 def _annotation_values(spec: str) -> set[str]:
@@ -155,7 +163,7 @@ def test_every_format_reader_is_covered() -> None:
 
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_no_annotation_read_by_a_format_reader_reaches_a_prompt(name: str, tmp_path: Path) -> None:
-    spec = _official_files(tmp_path / "files")[name]
-    texts = _prompts(tmp_path / "run", spec)
+    spec, corpus = _official_files(tmp_path / "files")[name]
+    texts = _prompts(tmp_path / "run", spec, corpus)
     assert not _leaks(texts, set(ROLE_TITLES)), "a ConflictQA role name reached a prompt"
     assert not _leaks(texts, _annotation_values(spec)), "an annotation value reached a prompt"
