@@ -15,6 +15,10 @@ items before it routes) write, per probe, into ``<run>/rsc/``:
   matched (strict EM), its calls and tokens.
 - ``<stem>.calls.jsonl``: one model call a line, as the probe's ledger recorded it.
 
+A routed case probes with its own configuration; where an ``rsc`` case of the same model,
+dataset and configuration wrote the same stem, the routed case's files (the same probe,
+with ``routed`` true and the routing cost) replace them.
+
 The cost uses the session's price sheet and the model id the records are priced by;
 without a sheet, or for a model the sheet does not price, ``cost_usd`` is ``None``
 (unknown, never 0), as for a record.
