@@ -66,6 +66,7 @@ from bcas.assess.usage import Ledger, Usage
 from bcas.config import AssessConfig, RunConfig
 from bcas.grading import score_prediction, strict_exact_match
 from bcas.llm.base import ChatModel, ModelError
+from bcas.llm.usage import metering
 from bcas.records import Answer, AnswerIdentity, Grades, Record, build_record
 from bcas.registry import TREATMENTS, routed_modes
 
@@ -245,6 +246,7 @@ _RECORD_USAGE_FIELDS = (
     "assessment_calls",
     "generation_calls",
     "rescore_calls",
+    "rerank_calls",
     "cached_calls",
     "model_errors",
 )
@@ -320,7 +322,9 @@ async def answer_madara(
     fn = TREATMENTS.get(method)
 
     ledger = Ledger(seed=run_config.seed)
-    docs = await gather_documents(item, retriever, cfg, run_config.seed)
+    with metering() as meter:  # the llm reranker's calls, made for this item while retrieving
+        docs = await gather_documents(item, retriever, cfg, run_config.seed)
+    ledger.add_metered("rerank", meter, tag="retrieve")
     ctx = TreatmentContext(model, item.question, docs, task, cfg, f"{run_config.seed}:{item.id}", ledger)
     outcome, stop_reason, error = await _apply_treatment(fn, ctx)
     usage = ledger.usage()
@@ -382,7 +386,8 @@ class _MadaraRun:
 
 
 def _madara_steps(run: _MadaraRun) -> list[dict[str, Any]]:
-    """The record's steps: retrieve, assess (when the treatment scored documents), generate."""
+    """The record's steps: retrieve, rerank (the ``llm`` reranker's calls, when it made any),
+    assess (when the treatment scored documents), generate."""
     docs, outcome, assessment = run.docs, run.outcome, run.outcome.assessment
     steps: list[dict[str, Any]] = [
         {
@@ -393,6 +398,19 @@ def _madara_steps(run: _MadaraRun) -> list[dict[str, Any]]:
             "docs": [d.doc_id for d in docs],
         }
     ]
+    if run.usage.rerank_calls:
+        t_in, t_out = run.tokens("rerank")
+        cached = sum(1 for e in run.ledger.entries if e.kind == "rerank" and e.cached)
+        steps.append(
+            {
+                "kind": "rerank",
+                "query": run.item.question,
+                "calls": run.usage.rerank_calls,
+                "tokens_in": t_in,
+                "tokens_out": t_out,
+                "note": f"{run.usage.rerank_calls} re-ranking calls ({cached} from cache)",
+            }
+        )
     if assessment is not None:
         t_in, t_out = run.tokens("assessment")
         steps.append(
@@ -451,22 +469,42 @@ def _madara_extra(run: _MadaraRun) -> dict[str, Any]:
 
 
 async def run_nf_for_probe(
-    model: ChatModel, items: Sequence[Any], per_item_docs: Sequence[list[AssessDocument]], config: AssessConfig
+    model: ChatModel,
+    items: Sequence[Any],
+    per_item_docs: Sequence[list[AssessDocument]],
+    config: AssessConfig,
+    results: list[dict[str, Any]] | None = None,
+    ledger: Ledger | None = None,
 ) -> tuple[float, Usage]:
     """EvalNF(M, C) of Algorithm 2, line 6: No-Filter exact match on the calibration items.
 
     No-Filter reads every gathered document (``nf_docs`` caps it) as the ``nf`` treatment
     does; EM is MADARA's
-    strict EM (§5.4: lower-case and white space only) of the parsed answer.
+    strict EM (§5.4: lower-case and white space only) of the parsed answer.  ``results``,
+    when given, receives one entry per item (its answer, whether it matched, its calls and
+    tokens); ``ledger``, when given, receives the calls (each tagged ``nf:<item id>``).
     """
-    ledger = Ledger()
+    ledger = Ledger() if ledger is None else ledger
+    start = len(ledger.entries)
 
-    async def one(item: Any, docs: list[AssessDocument]) -> bool:
+    async def one(item: Any, docs: list[AssessDocument]) -> dict[str, Any]:
         task = config.task or infer_task(item.answers)
-        answer, _ = await generate_answer(
-            model, item.question, docs[: nf_count(config, len(docs))], task, config, ledger, tag="nf"
-        )
-        return strict_exact_match(answer, list(item.answers))
+        used = docs[: nf_count(config, len(docs))]
+        tag = f"nf:{item.id}"
+        answer, _ = await generate_answer(model, item.question, used, task, config, ledger, tag=tag)
+        mine = [e for e in ledger.entries if e.tag == tag]
+        return {
+            "item_id": item.id,
+            "answer": answer,
+            "correct": strict_exact_match(answer, list(item.answers)),
+            "docs": [d.doc_id for d in used],
+            "calls": len(mine),
+            "tokens_in": sum(e.prompt_tokens for e in mine),
+            "tokens_out": sum(e.completion_tokens for e in mine),
+        }
 
-    results = await asyncio.gather(*(one(i, d) for i, d in zip(items, per_item_docs, strict=True)))
-    return (sum(results) / len(results) if results else 0.0), ledger.usage()
+    outcomes = await asyncio.gather(*(one(i, d) for i, d in zip(items, per_item_docs, strict=True)))
+    if results is not None:
+        results.extend(outcomes)
+    usage = Ledger(entries=ledger.entries[start:]).usage()
+    return (sum(o["correct"] for o in outcomes) / len(outcomes) if outcomes else 0.0), usage

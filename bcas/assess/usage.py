@@ -7,7 +7,10 @@ assessment calls + 1 generation call; PDE = assessment + k generation calls;
 PDE-Random = k generation calls and no assessment).
 
 Kinds: ``assessment`` (an agent scoring one document), ``rescore`` (an RSC
-re-scoring under perturbed reasoning) and ``generation`` (an answer).  A call
+re-scoring under perturbed reasoning), ``generation`` (an answer) and ``rerank`` (a
+call the ``llm`` reranker made while the item's documents were retrieved, one per
+candidate; measured by :func:`bcas.llm.usage.metering` and added with
+``Ledger.add_metered``, as the BCAS loop's ``rerank`` steps are).  A call
 answered by the generation cache is still a call of the method (its tokens are
 the provider-reported usage stored with it); ``cached_calls`` says how many were.
 """
@@ -20,8 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult
+from bcas.llm.usage import UsageMeter
 
-CALL_KINDS = ("assessment", "rescore", "generation")
+CALL_KINDS = ("assessment", "rescore", "generation", "rerank")
 
 
 @dataclass
@@ -32,6 +36,7 @@ class Usage:
     assessment_calls: int = 0
     rescore_calls: int = 0
     generation_calls: int = 0
+    rerank_calls: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
     cached_calls: int = 0
@@ -93,6 +98,23 @@ class Ledger:
             )
         )
         return result
+
+    def add_metered(self, kind: str, meter: UsageMeter, tag: str = "") -> None:
+        """Ledger, one entry each, the calls a component made under ``meter`` (the reranker's)."""
+        if kind not in CALL_KINDS:
+            raise ValueError(f"call kind must be one of {CALL_KINDS}, got {kind!r}")
+        for r in meter.results:
+            self.entries.append(
+                CallEntry(
+                    kind,
+                    int(r.prompt_tokens),
+                    int(r.completion_tokens),
+                    float(r.latency_s),
+                    bool(r.cached),
+                    r.finish_reason,
+                    tag,
+                )
+            )
 
     def usage(self) -> Usage:
         u = Usage()

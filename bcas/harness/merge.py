@@ -10,7 +10,7 @@ writes the merged run into ``RUN`` itself:
 * ``records.jsonl``: every record of every input (their worker files included), one per
   answer identity (:attr:`bcas.records.Record.key`), chosen by
   :func:`bcas.records.dedupe` (an answer beats an error, the newest grade wins);
-* ``rsc/*.json``: the RSC profiles (each probe ran whole on one shard);
+* ``rsc/*.json``: the RSC profiles, with their ``*.jsonl`` results and calls (each probe ran whole on one shard);
 * ``run.json``: every input's sessions, each keeping its ``shard``, ``merged_from``
   (the input folders and their shards), ``missing_shards`` (``--partial``) and
   ``mismatches`` (``--allow-mismatch``);
@@ -223,15 +223,18 @@ def merge_runs(
     warnings: list[str] = []
     profiles = 0
     for run in inputs:
-        for path in sorted((run / "rsc").glob("*.json")) if (run / "rsc").is_dir() else []:
+        # profiles (*.json) and their probe results, EvalNF answers and calls (*.jsonl)
+        for path in sorted((run / "rsc").glob("*.json*")) if (run / "rsc").is_dir() else []:
+            if path.suffix not in (".json", ".jsonl"):
+                continue
             dest = target / "rsc" / path.name
             dest.parent.mkdir(parents=True, exist_ok=True)
             if dest.exists():
                 if dest.read_bytes() != path.read_bytes():
-                    warnings.append(f"{path}: another input holds a different profile of the same name; kept the first")
+                    warnings.append(f"{path}: another input holds a different file of the same name; kept the first")
                 continue
             shutil.copyfile(path, dest)
-            profiles += 1
+            profiles += path.suffix == ".json"
 
     sessions = [s for m in manifests for s in (m or {}).get("sessions", [])]
     manifest: dict[str, Any] = {

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bcas.llm.base import ChatResult
 
@@ -28,12 +28,14 @@ class UsageMeter:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached: int = 0
+    results: list[ChatResult] = field(default_factory=list)  # each call's result, in the order counted
 
     def add(self, result: ChatResult) -> None:
         self.calls += 1
         self.prompt_tokens += int(result.prompt_tokens)
         self.completion_tokens += int(result.completion_tokens)
         self.cached += int(bool(result.cached))
+        self.results.append(result)
 
 
 _CURRENT: ContextVar[UsageMeter | None] = ContextVar("bcas_usage_meter", default=None)

@@ -523,8 +523,13 @@ def write_summaries(
     grids: Mapping[str, Any] | None = None,
     only: Iterable[str] | None = None,
     judge: bool | None = None,
+    routing: list[dict[str, Any]] | None = None,
 ) -> Summaries:
-    """Write ``summary.csv`` and ``summary.json`` into the run directory."""
+    """Write ``summary.csv`` and ``summary.json`` into the run directory.
+
+    ``routing``: the routed pipeline's routing cost beside its accuracy, one row per RSC
+    probe it made (``bcas.run.rsc_files.routing_rows``), written as ``routing``.
+    """
     result = build_summaries(records, grids, only, judge)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "summary.csv").write_text(rows_to_csv(result.rows), encoding="utf-8")
@@ -534,6 +539,7 @@ def write_summaries(
         "model_comparisons": [asdict(c) for c in result.model_comparisons],
         "model_matrix": result.matrix,
         "notes": result.notes,
+        "routing": routing or [],
     }
     (run_dir / "summary.json").write_text(json.dumps(payload, indent=1, sort_keys=True), encoding="utf-8")
     return result

@@ -10,6 +10,7 @@ from bcas.llm import backend_meta
 from bcas.records import Record
 from bcas.run.pipelines import run_item_record, run_kind
 from bcas.run.plan import CaseIdentity
+from bcas.run.rsc_files import write_probe
 from bcas.run.settings import Case
 
 if TYPE_CHECKING:  # typing only
@@ -61,13 +62,32 @@ class CaseContext:
         await kind.prepare(self, todo)
 
     async def session_rsc_profile(self) -> RSCProfile:
+        """The routed pipeline's RSC profile, probed once a session per model and dataset
+        (Algorithm 2, lines 1-6); the probe's results, calls and cost go to ``rsc/``."""
         from bcas.assess import rsc as rsc_mod
 
         key = (self.case.model.label, self.case.dataset)
         cached = self.session.rsc_profiles.get(key)
         if cached is None:
             calib = self.session.calibration(self.case.dataset, self.config.assess.calibration_n)
-            cached = await rsc_mod.probe(self.model, list(calib.items), self.retriever, self.config)
+            run = await rsc_mod.probe_run(self.model, list(calib.items), self.retriever, self.config)
+            write_probe(
+                self.session.settings.run_dir,
+                f"{self.case.model.label}--{calib.name}--{self.config.config_id}--{calib.hash[:12]}",
+                run,
+                {
+                    "dataset": calib.name,
+                    "dataset_hash": calib.hash,
+                    "dataset_evaluated": self.dataset.name,
+                    "model_label": self.case.model.label,
+                    "case_id": self.case.id,
+                    "routed": True,
+                },
+                model_id=self.case.model.label,
+                prices=self.session.prices,
+                searches=len(run.item_ids) if self.config.assess.doc_source == "retrieval" else 0,
+            )
+            cached = run.profile
             self.session.rsc_profiles[key] = cached
         return cached
 

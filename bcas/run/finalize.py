@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from bcas.report.html_metrics import metric_lines
 from bcas.run.cost import read_stops, stop_lines
 from bcas.run.exports import PYARROW_MISSING, write_parquet
+from bcas.run.rsc_files import routing_lines, routing_rows
 from bcas.run.settings import Settings
 
 if TYPE_CHECKING:
@@ -73,7 +74,8 @@ def finalize_run(
     if not records and not profiles:
         return None
     grids = with_holm_scope(dict(GRIDS.items()), settings.holm_scope)  # --bcas-holm-scope
-    summaries = write_summaries(settings.run_dir, records, grids, settings.grids)
+    routing = routing_rows(profiles, records)  # the routed pipeline's probe cost beside its accuracy
+    summaries = write_summaries(settings.run_dir, records, grids, settings.grids, routing=routing)
     rows, comps = summaries.rows, summaries.comparisons
     order = {name: [e.label for e in grid.entries] for name, grid in GRIDS.items()}
     gate = gate_report(settings.run_dir, token) if gate_report is not None else None  # Holm per family
@@ -135,6 +137,7 @@ def finalize_run(
             f"RSC {prof.get('model_label')} / {prof.get('dataset')}: rho_hat={prof.get('rho_hat')} "
             f"rho*={prof.get('rho_star')} class={prof.get('classification')} -> {dec.get('mode')}"
         )
+    lines.extend(routing_lines(routing))
     return FinalResult(store.path, report, lines, holm_failures, gate, summaries)
 
 

@@ -13,7 +13,6 @@ routed pipeline, MADARA §4-§5) and ``rsc`` (the RSC probe, MADARA §3).
 
 from __future__ import annotations
 
-import json
 import time
 import traceback
 from abc import ABC, abstractmethod
@@ -29,11 +28,13 @@ from bcas.registry import ROUTED_METHOD, RUN_KINDS, RegistryError, documents_nee
 from bcas.run.settings import Case, ModelSpec, Settings
 
 if TYPE_CHECKING:  # typing only: what the engine hands a run kind
+    from bcas.assess.rsc.probe import ProbeRun
     from bcas.assess.rsc.profile import RSCProfile
     from bcas.config import RetrievalConfig, RunConfig
     from bcas.data import Dataset
     from bcas.items import Item
     from bcas.llm.base import ChatModel
+    from bcas.records import PriceSheet
     from bcas.retrieval.engine import EngineRetriever
     from bcas.retrieval.retriever import Retriever
 
@@ -46,6 +47,7 @@ class KindSession(Protocol):
     settings: Settings
     worker: str | None
     rsc_profiles: dict[tuple[str, str], RSCProfile]  # per (model label, dataset): probed once a session
+    prices: PriceSheet | None  # the run's price sheet (None: --bcas-prices none)
 
     def progress(self, text: str) -> None: ...
 
@@ -261,33 +263,39 @@ class RscKind(WholeCaseKind):
     def whole_items(self, session: KindSession, case: Case, config: RunConfig) -> int:
         return len(session.calibration(case.dataset, config.assess.calibration_n).items)
 
-    async def _probe(self, session: KindSession, case: Case, config: RunConfig, model: ChatModel) -> RSCProfile:
-        from bcas.assess import probe
+    async def _probe(self, session: KindSession, case: Case, config: RunConfig, model: ChatModel) -> ProbeRun:
+        from bcas.assess import rsc
 
         ds = session.calibration(case.dataset, config.assess.calibration_n)
         retriever = session.retriever(case.dataset, config.retrieval, model) if self.needs_retriever(config) else None
-        return await probe(model, list(ds.items), retriever, config)
+        return await rsc.probe_run(model, list(ds.items), retriever, config)
 
     async def rehearse(self, session: KindSession, case: Case, config: RunConfig, model: ChatModel) -> None:
         await self._probe(session, case, config, model)
 
     async def run_whole(self, session: KindSession, case: Case, config: RunConfig) -> tuple[int, int, list[str]]:
+        from bcas.run.rsc_files import RSC_DIR, write_probe
+
         ds = session.calibration(case.dataset, config.assess.calibration_n)
-        name = f"{case.model.label}--{ds.name}--{config.config_id}--{ds.hash[:12]}.json"
-        path = session.settings.run_dir / "rsc" / name
+        stem = f"{case.model.label}--{ds.name}--{config.config_id}--{ds.hash[:12]}"
+        path = session.settings.run_dir / RSC_DIR / f"{stem}.json"
         if path.is_file():
             session.progress(f"[bcas] {case.id}: profile already at {path}")
             return 0, len(ds.items), []
         session.progress(f"[bcas] {case.id}: RSC probe on {len(ds.items)} calibration items")
-        profile = await self._probe(session, case, config, session.model(case.model))
-        data = profile.to_dict()
-        data["decision"] = profile.decision().to_dict()
-        data.update({"dataset": ds.name, "dataset_hash": ds.hash, "model_label": case.model.label, "case_id": case.id})
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str), encoding="utf-8")
-        tmp.replace(path)
-        empty = ["RSC probe produced no (normal, perturbed) score triples"] if profile.n_triples == 0 else []
+        run = await self._probe(session, case, config, session.model(case.model))
+        meta = {"dataset": ds.name, "dataset_hash": ds.hash, "model_label": case.model.label, "case_id": case.id}
+        searches = len(run.item_ids) if self.needs_retriever(config) else 0
+        write_probe(
+            session.settings.run_dir,
+            stem,
+            run,
+            meta,
+            model_id=case.model.label,
+            prices=session.prices,
+            searches=searches,
+        )
+        empty = ["RSC probe produced no (normal, perturbed) score triples"] if run.profile.n_triples == 0 else []
         return len(ds.items), 0, empty
 
 

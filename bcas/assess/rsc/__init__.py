@@ -53,7 +53,7 @@ from bcas.assess.rsc.perturb import (
     shuffle_sentences,
     split_sentences,
 )
-from bcas.assess.rsc.probe import probe, profile_id_for
+from bcas.assess.rsc.probe import ProbeRun, probe, probe_run, profile_id_for
 from bcas.assess.rsc.profile import (
     RSCProfile,
     Triple,
@@ -80,6 +80,7 @@ __all__ = [
     "QUALITY_ORDERED",
     "STOCHASTIC",
     "TREND_VALUES",
+    "ProbeRun",
     "RSCProfile",
     "Triple",
     "bootstrap_stability",
@@ -89,6 +90,7 @@ __all__ = [
     "coupling_state",
     "pooled_rhos",
     "probe",
+    "probe_run",
     "profile_from_triples",
     "profile_id_for",
     "random_chain",

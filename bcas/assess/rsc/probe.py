@@ -1,5 +1,11 @@
 """The RSC probe (MADARA §3, Appendix F): score calibration documents with CoT, perturb
-each chain at three levels, re-score, and build the profile."""
+each chain at three levels, re-score, and build the profile.
+
+:func:`probe_run` also keeps what a run folder's ``rsc/`` records (:class:`ProbeRun`):
+the (query, document, agent) triples, the EvalNF answer of every calibration item
+(Algorithm 2, line 6) and every call on the probe's ledger, the ``llm`` reranker's
+calls made while the calibration documents were retrieved included (kind ``rerank``).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bcas.assess.agents import (
@@ -22,9 +28,10 @@ from bcas.assess.documents import gather_documents
 from bcas.assess.pipeline import run_nf_for_probe
 from bcas.assess.rsc.perturb import contradict_steps, random_chain, shuffle_sentences
 from bcas.assess.rsc.profile import RSCProfile, Triple, profile_from_triples
-from bcas.assess.usage import Ledger
+from bcas.assess.usage import CallEntry, Ledger, Usage
 from bcas.config import AssessConfig, RunConfig
 from bcas.llm.base import ChatModel, ChatRequest, ModelError
+from bcas.llm.usage import metering
 
 
 def profile_id_for(model_id: str, item_ids: Sequence[str], config: RunConfig) -> str:
@@ -60,7 +67,38 @@ async def _rescore(
     return parse_score(result.text).score
 
 
+@dataclass
+class ProbeRun:
+    """A probe's profile and what produced it: triples, EvalNF answers, the ledger's calls."""
+
+    profile: RSCProfile
+    triples: list[Triple]
+    nf_results: list[dict[str, Any]] = field(default_factory=list)
+    entries: list[CallEntry] = field(default_factory=list)
+    item_ids: tuple[str, ...] = ()
+
+    def usage_by_phase(self) -> dict[str, Usage]:
+        return usage_by_phase(self.entries)
+
+
+PHASES = {"probe": ("assessment", "rescore"), "evalnf": ("generation",), "retrieve": ("rerank",)}
+"""The probe's phases by call kind: CoT scoring and re-scoring (MADARA §3.1), EvalNF
+(Algorithm 2, line 6) and re-ranking while the calibration documents are retrieved."""
+
+
+def usage_by_phase(entries: Sequence[CallEntry]) -> dict[str, Usage]:
+    """The totals of ``entries`` for each of :data:`PHASES`."""
+    return {name: Ledger(entries=[e for e in entries if e.kind in kinds]).usage() for name, kinds in PHASES.items()}
+
+
 async def probe(model: ChatModel, items: Sequence[Any], retriever: Any, config: RunConfig | AssessConfig) -> RSCProfile:
+    """The RSC profile of :func:`probe_run` (see there)."""
+    return (await probe_run(model, items, retriever, config)).profile
+
+
+async def probe_run(
+    model: ChatModel, items: Sequence[Any], retriever: Any, config: RunConfig | AssessConfig
+) -> ProbeRun:
     """Run the RSC probe (and, with ``probe_nf``, the No-Filter EM) on calibration items.
 
     A coroutine (model calls are async).  ``items`` are ``bcas.data.Item``s, the
@@ -70,7 +108,8 @@ async def probe(model: ChatModel, items: Sequence[Any], retriever: Any, config: 
     are used.  Documents come from ``AssessConfig.doc_source`` exactly as in
     ``run_madara``, and EM_NF reads every gathered document (as the ``nf`` treatment,
     ``AssessConfig.nf_docs`` caps it) with MADARA's strict EM.
-    The probe's own calls are reported in ``RSCProfile.usage``.
+    The probe's own calls are reported in ``RSCProfile.usage`` (all of them, with
+    ``by_phase`` splitting probe, EvalNF and re-ranking calls).
     """
     run_config = config if isinstance(config, RunConfig) else RunConfig(assess=config)
     cfg = run_config.assess
@@ -80,7 +119,9 @@ async def probe(model: ChatModel, items: Sequence[Any], retriever: Any, config: 
     ledger = Ledger(seed=run_config.seed)
     seed = run_config.seed
 
-    per_item_docs = await asyncio.gather(*(gather_documents(item, retriever, cfg, seed) for item in items))
+    with metering() as meter:  # the llm reranker's calls while the calibration documents are retrieved
+        per_item_docs = await asyncio.gather(*(gather_documents(item, retriever, cfg, seed) for item in items))
+    ledger.add_metered("rerank", meter, tag="retrieve")
     assessments = await asyncio.gather(
         *(
             score_documents(model, item.question, docs, cfg, cot=True, ledger=ledger, agents=cfg.rsc_agents)
@@ -122,13 +163,14 @@ async def probe(model: ChatModel, items: Sequence[Any], retriever: Any, config: 
         Triple(q, d, agent, s, tuple(perturbed.get((q, d, agent), [None, None, None])))  # type: ignore[arg-type]
         for (q, d, agent), s in sorted(normal.items())
     ]
-    probe_usage = ledger.usage()
     em_nf = None
+    nf_results: list[dict[str, Any]] = []
     if cfg.probe_nf:
-        em_nf, nf_usage = await run_nf_for_probe(model, items, per_item_docs, cfg)
-        probe_usage = probe_usage + nf_usage
+        em_nf, _ = await run_nf_for_probe(model, items, per_item_docs, cfg, results=nf_results, ledger=ledger)
     item_ids = tuple(item.id for item in items)
-    return profile_from_triples(
+    usage: dict[str, Any] = ledger.usage().to_dict()
+    usage["by_phase"] = {name: u.to_dict() for name, u in usage_by_phase(ledger.entries).items()}
+    profile = profile_from_triples(
         triples,
         model=getattr(model, "model_id", "unknown"),
         profile_id=profile_id_for(getattr(model, "model_id", "unknown"), item_ids, run_config),
@@ -138,6 +180,7 @@ async def probe(model: ChatModel, items: Sequence[Any], retriever: Any, config: 
         n_bootstrap=cfg.rsc_bootstrap,
         seed=seed,
         rho1_threshold=cfg.rho1_threshold,
-        usage=probe_usage.to_dict(),
+        usage=usage,
         config={"tau_nf": cfg.tau_nf, "rho1_threshold": cfg.rho1_threshold, "doc_source": cfg.doc_source},
     )
+    return ProbeRun(profile, triples, nf_results, list(ledger.entries), item_ids)
