@@ -135,7 +135,8 @@ def preflight(
     if result.served and model not in result.served:
         result.warnings.append(
             f"{base} lists {', '.join(result.served)} but not {model!r}, and answered for it anyway "
-            "(llama.cpp's server does this): the answers come from the model it serves"
+            f"(llama.cpp's server does this): the answers come from the model it serves, {result.served_name}, "
+            "named beside it in the summary, the report and run.json"
         )
     return result
 

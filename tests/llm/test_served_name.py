@@ -161,4 +161,5 @@ def test_the_documented_llama_cpp_recipe_names_its_gguf(project: pytest.Pytester
         run_dir = project.path / "run"
         result = _run(project, server.base_url, run_dir, "Qwen/Qwen3-8B")
     _assert_named_everywhere(result, run_dir, smollm2_gguf.name)
-    assert "answered for it anyway" in result.stdout.str() + result.stderr.str()  # and the warning says why
+    warning = next(line for line in result.outlines + result.errlines if "answered for it anyway" in line)
+    assert f"the model it serves, {smollm2_gguf.name}" in warning  # and the start-up warning names it too
