@@ -163,3 +163,25 @@ def test_the_documented_llama_cpp_recipe_names_its_gguf(project: pytest.Pytester
     _assert_named_everywhere(result, run_dir, smollm2_gguf.name)
     warning = next(line for line in result.outlines + result.errlines if "answered for it anyway" in line)
     assert f"the model it serves, {smollm2_gguf.name}" in warning  # and the start-up warning names it too
+
+
+def test_the_api_names_what_was_served(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``bcas.evaluate`` reads the same names: its case lines, summary rows and run.json carry them."""
+    import bcas
+
+    exec(budget_grid("tiny_api", ["hotpotqa"], (1,), limit=1), {})  # the registration a conftest would run
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
+    with FaultServer(model=f"/models/{GGUF}", reply=canned_reply) as server:
+        res = bcas.evaluate(
+            grids="tiny_api",
+            models="openai:Qwen/Qwen3-8B",
+            base_url=server.base_url,
+            out=tmp_path / "run",
+            progress=True,
+        )
+    assert f"qwen3-8b~{name_stem(GGUF)}-hotpotqa-" in capsys.readouterr().out
+    assert [row.served for row in res.summary] == [GGUF]
+    session = json.loads((tmp_path / "run" / "run.json").read_text())["sessions"][-1]
+    assert session["models"]["qwen3-8b"]["served"] == GGUF
