@@ -521,7 +521,8 @@ def build_summaries(
 
 def served_beside(model: str, served: str | None) -> str:
     """A row's model as shown: its label, with the name of what answered when that is another model."""
-    return model if not served or same_model(model, served) else f"{model} (served: {served})"
+    label = model.split(" [", 1)[0]  # a label shown with a short fingerprint (two identities under one label)
+    return model if not served or same_model(label, served) else f"{model} (served: {served})"
 
 
 def write_summaries(

@@ -10,7 +10,8 @@ one that was asked for:
   llama.cpp's ``/props`` ``model_path``, vLLM's ``root``, else the id the server answered
   with; ``None`` when the run skipped its preflight (``--bcas-no-preflight``);
 * an embedded model: its GGUF's file name (the shipped one when none is named);
-* any other backend: the model it was given (its file name for a path), else its label.
+* a test double (``mock``): its label (``mock-gold``);
+* any other backend (``vllm``): the model it was given (a local folder's name, a hub id).
 
 When the served name is not the requested one (:func:`differs`: their label forms
 differ, beyond a variant suffix such as ``-Q4_K_M``; :func:`bcas.identity.same_model`), the case ids carry both, ``qwen3-8b~smollm2-135m-instruct-q4_1-...``
@@ -56,16 +57,16 @@ def served_name(spec: ModelSpec, preflight: Iterable[Mapping[str, Any]]) -> str 
             return default_gguf_path().name
         except ModelError:  # the shipped model is not installed: the run says so when it loads it
             return None
-    if spec.model:
-        return PurePath(spec.model).name if "/" in spec.model and spec.model.startswith((".", "/")) else spec.model
-    return spec.label
+    if spec.model and not backend_meta(spec.backend, "label_prefix"):  # a checkpoint: its folder, or its hub id
+        return PurePath(spec.model).name if spec.model.startswith((".", "/")) else spec.model
+    return spec.label  # a test double (mock): its label, mock-gold
 
 
 def differs(spec: ModelSpec, served: str | None) -> bool:
-    """``served`` is not what ``spec`` asked for (:func:`bcas.identity.same_model`)."""
+    """``served`` is not what ``spec`` asked for, by its name or its label (:func:`bcas.identity.same_model`)."""
     if not served or not spec.model:
         return False
-    return not same_model(spec.model, served)
+    return not (same_model(spec.model, served) or same_model(spec.label, served))
 
 
 def served_names(models: Iterable[ModelSpec], preflight: Iterable[Mapping[str, Any]]) -> dict[str, str]:

@@ -72,7 +72,10 @@ def test_what_each_backend_serves() -> None:
     from bcas.llm.embedded import default_gguf_path
 
     assert served_name(ModelSpec("embedded", None), []) == default_gguf_path().name  # the shipped GGUF
-    assert served_name(ModelSpec("mock", "gold"), []) == "gold"
+    assert served_name(ModelSpec("mock", "gold"), []) == "mock-gold"  # a test double: its label, nothing beside it
+    assert served_beside("mock-gold", "mock-gold") == "mock-gold"
+    assert served_name(ModelSpec("vllm", "/ckpt/Qwen3-8B"), []) == "Qwen3-8B"
+    assert served_beside("qwen [served:Qwen/Qwen3-8B#]", GGUF) == f"qwen [served:Qwen/Qwen3-8B#] (served: {GGUF})"
     assert differs(QWEN, GGUF) and not differs(QWEN, "Qwen3-8B-Q4_K_M.gguf") and not differs(QWEN, None)
     assert served_names([QWEN, ModelSpec("mock", "gold")], preflight) == {"qwen3-8b": GGUF}
 
