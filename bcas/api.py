@@ -172,6 +172,9 @@ def _run(settings: Settings, given: dict[str, RawValue], plan: Plan, progress: b
             preflight = preflight_servers(settings, lambda line: observer.message(f"[bcas] warning: {line}"))
         except OptionError as exc:
             raise _argument_error(exc) from None
+        from bcas.run.served import served_names
+
+        plan = plan.with_served(served_names(settings.models, preflight))  # case ids name what was served
     session = BcasSession(settings, token=token, observer=observer)
     try:
         gate_plan = _plan_gate(session, plan, given, token) if settings.baseline else None

@@ -21,6 +21,10 @@ Model fingerprints, by how the model is reached:
   :mod:`bcas.llm.served`) when it reports any, then ``#<system_fingerprint>`` when a
   chat answer carries one.  Another file behind the same name is another identity;
 * the ``mock`` backend: ``mock:<variant>``.
+
+A fingerprint says *which* model answered but not in words; the name of what answered
+(a GGUF's file name, vLLM's ``root``) is shown beside the requested name wherever they
+differ (:func:`same_model`, :mod:`bcas.run.served`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -200,7 +205,27 @@ def answer_key(record: dict[str, Any] | Any) -> tuple[str, str, str, str, str, i
     )
 
 
+def name_stem(model: str) -> str:
+    """A model name's label form: its last path part without ``.gguf``, lower case, other signs as ``-``.
+
+    ``Qwen/Qwen3-8B`` -> ``qwen3-8b``; ``/models/SmolLM2-135M-Instruct-Q4_1.gguf`` -> ``smollm2-135m-instruct-q4_1``.
+    """
+    stem = Path(model).name if os.sep in model or model.endswith(".gguf") else model
+    stem = re.sub(r"\.gguf$", "", stem.split("/")[-1])
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "-", stem).lower()
+
+
+def same_model(requested: str, served: str) -> bool:
+    """``served`` is the ``requested`` model by name: their label forms (:func:`name_stem`) are equal,
+    or the served one only adds a variant to it (``qwen3-8b`` -> ``Qwen3-8B-Q4_K_M.gguf``,
+    ``smollm2-135m`` -> ``SmolLM2-135M-Instruct-Q4_1.gguf``)."""
+    asked, got = name_stem(requested), name_stem(served)
+    return got == asked or got.startswith(f"{asked}-")
+
+
 __all__ = [
+    "name_stem",
+    "same_model",
     "answer_key",
     "epoch_seed",
     "file_sha256",

@@ -111,6 +111,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[state.TOKEN] = uuid.uuid4().hex[:10]
     settings = config.stash[state.SETTINGS] = read_settings(config)  # bad options fail here, early
     plan = config.stash[state.PLAN] = make_plan(settings)  # the cases, once
+    if hasattr(config, "workerinput"):  # the controller's preflight read what the servers serve: same ids
+        plan = config.stash[state.PLAN] = plan.with_served(config.workerinput.get("bcas_served") or {})
     for case in plan.cases:  # a dataset file's marker is its name (NAME= or its stem)
         if case.dataset not in DATASETS:
             _add_marker(config, case.dataset_label, f"cases on the dataset {case.dataset}")
@@ -309,6 +311,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _check_run_dir(settings)
     if settings.preflight:  # every run, its answers cached or not (--bcas-no-preflight: offline replay)
         _preflight(config, settings)
+        from bcas.run.served import served_names
+
+        # before collection (and before xdist starts its workers): a case id names what was served
+        read: list[dict[str, Any]] = config.stash.get(state.PREFLIGHT, [])
+        served = served_names(settings.models, read)
+        config.stash[state.SERVED] = served
+        config.stash[state.PLAN] = config.stash[state.PLAN].with_served(served)
     _warn_context_windows(config, settings)
 
 
@@ -326,6 +335,7 @@ def _ran_cases_elsewhere(config: pytest.Config) -> bool:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     node.workerinput["bcas_token"] = node.config.stash[state.TOKEN]
+    node.workerinput["bcas_served"] = dict(node.config.stash.get(state.SERVED, {}))
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -27,6 +27,8 @@ PLAN = pytest.StashKey[Plan]()
 SESSION: pytest.StashKey[BcasSession] = pytest.StashKey()
 # The preflight results of the run's servers (bcas.llm.preflight), for run.json.
 PREFLIGHT = pytest.StashKey[list[dict[str, Any]]]()
+# Label -> the name of what its server serves, for models served under another name (bcas.run.served).
+SERVED = pytest.StashKey[dict[str, str]]()
 # Whether any collected item runs a grid case.
 ANY_CASE = pytest.StashKey[bool]()
 # Cases run by the xdist workers (the controller runs none itself).

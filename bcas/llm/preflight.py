@@ -67,6 +67,11 @@ class PreflightResult:
         return self.facts.context_window
 
     @property
+    def served_name(self) -> str | None:
+        """The served model's own name (:meth:`ServerFacts.name`): a GGUF's file name, vLLM's ``root``."""
+        return self.facts.name(self.served_id)
+
+    @property
     def fingerprint(self) -> str:
         """The served model's identity (:func:`bcas.identity.server_fingerprint`)."""
         return server_fingerprint(self.served_id or self.model, self.system_fingerprint, self.facts.identity())
@@ -77,6 +82,7 @@ class PreflightResult:
             "model": self.model,
             "served": list(self.served),
             "served_id": self.served_id,
+            "served_name": self.served_name,
             "system_fingerprint": self.system_fingerprint,
             "facts": self.facts.to_dict(),
             "context_window": self.context_window,
@@ -129,7 +135,8 @@ def preflight(
     if result.served and model not in result.served:
         result.warnings.append(
             f"{base} lists {', '.join(result.served)} but not {model!r}, and answered for it anyway "
-            "(llama.cpp's server does this): the answers come from the model it serves"
+            f"(llama.cpp's server does this): the answers come from the model it serves, {result.served_name}, "
+            "named beside it in the summary, the report and run.json"
         )
     return result
 

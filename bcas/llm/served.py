@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Any
 
 import httpx
@@ -51,6 +52,8 @@ class ServerFacts:
     context_window: int | None = None
     chat_template_sha: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    # The id of the served model's ``/models`` entry (llama.cpp: its alias or model path): a name, not an identity.
+    model_id: str | None = field(default=None, compare=False)
 
     def identity(self) -> dict[str, Any]:
         """The reported facts that identify the served model (empty when the server reported none)."""
@@ -65,6 +68,17 @@ class ServerFacts:
 
     def to_dict(self) -> dict[str, Any]:
         return self.identity()
+
+    def name(self, served_id: str | None = None) -> str | None:
+        """The served model's own name: the file name of ``model_path`` (llama.cpp's GGUF),
+        else ``root`` (vLLM's checkpoint), else the id of its ``/models`` entry (a GGUF path: its
+        file name), else ``served_id`` (the id the server answered with)."""
+        if self.model_path:
+            return PurePath(self.model_path.replace("\\", "/")).name or self.model_path
+        if self.root:
+            return self.root
+        listed = PurePath(self.model_id).name if self.model_id and self.model_id.endswith(".gguf") else self.model_id
+        return listed or served_id or None
 
 
 def server_root(base_url: str) -> str:
@@ -124,6 +138,7 @@ def facts_from(entry: dict[str, Any], props: dict[str, Any] | None) -> ServerFac
         if isinstance(template, str) and template
         else None,
         meta=meta,
+        model_id=str(entry["id"]) if entry.get("id") else None,
     )
 
 

@@ -41,4 +41,15 @@ def read_manifest(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and isinstance(data.get("sessions"), list) else None
 
 
-__all__ = ["LOCK_FILE", "MANIFEST_FILE", "locked", "read_manifest"]
+def served_by_fingerprint(manifest: dict[str, Any] | None) -> dict[str, str]:
+    """Model fingerprint -> the name of what answered (each session's ``models[*].served``; the latest wins)."""
+    names: dict[str, str] = {}
+    for session in (manifest or {}).get("sessions") or []:
+        models = session.get("models") if isinstance(session, dict) else None
+        for entry in (models or {}).values() if isinstance(models, dict) else ():
+            if isinstance(entry, dict) and entry.get("served") and entry.get("fingerprint"):
+                names[str(entry["fingerprint"])] = str(entry["served"])
+    return names
+
+
+__all__ = ["LOCK_FILE", "MANIFEST_FILE", "locked", "read_manifest", "served_by_fingerprint"]

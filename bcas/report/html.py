@@ -35,7 +35,7 @@ from bcas.report.html_metrics import metrics_section, trajectory_panel
 from bcas.report.html_models import model_sections
 from bcas.report.html_run import manifest_section
 from bcas.report.membership import GroupKey, group_key
-from bcas.report.summary import Comparison, SummaryRow, grid_notes
+from bcas.report.summary import Comparison, SummaryRow, grid_notes, served_beside
 from bcas.report.templating import render
 
 CSS = """
@@ -111,7 +111,7 @@ def _summary_rows(rows: list[SummaryRow]) -> list[dict[str, Any]]:
             "data": _filter_data(r),
             "cells": [
                 r.grid,
-                r.model,
+                served_beside(r.model, r.served),  # what answered, when it is not the model asked for
                 r.dataset,
                 r.label + (" (ref)" if r.reference else ""),
                 r.n,

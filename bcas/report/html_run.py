@@ -50,7 +50,9 @@ def manifest_section(manifest: dict[str, Any] | None) -> Markup:
         rows.append(
             (
                 f"model {label}",
-                f"{model.get('backend')}:{model.get('model') or 'default'} · {model.get('fingerprint')}{extra}",
+                f"{model.get('backend')}:{model.get('model') or 'default'}"
+                + (f" · served: {model['served']}" if model.get("served") else "")  # what answered (bcas.run.served)
+                + f" · {model.get('fingerprint')}{extra}",
             )
         )
     judge = last.get("judge")

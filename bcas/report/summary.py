@@ -32,13 +32,14 @@ import io
 import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from itertools import combinations
 from pathlib import Path
 from typing import Any
 
 from bcas.data import DATASETS
 from bcas.grading.outcomes import METRIC_NAMES, outcome, outcome_fn, resolve, token_f1_of
+from bcas.identity import same_model
 from bcas.metrics.columns import MetricColumns, metric_columns
 from bcas.report.paired import PairedResult, accuracy, epochs_of, paired, per_item_means
 from bcas.stats import holm_bonferroni
@@ -116,6 +117,7 @@ class SummaryRow(MetricColumns):
     context_window_stops: int = 0  # records whose loop stopped because the context window was full
     docs_per_item: float | None = None  # MADARA: documents an item chose among (mean; None: not a MADARA row)
     retrieved_per_item: float | None = None  # MADARA: of those, retrieved ones (the rest padded from the collection)
+    served: str | None = None  # what answered, when known: a GGUF's file name, vLLM's root (run.json; bcas.run.served)
 
 
 def _documents(recs: list[dict[str, Any]]) -> tuple[float | None, float | None]:
@@ -517,6 +519,12 @@ def build_summaries(
     )
 
 
+def served_beside(model: str, served: str | None) -> str:
+    """A row's model as shown: its label, with the name of what answered when that is another model."""
+    label = model.split(" [", 1)[0]  # a label shown with a short fingerprint (two identities under one label)
+    return model if not served or same_model(label, served) else f"{model} (served: {served})"
+
+
 def write_summaries(
     run_dir: Path,
     records: list[dict[str, Any]],
@@ -524,13 +532,18 @@ def write_summaries(
     only: Iterable[str] | None = None,
     judge: bool | None = None,
     routing: list[dict[str, Any]] | None = None,
+    served: Mapping[str, str] | None = None,
 ) -> Summaries:
     """Write ``summary.csv`` and ``summary.json`` into the run directory.
 
     ``routing``: the routed pipeline's routing cost beside its accuracy, one row per RSC
     probe it made (``bcas.run.rsc_files.routing_rows``), written as ``routing``.
+    ``served``: model fingerprint -> the name of what answered (``run.json``'s ``served``,
+    :func:`served_by_fingerprint`), set on each row of that fingerprint.
     """
     result = build_summaries(records, grids, only, judge)
+    if served:
+        result.rows[:] = [replace(r, served=served.get(r.model_fingerprint)) for r in result.rows]
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "summary.csv").write_text(rows_to_csv(result.rows), encoding="utf-8")
     payload = {

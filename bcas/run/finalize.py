@@ -74,8 +74,12 @@ def finalize_run(
     if not records and not profiles:
         return None
     grids = with_holm_scope(dict(GRIDS.items()), settings.holm_scope)  # --bcas-holm-scope
+    from bcas.records.manifest import read_manifest, served_by_fingerprint
+    from bcas.report.summary import served_beside
+
     routing = routing_rows(profiles, records)  # the routed pipeline's probe cost beside its accuracy
-    summaries = write_summaries(settings.run_dir, records, grids, settings.grids, routing=routing)
+    served = served_by_fingerprint(read_manifest(settings.run_dir))  # what answered, beside the label
+    summaries = write_summaries(settings.run_dir, records, grids, settings.grids, routing=routing, served=served)
     rows, comps = summaries.rows, summaries.comparisons
     order = {name: [e.label for e in grid.entries] for name, grid in GRIDS.items()}
     gate = gate_report(settings.run_dir, token) if gate_report is not None else None  # Holm per family
@@ -99,8 +103,9 @@ def finalize_run(
     )
     parquet = write_parquet(settings.run_dir, records) if records else None  # records.parquet beside the JSONL
     # text columns as wide as their longest cell: a dataset or model name is never cut (hotpot_dev_distractor_v1)
+    shown = {id(r): served_beside(r.model, r.served) for r in rows}  # the served name beside a requested one
     gw, mw, dw, lw = (
-        max([len(head), *(len(getattr(r, attr)) for r in rows)]) + 2
+        max([len(head), *(len(shown[id(r)] if attr == "model" else getattr(r, attr)) for r in rows)]) + 2
         for head, attr in (("grid", "grid"), ("model", "model"), ("dataset", "dataset"), ("config", "label"))
     )
     lines = [
@@ -109,7 +114,7 @@ def finalize_run(
     ]
     for r in rows:
         lines.append(
-            f"{r.grid:<{gw}}{r.model:<{mw}}{r.dataset:<{dw}}{r.label:<{lw}}{r.n:>4}{r.accuracy * 100:>7.1f}"
+            f"{r.grid:<{gw}}{shown[id(r)]:<{mw}}{r.dataset:<{dw}}{r.label:<{lw}}{r.n:>4}{r.accuracy * 100:>7.1f}"
             f"{f'{r.ci_lo * 100:.0f}-{r.ci_hi * 100:.0f}':>14}{r.mean_searches:>6.2f}{r.mean_tokens_out:>9.0f}"
             f"{'—' if r.cost_usd is None else f'{r.cost_usd:.4f}':>10}"  # unknown cost: no number, never 0
         )

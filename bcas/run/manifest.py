@@ -10,7 +10,8 @@ An entry holds:
 * ``python`` and ``packages``: versions of the packages that shape answers, read from
   their installed metadata (nothing is imported to ask; ``None`` when absent);
 * ``host``: the CPU's model name (``/proc/cpuinfo``) and the GPUs ``nvidia-smi`` lists;
-* ``models`` (label -> backend, model, fingerprint, ``endpoints``: every server of a
+* ``models`` (label -> backend, model, ``served``: the name of what answered, a GGUF's
+  file name or vLLM's ``root`` (:mod:`bcas.run.served`), fingerprint, ``endpoints``: every server of a
   served model, :mod:`bcas.llm.multi_endpoint`, ``context_window``: the preflight's
   reading for a server, the backend's default otherwise, the loaded model's own at the
   end) and ``judge`` (fingerprint, grade id), see :mod:`bcas.identity`; servers are
@@ -247,6 +248,15 @@ def _try(fn: Callable[[], str]) -> str:
         return f"<unavailable: {type(exc).__name__}: {exc}>"
 
 
+def _try_served(spec: Any, preflight: list[dict[str, Any]]) -> str | None:
+    from bcas.run.served import served_name
+
+    try:
+        return served_name(spec, preflight)
+    except Exception as exc:  # noqa: BLE001 - the manifest never stops a run; it says what failed
+        return f"<unavailable: {type(exc).__name__}: {exc}>"
+
+
 def model_entries(settings: Any, preflight: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """(models by label, judge) with their fingerprints and context windows (as known at start)."""
     models: dict[str, Any] = {}
@@ -259,6 +269,7 @@ def model_entries(settings: Any, preflight: list[dict[str, Any]]) -> tuple[dict[
             "endpoints": [safe_url(u) for u in _split_urls(spec.base_url)],
             "fingerprint": _try(partial(_fingerprint, spec.backend, spec.model, spec.base_url, preflight)),
             "context_window": windows.get(spec.label),
+            "served": _try_served(spec, preflight),  # what answered, beside what was asked for (bcas.run.served)
         }
     judge_spec = str(settings.judge)
     if judge_spec == "none":

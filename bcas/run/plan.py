@@ -8,6 +8,7 @@ for the gate's plan alike.  Both front doors run the same plan: the pytest plugi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from bcas.config import RunConfig
@@ -88,6 +89,14 @@ class Plan:
                 self._fingerprints[case.model] = model_identity(case.model, verify=self.settings.preflight)
             fingerprint = self._fingerprints[case.model]
         return case_identity(case, self.settings.seed, fingerprint, bool(self.settings.corpus))
+
+    def with_served(self, served: Mapping[str, str]) -> Plan:
+        """This plan with each case of a model whose label is in ``served`` (label -> the name of
+        what its server serves, :func:`bcas.run.served.served_names`) naming it in its id."""
+        if not served:
+            return self
+        cases = tuple(replace(c, served=served.get(c.model.label)) for c in self.cases)
+        return Plan(self.settings, cases, self._fingerprints)
 
 
 def make_plan(settings: Settings) -> Plan:

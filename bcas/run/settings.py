@@ -11,13 +11,12 @@ anything is written; a bad one is an :class:`~bcas.run.options.OptionError`.
 from __future__ import annotations
 
 import difflib
-import os
-import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bcas.grids import GridEntry
+from bcas.identity import name_stem
 from bcas.llm import BACKENDS, backend_meta
 from bcas.run import checks
 from bcas.run.checks import usage
@@ -82,10 +81,7 @@ class ModelSpec:
             return self.name
         if self.model is None:
             return str(backend_meta(self.backend, "label") or self.backend)
-        stem = Path(self.model).name if os.sep in self.model or self.model.endswith(".gguf") else self.model
-        stem = re.sub(r"\.gguf$", "", stem.split("/")[-1])
-        stem = re.sub(r"[^A-Za-z0-9_.+-]+", "-", stem).lower()
-        return str(backend_meta(self.backend, "label_prefix", "")) + stem
+        return str(backend_meta(self.backend, "label_prefix", "")) + name_stem(self.model)
 
 
 def parse_model_spec(value: str | None, default_backend: str, backends: Collection[str]) -> tuple[str, str | None]:
@@ -144,6 +140,8 @@ class Case:
     dataset: str
     grid: str
     entry: GridEntry
+    # What the model's server serves when it is not what was asked for (bcas.run.served): shown in the id.
+    served: str | None = field(default=None, compare=False)
 
     def __repr__(self) -> str:
         return f"Case({self.id!r})"
@@ -156,7 +154,8 @@ class Case:
 
     @property
     def id(self) -> str:
-        return f"{self.model.label}-{self.dataset_label}-{self.entry.label}"
+        model = f"{self.model.label}~{name_stem(self.served)}" if self.served else self.model.label
+        return f"{model}-{self.dataset_label}-{self.entry.label}"
 
 
 @dataclass(frozen=True)

@@ -315,7 +315,7 @@ def test_an_embedded_model_and_a_served_judge_share_one_endpoint(project: pytest
         "--bcas-grid",
         "tiny",
         "-k",
-        "smollm2",  # the embedded model's case ("srv" is the served model's label)
+        "smollm2 and not srv",  # the embedded model's case ("srv", serving SmolLM2's GGUF, is the served model's)
         "--bcas-report",
         str(run_dir),
         "-p",
