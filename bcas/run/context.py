@@ -76,7 +76,11 @@ class CaseContext:
         cached = self.session.rsc_profiles.get(key)
         if cached is None:
             calib = self.session.calibration(self.case.dataset, self.config.assess.calibration_n)
-            cached = await rsc_mod.probe(self.model, list(calib.items), self.retriever, self.config)
+            retriever = self.retriever
+            if retriever is None and run_kind(self.case.entry.kind).needs_retriever(self.config):
+                # Scope "item": the probe searches one index for all its items (the corpus's; otherwise refused).
+                retriever = self.session.retriever(self.case.dataset, self.config.retrieval, self.model)
+            cached = await rsc_mod.probe(self.model, list(calib.items), retriever, self.config)
             self.session.rsc_profiles[key] = cached
         return cached
 

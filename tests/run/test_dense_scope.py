@@ -93,3 +93,27 @@ def test_the_default_scope_keeps_every_configuration_id() -> None:
     assert item.to_dict()["retrieval"]["scope"] == "item" and item.config_id != RunConfig().config_id
     with pytest.raises(ValueError, match="retrieval scope must be one of"):
         RetrievalConfig(scope="items")
+
+
+def test_one_index_for_all_items_is_refused_under_item_scope(tmp_path: Path) -> None:
+    """The RSC probe searches one index for all its calibration items; scope ``item`` has none."""
+    from types import SimpleNamespace
+
+    from bcas.resources import resource_path
+    from bcas.run.session import BcasSession
+
+    settings = SimpleNamespace(
+        run_dir=tmp_path / "run",
+        prices=resource_path("prices.toml"),
+        price_sheet=None,
+        seed=0,
+        corpus=None,
+        max_cost=None,
+    )
+    session = BcasSession(settings)  # type: ignore[arg-type]
+    try:
+        with pytest.raises(ValueError, match=r"^bcas/run/session.py: retrieval scope 'item' on conflictqa: ") as err:
+            session.retriever("conflictqa", RetrievalConfig(scope="item"), None)
+        assert "\n" not in str(err.value)
+    finally:
+        session.close()
