@@ -64,6 +64,9 @@ class Budget:
             raise ConfigError(f"forced_answer_tokens must be > 0, got {self.forced_answer_tokens}")
 
 
+RETRIEVAL_SCOPES = ("collection", "item")
+
+
 @dataclass(frozen=True)
 class RetrievalConfig:
     """Retriever choice and parameters (BCAS §3.5; MADARA §5.5).
@@ -76,6 +79,14 @@ class RetrievalConfig:
     its parameters (``ivf_nlist``, ``ivf_nprobe``, ``pq_m``, ``pq_nbits``, ``hnsw_m``,
     ``hnsw_ef_construction``, ``hnsw_ef_search``; 0 = chosen from the data) are fields
     so that they are part of the configuration id (``bcas.retrieval.ann``).
+
+    ``scope``: what one search covers.  ``collection`` (default) is BCAS §3.5's
+    dataset-specific index over every item's documents, built once per dataset, whatever
+    ``limit`` a run chooses.  ``item`` indexes each evaluated item's own documents (its
+    distractor paragraphs, as MADARA's ``doc_source="item"`` reads them): a run of
+    ``limit`` items embeds only those items' chunks, and an item's hits do not depend on
+    which other items the run evaluates.  With a ``--bcas-corpus`` the corpus index
+    serves both scopes.
     """
 
     mode: str = "bm25"
@@ -100,8 +111,11 @@ class RetrievalConfig:
     hnsw_m: int = 32
     hnsw_ef_construction: int = 200
     hnsw_ef_search: int = 128
+    scope: str = "collection"
 
     def __post_init__(self) -> None:
+        if self.scope not in RETRIEVAL_SCOPES:
+            raise ConfigError(f"retrieval scope must be one of {RETRIEVAL_SCOPES}, got {self.scope!r}")
         if self.mode not in RETRIEVAL_MODES:
             raise ConfigError(f"retrieval mode must be one of {tuple(RETRIEVAL_MODES.names())}, got {self.mode!r}")
         if self.k <= 0 or self.candidates <= 0:
@@ -294,7 +308,10 @@ class AssessConfig:
 # Fields added after records existed, left out of ``RunConfig.to_dict`` (and so of the
 # configuration id) while at these values: a configuration that does not use them keeps
 # the id it always had.
-OPTIONAL_FIELDS: dict[str, dict[str, Any]] = {"agent": {"cite": False, "abstain": False}}
+OPTIONAL_FIELDS: dict[str, dict[str, Any]] = {
+    "agent": {"cite": False, "abstain": False},
+    "retrieval": {"scope": "collection"},
+}
 
 
 @dataclass(frozen=True)

@@ -155,6 +155,7 @@ class DenseIndex:
         self.index = cpu_index
         self.on_gpu = False
         self.train_points = 0
+        self.embed_speed: dict[str, Any] | None = None  # set by a build that embedded chunks (chunks/s)
         if kind == "hnsw":
             cpu_index.hnsw.efSearch = self.spec.hnsw_ef_search
         if kind in ("ivf", "ivf-pq"):

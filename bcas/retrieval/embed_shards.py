@@ -14,7 +14,9 @@ MiniLM on our CPU default).  For a large corpus that is hours of work, so
   batches of ``batch_size``, so an interrupted and resumed build computes the same
   batches as an uninterrupted one.
 
-A progress bar (tqdm, on stderr) counts rows, starting from the rows already done.
+A progress bar (tqdm, on stderr) counts rows, starting from the rows already done; the
+finished run logs its speed and returns it (``embedded_chunks``, ``embed_seconds``,
+``chunks_per_s``) into the embeddings manifest's ``info``.
 :class:`EmbeddingShards` reads the finished shards memory-mapped: block by block
 for building a faiss index, or selected rows for training one.
 """
@@ -22,9 +24,11 @@ for building a faiss index, or selected rows for training one.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
@@ -35,6 +39,7 @@ import numpy as np
 from bcas.retrieval.progress import bars_off
 
 SHARD_SIZE = 4096
+log = logging.getLogger(__name__)
 META = "embeddings.json"
 _SHARD = re.compile(r"vectors-(\d{12})\.npy")
 
@@ -105,6 +110,7 @@ def embed_resumable(
     meta = {"model_id": embedder.model_id, "dim": int(embedder.dim), "rows": int(n), "shard_size": int(shard_size)}
     done = completed_rows(work, meta)
     texts = texts_from(done)
+    started = time.perf_counter()
     with tqdm(
         total=n,
         initial=done,
@@ -126,7 +132,15 @@ def embed_resumable(
                 np.save(fh, vectors, allow_pickle=False)
             os.replace(tmp, work / shard_name(first))
             bar.update(len(block))
-    return {**meta, "resumed_from": done}
+    speed = build_speed(n - done, time.perf_counter() - started)
+    log.info("dense: embedded %d chunks with %s at %s chunks/s", n - done, embedder.name, speed["chunks_per_s"])
+    return {**meta, "resumed_from": done, **speed}
+
+
+def build_speed(chunks: int, seconds: float) -> dict[str, Any]:
+    """What an embedding run realised, for the index manifest: chunks, seconds, chunks/s."""
+    rate = round(chunks / seconds, 1) if seconds > 0 else None
+    return {"embedded_chunks": chunks, "embed_seconds": round(seconds, 3), "chunks_per_s": rate}
 
 
 class EmbeddingShards:
@@ -142,6 +156,7 @@ class EmbeddingShards:
             if arr.shape != (min(shard, self.rows - first), self.dim) or arr.dtype != np.float32:
                 raise ValueError(f"{self.folder / shard_name(first)}: shape {arr.shape}, dtype {arr.dtype} unexpected")
         self.shard_size = shard
+        self.speed: dict[str, Any] | None = None  # set when this process computed them (build_speed)
 
     def __len__(self) -> int:
         return self.rows

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,7 @@ from bcas.retrieval.dense import (
     embedder_names,
     load_embedder,
 )
+from bcas.retrieval.embed_shards import build_speed
 from bcas.retrieval.index import IndexCache
 from bcas.retrieval.rerank import Reranker, load_reranker, reranker_known, reranker_names
 from bcas.retrieval.store import ChunkList, ChunkStore
@@ -108,6 +110,12 @@ class Retriever:
 
     def __len__(self) -> int:
         return len(self.chunks)
+
+    @property
+    def embed_speed(self) -> dict[str, Any] | None:
+        """``embedded_chunks``, ``embed_seconds`` and ``chunks_per_s`` when building this retriever
+        embedded chunks (``None``: no dense index, or its vectors came from the cache)."""
+        return self.dense.embed_speed if self.dense is not None else None
 
     def __repr__(self) -> str:
         return f"Retriever(mode={self.config.mode!r}, chunks={len(self.chunks)}, collection={self.collection[:12]})"
@@ -380,7 +388,11 @@ def _build_in_memory(
     dense_index = None
     if embedder is not None:
         try:
-            dense_index = DenseIndex.build(embed_chunks(embedder, texts, progress=progress), spec.kind, spec)
+            started = time.perf_counter()
+            vectors = embed_chunks(embedder, texts, progress=progress)
+            speed = build_speed(len(texts), time.perf_counter() - started)
+            dense_index = DenseIndex.build(vectors, spec.kind, spec)
+            dense_index.embed_speed = speed
         except DenseIndexError as exc:
             raise RetrievalError(str(exc)) from None
     return chunks, bm25_index, dense_index

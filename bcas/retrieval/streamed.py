@@ -108,6 +108,8 @@ def embeddings_component(
     """The chunk vectors, computed resumably (a killed build continues from its last shard)."""
     params = {"embedder": embedder.model_id, "dim": embedder.dim}
 
+    realised: dict[str, Any] = {}
+
     def write(folder: Path) -> dict[str, Any]:
         work = cache.work_folder("embeddings", store.collection, params)
         meta = embed_resumable(
@@ -122,9 +124,12 @@ def embeddings_component(
         for f in [*shard_files(work), work / "embeddings.json"]:
             f.rename(folder / f.name)
         shutil.rmtree(work, ignore_errors=True)
+        realised.update(meta)
         return meta
 
-    shards, _ = cache.load_or_write("embeddings", store.collection, params, write=write, load=EmbeddingShards)
+    shards, cached = cache.load_or_write("embeddings", store.collection, params, write=write, load=EmbeddingShards)
+    if not cached:
+        shards.speed = {k: realised[k] for k in ("embedded_chunks", "embed_seconds", "chunks_per_s")}
     if len(shards) != len(store):
         raise ValueError(f"embeddings hold {len(shards)} vectors for {len(store)} chunks")
     return shards
@@ -159,4 +164,5 @@ def dense_component(
         return index.info
 
     index, _ = cache.load_or_write("dense", store.collection, params, write=write, load=load)
+    index.embed_speed = shards.speed
     return index

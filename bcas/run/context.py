@@ -54,12 +54,21 @@ class CaseContext:
 
     async def prepare(self, todo: list[Item]) -> None:
         kind = run_kind(self.case.entry.kind)
-        if kind.needs_retriever(self.config) and todo:
+        # Scope "item": each item's own index, opened when the item is answered (retriever_for).
+        if kind.needs_retriever(self.config) and todo and self.config.retrieval.scope != "item":
             self.retriever = self.session.retriever(self.case.dataset, self.config.retrieval, self.model)
             engine = getattr(self.retriever, "engine_url", None)
             if engine:  # records say which engine answered their searches
                 self.extra_base["retriever"] = engine
         await kind.prepare(self, todo)
+
+    def retriever_for(self, item: Item) -> SearchIndex | None:
+        """The index ``item`` searches: the case's, or under scope ``item`` the item's own."""
+        if self.retriever is not None or self.config.retrieval.scope != "item":
+            return self.retriever
+        if not run_kind(self.case.entry.kind).needs_retriever(self.config):
+            return None
+        return self.session.item_retriever(self.case.dataset, item, self.config.retrieval, self.model)
 
     async def session_rsc_profile(self) -> RSCProfile:
         """The routed pipeline's RSC profile, probed once a session per model and dataset
@@ -70,7 +79,11 @@ class CaseContext:
         cached = self.session.rsc_profiles.get(key)
         if cached is None:
             calib = self.session.calibration(self.case.dataset, self.config.assess.calibration_n)
-            run = await rsc_mod.probe_run(self.model, list(calib.items), self.retriever, self.config)
+            retriever = self.retriever
+            if retriever is None and run_kind(self.case.entry.kind).needs_retriever(self.config):
+                # Scope "item": the probe searches one index for all its items (the corpus's; otherwise refused).
+                retriever = self.session.retriever(self.case.dataset, self.config.retrieval, self.model)
+            run = await rsc_mod.probe_run(self.model, list(calib.items), retriever, self.config)
             write_probe(
                 self.session.settings.run_dir,
                 f"{self.case.model.label}--{calib.name}--{self.config.config_id}--{calib.hash[:12]}",

@@ -57,6 +57,10 @@ class KindSession(Protocol):
 
     def retriever(self, dataset_name: str, rconfig: RetrievalConfig, model: ChatModel | None) -> SearchIndex: ...
 
+    def item_retriever(
+        self, dataset_name: str, item: Item, rconfig: RetrievalConfig, model: ChatModel | None
+    ) -> SearchIndex: ...
+
     def titles(self, name: str) -> dict[str, str]: ...
 
     def with_evidence_recall(self, name: str, item: Item, record: Answer) -> Answer: ...
@@ -91,6 +95,8 @@ class KindContext(Protocol):
     def identity(self) -> AnswerKey: ...
 
     async def session_rsc_profile(self) -> RSCProfile: ...
+
+    def retriever_for(self, item: Item) -> SearchIndex | None: ...
 
 
 class RunKind:
@@ -180,9 +186,10 @@ class BcasKind(ItemKind):
         from bcas.agent import run_bcas
         from bcas.agent.records import answer_of_trajectory
 
-        if ctx.retriever is None:  # needs_retriever: the case context opened one before its items
+        retriever = ctx.retriever_for(item)  # the case's index, or the item's own (scope "item")
+        if retriever is None:
             raise RegistryError(f"{ctx.case.id}: the bcas run kind needs a retriever")
-        trajectory = await run_bcas(item, ctx.model, ctx.retriever, config)
+        trajectory = await run_bcas(item, ctx.model, retriever, config)
         answer = answer_of_trajectory(trajectory)
         titles = ctx.session.titles(ctx.case.dataset)
         steps = [
@@ -228,7 +235,9 @@ class MadaraKind(ItemKind):
     async def answer(self, ctx: KindContext, item: Item, config: RunConfig) -> Answer:
         from bcas.assess import answer_madara
 
-        return await answer_madara(item, ctx.model, ctx.retriever, config, dataset=ctx.dataset, profile=ctx.profile)
+        return await answer_madara(
+            item, ctx.model, ctx.retriever_for(item), config, dataset=ctx.dataset, profile=ctx.profile
+        )
 
     def finish(self, ctx: KindContext, item: Item, answer: Answer) -> Answer:
         with_recall: Answer = ctx.session.with_evidence_recall(ctx.case.dataset, item, answer)

@@ -213,8 +213,14 @@ class BcasSession:
         return self._models[spec]
 
     def retriever(self, dataset_name: str, rconfig: RetrievalConfig, model: ChatModel | None) -> SearchIndex:
+        """The index over ``dataset_name``'s whole collection (or the corpus) that ``rconfig`` searches."""
         from bcas.retrieval import build_retriever
 
+        if rconfig.scope == "item" and self.corpus() is None:
+            raise ValueError(
+                f"bcas/run/session.py: retrieval scope 'item' on {dataset_name}: each item has its own index "
+                "(item_retriever); this kind searches one index for all its items"
+            )
         needs_model = mode_uses(rconfig.mode, "rerank") and rconfig.reranker == "llm"
         corpus = self.corpus()
         # One index over the corpus serves every dataset; without one, each dataset's documents.
@@ -239,6 +245,31 @@ class BcasSession:
                 rconfig,
                 model=model if needs_model else None,
                 source_hash=corpus.hash if corpus is not None else None,
+            )
+            speed = getattr(self._retrievers[key], "embed_speed", None)
+            if speed:  # this build embedded the collection (a cached one reports nothing)
+                self.progress(
+                    f"[bcas] dense index of {dataset_name if corpus is None else corpus.path}: "
+                    f"{speed['embedded_chunks']} chunks embedded in {speed['embed_seconds']:.1f} s "
+                    f"({speed['chunks_per_s']} chunks/s)"
+                )
+        return self._retrievers[key]
+
+    def item_retriever(
+        self, dataset_name: str, item: Item, rconfig: RetrievalConfig, model: ChatModel | None
+    ) -> SearchIndex:
+        """The index ``item`` searches under ``rconfig.scope``: its own documents' for ``item``,
+        the collection's (or the corpus's) otherwise.  Only the evaluated items are embedded."""
+        from bcas.retrieval import build_retriever
+
+        if rconfig.scope != "item" or self.corpus() is not None:
+            return self.retriever(dataset_name, rconfig, model)
+        needs_model = mode_uses(rconfig.mode, "rerank") and rconfig.reranker == "llm"
+        key = (("item", dataset_name, item.id), rconfig, id(model) if needs_model else None)
+        if key not in self._retrievers:
+            # An item's few chunks are indexed in memory, not in the on-disk cache.
+            self._retrievers[key] = build_retriever(
+                item.documents, rconfig, model=model if needs_model else None, cache_dir=False, progress=False
             )
         return self._retrievers[key]
 

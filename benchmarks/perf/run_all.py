@@ -34,6 +34,7 @@ REPO = HERE.parent.parent
 # Smaller workloads under --quick, by script stem.
 QUICK_ARGS: dict[str, list[str]] = {
     "bench_agent": ["--trajectories", "100", "--rounds", "2"],
+    "bench_dense_build": ["--chunks", "32", "--repeats", "1"],
     "bench_grid": ["--items", "64"],
     "bench_llm": ["--rounds", "2"],
     "bench_madara": ["--items", "1", "--methods", "nf,sda,pde"],
