@@ -222,6 +222,13 @@ NOT_RUN = {
     r"^bcas index milvus\b": "starts a Milvus Lite server (tests/retrieval/test_engine.py runs one)",
     r"^python3? benchmarks/perf/run_all\.py\b": "prints speed figures for minutes; nothing to assert",
     r"^pip install\b": "installs packages: .ci/install installs the same extras",
+    r"^(sudo )?apt-get install\b": "installs system packages: .ci/tracking.sh installs the Slurm tools",
+    r"^mlflow ui\b": "a browser UI that serves until stopped (tests/tracking/test_mlflow_sink.py runs an MLflow server)",
+    r"^ray (start|job submit)\b": "a Ray cluster (tests/deploy/test_ray_cluster.py runs one on this machine, slow stage)",
+    r"\bbash deploy/slurm/|^export SLURM_CONF=|^squeue\b": (
+        "a Slurm cluster (tests/deploy/test_slurm_cluster.py starts one and submits this block, slow stage)"
+    ),
+    r"^python3? deploy/ray/bcas_ray_job\.py\b": "a Ray job (tests/deploy runs it on a local cluster in the slow stage)",
     r"^(python3? -m )?mkdocs (build|serve)\b": "tests/test_docs.py builds the site with --strict (and .ci/run does)",
 }
 SERVER_OPTIONS = ("--bcas-base-url", "--bcas-retriever")
@@ -413,6 +420,8 @@ def test_readme_example_runs(
     request: pytest.FixtureRequest,
 ) -> None:
     if lang == "python":
+        for folder in sorted(set(re.findall(r"[\"'](reports/[\w.-]+)[\"']", body))):
+            _prepare(folder, pytester)  # a run folder the example reads, made by a cheap mock run
         _run(["-c", body], sandbox, cache_dir)
         return
     full = bool(request.config.getoption("--runslow", default=False))

@@ -93,6 +93,7 @@ class Upstream:
         self._lock = threading.Lock()
         self._answers: dict[str, concurrent.futures.Future[tuple[int, bytes]]] = {}
         self.repeats = 0
+        self.repeated: list[bytes] = []  # the bodies asked for again (for a failing test's message)
         self.upstream_s: list[float] = []  # upstream seconds of each chat request forwarded
 
     def forward(self, method: str, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
@@ -116,6 +117,7 @@ class Upstream:
                 self._answers[key] = future
             else:
                 self.repeats += 1
+                self.repeated.append(body)
         assert future is not None
         if first:
             started = time.perf_counter()

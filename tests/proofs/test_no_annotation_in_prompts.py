@@ -60,7 +60,9 @@ def _recording_backend() -> Iterator[None]:
 def _prompts(run_dir: Path, dataset: str, corpus: str | None = None) -> list[str]:
     _MODELS.clear()
     extra = {"corpus": corpus} if corpus else {}
-    bcas.evaluate(grids="smoke", models="recording:gold", datasets=dataset, limit=1, out=run_dir, no_cache=True, **extra)
+    bcas.evaluate(
+        grids="smoke", models="recording:gold", datasets=dataset, limit=1, out=run_dir, no_cache=True, **extra
+    )
     texts = [m["content"] or "" for model in _MODELS for r in model.requests for m in r.messages]
     assert texts, f"no request reached the model on {dataset}"
     return texts

@@ -2,7 +2,7 @@
 
 The ``pages`` grid runs the BCAS loop over real BM25 on the HotpotQA sample (max
 searches 1, 2, 3: an ordered budget axis; 3 + planning: a categorical configuration)
-and MADARA NF, PDE and SDA on the FEVER sample.  The ``coin`` double
+and MADARA NF, PDE and SDA on the FEVER sample (k=1: its items hold one document each).  The ``coin`` double
 (:mod:`bcas.testing.coin`) is right on some requests only, so its outcomes flip between
 configurations.  The price sheet prices the
 mock models (the installed sheet prices them at 0), each differently.
@@ -32,7 +32,7 @@ def _bcas(searches, plan=False, reference=False):
 
 def _madara(method, reference=False):
     config = RunConfig(retrieval=RetrievalConfig(mode="bm25"),
-                       assess=AssessConfig(method=method, doc_source="item", max_tokens=48))
+                       assess=AssessConfig(method=method, doc_source="item", max_tokens=48, k=1))
     return GridEntry("madara", config, reference=reference, datasets=("fever",))
 
 
