@@ -8,6 +8,10 @@ record claims against what was really sent.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, WrappedModel
 
 
@@ -27,5 +31,32 @@ class RecordingModel(WrappedModel):
         self.completion_tokens += result.completion_tokens
         return result
 
+    def register_items(self, items: Any) -> None:
+        """Hand the run's items to the inner model when it reads them (the mock's gold answers)."""
+        register = getattr(self.inner, "register_items", None)
+        if register is not None:
+            register(items)
+
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+@contextmanager
+def recording_backend(name: str) -> Iterator[list[RecordingModel]]:
+    """Backend ``name`` (spec ``name:MOCK``): a :class:`RecordingModel` in front of that mock,
+    registered for the block only; yields the list of the models it made."""
+    from bcas.llm import BACKENDS, register_backend
+    from bcas.testing.mock import MockModel
+
+    made: list[RecordingModel] = []
+
+    def create(model: str | None = None, **options: Any) -> RecordingModel:
+        made.append(RecordingModel(MockModel(model or "gold")))
+        return made[-1]
+
+    before = BACKENDS.snapshot()
+    register_backend(name, create, label=name, label_prefix=f"{name}-", identity="mock")
+    try:
+        yield made
+    finally:
+        BACKENDS.restore(before)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +23,13 @@ import bcas
 from bcas.assess import run_madara
 from bcas.config import AssessConfig, RetrievalConfig, RunConfig
 from bcas.data import load_dataset
+from bcas.grids import GRIDS
 from bcas.grids.table import Grid, GridEntry, register_grid
-from bcas.llm import register_backend
 from bcas.records import ModelPrice, PriceSheet, reprice_record
 from bcas.retrieval import build_retriever
 from bcas.run.finalize import finalize_run
 from bcas.testing.mock import MockModel
-from bcas.testing.recording import RecordingModel
+from bcas.testing.recording import RecordingModel, recording_backend
 
 SHEET = PriceSheet("test", {"mock": ModelPrice(1.0, 2.0), "smollm2": ModelPrice(1.0, 2.0)})
 
@@ -82,23 +84,21 @@ def test_without_a_reranker_a_record_has_no_rerank_step(hotpotqa: Any) -> None:
 
 # --------------------------------------------------------------------------- the routed case
 
-_MODELS: list[RecordingModel] = []
+
+@pytest.fixture
+def stack() -> Iterator[ExitStack]:
+    """Registrations undone after the test (the backend and grid registries are shared)."""
+    with ExitStack() as exits:
+        yield exits
 
 
-class _Recorder(RecordingModel):
-    def register_items(self, items: Any) -> None:
-        self.inner.register_items(items)
-
-
-def _create(model: str | None = None, **options: Any) -> RecordingModel:
-    recorder = _Recorder(MockModel(model or "gold"))
-    _MODELS.append(recorder)
-    return recorder
-
-
-def test_the_routed_case_writes_rsc_with_every_probe_call_and_its_cost(tmp_path: Path, monkeypatch: Any) -> None:
+def test_the_routed_case_writes_rsc_with_every_probe_call_and_its_cost(
+    tmp_path: Path, monkeypatch: Any, stack: ExitStack
+) -> None:
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
-    register_backend("ledgerrec", _create, label="ledgerrec", label_prefix="ledgerrec-", identity="mock")
+    models = stack.enter_context(recording_backend("ledgerrec"))
+    grids = GRIDS.snapshot()
+    stack.callback(GRIDS.restore, grids)
     assess = AssessConfig(method="madara", doc_source="item", calibration_n=3, rsc_bootstrap=20, json_schema=False)
     register_grid(
         Grid("routed_ledger", (GridEntry("madara", RunConfig(assess=assess)),), datasets=("conflictqa",), limit=2)
@@ -107,11 +107,10 @@ def test_the_routed_case_writes_rsc_with_every_probe_call_and_its_cost(tmp_path:
     prices.write_text(
         "[sheets.t]\n[sheets.t.models]\nledgerrec = { input_per_mtok = 1.0, output_per_mtok = 2.0 }\n", encoding="utf-8"
     )
-    _MODELS.clear()
     out = tmp_path / "run"
     res = bcas.evaluate(grids="routed_ledger", models="ledgerrec:gold", out=out, no_cache=True, prices=str(prices))
-    assert len(_MODELS) == 1
-    model = _MODELS[0]
+    assert len(models) == 1
+    model = models[0]
     records = res.records
     assert len(records) == 2
     on_records = sum(int(r["llm_calls"]) for r in records)

@@ -27,9 +27,7 @@ import bcas
 from bcas.data import DATASETS, load_dataset
 from bcas.formats import FORMATS
 from bcas.formats.native import ROLE_TITLES
-from bcas.llm import BACKENDS, register_backend
-from bcas.testing.mock import MockModel
-from bcas.testing.recording import RecordingModel
+from bcas.testing.recording import RecordingModel, recording_backend
 from tests.support import official
 
 SHARED_DATA = Path("/work/shared/data")
@@ -37,28 +35,17 @@ MARK = "zqannot"
 _MODELS: list[RecordingModel] = []
 
 
-class _Recorder(RecordingModel):
-    def register_items(self, items: Any) -> None:
-        self.inner.register_items(items)
-
-
-def _create(model: str | None = None, **options: Any) -> RecordingModel:
-    recorder = _Recorder(MockModel(model or "gold"))
-    _MODELS.append(recorder)
-    return recorder
-
-
 @pytest.fixture(autouse=True)
 def _recording_backend() -> Iterator[None]:
     """The recording backend for this file's tests only (the registry reference lists the shipped ones)."""
-    before = BACKENDS.snapshot()
-    register_backend("recording", _create, label="recording", label_prefix="recording-", identity="mock")
-    yield
-    BACKENDS.restore(before)
+    with recording_backend("recording") as made:
+        global _MODELS
+        _MODELS = made
+        yield
 
 
 def _prompts(run_dir: Path, dataset: str, corpus: str | None = None) -> list[str]:
-    _MODELS.clear()
+    del _MODELS[:]
     extra = {"corpus": corpus} if corpus else {}
     bcas.evaluate(
         grids="smoke", models="recording:gold", datasets=dataset, limit=1, out=run_dir, no_cache=True, **extra
