@@ -40,9 +40,15 @@ import shutil
 import time
 import uuid
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
 
 T = TypeVar("T")
 
@@ -244,15 +250,42 @@ class IndexCache:
         cached = self.lookup(component, collection, params, load)
         if cached is not None:
             return cached, True
-        tmp = self.new_folder(component)
-        started = time.perf_counter()
-        try:
-            info = write(tmp)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        final = self.commit(tmp, component, collection, params, build_seconds=time.perf_counter() - started, info=info)
+        with self.build_lock(component, collection, params):
+            cached = self.lookup(component, collection, params, load)  # another process may have built it meanwhile
+            if cached is not None:
+                return cached, True
+            tmp = self.new_folder(component)
+            started = time.perf_counter()
+            try:
+                info = write(tmp)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            final = self.commit(
+                tmp, component, collection, params, build_seconds=time.perf_counter() - started, info=info
+            )
         return load(final), False
+
+    @contextmanager
+    def build_lock(self, component: str, collection: str, params: dict[str, Any]) -> Iterator[None]:
+        """Hold the one build of this component across processes sharing the cache.
+
+        Two runs that need the same missing component at once (two pytest workers, two
+        terminals) would otherwise share its work folder and remove it under each other;
+        the second waits here and then finds the first one's result in the cache.  The
+        lock is an advisory ``flock`` on a file beside the folder, released when the
+        holder exits, even by ``kill -9``; where ``fcntl`` is missing, builds are unlocked.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / f".lock-{component}-{cache_key(component, collection, params)}"
+        with path.open("a") as fh:
+            if fcntl is not None:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                if fcntl is not None:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
     def _clean_stale_tmp(self) -> None:
         now = time.time()

@@ -231,6 +231,55 @@ def test_embeddings_resume_after_sigkill_and_equal_an_uninterrupted_build(tmp_pa
     np.testing.assert_array_equal(resumed.array(), whole.array())
 
 
+class _Paced:
+    """The real embedder, a little slower per shard so two builds overlap for certain."""
+
+    def __init__(self, inner, pause: float) -> None:
+        self.inner, self.pause = inner, pause
+        self.name, self.model_id, self.dim = inner.name, inner.model_id, inner.dim
+
+    def encode(self, texts, batch_size=64):
+        time.sleep(self.pause)
+        return self.inner.encode(texts, batch_size=batch_size)
+
+
+def test_two_runs_building_the_same_embeddings_at_once_both_finish_and_store_one_copy(tmp_path, hotpot, minilm_embedder):
+    # two pytest workers or two terminals on one cache: the second used to resume in the
+    # first one's work folder and crash when the first stored its result and removed it
+    import threading
+
+    docs = [Document(d.id, d.title, d.text[:40]) for d in hotpot.documents[:N_DOCS]]
+    cache = IndexCache(tmp_path)
+    store = chunk_store(docs, cache, chunk_tokens=256, chunk_overlap=32, progress=False)
+    results: dict[str, object] = {}
+
+    def build(name: str) -> None:
+        try:
+            results[name] = embeddings_component(
+                store, IndexCache(tmp_path), _Paced(minilm_embedder, 0.05), shard_size=SHARD, progress=False
+            )
+        except BaseException as exc:  # the assertion below names it
+            results[name] = exc
+
+    first = threading.Thread(target=build, args=("first",))
+    first.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(len(shard_files(w)) >= 2 for w in tmp_path.glob(".work-embeddings-*")):
+        time.sleep(0.005)
+    second = threading.Thread(target=build, args=("second",))
+    second.start()
+    first.join(120)
+    second.join(120)
+    for name in ("first", "second"):
+        assert isinstance(results[name], EmbeddingShards), f"{name} build: {results[name]!r}"
+    a, b = results["first"], results["second"]
+    assert len(a) == len(b) == N_DOCS
+    np.testing.assert_array_equal(a.array(), b.array())
+    assert a.speed is not None and b.speed is None  # the second found the first one's result
+    assert len([p for p in tmp_path.iterdir() if p.name.startswith("embeddings-")]) == 1
+    assert not list(tmp_path.glob(".work-embeddings-*")) and not list(tmp_path.glob(".tmp-*"))
+
+
 def test_scale_benchmark_runs_at_a_tiny_scale(tmp_path):
     out = subprocess.run(
         [
