@@ -243,7 +243,9 @@ class _Paced:
         return self.inner.encode(texts, batch_size=batch_size)
 
 
-def test_two_runs_building_the_same_embeddings_at_once_both_finish_and_store_one_copy(tmp_path, hotpot, minilm_embedder):
+def test_two_runs_building_the_same_embeddings_at_once_both_finish_and_store_one_copy(
+    tmp_path, hotpot, minilm_embedder
+):
     # two pytest workers or two terminals on one cache: the second used to resume in the
     # first one's work folder and crash when the first stored its result and removed it
     import threading
@@ -264,7 +266,9 @@ def test_two_runs_building_the_same_embeddings_at_once_both_finish_and_store_one
     first = threading.Thread(target=build, args=("first",))
     first.start()
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not any(len(shard_files(w)) >= 2 for w in tmp_path.glob(".work-embeddings-*")):
+    while time.monotonic() < deadline and not any(
+        len(shard_files(w)) >= 2 for w in tmp_path.glob(".work-embeddings-*")
+    ):
         time.sleep(0.005)
     second = threading.Thread(target=build, args=("second",))
     second.start()
