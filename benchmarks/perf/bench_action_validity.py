@@ -18,12 +18,12 @@ reasons, engine crashes, completion tokens and seconds per item.
   its action).
 
     python benchmarks/perf/bench_action_validity.py [--items 20] [--designs fixed,budget_sized]
-        [--configs small,t500,repro] [--out FILE.json]
+        [--configs small,t500,t16k,repro] [--out FILE.json]
 
 ``small`` is the smoke grid's BM25 s3 configuration (2K tokens, 160 per call),
-``t500`` the context-scaling grid's 500-token configuration (BCAS §3.10, unlimited
-searches; BM25 with two passages a search here, so no embedder loads and prompts stay
-short on a 2-core CPU), ``repro`` ``Budget(max_searches=1,
+``t500`` and ``t16k`` the context-scaling grid's 500- and 16,000-token configurations
+(BCAS §3.10, unlimited searches; BM25 with two passages a search here, so no embedder
+loads and prompts stay short on a 2-core CPU), ``repro`` ``Budget(max_searches=1,
 max_total_tokens=1500)`` with no per-call cap.
 """
 
@@ -90,10 +90,12 @@ DESIGNS = {
 def configs() -> dict[str, RunConfig]:
     smoke = next(e.config for e in SMOKE.entries if e.kind == "bcas" and e.config.label == "bm25/s3/t2k")
     t500 = next(e.config for e in CONTEXT_SCALING.entries if e.config.label.startswith("hs/sinf/t500"))
+    t16k = next(e.config for e in CONTEXT_SCALING.entries if e.config.label == "hs/sinf/t16k")
     bm25 = RetrievalConfig(mode="bm25", k=2)  # two passages a search: short prompts on a 2-core CPU
     return {
         "small": smoke,
         "t500": replace(t500, retrieval=bm25),
+        "t16k": replace(t16k, retrieval=bm25),
         "repro": RunConfig(budget=Budget(max_searches=1, max_total_tokens=1500), retrieval=bm25),
     }
 
