@@ -24,7 +24,7 @@ from bcas.identity import server_fingerprint
 from bcas.llm import ContextWindowError, backend_meta, load_model
 from bcas.llm.openai_compat import OpenAICompatModel
 from bcas.llm.served import facts_from, model_entry, read_server_facts, server_root
-from bcas.testing.project import budget_grid, codename_items, grid_project, preload, read_records
+from bcas.testing.project import preload, read_records
 from bcas.testing.servers import Fault, FaultServer
 
 preload()
@@ -223,17 +223,8 @@ def test_the_judge_is_loaded_and_fingerprinted_from_one_endpoint() -> None:
 # -- real llama.cpp servers ------------------------------------------------------------------
 
 
-@pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
-    """One BCAS case (one search, a 400-token budget) on one short item: seconds of a 135M model's time."""
-    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
-    conftest = budget_grid("tiny", [pytester.path / "tiny.jsonl"], (1,), limit=1, tokens=400)
-    grid_project(pytester.path, conftest, datasets={"tiny.jsonl": codename_items(1, distractor=False)})
-    return pytester
-
-
-def _run(project: pytest.Pytester, url: str, run_dir: Path, *more: str) -> pytest.RunResult:
-    return project.runpytest(
+def _run(one_search_project: pytest.Pytester, url: str, run_dir: Path, *more: str) -> pytest.RunResult:
+    return one_search_project.runpytest(
         "--bcas-backend",
         "openai",
         "--bcas-base-url",
@@ -256,7 +247,7 @@ def _session(run_dir: Path) -> dict:  # type: ignore[type-arg]
 
 @pytest.mark.server
 def test_another_gguf_under_the_same_name_reuses_no_answer(
-    project: pytest.Pytester, smollm2_gguf: Path, tmp_path: Path
+    one_search_project: pytest.Pytester, smollm2_gguf: Path, tmp_path: Path
 ) -> None:
     """Same name, another file (a byte-identical copy at another path: the server reports another
     ``model_path``, which is all that tells the two apart here) -> another fingerprint."""
@@ -265,14 +256,14 @@ def test_another_gguf_under_the_same_name_reuses_no_answer(
     copy = tmp_path / "other" / "smollm2-copy.gguf"
     copy.parent.mkdir()
     shutil.copyfile(smollm2_gguf, copy)
-    run_dir = project.path / "run"
+    run_dir = one_search_project.path / "run"
     with LlamaCppServer(smollm2_gguf, alias="smollm2", n_ctx=4096) as first:
-        result = _run(project, first.base_url, run_dir)
+        result = _run(one_search_project, first.base_url, run_dir)
         result.assert_outcomes(passed=1)
     (one,) = read_records(run_dir)
     assert _session(run_dir)["models"]["smollm2"]["context_window"] == 4096
     with LlamaCppServer(copy, alias="smollm2", n_ctx=4096) as second:
-        result = _run(project, second.base_url, run_dir)
+        result = _run(one_search_project, second.base_url, run_dir)
         result.assert_outcomes(passed=1)
         assert "generation cache: 0 of 1 answers" in result.stdout.str()
         records = read_records(run_dir)
@@ -282,28 +273,30 @@ def test_another_gguf_under_the_same_name_reuses_no_answer(
         assert other["model_fingerprint"].startswith("served:smollm2@")
         assert other["extra"]["cache"]["hits"] == 0  # and none of its calls came from the first's cache
         # The same file again, into a fresh folder: every answer from the cache, and said so.
-        again = _run(project, second.base_url, project.path / "again")
+        again = _run(one_search_project, second.base_url, one_search_project.path / "again")
         again.assert_outcomes(passed=1)
         assert "generation cache: 1 of 1 answers" in again.stdout.str()
-        assert _session(project.path / "again")["answers_from_cache"] == 1
+        assert _session(one_search_project.path / "again")["answers_from_cache"] == 1
         dead_url = second.base_url
     # Every answer is cached, the server is gone: the run still stops at its preflight ...
-    dead = _run(project, dead_url, project.path / "dead")
+    dead = _run(one_search_project, dead_url, one_search_project.path / "dead")
     assert dead.ret == pytest.ExitCode.USAGE_ERROR
     assert "preflight failed" in dead.stderr.str() and "connection refused" in dead.stderr.str()
     # ... unless told to replay offline: the identity last verified for that URL and name.
-    offline = _run(project, dead_url, project.path / "offline", "--bcas-no-preflight")
+    offline = _run(one_search_project, dead_url, one_search_project.path / "offline", "--bcas-no-preflight")
     offline.assert_outcomes(passed=1)
     assert "generation cache: 1 of 1 answers" in offline.stdout.str()
-    assert read_records(project.path / "offline")[0]["model_fingerprint"] == other["model_fingerprint"]
+    assert read_records(one_search_project.path / "offline")[0]["model_fingerprint"] == other["model_fingerprint"]
 
 
 @pytest.mark.server
-def test_an_embedded_model_and_a_served_judge_share_one_endpoint(project: pytest.Pytester, llama_server) -> None:  # type: ignore[no-untyped-def]
+def test_an_embedded_model_and_a_served_judge_share_one_endpoint(
+    one_search_project: pytest.Pytester, llama_server
+) -> None:  # type: ignore[no-untyped-def]
     from bcas.llm.preflight import preflight
 
-    run_dir = project.path / "run"
-    result = project.runpytest(
+    run_dir = one_search_project.path / "run"
+    result = one_search_project.runpytest(
         "--bcas-model",
         "embedded",
         "--bcas-model",

@@ -25,7 +25,7 @@ from bcas.run.plan import Plan
 from bcas.run.served import differs, served_name, served_names
 from bcas.run.settings import Case, ModelSpec
 from bcas.testing.instant import canned_reply
-from bcas.testing.project import budget_grid, codename_items, grid_project, preload
+from bcas.testing.project import budget_grid, preload
 from bcas.testing.servers import FaultServer
 
 preload()
@@ -105,17 +105,8 @@ def test_run_json_names_what_each_fingerprint_served() -> None:
 # -- whole runs -------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
-    """One BCAS case (one search) on one short item."""
-    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
-    conftest = budget_grid("tiny", [pytester.path / "tiny.jsonl"], (1,), limit=1, tokens=400)
-    grid_project(pytester.path, conftest, datasets={"tiny.jsonl": codename_items(1, distractor=False)})
-    return pytester
-
-
-def _run(project: pytest.Pytester, url: str, run_dir: Path, model: str, *more: str) -> pytest.RunResult:
-    return project.runpytest(
+def _run(one_search_project: pytest.Pytester, url: str, run_dir: Path, model: str, *more: str) -> pytest.RunResult:
+    return one_search_project.runpytest(
         "--bcas-backend", "openai", "--bcas-base-url", url, "--bcas-model", model, "--bcas-grid", "tiny",
         "--bcas-report", str(run_dir), "-p", "no:cacheprovider", "-v", *more,
     )  # fmt: skip
@@ -136,33 +127,35 @@ def _assert_named_everywhere(result: pytest.RunResult, run_dir: Path, served: st
     assert f"qwen3-8b (served: {served})" in html and f"served: {served} ·" in html
 
 
-def test_a_server_of_another_model_is_named_in_every_artifact(project: pytest.Pytester) -> None:
+def test_a_server_of_another_model_is_named_in_every_artifact(one_search_project: pytest.Pytester) -> None:
     with FaultServer(model=f"/models/{GGUF}", reply=canned_reply) as server:  # lists its GGUF, answers any name
-        run_dir = project.path / "run"
-        _assert_named_everywhere(_run(project, server.base_url, run_dir, "Qwen/Qwen3-8B"), run_dir, GGUF)
+        run_dir = one_search_project.path / "run"
+        _assert_named_everywhere(_run(one_search_project, server.base_url, run_dir, "Qwen/Qwen3-8B"), run_dir, GGUF)
         # Asked for by its own name, nothing is added: ids as they always were.
-        same = _run(project, server.base_url, project.path / "same", "SmolLM2-135M-Instruct-Q4_1")
+        same = _run(one_search_project, server.base_url, one_search_project.path / "same", "SmolLM2-135M-Instruct-Q4_1")
         same.assert_outcomes(passed=1)
         assert "~" not in same.stdout.str() and "(served:" not in same.stdout.str()
-        assert json.loads((project.path / "same" / "summary.json").read_text())["rows"][0]["served"] == GGUF
+        assert json.loads((one_search_project.path / "same" / "summary.json").read_text())["rows"][0]["served"] == GGUF
 
 
-def test_xdist_workers_collect_the_controllers_ids(project: pytest.Pytester) -> None:
+def test_xdist_workers_collect_the_controllers_ids(one_search_project: pytest.Pytester) -> None:
     """The controller's preflight reads what is served; its workers must collect the same ids."""
     with FaultServer(model=f"/models/{GGUF}", reply=canned_reply) as server:
-        run_dir = project.path / "run"
-        result = _run(project, server.base_url, run_dir, "Qwen/Qwen3-8B", "-n", "1")
+        run_dir = one_search_project.path / "run"
+        result = _run(one_search_project, server.base_url, run_dir, "Qwen/Qwen3-8B", "-n", "1")
         _assert_named_everywhere(result, run_dir, GGUF)
 
 
 @pytest.mark.server
-def test_the_documented_llama_cpp_recipe_names_its_gguf(project: pytest.Pytester, smollm2_gguf: Path) -> None:
+def test_the_documented_llama_cpp_recipe_names_its_gguf(
+    one_search_project: pytest.Pytester, smollm2_gguf: Path
+) -> None:
     """A real llama.cpp server of the shipped GGUF, asked for Qwen/Qwen3-8B as the docs' recipe does."""
     from bcas.testing.servers import LlamaCppServer
 
     with LlamaCppServer(smollm2_gguf, alias="smollm2", n_ctx=2048) as server:
-        run_dir = project.path / "run"
-        result = _run(project, server.base_url, run_dir, "Qwen/Qwen3-8B")
+        run_dir = one_search_project.path / "run"
+        result = _run(one_search_project, server.base_url, run_dir, "Qwen/Qwen3-8B")
     _assert_named_everywhere(result, run_dir, smollm2_gguf.name)
     warning = next(line for line in result.outlines + result.errlines if "answered for it anyway" in line)
     assert f"the model it serves, {smollm2_gguf.name}" in warning  # and the start-up warning names it too
