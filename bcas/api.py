@@ -57,6 +57,7 @@ class Results:
     failures: dict[str, list[str]] = field(default_factory=dict)  # case id -> broken invariants, gate failures
     stopped: list[str] = field(default_factory=list)  # cases --bcas-max-cost stopped (resumable)
     written: int = 0  # records this call wrote (0: everything was resumed)
+    published: list[str] = field(default_factory=list)  # one line per result sink (``mlflow=``)
 
     @property
     def frame(self) -> pandas.DataFrame:
@@ -144,7 +145,9 @@ def evaluate(
     Items already recorded in ``out`` under the same answer identity are not run again
     (resume), and answers come from the generation cache where it has them.
     """
-    given = raw_options(grids, models, datasets, limit, out, dict(options))
+    options = dict(options)
+    targets = _sink_targets(options)  # before the other options: a sink is not a run option
+    given = raw_options(grids, models, datasets, limit, out, options)
     try:
         settings = build_settings(given, Path(root) if root is not None else Path.cwd())
         check_baseline(settings.baseline)
@@ -153,7 +156,56 @@ def evaluate(
         check_run_dir(settings)
     except OptionError as exc:
         raise _argument_error(exc) from None
-    return _run(settings, given, make_plan(settings), progress)
+    sinks = _open_sinks(targets)  # a tracker that is down stops here, before any answer is paid for
+    results = _run(settings, given, make_plan(settings), progress)
+    for name, sink in sinks.items():
+        try:
+            results.published.append(sink.publish(results.run_dir))
+        except Exception as exc:  # the answers are on disk: a failed publish is a line, not a lost run
+            results.published.append(f"{name}: not published ({type(exc).__name__}: {exc}); call again to publish")
+        if progress:
+            print(results.published[-1])
+    return results
+
+
+def _sink_targets(options: dict[str, RawValue]) -> dict[str, str | None]:
+    """The result sinks chosen among the keywords (``mlflow=True`` or ``mlflow="URI"``), removed from them.
+
+    Every registered sink (:data:`bcas.tracking.SINKS`) is the keyword of its pytest option
+    (``--bcas-mlflow [URI]`` is ``mlflow=``): ``True`` for its default target, a string for
+    another, ``None`` or ``False`` for none.
+    """
+    from bcas.tracking import SINKS
+
+    chosen: dict[str, str | None] = {}
+    for name in SINKS.names():
+        key = str(SINKS.meta(name, "option", name)).replace("-", "_")
+        if key not in options:
+            continue
+        value = options.pop(key)
+        if value is None or value is False:
+            continue
+        if value is True:
+            chosen[name] = None
+        elif isinstance(value, str | os.PathLike) and os.fspath(value):
+            chosen[name] = os.fspath(value)
+        else:
+            raise ValueError(f"{key}: expected True or a target (a tracking URI), got {value!r}")
+    return chosen
+
+
+def _open_sinks(targets: dict[str, str | None]) -> dict[str, Any]:
+    from bcas.tracking import SinkError, open_sink
+
+    opened = {}
+    for name, target in targets.items():
+        try:
+            sink = open_sink(name, target)
+            sink.check()
+        except SinkError as exc:
+            raise ValueError(str(exc)) from None
+        opened[name] = sink
+    return opened
 
 
 def _run(settings: Settings, given: dict[str, RawValue], plan: Plan, progress: bool) -> Results:

@@ -220,3 +220,49 @@ def test_run_folder_keeps_api_keys_out(tmp_path: Path) -> None:
     assert "SECRET_ENV" not in json.dumps([folder.params, folder.tags])
     assert folder.params["option.seed"] == "0"
     assert "cost_usd" not in folder.metrics  # no case, no total: never a made-up 0
+
+
+API_SCRIPT = """
+import json, sys
+from pathlib import Path
+import bcas
+from bcas.testing.project import budget_grid
+exec(budget_grid("apitracked", ["hotpotqa"], (1, 2), limit=2), {})
+out, uri, dead = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+try:
+    bcas.evaluate(grids="apitracked", models="mock:gold", out=out / "dead", mlflow=dead)
+except ValueError as exc:
+    print("DOWN", json.dumps(str(exc)))
+first = bcas.evaluate(grids="apitracked", models="mock:gold", out=out / "run", mlflow=uri)
+again = bcas.evaluate(grids="apitracked", models="mock:gold", out=out / "run", mlflow=uri)
+print("PUBLISHED", json.dumps([first.published, again.published, first.written, again.written]))
+"""
+
+
+def test_the_python_api_publishes_like_the_pytest_option(tmp_path: Path) -> None:
+    # a Python caller of bcas.evaluate tracks results where the team does, as `--bcas-mlflow` does:
+    # checked before any answer, one MLflow run with a nested run per case, none added on resume
+    import os
+
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    env = {**os.environ, "BCAS_CACHE_DIR": str(tmp_path / "cache"), "BCAS_MLFLOW_EXPERIMENT": "bcas-tests"}
+    dead = f"http://127.0.0.1:{_free_port()}"
+    done = subprocess.run(
+        [sys.executable, "-c", API_SCRIPT, str(tmp_path), uri, dead], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line.startswith(("DOWN ", "PUBLISHED ")))
+    down = json.loads(lines["DOWN"])
+    assert "MLflow" in down and "is not reachable" in down and "\n" not in down
+    assert not (tmp_path / "dead" / "records.jsonl").exists()  # nothing answered, nothing paid for
+    (first, again, written, rewritten) = json.loads(lines["PUBLISHED"])
+    assert (written, rewritten) == (4, 0)
+    assert len(first) == len(again) == 1 and first[0].startswith("mlflow: run ")
+    runs = _runs(uri)
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 1 and len(runs) == 3  # the run and its 2 cases, once, after a resumed second call
+    rows = json.loads((tmp_path / "run" / "summary.json").read_text())["rows"]
+    by_case = {r.data.tags["bcas.case"]: r for r in runs if r is not parents[0]}
+    for row in rows:
+        child = by_case[f"{row['grid']}/{row['model']}/{row['dataset']}/{row['config_id']}"]
+        assert child.data.metrics["accuracy"] == pytest.approx(row["accuracy"])
