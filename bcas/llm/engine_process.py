@@ -33,6 +33,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from collections import OrderedDict
 from multiprocessing.connection import Connection
@@ -208,6 +209,27 @@ def serve(conn: Connection) -> None:
             conn.send({"ok": False, "kind": "protocol", "error": f"unexpected message {op!r}"})
 
 
+def exit_with_parent(parent: int, every_s: float = 0.25) -> threading.Thread:
+    """End this process as soon as its parent is gone, even in the middle of a generation.
+
+    The closed socket only ends :func:`serve` at its next message; a parent killed by
+    ``kill -9`` or an out-of-memory kill during a long generation would otherwise leave
+    this engine spinning on the cores until the generation ends (minutes for a thousand
+    tokens on a busy CPU), slowing whatever runs next.  A daemon thread watches the parent
+    id (the process is re-parented when its parent dies) and exits at once.
+    """
+
+    def watch() -> None:
+        while True:
+            time.sleep(every_s)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    thread = threading.Thread(target=watch, name="exit-with-parent", daemon=True)
+    thread.start()
+    return thread
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or not argv[0].isdigit():
         print("usage: python -m bcas.llm.engine_process FD (started by the embedded backend)", file=sys.stderr)
@@ -218,9 +240,10 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     # The parent owns this process's life: Ctrl-C or a scheduler's SIGTERM reach the
     # whole process group, and the parent answers them (finishing its records, then
-    # closing this engine).  Should the parent die, the socket closes and serve() ends.
+    # closing this engine).  Should the parent die, this process ends with it (exit_with_parent).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    exit_with_parent(os.getppid())
     sock = socket.socket(fileno=int(argv[0]))
     conn = Connection(sock.detach())
     try:

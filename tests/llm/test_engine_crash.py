@@ -102,3 +102,48 @@ def test_a_grammar_llama_cpp_rejects_fails_its_request_only(model: EmbeddedModel
     assert not isinstance(caught.value, (EngineCrashError, ContextWindowError))
     assert (model.crashes, model.worker_pid) == (crashes, pid)
     assert "Paris" in asyncio.run(model.chat(SHORT)).text
+
+
+PARENT_SCRIPT = """
+import asyncio, sys
+from bcas.llm.base import ChatRequest
+from bcas.llm.embedded import EmbeddedModel
+model = EmbeddedModel(sys.argv[1], n_ctx=2048, n_threads=1)
+asyncio.run(model.chat(ChatRequest([{"role": "user", "content": "Hi"}], max_tokens=2)))  # the engine is up
+print(model.worker_pid, flush=True)
+long = ChatRequest([{"role": "user", "content": "Write a very long story about a lighthouse keeper."}],
+                   max_tokens=1800, temperature=1.0)
+asyncio.run(model.chat(long))
+"""
+
+
+def test_an_engine_whose_run_is_killed_stops_at_once(smollm2_gguf: Path) -> None:
+    # a run killed by kill -9 (or the OOM killer, or a scheduler's preemption) in the middle
+    # of a long generation must not leave its engine generating on the cores for minutes
+    import subprocess
+    import sys
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT_SCRIPT, str(smollm2_gguf)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        line = parent.stdout.readline() if parent.stdout else ""
+        assert line.strip().isdigit(), f"the engine did not start: {line!r}"
+        engine = int(line)
+        time.sleep(1.0)  # well inside the 1,800-token generation (about 40 s on a quiet core)
+        os.kill(engine, 0)  # generating
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(engine, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(engine, signal.SIGKILL)
+            pytest.fail("the engine went on generating after its run was killed")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
