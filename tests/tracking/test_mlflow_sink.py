@@ -220,3 +220,63 @@ def test_run_folder_keeps_api_keys_out(tmp_path: Path) -> None:
     assert "SECRET_ENV" not in json.dumps([folder.params, folder.tags])
     assert folder.params["option.seed"] == "0"
     assert "cost_usd" not in folder.metrics  # no case, no total: never a made-up 0
+
+
+# The Python front door: ``bcas.evaluate(..., mlflow=URI)`` opens, checks and publishes
+# through the same code as ``--bcas-mlflow`` (bcas.tracking.open_sinks, publish_all).
+
+
+@pytest.fixture
+def api_grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The tracked grid of the pytest tests, registered in this process under its own name."""
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("BCAS_MLFLOW_EXPERIMENT", "bcas-tests")
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "tiny.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in _items(6)), encoding="utf-8")
+    name = f"tracked-api-{tmp_path.name}"
+    exec(budget_grid(name, [data]), {})
+    return name
+
+
+def test_api_publishes_one_run_and_a_resumed_call_adds_none(api_grid: str, tmp_path: Path) -> None:
+    import bcas
+
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    run_dir = tmp_path / "run"
+    first = bcas.evaluate(api_grid, ["mock:gold", "mock:random"], out=run_dir, mlflow=uri)
+    assert first.written == 24 and len(first.published) == 1
+    assert first.published[0].startswith("mlflow: run ") and "(4 cases)" in first.published[0]
+    _check_published(uri, run_dir)
+    ids = sorted(r.info.run_id for r in _runs(uri))
+
+    again = bcas.evaluate(api_grid, ["mock:gold", "mock:random"], out=run_dir, mlflow=uri)
+    assert again.written == 0  # every answer resumed ...
+    assert sorted(r.info.run_id for r in _runs(uri)) == ids  # ... into the same MLflow runs
+    _check_published(uri, run_dir)
+
+
+def test_api_mlflow_true_is_the_default_store(api_grid: str, tmp_path: Path) -> None:
+    import bcas
+
+    res = bcas.evaluate(api_grid, ["mock:gold", "mock:random"], out=tmp_path / "run", mlflow=True)
+    assert (tmp_path / "mlruns.db").is_file() and len(res.published) == 1
+    _check_published(f"sqlite:///{tmp_path / 'mlruns.db'}", tmp_path / "run")
+    plain = bcas.evaluate(api_grid, "mock:gold", out=tmp_path / "plain", mlflow=False)
+    assert plain.published == []
+
+
+def test_api_tracker_down_fails_before_any_answer(api_grid: str, tmp_path: Path) -> None:
+    import bcas
+
+    run_dir = tmp_path / "run"
+    with pytest.raises(ValueError) as raised:
+        bcas.evaluate(api_grid, "mock:gold", out=run_dir, mlflow=f"http://127.0.0.1:{_free_port()}")
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith("MLflow tracking server http://127.0.0.1:")
+    assert "is not reachable" in message
+    assert not (run_dir / "records.jsonl").exists()  # nothing was answered, nothing paid for
+    with pytest.raises(ValueError, match=r"^mlflow: expected True \(the default target\) or a target"):
+        bcas.evaluate(api_grid, "mock:gold", out=run_dir, mlflow=3)
+    with pytest.raises(ValueError, match=r"^mlflow: 'mlruns.db' is not a tracking URI"):
+        bcas.evaluate(api_grid, "mock:gold", out=run_dir, mlflow="mlruns.db")
