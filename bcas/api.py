@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from bcas.run.options import DEFAULTS, KINDS, OptionError, RawValue
 from bcas.run.plan import Plan, make_plan
 from bcas.run.settings import Case, Settings, build_settings, check_baseline
+from bcas.tracking import SINKS, ResultSink, SinkError, open_sinks, publish_all, sink_option
 
 if TYPE_CHECKING:
     import pandas
@@ -57,7 +58,7 @@ class Results:
     failures: dict[str, list[str]] = field(default_factory=dict)  # case id -> broken invariants, gate failures
     stopped: list[str] = field(default_factory=list)  # cases --bcas-max-cost stopped (resumable)
     written: int = 0  # records this call wrote (0: everything was resumed)
-    published: list[str] = field(default_factory=list)  # one line per result sink (``mlflow=``)
+    published: list[str] = field(default_factory=list)  # one line per result sink (mlflow=...): where the run went
 
     @property
     def frame(self) -> pandas.DataFrame:
@@ -95,7 +96,8 @@ def raw_options(
     for key, value in options.items():
         name = key.replace("_", "-")
         if name not in KINDS or name in RENAMED:
-            known = sorted({n.replace("-", "_") for n in KINDS if n not in PYTEST_ONLY} | set(RENAMED.values()))
+            names = {n.replace("-", "_") for n in KINDS if n not in PYTEST_ONLY} | set(RENAMED.values())
+            known = sorted(names | {sink_option(n).replace("-", "_") for n in SINKS.names()})
             hint = f" (use {RENAMED[name]}=)" if name in RENAMED else ""
             raise ValueError(f"{key}: not an option of bcas.evaluate{hint}; known: {', '.join(known)}")
         if name in PYTEST_ONLY:
@@ -111,6 +113,25 @@ def raw_options(
     given["limit"] = None if limit is None else str(limit)
     given["report"] = None if out is None else os.fspath(out)
     return given
+
+
+def chosen_sinks(options: dict[str, RawValue]) -> dict[str, str | None]:
+    """Take the result-sink keywords out of ``options``: one per registered sink, as
+    ``--bcas-<option> [TARGET]`` is one (:mod:`bcas.harness.tracking`).  ``True``: the
+    sink's default target; a string or path: that target; ``None``/``False``: not chosen."""
+    chosen: dict[str, str | None] = {}
+    for name in SINKS.names():
+        key = sink_option(name).replace("-", "_")
+        value = options.pop(key, None)
+        if value is None or value is False:
+            continue
+        if value is True:
+            chosen[name] = None
+        elif isinstance(value, (str, os.PathLike)):
+            chosen[name] = os.fspath(value)
+        else:
+            raise ValueError(f"{key}: expected True (the default target) or a target such as a URI, got {value!r}")
+    return chosen
 
 
 def _argument_error(exc: OptionError) -> ValueError:
@@ -140,13 +161,17 @@ def evaluate(
     ``ROOT/reports/<grids>``, ``root`` the current folder).  Every other option of
     ``--bcas-NAME`` is the keyword ``NAME`` with ``_`` for ``-`` (``seed=``,
     ``judge=``, ``baseline=``, ``min_accuracy=``, ``epochs=``, ``no_cache=``...).
-    ``progress=True`` prints notes and one line per case.
+    ``progress=True`` prints notes and one line per case.  A result sink is its keyword
+    too (``mlflow=True`` for ``sqlite:///mlruns.db``, ``mlflow="http://host:5000"``): it
+    is reached before any answer is made (a tracker that is down is one ``ValueError``
+    line) and gets the finished run folder (:attr:`Results.published`); a resumed run
+    updates what it published before.
 
     Items already recorded in ``out`` under the same answer identity are not run again
     (resume), and answers come from the generation cache where it has them.
     """
     options = dict(options)
-    targets = _sink_targets(options)  # before the other options: a sink is not a run option
+    sinks = chosen_sinks(options)
     given = raw_options(grids, models, datasets, limit, out, options)
     try:
         settings = build_settings(given, Path(root) if root is not None else Path.cwd())
@@ -156,59 +181,18 @@ def evaluate(
         check_run_dir(settings)
     except OptionError as exc:
         raise _argument_error(exc) from None
-    sinks = _open_sinks(targets)  # a tracker that is down stops here, before any answer is paid for
-    results = _run(settings, given, make_plan(settings), progress)
-    for name, sink in sinks.items():
-        try:
-            results.published.append(sink.publish(results.run_dir))
-        except Exception as exc:  # the answers are on disk: a failed publish is a line, not a lost run
-            results.published.append(f"{name}: not published ({type(exc).__name__}: {exc}); call again to publish")
-        if progress:
-            print(results.published[-1])
-    return results
+    plan = make_plan(settings)
+    try:  # as the pytest session start does: before any answer is paid for
+        opened = open_sinks(sinks)
+    except SinkError as exc:
+        # the option's name as this call's keyword; the command line's own hint does not apply here
+        raise ValueError(str(exc).split("; write --bcas-")[0].replace("--bcas-", "")) from None
+    return _run(settings, given, plan, progress, opened)
 
 
-def _sink_targets(options: dict[str, RawValue]) -> dict[str, str | None]:
-    """The result sinks chosen among the keywords (``mlflow=True`` or ``mlflow="URI"``), removed from them.
-
-    Every registered sink (:data:`bcas.tracking.SINKS`) is the keyword of its pytest option
-    (``--bcas-mlflow [URI]`` is ``mlflow=``): ``True`` for its default target, a string for
-    another, ``None`` or ``False`` for none.
-    """
-    from bcas.tracking import SINKS
-
-    chosen: dict[str, str | None] = {}
-    for name in SINKS.names():
-        key = str(SINKS.meta(name, "option", name)).replace("-", "_")
-        if key not in options:
-            continue
-        value = options.pop(key)
-        if value is None or value is False:
-            continue
-        if value is True:
-            chosen[name] = None
-        elif isinstance(value, str | os.PathLike) and os.fspath(value):
-            chosen[name] = os.fspath(value)
-        else:
-            raise ValueError(f"{key}: expected True or a target (a tracking URI), got {value!r}")
-    return chosen
-
-
-def _open_sinks(targets: dict[str, str | None]) -> dict[str, Any]:
-    from bcas.tracking import SinkError, open_sink
-
-    opened = {}
-    for name, target in targets.items():
-        try:
-            sink = open_sink(name, target)
-            sink.check()
-        except SinkError as exc:
-            raise ValueError(str(exc)) from None
-        opened[name] = sink
-    return opened
-
-
-def _run(settings: Settings, given: dict[str, RawValue], plan: Plan, progress: bool) -> Results:
+def _run(
+    settings: Settings, given: dict[str, RawValue], plan: Plan, progress: bool, sinks: dict[str, ResultSink]
+) -> Results:
     from bcas.run.cost import CaseStopped
     from bcas.run.finalize import finalize_run
     from bcas.run.manifest import finish_session, plain, session_entry, start_session
@@ -263,6 +247,9 @@ def _run(settings: Settings, given: dict[str, RawValue], plan: Plan, progress: b
         finish_session(settings.run_dir, token, exit_status)
     from bcas.records import ResultStore
 
+    published = publish_all(sinks, settings.run_dir) if final is not None else []
+    for line in published:
+        observer.message(f"[bcas] {line}")
     records = [r.to_dict() for r in ResultStore(settings.run_dir).records()]
     summaries = final.summaries if final is not None else None
     gate = final.gate if final is not None else None
@@ -278,6 +265,7 @@ def _run(settings: Settings, given: dict[str, RawValue], plan: Plan, progress: b
         failures=failures,
         stopped=stopped,
         written=_count(settings.run_dir) - before,
+        published=published,
     )
 
 

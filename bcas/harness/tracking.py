@@ -11,14 +11,14 @@ from __future__ import annotations
 import pytest
 
 from bcas.harness import state
-from bcas.tracking import SINKS, ResultSink, SinkError, open_sink
+from bcas.tracking import SINKS, ResultSink, SinkError, open_sinks, publish_all, sink_option
 
 OPENED = pytest.StashKey[dict[str, ResultSink]]()
 PUBLISHED = pytest.StashKey[list[str]]()
 
 
 def _dest(name: str) -> str:
-    return "bcas_" + str(SINKS.meta(name, "option", name)).replace("-", "_")
+    return "bcas_" + sink_option(name).replace("-", "_")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -27,7 +27,7 @@ def add_options(parser: pytest.Parser) -> None:
     for name in SINKS.names():
         meta = SINKS.meta(name)
         group.addoption(
-            f"--bcas-{meta.get('option', name)}",
+            f"--bcas-{sink_option(name)}",
             nargs="?",
             const=meta.get("default_target"),
             default=None,
@@ -35,7 +35,7 @@ def add_options(parser: pytest.Parser) -> None:
             metavar="TARGET",
             help=meta.get("help", f"publish the run to the {name} sink"),
         )
-        parser.addini(_dest(name), f"target of the {name} result sink (as --bcas-{meta.get('option', name)})")
+        parser.addini(_dest(name), f"target of the {name} result sink (as --bcas-{sink_option(name)})")
 
 
 class TrackingPlugin:
@@ -57,15 +57,10 @@ class TrackingPlugin:
         config = self.config
         if hasattr(config, "workerinput") or config.option.collectonly:
             return
-        opened: dict[str, ResultSink] = {}
-        for name, target in self._chosen().items():
-            try:
-                sink = open_sink(name, target)
-                sink.check()
-            except SinkError as exc:
-                raise pytest.UsageError(str(exc)) from None
-            opened[name] = sink
-        config.stash[OPENED] = opened
+        try:
+            config.stash[OPENED] = open_sinks(self._chosen())
+        except SinkError as exc:
+            raise pytest.UsageError(str(exc)) from None
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -74,13 +69,7 @@ class TrackingPlugin:
         result = config.stash.get(state.FINAL, None)
         if not opened or result is None:
             return
-        lines = []
-        for name, sink in opened.items():
-            try:
-                lines.append(sink.publish(result.records_path.parent))
-            except Exception as exc:  # the answers are on disk: a failed publish is a line, not a lost run
-                lines.append(f"{name}: not published ({type(exc).__name__}: {exc}); publish again with the same option")
-        config.stash[PUBLISHED] = lines
+        config.stash[PUBLISHED] = publish_all(opened, result.records_path.parent)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         for line in self.config.stash.get(PUBLISHED, []):

@@ -10,6 +10,7 @@ the same run folder again updates what was published before instead of adding a 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -44,6 +45,37 @@ def open_sink(name: str, target: str | None) -> ResultSink:
     chosen = target or SINKS.meta(name, "default_target")
     sink: ResultSink = factory(chosen)
     return sink
+
+
+def sink_option(name: str) -> str:
+    """The option that chooses sink ``name``: ``--bcas-<it>``, and the keyword of ``bcas.evaluate``
+    with ``_`` for ``-``."""
+    return str(SINKS.meta(name, "option", name))
+
+
+def open_sinks(chosen: Mapping[str, str | None]) -> dict[str, ResultSink]:
+    """Open each chosen sink (name -> target, ``None``: its default target) and reach its
+    tracker now, before any answer is paid for; a sink that cannot be used raises
+    :class:`SinkError` with one line.  Both front doors call this at the start of a run."""
+    opened: dict[str, ResultSink] = {}
+    for name, target in chosen.items():
+        sink = open_sink(name, target)
+        sink.check()
+        opened[name] = sink
+    return opened
+
+
+def publish_all(opened: Mapping[str, ResultSink], run_dir: Path) -> list[str]:
+    """Publish the finished run folder to every opened sink; one line per sink.  A publish
+    that fails is its line, never an exception: the answers are on disk and publishing
+    again with the same option updates what is there."""
+    lines = []
+    for name, sink in opened.items():
+        try:
+            lines.append(sink.publish(run_dir))
+        except Exception as exc:
+            lines.append(f"{name}: not published ({type(exc).__name__}: {exc}); publish again with the same option")
+    return lines
 
 
 register_sink(

@@ -89,3 +89,37 @@ def test_address_auto_without_a_cluster_is_one_line(tmp_path: Path) -> None:
     assert "ray start --head" in lines[-1] and "--address local" in lines[-1]
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "run").exists()  # no shard ran
+
+
+# One smoke case (BM25, one search, 2k tokens: the cheapest), 2 items: one per shard.
+EMBEDDED_SUITE = [*SUITE, "-k", "hotpotqa-bm25/s1/t2k", "--bcas-no-cache"]
+
+
+@pytest.mark.slow  # the embedded model answers 4 times (2 items, sharded and not): minutes on 2 busy cores
+def test_ray_job_on_the_embedded_model_merge_equals_unsharded(tmp_path: Path) -> None:
+    """Both runs generate (``--bcas-no-cache``: the second cannot copy the first's answers
+    from the generation cache); a 1-CPU cluster and one CPU per shard, so the shards run
+    one after another and one llama.cpp engine (one thread) runs at a time."""
+    env = launch_env(tmp_path)
+    whole = tmp_path / "whole"
+    reference = [sys.executable, "-m", "pytest", "benchmarks", "--bcas-model", "embedded", "--bcas-report"]
+    done = subprocess.run(
+        [*reference, str(whole), *EMBEDDED_SUITE, "-p", "no:cacheprovider", "-q"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+    )
+    assert done.returncode == 0, done.stdout.decode()[-3000:]
+
+    run = tmp_path / "sharded"
+    job = [sys.executable, str(RAY_JOB), "--address", "local", "--num-cpus", "1", "--cpus-per-shard", "1"]
+    job += ["--shards", "2", "--run", str(run), "--model", "embedded", "--", *EMBEDDED_SUITE]
+    done = subprocess.run(job, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    assert "shard 1/2: pytest exited 0" in done.stdout and "shard 2/2: pytest exited 0" in done.stdout
+    merged = answers(run)
+    assert merged == answers(whole) and len(merged) == 2
+    assert all(key[0].startswith("gguf:sha256:") for key in merged)  # the embedded GGUF answered
+    assert all(rec["tokens_out"] > 0 for rec in merged.values())  # generated, not a test double
+    for k in (1, 2):  # each shard answered one of the two items
+        assert len((run / f"shard-{k}-of-2" / "records.jsonl").read_text().splitlines()) == 1

@@ -21,7 +21,7 @@ def launch_env(tmp_path: Path) -> dict[str, str]:
 
 
 def answers(run_dir: Path) -> dict[tuple, dict]:
-    """The run's records by answer identity, without their timing fields; a duplicate fails."""
+    """The run's records by answer identity, without their timing fields (nor their steps'); a duplicate fails."""
     out: dict[tuple, dict] = {}
     for line in (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines():
         if line.strip():
@@ -29,4 +29,6 @@ def answers(run_dir: Path) -> dict[tuple, dict]:
             key = (rec["model_fingerprint"], rec["config_id"], rec["dataset_hash"], rec["item_id"], rec["epoch"])
             assert key not in out, f"answer recorded twice: {key}"
             out[key] = {k: v for k, v in rec.items() if k not in VOLATILE}
+            if isinstance(out[key].get("steps"), list):  # each step's latency too
+                out[key]["steps"] = [{k: v for k, v in step.items() if k not in VOLATILE} for step in rec["steps"]]
     return out

@@ -222,47 +222,62 @@ def test_run_folder_keeps_api_keys_out(tmp_path: Path) -> None:
     assert "cost_usd" not in folder.metrics  # no case, no total: never a made-up 0
 
 
-API_SCRIPT = """
-import json, sys
-from pathlib import Path
-import bcas
-from bcas.testing.project import budget_grid
-exec(budget_grid("apitracked", ["hotpotqa"], (1, 2), limit=2), {})
-out, uri, dead = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
-try:
-    bcas.evaluate(grids="apitracked", models="mock:gold", out=out / "dead", mlflow=dead)
-except ValueError as exc:
-    print("DOWN", json.dumps(str(exc)))
-first = bcas.evaluate(grids="apitracked", models="mock:gold", out=out / "run", mlflow=uri)
-again = bcas.evaluate(grids="apitracked", models="mock:gold", out=out / "run", mlflow=uri)
-print("PUBLISHED", json.dumps([first.published, again.published, first.written, again.written]))
-"""
+# The Python front door: ``bcas.evaluate(..., mlflow=URI)`` opens, checks and publishes
+# through the same code as ``--bcas-mlflow`` (bcas.tracking.open_sinks, publish_all).
 
 
-def test_the_python_api_publishes_like_the_pytest_option(tmp_path: Path) -> None:
-    # a Python caller of bcas.evaluate tracks results where the team does, as `--bcas-mlflow` does:
-    # checked before any answer, one MLflow run with a nested run per case, none added on resume
-    import os
+@pytest.fixture
+def api_grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The tracked grid of the pytest tests, registered in this process under its own name."""
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("BCAS_MLFLOW_EXPERIMENT", "bcas-tests")
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "tiny.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in _items(6)), encoding="utf-8")
+    name = f"tracked-api-{tmp_path.name}"
+    exec(budget_grid(name, [data]), {})
+    return name
+
+
+def test_api_publishes_one_run_and_a_resumed_call_adds_none(api_grid: str, tmp_path: Path) -> None:
+    import bcas
 
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
-    env = {**os.environ, "BCAS_CACHE_DIR": str(tmp_path / "cache"), "BCAS_MLFLOW_EXPERIMENT": "bcas-tests"}
-    dead = f"http://127.0.0.1:{_free_port()}"
-    done = subprocess.run(
-        [sys.executable, "-c", API_SCRIPT, str(tmp_path), uri, dead], env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line.startswith(("DOWN ", "PUBLISHED ")))
-    down = json.loads(lines["DOWN"])
-    assert "MLflow" in down and "is not reachable" in down and "\n" not in down
-    assert not (tmp_path / "dead" / "records.jsonl").exists()  # nothing answered, nothing paid for
-    (first, again, written, rewritten) = json.loads(lines["PUBLISHED"])
-    assert (written, rewritten) == (4, 0)
-    assert len(first) == len(again) == 1 and first[0].startswith("mlflow: run ")
-    runs = _runs(uri)
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    assert len(parents) == 1 and len(runs) == 3  # the run and its 2 cases, once, after a resumed second call
-    rows = json.loads((tmp_path / "run" / "summary.json").read_text())["rows"]
-    by_case = {r.data.tags["bcas.case"]: r for r in runs if r is not parents[0]}
-    for row in rows:
-        child = by_case[f"{row['grid']}/{row['model']}/{row['dataset']}/{row['config_id']}"]
-        assert child.data.metrics["accuracy"] == pytest.approx(row["accuracy"])
+    run_dir = tmp_path / "run"
+    first = bcas.evaluate(api_grid, ["mock:gold", "mock:random"], out=run_dir, mlflow=uri)
+    assert first.written == 24 and len(first.published) == 1
+    assert first.published[0].startswith("mlflow: run ") and "(4 cases)" in first.published[0]
+    _check_published(uri, run_dir)
+    ids = sorted(r.info.run_id for r in _runs(uri))
+
+    again = bcas.evaluate(api_grid, ["mock:gold", "mock:random"], out=run_dir, mlflow=uri)
+    assert again.written == 0  # every answer resumed ...
+    assert sorted(r.info.run_id for r in _runs(uri)) == ids  # ... into the same MLflow runs
+    _check_published(uri, run_dir)
+
+
+def test_api_mlflow_true_is_the_default_store(api_grid: str, tmp_path: Path) -> None:
+    import bcas
+
+    res = bcas.evaluate(api_grid, ["mock:gold", "mock:random"], out=tmp_path / "run", mlflow=True)
+    assert (tmp_path / "mlruns.db").is_file() and len(res.published) == 1
+    _check_published(f"sqlite:///{tmp_path / 'mlruns.db'}", tmp_path / "run")
+    plain = bcas.evaluate(api_grid, "mock:gold", out=tmp_path / "plain", mlflow=False)
+    assert plain.published == []
+
+
+def test_api_tracker_down_fails_before_any_answer(api_grid: str, tmp_path: Path) -> None:
+    import bcas
+
+    run_dir = tmp_path / "run"
+    with pytest.raises(ValueError) as raised:
+        bcas.evaluate(api_grid, "mock:gold", out=run_dir, mlflow=f"http://127.0.0.1:{_free_port()}")
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith("MLflow tracking server http://127.0.0.1:")
+    assert "is not reachable" in message
+    assert not (run_dir / "records.jsonl").exists()  # nothing was answered, nothing paid for
+    with pytest.raises(ValueError, match=r"^mlflow: expected True \(the default target\) or a target"):
+        bcas.evaluate(api_grid, "mock:gold", out=run_dir, mlflow=3)
+    with pytest.raises(ValueError, match=r"^mlflow: 'mlruns.db' is not a tracking URI") as not_uri:
+        bcas.evaluate(api_grid, "mock:gold", out=run_dir, mlflow="mlruns.db")
+    assert "test path" not in str(not_uri.value)  # the command line's hint has no place in a call
