@@ -1,0 +1,94 @@
+"""What a user of the gate's statistics loses when a line of bcas/stats.py breaks.
+
+Each test states a documented promise of :mod:`bcas.stats` (the default bootstrap is
+reproducible, the power search reaches the largest possible drop, the tolerance gate's
+smallest detectable drop is exact at the boundary, errors name the offending argument).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bcas.stats import (
+    bootstrap_ci,
+    mcnemar_drop_for_power,
+    mcnemar_power,
+    tango_min_worse_only,
+    tango_noninferiority,
+)
+
+VALUES = [0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0]
+
+
+def _reference_percentile_bootstrap(
+    values: list[float], n_resamples: int, alpha: float, seed: int
+) -> tuple[float, float]:
+    """The documented recipe: resample with numpy.random.default_rng(seed), take the percentiles."""
+    data = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, data.size, size=(n_resamples, data.size))
+    means = data[rows].mean(axis=1)
+    lo, hi = np.quantile(means, [alpha / 2.0, 1.0 - alpha / 2.0])
+    return float(lo), float(hi)
+
+
+def test_default_bootstrap_is_the_documented_1000_resamples_with_seed_0() -> None:
+    # A report quoting "seeded bootstrap" must be reproducible by anyone from the docs.
+    assert bootstrap_ci(VALUES) == pytest.approx(_reference_percentile_bootstrap(VALUES, 1000, 0.05, 0))
+    assert bootstrap_ci(VALUES) == bootstrap_ci(VALUES, n_resamples=1000, seed=0)
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.2, 0.5])
+def test_bootstrap_takes_both_tails_at_alpha_over_two(alpha: float) -> None:
+    got = bootstrap_ci(VALUES, n_resamples=400, alpha=alpha, seed=7)
+    assert got == pytest.approx(_reference_percentile_bootstrap(VALUES, 400, alpha, 7))
+
+
+def test_bootstrap_accepts_a_single_resample_and_refuses_non_integers() -> None:
+    lo, hi = bootstrap_ci(VALUES, n_resamples=1, seed=3)
+    assert lo == hi  # one resample: both percentiles are that resample's mean
+    with pytest.raises(ValueError, match="n_resamples must be a positive integer, got 2.5"):
+        bootstrap_ci(VALUES, n_resamples=2.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="n_resamples must be a positive integer, got 0"):
+        bootstrap_ci(VALUES, n_resamples=0)
+
+
+def test_bootstrap_errors_say_what_is_not_finite() -> None:
+    with pytest.raises(ValueError, match="values must be finite"):
+        bootstrap_ci([1.0, float("nan")])
+    with pytest.raises(ValueError, match="stat returned a non-finite value inf"):
+        bootstrap_ci([1.0, 2.0], stat=lambda s: float("inf"))
+
+
+def test_power_search_errors_name_the_argument() -> None:
+    with pytest.raises(ValueError, match="^n must be >= 0, got -1"):
+        mcnemar_drop_for_power(-1, 0.05)
+    with pytest.raises(ValueError, match="power must lie strictly between 0 and 1, got 0.0"):
+        mcnemar_drop_for_power(50, 0.05, power=0.0)
+    with pytest.raises(ValueError, match=r"p_better must lie in \[0, 0.5\), got 0.5"):
+        mcnemar_drop_for_power(50, 0.05, p_better=0.5)
+
+
+@pytest.mark.parametrize(("n", "p_better"), [(40, 0.0), (60, 0.1), (60, 0.25)])
+def test_drop_for_power_is_reached_and_a_hair_less_is_not(n: int, p_better: float) -> None:
+    # With flips both ways the largest possible drop is 1 - 2 p_better; the search must
+    # find the answer anywhere below it, not give up early.
+    drop = mcnemar_drop_for_power(n, 0.05, power=0.8, p_better=p_better)
+    assert drop is not None
+    assert 0.0 < drop <= 1.0 - 2.0 * p_better
+    assert mcnemar_power(n, p_better + drop, p_better, 0.05) >= 0.8
+    assert mcnemar_power(n, p_better + drop - 2e-4, p_better, 0.05) < 0.8
+
+
+def test_tango_min_worse_only_boundaries() -> None:
+    with pytest.raises(ValueError, match="^n must be >= 0, got -2"):
+        tango_min_worse_only(-2, 0.0, 0.05)
+    # One item: losing it gives z = 1, p = 0.159, significant at 0.5.
+    assert tango_min_worse_only(1, 0.0, 0.5) == 1
+    # Three items all lost give p = 0.042: not significant at 0.03, and a count above n
+    # (four lost of three) must never be offered as the answer.
+    assert tango_min_worse_only(3, 0.0, 0.03) is None
+    # A p-value equal to the threshold rejects (p <= threshold), as the gate does.
+    exact = tango_noninferiority(4, 0, 10, 0.1)
+    assert tango_min_worse_only(10, 0.1, exact) == 4
