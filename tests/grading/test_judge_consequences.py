@@ -285,3 +285,15 @@ def test_only_a_judgement_without_a_verdict_counts_as_unreadable() -> None:
     audit = judge_agreement([*rows, _row(None, True, reason="y")])
     assert (audit.n_records, audit.n_judged, audit.n_unreadable) == (4, 0, 2)
     assert (audit.agreement, audit.cohen_kappa, audit.judge_accuracy, audit.em_accuracy) == (None, None, None, None)
+
+
+@pytest.mark.parametrize("key", ["grade", "verdict", "label", "result"])
+def test_a_json_grade_wins_over_verdict_words_elsewhere_in_the_reply(key: str) -> None:
+    """The grade field is the answer; a stray "correct" in another field must not make the reply unreadable."""
+    assert parse_grade(f'{{"{key}": "not_attempted", "note": "correct"}}') == "not_attempted"
+
+
+def test_the_judge_is_asked_about_the_record_s_own_question() -> None:
+    model = ScriptedModel(["correct"], model_id="j")
+    asyncio.run(grade_record(_record(question="Where is the Louvre?"), LLMJudge(model), "g"))
+    assert "Question: Where is the Louvre?" in model.requests[0].messages[0]["content"]
