@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from bcas.grading import label_match
-from bcas.grading.outcomes import outcome_fn
+from bcas.grading.abstention import declines, simpleqa_scores
+from bcas.grading.outcomes import outcome_fn, token_f1_of
 from bcas.metrics import metric_columns
 
 
@@ -79,3 +80,64 @@ def test_an_item_that_ended_in_error_is_wrong_whatever_else_it_carries() -> None
     broken["stop_reason"] = "error"
     for metric in ("correct_em", "judge_verdict", "strict_em"):
         assert outcome_fn(metric)(broken) is False, metric
+
+
+def test_an_apostrophe_joins_a_word_instead_of_ending_the_verdict() -> None:
+    """ "The claim's supported" is a SUPPORTS verdict: the apostrophe must not cut the reply short."""
+    assert label_match("The claim's supported.", ["SUPPORTS"])
+    assert not label_match("It isn\u2019t supported.", ["SUPPORTS"])
+
+
+def test_the_abstain_action_makes_any_answer_not_attempted() -> None:
+    rec = {**_record("a", "Paris", ["Paris"], True), "stop_reason": "abstained"}
+    assert outcome_fn("attempted")(rec) is False and outcome_fn("em_given_attempted")(rec) is None
+
+
+def test_an_errored_item_is_a_wrong_attempt_not_a_decline() -> None:
+    """A failure to answer stays in SimpleQA's denominators as incorrect (never as not attempted)."""
+    rec = {**_record("a", "I don't know", ["Paris"], False), "error": "timeout"}
+    assert outcome_fn("attempted")(rec) is True and outcome_fn("em_given_attempted")(rec) is False
+
+
+def test_a_decline_equal_to_a_gold_alias_is_an_attempt_for_the_outcome_too() -> None:
+    rec = _record("a", "Unknown", ["The Unknown Soldier", "Unknown"], True)
+    assert outcome_fn("attempted")(rec) is True and outcome_fn("em_given_attempted")(rec) is True
+
+
+@pytest.mark.parametrize("golds", [["SUPPORTS"], ["Yes", "no"]])
+def test_a_label_task_never_declines(golds: list[str]) -> None:
+    """On FEVER or yes/no a reply like "unknown" is a wrong label, counted against accuracy."""
+    assert not declines("unknown", golds)
+    assert declines("unknown", ["Paris"])
+
+
+def test_gold_found_is_false_when_no_gold_evidence_was_retrieved() -> None:
+    assert outcome_fn("gold_found")({"extra": {"evidence_recall": 0.0}}) is False
+    assert outcome_fn("gold_found")({"extra": {"evidence_recall": 0.5}}) is True
+
+
+def test_the_f1_shown_beside_a_metric_is_zero_for_a_failed_or_unanswerable_record() -> None:
+    ok = {"prediction": "Paris France", "answers": ["Paris"], "f1": 0.5}
+    assert token_f1_of(ok, "correct_em") == 0.5
+    assert token_f1_of({"prediction": "Paris"}, "correct_em") == 0.0  # no stored F1
+    assert token_f1_of({**ok, "error": "boom"}, "correct_em") == 0.0
+    assert token_f1_of({**ok, "error": "boom"}, "strict_em") == 0.0
+    assert token_f1_of({"prediction": "Paris"}, "strict_em") == 0.0  # no gold answers: nothing to match
+    assert token_f1_of(ok, "strict_em") == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize(
+    ("counts", "name"), [((-1, 0, 0), "correct"), ((0, -1, 0), "incorrect"), ((0, 0, -1), "not_attempted")]
+)
+def test_a_negative_count_is_refused_naming_the_count(counts: tuple[int, int, int], name: str) -> None:
+    with pytest.raises(ValueError, match=f"^{name} must be >= 0, got -1$"):
+        simpleqa_scores(*counts)
+
+
+def test_a_model_that_never_attempts_has_no_f_score_and_one_always_wrong_scores_zero() -> None:
+    assert simpleqa_scores(0, 0, 3)["f_score"] is None
+    assert simpleqa_scores(0, 2, 1)["f_score"] == 0.0
+
+
+def test_a_record_without_a_prediction_field_has_no_strict_f1_whatever_its_gold() -> None:
+    assert token_f1_of({"answers": ["XXXX"]}, "strict_em") == 0.0

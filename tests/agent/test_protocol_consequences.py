@@ -1,0 +1,142 @@
+"""What a run loses when a trajectory's steps or its citations are read wrongly (BCAS §3.3, §3.4).
+
+Steps are written to ``records.jsonl`` and read back by resume, merge and the report, so a
+step must come back as it was written, and a step written before a field existed must
+load with that field's documented default.  Citations (``AgentConfig.cite``) are read from
+the final answer's reply; an id lost or invented there changes citation precision and
+recall.
+"""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from bcas.agent.budget import BudgetLedger, Step
+from bcas.agent.protocol import (
+    ANSWER_TOOL,
+    CITE_MAX_ITEMS,
+    SEARCH_TOOL,
+    TOOLS,
+    parse_cite,
+    parse_json_action,
+    tool_definitions,
+)
+from bcas.config import Budget
+
+FULL = Step(
+    kind="search",
+    output='{"action": "search_database"}',
+    query="capital of France",
+    tokens_in=120,
+    tokens_out=17,
+    max_tokens=300,
+    retrieved=("d1#0", "d2#1"),
+    docs=("d1", "d2"),
+    cached=True,
+    latency_s=0.25,
+    finish_reason="stop",
+    flag="overrun",
+    note="reranked",
+    calls=3,
+    reasoning="think first",
+    tokens_reasoning=9,
+)
+
+
+def test_a_step_with_every_field_set_comes_back_from_its_record_unchanged() -> None:
+    """Resume and merge read steps from JSON: no field may be dropped, renamed or reset on the way."""
+    data = json.loads(json.dumps(FULL.to_dict()))
+    assert set(data) == {f for f in Step.__dataclass_fields__}
+    assert Step.from_dict(data) == FULL
+
+
+def test_a_step_written_before_its_newer_fields_existed_loads_with_the_defaults() -> None:
+    """An older record has only the kind: its step must count as one call, uncached, with no tokens or flag."""
+    old = Step.from_dict({"kind": "search"})
+    assert old == Step("search")
+    assert (old.calls, old.cached, old.latency_s, old.tokens_in, old.tokens_out, old.max_tokens) == (
+        1,
+        False,
+        0.0,
+        0,
+        0,
+        0,
+    )
+    ledger = BudgetLedger(Budget(max_searches=2, max_total_tokens=100))
+    ledger.record(old)
+    assert (ledger.llm_calls, ledger.tokens_out, ledger.searches_used) == (1, 0, 1)
+
+
+def test_a_step_with_null_fields_loads_as_empty_text_not_as_none() -> None:
+    """JSON nulls (a hand-edited or exported record) must not reach the report as ``None`` text."""
+    nulls = {
+        "kind": "answer",
+        "output": None,
+        "query": None,
+        "retrieved": None,
+        "docs": None,
+        "finish_reason": None,
+        "flag": None,
+        "note": None,
+        "reasoning": None,
+    }
+    assert Step.from_dict(nulls) == Step("answer")
+
+
+@pytest.mark.parametrize(
+    ("reply", "ids"),
+    [
+        ('{"answer": "x", "cite": ["d1", 3, true, null, "d1"]}', ["d1", "3"]),
+        ('{"answer": "x", "cite": "a#0, b#1; c#2 d#3"}', ["a#0", "b#1", "c#2", "d#3"]),
+        ('{"answer": "x", "Cites": ["a"]}', ["a"]),
+        ('{"answer": "x", "citations": ["b"]}', ["b"]),
+        ('{"answer": "x", "sources": ["c"]}', ["c"]),
+        ('{"answer": "x"}\nCite: d1', ["d1"]),
+        ("Answer: x\nCitation: [a], (b).", ["a", "b"]),
+        ("Answer: x\nSources = 'x', \"y\"", ["x", "y"]),
+        ("Answer: x\nsource: z", ["z"]),
+        ("Answer: x\nReferences: r1 r2", ["r1", "r2"]),
+        ("Answer: x\nReference: r3", ["r3"]),
+        ("Answer: x\nCites: `c1`, `c2`", ["c1", "c2"]),
+        ("Answer: x\nCite: a,, ;b", ["a", "b"]),
+        ("Answer: x\nCite: a\nCite: b", ["a"]),
+        ("Answer: x\nThe cite: a", []),
+        ("Answer: x", []),
+    ],
+)
+def test_the_cited_ids_are_read_in_every_accepted_form(reply: str, ids: list[str]) -> None:
+    """A citation lost or invented here changes citation precision and recall."""
+    assert parse_cite(reply) == ids
+
+
+def test_citations_are_capped_after_duplicates_are_dropped_and_long_ids_are_cut() -> None:
+    cited = ["a", "a", "b", "c", "d", "e", "f"]
+    assert parse_cite(json.dumps({"cite": cited})) == ["a", "b", "c", "d", "e"][:CITE_MAX_ITEMS]
+    (long_id,) = parse_cite(json.dumps({"cite": ["x" * 600]}))
+    assert long_id == "x" * 500
+
+
+def test_a_cut_off_reply_keeps_its_complete_thought_even_after_an_unreadable_field() -> None:
+    """The thought is shown in the trajectory; a broken escape in another field must not lose it."""
+    cut = '{"thought": "enough found", "action": "ready_to_answer", "query": "bad \\q escape", "note": "cut'
+    action = parse_json_action(cut, TOOLS)
+    assert (action.tool, action.thought) == (ANSWER_TOOL, "enough found")
+
+
+@pytest.mark.parametrize("max_tokens", [None, 40, 4000])
+def test_the_search_function_s_arguments_are_an_object_with_one_bounded_query(max_tokens: int | None) -> None:
+    """A server that decodes or validates the call's arguments under its schema must accept a query and nothing else."""
+    search, ready = tool_definitions({SEARCH_TOOL: "- search_database: search", ANSWER_TOOL: "answer"}, max_tokens)
+    schema = search["function"]["parameters"]
+    jsonschema.validate({"query": "Paris"}, schema)
+    assert schema["properties"]["query"]["description"] == "a short keyword query"  # what the model is told
+    assert search["function"]["description"] == "search"  # the other formats' "- name:" prefix is dropped
+    for bad in ("capital of France", {"query": 3}, {}, {"query": "x", "k": 5}, {"query": "x" * 300}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    jsonschema.validate({}, ready["function"]["parameters"])
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"query": "x"}, ready["function"]["parameters"])
