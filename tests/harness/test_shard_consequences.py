@@ -8,10 +8,14 @@ Run folders here are written by hand (records and run.json), so each test is qui
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from bcas.config import Budget, RetrievalConfig, RunConfig
+from bcas.grids import GRIDS, Grid, GridEntry, register_grid
 from bcas.harness.merge import MergeError, MergeSummary, find_shards, merge_runs
 from bcas.records import Record
 from bcas.shard import Shard, ShardError, parse_shard, shard_from_env, shard_number
@@ -250,3 +254,27 @@ def test_records_without_a_fingerprint_are_not_merged(tmp_path: Path) -> None:
     with pytest.raises(MergeError, match="records written by bcas 0.1.0"):
         merge_runs([old], tmp_path / "out")
     assert not (tmp_path / "out" / "records.jsonl").exists()
+
+
+@pytest.fixture
+def two_grids() -> Iterator[str]:
+    """Two registered grids that share a configuration: its answers belong to both."""
+    config = RunConfig(budget=Budget(max_searches=1, max_total_tokens=2000), retrieval=RetrievalConfig(mode="bm25"))
+    for name in ("shared-one", "shared-two"):
+        register_grid(Grid(name, (GridEntry("bcas", config, reference=True),), datasets=("toy.jsonl",)))
+    yield replace(config, seed=0).config_id
+    for name in ("shared-one", "shared-two"):
+        del GRIDS[name]
+
+
+def test_the_merged_report_shows_every_grid_the_shards_ran(tmp_path: Path, two_grids: str) -> None:
+    """A run under two grids records each answer under the grid it ran for; the merged summary must
+    still show both grids' rows, as the unsharded run's does (the grids come from run.json)."""
+    run = tmp_path / "run"
+    for k, items in ((1, ["a", "b"]), (2, ["c"])):
+        folder = _run(run / f"shard-{k}-of-2", f"{k}/2", [], settings={"grids": ["shared-one", "shared-two"]})
+        records = [_record(i, config_id=two_grids, extra={"grid": "shared-one"}) for i in items]
+        (folder / "records.jsonl").write_text("".join(r.to_json() + "\n" for r in records))
+    merge_runs([run])
+    rows = json.loads((run / "summary.json").read_text())["rows"]
+    assert sorted((row["grid"], row["n"]) for row in rows) == [("shared-one", 3), ("shared-two", 3)]
