@@ -99,14 +99,21 @@ def test_all_tasks_of_an_array_cover_every_shard_once() -> None:
         ({f"{SLURM}ID": "8", f"{SLURM}MIN": "2", f"{SLURM}COUNT": "3", f"{SLURM}STEP": "2"}, r"last task \(6\)"),
         ({f"{SLURM}MAX": "3"}, "SLURM_ARRAY_TASK_MAX is set but SLURM_ARRAY_TASK_ID is not"),
         ({f"{SLURM}MIN": "1", f"{SLURM}COUNT": "3"}, "SLURM_ARRAY_TASK_MIN is set but"),
-        ({f"{SLURM}ID": "1", f"{SLURM}MAX": "3", f"{SLURM}COUNT": "2"}, "holds 4 tasks, not COUNT"),
+        (
+            {f"{SLURM}ID": "1", f"{SLURM}MAX": "3", f"{SLURM}COUNT": "2"},
+            "holds 4 tasks, not COUNT.*submit a contiguous range \\(e.g. --array=0-7 for 8 shards\\)$",
+        ),
         ({"BCAS_SHARD_INDEX": "-1", "BCAS_SHARD_COUNT": "2"}, "BCAS_SHARD_INDEX='-1'"),
         (
             {"BCAS_SHARD_INDEX": "2", "BCAS_SHARD_COUNT": "2"},
             r"BCAS_SHARD_INDEX=2 with BCAS_SHARD_COUNT=2: expected an index from 0 to 1",
         ),
         ({"BCAS_SHARD_INDEX": "0", "BCAS_SHARD_COUNT": "0"}, "BCAS_SHARD_COUNT='0': expected a whole number >= 1"),
-        ({"BCAS_SHARD_INDEX": "0"}, "BCAS_SHARD_INDEX=0 is set but the shard count is not"),
+        (
+            {"BCAS_SHARD_INDEX": "0"},
+            "BCAS_SHARD_INDEX=0 is set but the shard count is not.*its completions\\) or give --bcas-shard auto/N$",
+        ),
+        ({}, r"expected a Slurm array task \(SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT\)"),
     ],
 )
 def test_a_task_outside_its_array_is_refused_with_the_variable_named(env: dict[str, str], message: str) -> None:
@@ -195,12 +202,12 @@ def test_merging_the_shards_of_a_folder_writes_the_run_into_it(tmp_path: Path) -
 
 
 def test_summary_lines_name_what_was_left_out() -> None:
-    summary = MergeSummary(Path("out"), [Path("a")], [None], 2, 1, 0, Path("out/index.html"), ["w"], ["2/2"])
+    summary = MergeSummary(Path("out"), [Path("a")], [None], 2, 1, 0, Path("out/index.html"), ["w"], ["2/3", "3/3"])
     assert summary.lines() == [
         "merged 1 run folders: a (unsharded)",
         "records: 1 answers (2 records read) -> out/records.jsonl",
         "RSC profiles: 0",
-        "missing shards (--partial): 2/2; their items are not in this run",
+        "missing shards (--partial): 2/3, 3/3; their items are not in this run",
         "report: out/index.html",
         "warning: w",
     ]
