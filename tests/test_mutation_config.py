@@ -48,7 +48,9 @@ def test_every_group_mutates_existing_modules_and_runs_existing_tests() -> None:
         for pattern in group["modules"]:
             assert list(REPO.glob(pattern)), f"group {name}: {pattern} matches no module"
         for test in group["tests"]:
-            assert (REPO / test).is_file(), f"group {name}: {test} does not exist"
+            path, _, node = test.partition("::")  # a file, or one test of it
+            assert (REPO / path).is_file(), f"group {name}: {path} does not exist"
+            assert not node or f"def {node}(" in (REPO / path).read_text(), f"group {name}: {test} does not exist"
         assert group["tests"], f"group {name} runs no test"
 
 

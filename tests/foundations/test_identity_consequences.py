@@ -134,3 +134,32 @@ def test_a_three_way_grade_is_not_taken_for_a_correct_incorrect_grade() -> None:
     assert identity.judge_prompt_hash(three_way=True) != identity.judge_prompt_hash()
     assert identity.grade_id(fingerprint, 1, three_way=True) != identity.grade_id(fingerprint, 1)
     assert identity.grade_id(fingerprint, 3) != identity.grade_id(fingerprint, 1)  # repeats are part of it
+
+
+def test_a_three_way_grade_follows_the_three_way_judges_templates(package_copy: Path) -> None:
+    """Editing one judge's prompt regrades that judge's answers only: each grade id carries its own prompts' hash."""
+    fingerprint = "gguf:sha256:" + "0" * 64
+    two_way, three_way = identity.grade_id(fingerprint, 1), identity.grade_id(fingerprint, 1, three_way=True)
+    (package_copy / "grading/prompts/judge_three_way.txt").write_text(
+        "Label the answer: CORRECT, WRONG or NOT ATTEMPTED."
+    )
+    assert identity.grade_id(fingerprint, 1, three_way=True) != three_way
+    assert identity.grade_id(fingerprint, 1) == two_way
+    (package_copy / "grading/prompts/judge.txt").write_text("Is the answer correct?")
+    assert identity.grade_id(fingerprint, 1) != two_way
+
+
+# Values recorded by earlier versions, pinned: a version that hashes otherwise takes every recorded
+# grade or local-checkpoint answer for another one and asks the model again on resume.
+def test_grade_ids_and_checkpoint_fingerprints_of_earlier_runs_are_recognised(
+    package_copy: Path, tmp_path: Path
+) -> None:
+    for i, name in enumerate(identity.JUDGE_PROMPTS):
+        (package_copy / name).write_text(f"judge template {i}\n", encoding="utf-8")
+    assert identity.grade_id("mock:gold", 3) == "mock:gold|prompt:b0d650982489bb87|x3"
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"hidden_size": 8}')
+    (folder / "generation_config.json").write_text('{"temperature": 0.7}')
+    (folder / "model.safetensors").write_bytes(b"\0" * 100)
+    assert identity.hf_fingerprint(str(folder)) == "hf-local:ckpt:337df1691f90a8d59883a2ff4c20d0a0"
