@@ -228,7 +228,7 @@ NOT_RUN = {
     r"\bbash deploy/slurm/|^export SLURM_CONF=|^squeue\b": (
         "a Slurm cluster (tests/deploy/test_slurm_cluster.py starts one and submits this block, slow stage)"
     ),
-    r"^python3? deploy/ray/bcas_ray_job\.py\b": "a Ray job (tests/deploy runs it on a local cluster in the slow stage)",
+    r"^(?:[A-Z_]+=\S+ )*python3? deploy/ray/bcas_ray_job\.py\b": "a Ray job (tests/deploy runs it on a local cluster in the slow stage)",
     r"^(python3? -m )?mkdocs (build|serve)\b": "tests/test_docs.py builds the site with --strict (and .ci/run does)",
 }
 SERVER_OPTIONS = ("--bcas-base-url", "--bcas-retriever")

@@ -32,6 +32,22 @@ def _quote(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def absolute_sqlite(uri: str) -> str:
+    """A SQLite store URI with its file made absolute (``sqlite:///mlruns.db`` in the current folder).
+
+    MLflow keeps one store per URI in a process: a relative URI used from two folders in one
+    process (two ``bcas.evaluate`` calls, a notebook that changes directory) would publish
+    the second run into the first folder's file.  The absolute path names the one file.
+    """
+    prefix = "sqlite:///"
+    if not uri.startswith(prefix):
+        return uri
+    path = uri[len(prefix) :]
+    if not path or path.startswith("/") or path == ":memory:":
+        return uri
+    return prefix + str(Path(path).resolve())
+
+
 class MlflowSink:
     """Publish run folders to the MLflow tracking store or server at ``uri``."""
 
@@ -41,7 +57,7 @@ class MlflowSink:
                 f"--bcas-mlflow: {uri!r} is not a tracking URI (sqlite:///mlruns.db, http://host:5000); "
                 "write --bcas-mlflow=URI when a test path follows"
             )
-        self.uri = uri
+        self.uri = absolute_sqlite(uri)
         self.experiment = experiment or os.environ.get(EXPERIMENT_ENV) or DEFAULT_EXPERIMENT
         self._client: Any = None
 

@@ -8,6 +8,7 @@ tracker that is down stops the session before any answer is made."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -264,6 +265,14 @@ def test_api_mlflow_true_is_the_default_store(api_grid: str, tmp_path: Path) -> 
     _check_published(f"sqlite:///{tmp_path / 'mlruns.db'}", tmp_path / "run")
     plain = bcas.evaluate(api_grid, "mock:gold", out=tmp_path / "plain", mlflow=False)
     assert plain.published == []
+    # the default store of another folder, in the same process: its own file, not the first one's
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    os.chdir(other)  # the fixture's monkeypatch.chdir restores the folder
+    bcas.evaluate(api_grid, "mock:gold", out=other / "run", mlflow=True)
+    assert (other / "mlruns.db").is_file()
+    assert len([r for r in _runs(f"sqlite:///{other / 'mlruns.db'}") if "mlflow.parentRunId" not in r.data.tags]) == 1
+    _check_published(f"sqlite:///{tmp_path / 'mlruns.db'}", tmp_path / "run")  # the first store unchanged
 
 
 def test_api_tracker_down_fails_before_any_answer(api_grid: str, tmp_path: Path) -> None:
