@@ -86,3 +86,17 @@ def test_worker_files_merge_to_the_same_records_whatever_the_listing_order(
         monkeypatch.setattr(Path, "glob", original)
         merged.append(rec.judge_verdict)
     assert merged[0] == merged[1]
+
+
+def test_records_of_two_models_from_the_first_schema_stay_apart(tmp_path: Path) -> None:
+    # records written before fingerprints existed carry only a model name: upgraded on
+    # read, two models' answers to one item must keep two identities, or one model's
+    # answers would stand for the other's in a comparison
+    import json
+
+    base = {"run_id": "r", "config_id": "c", "dataset": "hotpotqa", "dataset_hash": "h", "item_id": "q1",
+            "question": "?", "answers": ["a"], "prediction": "a", "correct_em": True, "f1": 1.0}  # fmt: skip
+    lines = [json.dumps({**base, "model": name}) for name in ("smollm2-135m", "qwen3-8b")]
+    (tmp_path / "records.jsonl").write_text("\n".join(lines) + "\n")
+    first, second = load_records(tmp_path)
+    assert first.model_fingerprint == "legacy:smollm2-135m" and second.model_fingerprint == "legacy:qwen3-8b"
