@@ -18,7 +18,7 @@ reasons, engine crashes, completion tokens and seconds per item.
   its action).
 
     python benchmarks/perf/bench_action_validity.py [--items 20] [--designs fixed,budget_sized]
-        [--configs small,t500,t16k,repro] [--out FILE.json]
+        [--configs small,t500,t16k,repro] [--loops paper,guarded] [--out FILE.json]
 
 ``small`` is the smoke grid's BM25 s3 configuration (2K tokens, 160 per call),
 ``t500`` and ``t16k`` the context-scaling grid's 500- and 16,000-token configurations
@@ -41,7 +41,7 @@ from dataclasses import replace
 from typing import Any
 
 from bcas.agent import protocol, run_bcas
-from bcas.config import Budget, RetrievalConfig, RunConfig
+from bcas.config import GUARDED_LOOP, Budget, RetrievalConfig, RunConfig
 from bcas.data import load_dataset
 from bcas.grids import CONTEXT_SCALING, SMOKE
 from bcas.llm.embedded import create
@@ -100,9 +100,23 @@ def configs() -> dict[str, RunConfig]:
     }
 
 
-async def run_item(design: str, config: RunConfig, item: Any, retriever: Any, model: Any) -> dict[str, Any]:
-    """One item under one design: its action turns, invalid turns, stop reason, tokens, seconds."""
+LOOPS = ("paper", "guarded")
+
+
+def with_loop(config: RunConfig, loop_rules: str) -> RunConfig:
+    """``paper``: the config as the grid has it (the paper's loop); ``guarded``: the former rules."""
+    if loop_rules == "paper":
+        return config
+    return replace(config, agent=replace(config.agent, **GUARDED_LOOP))
+
+
+async def run_item(
+    design: str, config: RunConfig, item: Any, retriever: Any, model: Any, loop_rules: str = "paper"
+) -> dict[str, Any]:
+    """One item under one design and loop: its action turns, invalid turns, stop reason, tokens, seconds."""
     import bcas.agent.loop as loop
+
+    config = with_loop(config, loop_rules)
 
     loop.action_schema = DESIGNS[design]  # the loop's reference to the action schema
     crashes = model.crashes
@@ -113,6 +127,7 @@ async def run_item(design: str, config: RunConfig, item: Any, retriever: Any, mo
         loop.action_schema = SHIPPED_ACTION_SCHEMA
     return {
         "design": design,
+        "loop": loop_rules,
         "item": item.id,
         "action_turns": traj.action_turns,
         "invalid_turns": traj.invalid_turns,
@@ -124,13 +139,14 @@ async def run_item(design: str, config: RunConfig, item: Any, retriever: Any, mo
     }
 
 
-def summarise(name: str, label: str, design: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def summarise(name: str, label: str, design: str, loop_rules: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     turns = sum(r["action_turns"] for r in rows)
     invalid = sum(r["invalid_turns"] for r in rows)
     return {
         "name": name,
         "config": label,
         "design": design,
+        "loop": loop_rules,
         "items": len(rows),
         "action_turns": turns,
         "valid_turns": turns - invalid,
@@ -147,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--items", type=int, default=20)
     parser.add_argument("--designs", default="fixed,budget_sized")
     parser.add_argument("--configs", default="small,t500,repro")
+    parser.add_argument(
+        "--loops", default="paper", help="paper (the grids' default loop), guarded (bcas.config.GUARDED_LOOP), or both"
+    )
     parser.add_argument("--n-threads", type=int, default=None)
     parser.add_argument("--start", type=int, default=0, help="skip the first N items (to continue a run cut short)")
     parser.add_argument("--out", default=None, help="also write the rows as JSON to this file")
@@ -157,25 +176,31 @@ def main(argv: list[str] | None = None) -> int:
     model = create(n_threads=args.n_threads)
     rows: list[dict[str, Any]] = []
     designs = args.designs.split(",")
+    loops = args.loops.split(",")
+    if unknown := [name for name in loops if name not in LOOPS]:
+        parser.error(f"--loops: unknown {unknown}; known: {', '.join(LOOPS)}")
+    variants = [(d, lr) for d in designs for lr in loops]
     try:
         for name in args.configs.split(","):
             config = chosen[name]
             retriever = build_retriever(documents, config.retrieval)
-            per_design: dict[str, list[dict[str, Any]]] = {d: [] for d in designs}
-            # designs interleaved item by item, so a run cut short still compares them on the same items
+            per_variant: dict[tuple[str, str], list[dict[str, Any]]] = {v: [] for v in variants}
+            # variants interleaved item by item, so a run cut short still compares them on the same items
             for item in dataset.items[args.start :]:
-                for design in designs:
-                    row = asyncio.run(run_item(design, config, item, retriever, model))
-                    per_design[design].append(row)
+                for design, loop_rules in variants:
+                    row = asyncio.run(run_item(design, config, item, retriever, model, loop_rules))
+                    per_variant[(design, loop_rules)].append(row)
                     print(json.dumps({"config": name, **row}), flush=True)
-            rows.extend(summarise(name, config.label, d, per_design[d]) for d in designs)
+            rows.extend(summarise(name, config.label, d, lr, per_variant[(d, lr)]) for d, lr in variants)
     finally:
         model.close()
-    print(f"\n{'config':<8} {'design':<13} {'valid turns':>12} {'crashes':>8} {'tok/item':>9} {'s/item':>7}  stops")
+    print(
+        f"\n{'config':<8} {'design':<13} {'loop':<8} {'valid turns':>12} {'crashes':>8} {'tok/item':>9} {'s/item':>7}  stops"
+    )
     for r in rows:
         valid = f"{r['valid_turns']}/{r['action_turns']}"
         print(
-            f"{r['name']:<8} {r['design']:<13} {valid:>12} {r['engine_crashes']:>8} {r['mean_tokens_out']:>9} "
+            f"{r['name']:<8} {r['design']:<13} {r['loop']:<8} {valid:>12} {r['engine_crashes']:>8} {r['mean_tokens_out']:>9} "
             f"{r['mean_seconds']:>7}  {r['stop_reasons']}"
         )
     if args.out:
