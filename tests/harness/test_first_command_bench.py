@@ -1,0 +1,50 @@
+"""benchmarks/perf/bench_first_command.py: what it prints is what its clone ran and recorded."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "benchmarks" / "perf" / "bench_first_command.py"
+
+
+def test_grid_figures_come_from_the_clones_records(tmp_path):
+    # The timing harness without the install (an install is minutes of compiling): the dry-run
+    # grid of one HotpotQA item per case in a clone of HEAD, from an empty cache.
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--python", sys.executable, "--skip-install", "--model", "mock:gold",
+         "--pytest-args", "-m hotpotqa --bcas-limit 1", "--keep", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    assert f"at {head.stdout.strip()}" in out.stdout  # a clone of the committed HEAD
+    assert not (tmp_path / "cache-install").exists()  # --skip-install ran no install
+
+    counted = re.search(r"(\d+) answers, ([\d,]+) prompt and ([\d,]+) completion tokens", out.stdout)
+    assert counted, out.stdout
+    records = [
+        json.loads(line)
+        for path in (tmp_path / "reports-grid-n0").rglob("records*.jsonl")
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
+    assert int(counted.group(1)) == len(records) > 0
+    assert int(counted.group(2).replace(",", "")) == sum(r["tokens_in"] for r in records)
+    assert int(counted.group(3).replace(",", "")) == sum(r["tokens_out"] for r in records)
+
+    figures = [json.loads(line[len("FIGURE ") :]) for line in out.stdout.splitlines() if line.startswith("FIGURE ")]
+    grid = next(f for f in figures if f["name"] == "grid cold (-n 0)")
+    wall = float(re.search(r"grid-n0\s+([\d.]+) s\s+rc 0", out.stdout).group(1))
+    assert grid["value"] == round(wall, 1) and grid["met"] == (wall <= 180)
+    # the grid ran on an empty cache of its own: its indexes were built there
+    assert any((tmp_path / "cache-grid-n0").iterdir())
+
+
+def test_skip_install_needs_an_environment():
+    out = subprocess.run([sys.executable, str(SCRIPT), "--skip-install"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "--skip-install needs --python" in out.stderr
