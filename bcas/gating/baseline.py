@@ -452,9 +452,18 @@ def check_baseline(value: str | None) -> None:
 
 def write_main(argv: list[str] | None = None, prog: str = "bcas gate write") -> int:
     """``bcas gate write RUN OUT.json``: a baseline file from a run folder or records file."""
-    parser = argparse.ArgumentParser(prog=prog, description="Write a baseline file from a run folder or records file.")
-    parser.add_argument("run", help="reports/<run> directory or a records.jsonl file")
-    parser.add_argument("out", help="baseline JSON to write, e.g. fixtures/baselines/smoke.json")
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Write a baseline file from a run folder or records file.",  # pragma: no mutate (help text)
+    )
+    parser.add_argument(
+        "run",
+        help="reports/<run> directory or a records.jsonl file",  # pragma: no mutate (help text)
+    )
+    parser.add_argument(
+        "out",
+        help="baseline JSON to write, e.g. fixtures/baselines/smoke.json",  # pragma: no mutate (help text)
+    )
     args = parser.parse_args(argv)
     src = Path(args.run)
     if src.is_dir():

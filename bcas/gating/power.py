@@ -75,18 +75,30 @@ def main(argv: list[str] | None = None, prog: str = "bcas gate power") -> int:
     """Print the power tables (and, with ``--tango-size``, the tolerance test's exact size)."""
     parser = argparse.ArgumentParser(
         prog=prog,
-        description="What the regression gate can detect, by paired items and family size",
+        description="What the regression gate can detect, by paired items and family size",  # pragma: no mutate (help text)
     )
     parser.add_argument("--alpha", type=float, default=0.05)
-    parser.add_argument("--cases", default="1,7,30", help="gated cases per Holm family, comma-separated")
-    parser.add_argument("--n", default="5,10,20,30,50,100,200,300,500,1000", help="paired items, comma-separated")
+    parser.add_argument(
+        "--cases",
+        default="1,7,30",
+        help="gated cases per Holm family, comma-separated",  # pragma: no mutate (help text)
+    )
+    parser.add_argument(
+        "--n",
+        default="5,10,20,30,50,100,200,300,500,1000",
+        help="paired items, comma-separated",  # pragma: no mutate (help text)
+    )
     parser.add_argument(
         "--p-better",
         type=float,
         default=0.05,
-        help="share of items flipping to correct in the power table (default 0.05)",
+        help="share of items flipping to correct in the power table (default 0.05)",  # pragma: no mutate (help text)
     )
-    parser.add_argument("--tango-size", action="store_true", help="also print the tolerance test's exact size")
+    parser.add_argument(
+        "--tango-size",
+        action="store_true",
+        help="also print the tolerance test's exact size",  # pragma: no mutate (help text)
+    )
     args = parser.parse_args(argv)
     families = [int(x) for x in args.cases.split(",") if x.strip()]
     sizes = [int(x) for x in args.n.split(",") if x.strip()]

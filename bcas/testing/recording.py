@@ -42,20 +42,37 @@ class RecordingModel(WrappedModel):
 
 
 @contextmanager
-def recording_backend(name: str) -> Iterator[list[RecordingModel]]:
-    """Backend ``name`` (spec ``name:MOCK``): a :class:`RecordingModel` in front of that mock,
-    registered for the block only; yields the list of the models it made."""
+def recording_backend(name: str, inner: str = "mock") -> Iterator[list[RecordingModel]]:
+    """Backend ``name``: a :class:`RecordingModel` in front of another backend's model,
+    registered for the block only; yields the list of the models it made.
+
+    ``inner="mock"`` (spec ``name:MOCK``): in front of that mock.  ``inner="embedded"``
+    (spec ``name``, or ``name:GGUF``): in front of the embedded llama.cpp model, with the
+    embedded backend's label, fingerprinting and context window, so a run through it is
+    the embedded model's run with every call counted apart from the ledger.
+    """
     from bcas.llm import BACKENDS, register_backend
-    from bcas.testing.mock import MockModel
 
     made: list[RecordingModel] = []
-
-    def create(model: str | None = None, **options: Any) -> RecordingModel:
-        made.append(RecordingModel(MockModel(model or "gold")))
-        return made[-1]
-
     before = BACKENDS.snapshot()
-    register_backend(name, create, label=name, label_prefix=f"{name}-", identity="mock")
+    if inner == "mock":
+        from bcas.testing.mock import MockModel
+
+        def create(model: str | None = None, **options: Any) -> RecordingModel:
+            made.append(RecordingModel(MockModel(model or "gold")))
+            return made[-1]
+
+        register_backend(name, create, label=name, label_prefix=f"{name}-", identity="mock")
+    elif inner == "embedded":
+        from bcas.llm import embedded
+
+        def create(model: str | None = None, **options: Any) -> RecordingModel:
+            made.append(RecordingModel(embedded.create(model, **options)))
+            return made[-1]
+
+        register_backend(name, create, **BACKENDS.meta("embedded"))
+    else:
+        raise ValueError(f"recording_backend: inner must be 'mock' or 'embedded', got {inner!r}")
     try:
         yield made
     finally:

@@ -188,3 +188,44 @@ def test_reranker_calls_on_the_embedded_model_are_on_the_madara_record(
     assert (record.tokens_in, record.tokens_out) == (model.prompt_tokens, model.completion_tokens)
     (rerank,) = [s for s in record.steps if s["kind"] == "rerank"]
     assert rerank["tokens_in"] > 5 * 20 and rerank["tokens_out"] == 5  # five real prompts, one token each
+
+
+@pytest.mark.slow  # the RSC probe on two calibration items and one routed answer on SmolLM2: minutes on 2 cores
+def test_the_routed_case_on_the_embedded_model_accounts_for_every_call_in_rsc(
+    tmp_path: Path, monkeypatch: Any, stack: ExitStack
+) -> None:
+    """The same ledger on a real model: the records and rsc/ sum to what llama.cpp received."""
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
+    models = stack.enter_context(recording_backend("recembedded", inner="embedded"))
+    grids = GRIDS.snapshot()
+    stack.callback(GRIDS.restore, grids)
+    # small generation allowances keep the CPU cost down (tests/assess/test_real_assess.py's FAST)
+    assess = AssessConfig(
+        method="madara", doc_source="item", calibration_n=2, rsc_bootstrap=50, rsc_agents=("relevance",),
+        score_max_tokens=12, max_tokens=160, cot_step_chars=60, rescore_max_tokens=12, answer_max_tokens=24,
+    )  # fmt: skip
+    register_grid(
+        Grid("routed_embedded", (GridEntry("madara", RunConfig(assess=assess)),), datasets=("fever",), limit=1)
+    )
+    out = tmp_path / "run"
+    res = bcas.evaluate(grids="routed_embedded", models="recembedded", out=out, no_cache=True)
+    assert len(models) == 1
+    model = models[0]
+    (record,) = res.records
+    assert record["model"] == "smollm2-135m" and not record.get("error")
+    (profile_path,) = (out / "rsc").glob("*.json")
+    profile = json.loads(profile_path.read_text(encoding="utf-8"))
+    cost = profile["cost"]
+    assert profile["routed"] is True and len(profile["item_ids"]) == 2
+    assert cost["calls"] > 0 and cost["by_phase"]["evalnf"]["calls"] == 2
+    assert cost["calls"] + int(record["llm_calls"]) == model.calls
+    assert cost["tokens_in"] + int(record["tokens_in"]) == model.prompt_tokens
+    assert cost["tokens_out"] + int(record["tokens_out"]) == model.completion_tokens
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    (routing,) = summary["routing"]  # the routing cost beside the routed accuracy
+    assert routing["routing_calls"] == cost["calls"] and routing["n"] == 1
+    assert routing["accuracy"] == float(bool(record["correct_em"]))
+    print(
+        f"\nrouted on SmolLM2: {model.calls} calls ({cost['calls']} in rsc/, {record['llm_calls']} on the record), "
+        f"{model.prompt_tokens} prompt / {model.completion_tokens} completion tokens; route {routing['mode']}"
+    )

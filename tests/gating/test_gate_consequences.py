@@ -1,0 +1,177 @@
+"""What a CI user loses when a part of the regression gate breaks.
+
+An accuracy floor that lets a worse case pass, a tolerance test whose documented size is
+not what it does, a power command that misreads its options, a session-level Holm step
+that ignores the level it was given, an items suggestion that leaves the case unable to
+fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import multinomial
+
+from bcas.gating.baseline import BaselineCase, GateResult, holm_session, min_detectable
+from bcas.gating.case import floor_failure
+from bcas.gating.plan import CasePlan, GateOptions, _items_needed, fingerprint_note
+from bcas.gating.power import main as power_main
+from bcas.gating.power import tango_exact_size
+from bcas.stats import tango_pvalues
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "gating.md"
+
+
+def _records(correct: list[bool], **extra) -> list[dict]:
+    return [{"item_id": f"q{i}", "correct_em": ok, "prediction": "x", **extra} for i, ok in enumerate(correct)]
+
+
+def test_a_case_below_its_floor_fails_with_the_numbers_and_one_at_it_passes():
+    records = _records([True, True, False, False])  # 0.5
+    message = floor_failure("smoke[bm25]", records, "correct_em", 0.6)
+    assert message == ("regression gate: smoke[bm25]: correct_em accuracy 0.500 over 4 items is below the floor 0.600")
+    assert floor_failure("smoke[bm25]", records, "correct_em", 0.5) is None  # at the floor: passes
+    assert floor_failure("smoke[bm25]", records, "correct_em", 0.49) is None
+
+
+def test_errored_or_empty_answers_count_against_the_floor_and_no_items_is_zero():
+    records = _records([True, True]) + [{"item_id": "q9", "correct_em": True, "prediction": "", "error": "boom"}]
+    message = floor_failure("c", records, "correct_em", 0.7)
+    assert message is not None and "accuracy 0.667 over 3 items" in message
+    assert floor_failure("c", [], "correct_em", 0.1) == (
+        "regression gate: c: correct_em accuracy 0.000 over 0 items is below the floor 0.100"
+    )
+
+
+def _independent_size(n: int, margin: float, alpha: float, grid: int) -> float:
+    """The same maximum, by scipy's multinomial pmf over every rejecting table."""
+    rejecting = [
+        (w, b)
+        for w in range(n + 1)
+        for b in range(n + 1 - w)
+        if tango_pvalues(np.array([w]), np.array([b]), n, margin)[0] <= alpha
+    ]
+    worst = 0.0
+    for q in np.linspace(0.0, (1.0 - margin) / 2.0, grid):
+        probs = [q + margin, q, max(1.0 - 2.0 * q - margin, 0.0)]
+        total = sum(multinomial.pmf([w, b, n - w - b], n, probs) for w, b in rejecting)
+        worst = max(worst, float(total))
+    return worst
+
+
+@pytest.mark.parametrize(("n", "margin"), [(12, 0.10), (20, 0.05)])
+def test_the_tolerance_tests_exact_size_is_the_largest_rejection_probability_on_its_null(n, margin):
+    assert tango_exact_size(n, margin, 0.05, grid=25) == pytest.approx(_independent_size(n, margin, 0.05, 25), rel=1e-9)
+
+
+def test_a_test_that_never_rejects_has_size_zero():
+    assert tango_exact_size(3, 0.05, 0.001, grid=10) == 0.0
+
+
+def _power(argv: list[str]) -> str:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert power_main(argv) == 0
+    return buf.getvalue()
+
+
+def test_the_documented_exact_sizes_are_what_gate_power_prints():
+    """docs/gating.md: 'its exact size at nominal 0.05 is 0.057-0.075 for 20-200 items'."""
+    out = _power(["--tango-size", "--cases", "1", "--n", "5"])
+    assert "Exact size of the tolerance test at nominal 0.05 (true drop = tolerance):" in out
+    rows = re.findall(r"^\| (\d+) \| ([\d.]+) \| ([\d.]+) \|$", out, flags=re.M)
+    assert [int(n) for n, _, _ in rows] == [20, 50, 100, 200]
+    for n, five, ten in rows:
+        assert float(five) == pytest.approx(tango_exact_size(int(n), 0.05, 0.05), abs=5e-5)
+        assert float(ten) == pytest.approx(tango_exact_size(int(n), 0.10, 0.05), abs=5e-5)
+    sizes = [float(v) for _, five, ten in rows for v in (five, ten)]
+    documented = re.search(r"exact size at\s+nominal 0\.05 is ([\d.]+)-([\d.]+) for 20-200 items", DOCS.read_text())
+    assert documented, "docs/gating.md no longer states the tolerance test's exact size"
+    assert f"{min(sizes):.3f}" == documented.group(1) and f"{max(sizes):.3f}" == documented.group(2)
+    assert "Exact size" not in _power(["--cases", "1", "--n", "5"])  # only when asked
+
+
+def test_gate_power_reads_its_level_and_families_from_the_command_line():
+    out = _power(["--alpha", "0.01", "--cases", "1,2", "--n", "5,40"])
+    assert "alpha 0.01:" in out and "| paired items | 1 gated case | 2 gated cases |" in out
+    # at 0.01 with 40 items: 8 discordant items are needed (2**-7 > 0.01 >= 2**-8... one-sided exact)
+    k, drop = min_detectable(40, 0.01)
+    assert f"| 40 | {drop * 100:.1f} |" in out
+    assert "| 5 | cannot fail | cannot fail |" in out
+
+
+def test_a_bad_gate_power_option_names_the_command(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        power_main(["--alpha", "often"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.startswith("usage: bcas gate power")
+
+
+def _result(case: str, p: float, family: str = "session", size: int = 2, alpha: float = 0.05) -> GateResult:
+    return GateResult(
+        case_id=case, key=case, n_paired=50, current_acc=0.5, baseline_acc=0.7, worse_only=10, better_only=0,
+        p_value=p, threshold=alpha / size, failed_now=p <= alpha / size, family=family, family_size=size, alpha=alpha,
+    )  # fmt: skip
+
+
+def test_the_session_holm_step_uses_the_level_it_is_given():
+    results = [_result("a", 0.02), _result("b", 0.03)]
+    # at the results' own 0.05: Holm rejects both (0.02 <= 0.025, then 0.03 <= 0.05)
+    assert [r.case_id for r in holm_session(results)] == ["a", "b"]
+    # at a session level of 0.01 neither is rejected, however the results were made
+    assert holm_session(results, alpha=0.01) == []
+    # and a looser level rejects what the carried one would not
+    strict = [_result("a", 0.04, alpha=0.01), _result("b", 0.12, alpha=0.01)]
+    assert holm_session(strict) == [] and [r.case_id for r in holm_session(strict, alpha=0.1)] == ["a"]
+
+
+def _plan(n: int, threshold: float) -> CasePlan:
+    return CasePlan(case_id="c", grid="smoke", metric="correct_em", key="k", n_paired=n, threshold=threshold)
+
+
+@pytest.mark.parametrize(("n", "threshold"), [(0, 0.05), (1, 0.05), (5, 0.05 / 7), (3, 0.05 / 30), (5, 0.001)])
+def test_the_suggested_item_count_lets_the_case_fail_and_is_the_fewest_below_64(n, threshold):
+    suggested = _items_needed(_plan(n, threshold), GateOptions())
+    assert min_detectable(suggested, threshold)[0] is not None  # a user who follows it gets a case that can fail
+    if suggested <= 64:
+        assert suggested == max(1, n) or min_detectable(suggested - 1, threshold)[0] is None
+
+
+def test_the_suggestion_above_64_overshoots_the_fewest_by_at_most_a_quarter():
+    threshold = 1e-21  # needs 70 discordant items
+    fewest = next(m for m in range(1, 500) if min_detectable(m, threshold)[0] is not None)
+    suggested = _items_needed(_plan(1, threshold), GateOptions())
+    assert fewest > 64 and fewest <= suggested <= int(fewest * 1.25) + 1
+
+
+def test_the_suggestion_counts_the_tolerance():
+    threshold = 0.05 / 7
+    fewest = {
+        drop: next(m for m in range(1, 500) if min_detectable(m, threshold, drop)[0] is not None)
+        for drop in (0.0, 0.20)
+    }
+    assert fewest[0.0] != fewest[0.20]  # the tolerance changes what the case needs
+    assert _items_needed(_plan(1, threshold), GateOptions(max_drop=0.20)) == fewest[0.20]
+    assert _items_needed(_plan(1, threshold), GateOptions()) == fewest[0.0]
+
+
+def test_a_baseline_of_another_model_is_named_with_its_fingerprint_only_when_it_has_one():
+    with_fp = BaselineCase.__new__(BaselineCase)
+    object.__setattr__(with_fp, "fingerprint", "gguf:abc")
+    without = BaselineCase.__new__(BaselineCase)
+    object.__setattr__(without, "fingerprint", "")
+    assert fingerprint_note(with_fp) == " (gguf:abc)" and fingerprint_note(without) == ""
+
+
+def test_gate_write_without_its_arguments_names_the_command(capsys):
+    from bcas.gating.baseline import write_main
+
+    with pytest.raises(SystemExit) as exit_info:
+        write_main([])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.startswith("usage: bcas gate write")
