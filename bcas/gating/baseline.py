@@ -67,11 +67,6 @@ def item_digest(question: Any, answers: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def outcome(value: Any) -> bool | None:
-    """A record's pass/fail value of a metric; ``None`` (not graded) is left out of the pairing."""
-    return None if value is None else bool(value)
-
-
 def item_outcomes(records: list[dict[str, Any]], metric: str = DEFAULT_METRIC) -> dict[str, bool]:
     """Item id -> passed, in ``metric`` as :func:`bcas.grading.outcomes.outcome` reads it (an empty
     or errored answer fails).  With several records per item (``--bcas-epochs``) an item passes

@@ -175,3 +175,62 @@ def test_gate_write_without_its_arguments_names_the_command(capsys):
         write_main([])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.startswith("usage: bcas gate write")
+
+
+def _run_records(tmp_path: Path, order: list[int], flip: str | None = None) -> Path:
+    from bcas.records import Record, ResultStore
+
+    root = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+    store = ResultStore(root)
+    for i in order:
+        case, item = divmod(i, 4)
+        store.append(
+            Record(
+                run_id="r", config_id=f"cfg{case}", model="m", dataset="toy", dataset_hash="dh", item_id=f"q{item}",
+                question="?", answers=["a"], prediction="a", correct_em=(f"{case}:{item}" != flip) and item % 2 == 0,
+                f1=1.0, label=f"case{case}", model_fingerprint="fp", prompt_hash="ph",
+            )
+        )  # fmt: skip
+    return root
+
+
+def test_a_baseline_written_twice_from_the_same_outcomes_is_the_same_file(tmp_path, capsys):
+    """A committed baseline diffs only where outcomes changed, whatever order the records were written in."""
+    from bcas.gating.baseline import write_main
+
+    first, second, changed = tmp_path / "out" / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    assert write_main([str(_run_records(tmp_path, list(range(8)))), str(first)]) == 0  # a new nested folder
+    assert capsys.readouterr().out == (
+        f"wrote {first}: 2 cases, 4 items each; `bcas gate power` prints the drop each case size can detect\n"
+    )
+    assert write_main([str(_run_records(tmp_path, list(reversed(range(8))))), str(second)]) == 0
+    assert first.read_bytes() == second.read_bytes()
+    assert write_main([str(_run_records(tmp_path, list(range(8)), flip="1:2")), str(changed)]) == 0
+    before, after = first.read_text().splitlines(), changed.read_text().splitlines()
+    assert len(before) == len(after) > 10  # one field per line
+    differing = [i for i, (x, y) in enumerate(zip(before, after, strict=True)) if x != y]
+    # the flipped case's accuracy and its item's outcomes, nothing of the other case
+    start = before.index('  "m|toy|cfg1|dh": {')
+    assert differing and len(differing) <= 4 and all(i > start for i in differing)
+
+
+def test_gate_write_from_a_missing_run_is_one_error_line(tmp_path, capsys):
+    from bcas.gating.baseline import write_main
+
+    assert write_main([str(tmp_path / "nope"), str(tmp_path / "b.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and str(tmp_path / "nope") in err and err.count("\n") == 1
+    assert not (tmp_path / "b.json").exists()
+
+
+def test_a_failure_message_names_the_tolerance_only_when_there_is_one():
+    plain = _result("a", 0.001)
+    assert plain.message().endswith("significantly worse")
+    assert "threshold 0.025 " in plain.message() and "threshold 0.01 " in plain.message(threshold=0.01)
+    tolerant = GateResult(**{**plain.__dict__, "max_drop": 0.05})
+    assert tolerant.message().endswith("significantly worse by more than 5 points")
+
+
+def test_the_power_table_header_names_one_case_in_the_singular():
+    out = _power(["--cases", "1,2", "--n", "5"])
+    assert "| 1 gated case | 2 gated cases |" in out
