@@ -13,6 +13,8 @@ import json
 import random
 from typing import Any
 
+import pytest
+
 from bcas.agent import run_bcas
 from bcas.agent.records import record_from_trajectory
 from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
@@ -20,7 +22,9 @@ from bcas.data import Document, Item
 from bcas.grading.outcomes import outcome_fn
 from bcas.llm.base import ChatRequest
 from bcas.metrics import metric_columns
-from bcas.metrics.trajectory import bcas_trajectory
+from bcas.metrics.columns import recall_by_step
+from bcas.metrics.trajectory import bcas_trajectory, jaccard, madara_evidence
+from bcas.metrics.values import VALUES, is_share, value
 from bcas.report.paired import accuracy
 from bcas.testing.scripted import FakeRetriever, ScriptedModel
 
@@ -112,3 +116,93 @@ def test_pass_at_k_intervals_do_not_depend_on_the_order_of_the_records() -> None
     for other in (metric_columns(shuffled), metric_columns(list(reversed(records))), metric_columns(by_shard)):
         for name in ("pass_at_k", "pass_at_k_lo", "pass_at_k_hi", "pass_hat_k", "pass_hat_k_lo", "pass_hat_k_hi"):
             assert getattr(other, name) == getattr(whole, name), name
+
+
+# -- the value metrics a paired comparison reads (bcas.metrics.values) ------------------------
+
+
+def test_each_value_metric_reads_its_own_field_and_says_not_measurable_otherwise():
+    rec = {
+        "prediction": "Paris", "f1": 0.5, "tokens_in": 100, "tokens_out": 7, "cost_usd": 0.25, "searches_used": 3,
+        "extra": {"evidence_recall": 0.75, "citation_precision": 1.0, "redundant_searches": 2},
+    }  # fmt: skip
+    assert value(rec, "f1") == 0.5
+    assert value(rec, "tokens") == 107.0  # prompt plus completion
+    assert value({"prediction": "x"}, "tokens") == 0.0 and value({"prediction": "x", "tokens_out": 4}, "tokens") == 4.0
+    assert value({"prediction": "x", "tokens_in": 4}, "tokens") == 4.0
+    assert value(rec, "cost_usd") == 0.25 and value(rec, "searches_used") == 3.0 and value(rec, "tokens_out") == 7.0
+    assert value(rec, "evidence_recall") == 0.75 and value(rec, "redundant_searches") == 2.0
+    assert value(rec, "citation_recall") is None  # not in extra: not measurable, left out of the pairing
+    assert value({"prediction": "x", "extra": "broken"}, "evidence_recall") is None
+    # a flag is no amount, and text is no number
+    assert value({"prediction": "x", "cost_usd": True}, "cost_usd") is None
+    assert value({"prediction": "x", "cost_usd": "0.2"}, "cost_usd") is None
+    assert value({"prediction": "x", "f1": None}, "f1") is None
+
+
+def test_a_failed_answers_f1_is_zero_whatever_its_stale_grade_says():
+    assert value({"prediction": "", "f1": 0.9}, "f1") == 0.0
+    assert value({"prediction": "Paris", "f1": 0.9, "error": "timeout"}, "f1") == 0.0
+
+
+def test_shares_are_the_fractions_and_amounts_are_not():
+    assert all(is_share(m) for m in ("f1", "evidence_recall", "citation_precision", "kept_recall"))
+    assert not any(is_share(m) for m in ("cost_usd", "tokens", "searches_used", "wasted_searches"))
+    assert set(VALUES.names()) >= {"f1", "tokens", "cost_usd", "kept_precision"}
+
+
+def test_a_search_that_errored_is_no_turn_and_a_non_search_step_no_search():
+    steps = [
+        {"kind": "plan", "output": "think"},
+        {"kind": "search", "query": "who is X", "docs": ["a"]},
+        {"kind": "search", "query": "who is X", "docs": [], "flag": "search_error"},
+        {"kind": "search", "query": "where is Y", "docs": ["b"]},
+        {"kind": "answer", "output": "Y"},
+    ]
+    assert bcas_trajectory(steps, [])["redundant_searches"] == 0
+    # the same query again, run: redundant; told apart by its flag when the loop did not run it
+    again = [*steps, {"kind": "search", "query": "Who is X?", "docs": ["c"]}]
+    assert bcas_trajectory(again, [])["redundant_searches"] == 1
+    flagged = [*steps, {"kind": "search", "query": "other words", "docs": [], "flag": "repeated_query"}]
+    assert bcas_trajectory(flagged, [])["redundant_searches"] == 1
+    # the same hits from another query: redundant too
+    same_hits = [*steps, {"kind": "search", "query": "completely new", "docs": ["b"]}]
+    assert bcas_trajectory(same_hits, [])["redundant_searches"] == 1
+    # an empty query is no query: two of them are the same (empty) query
+    blank = [{"kind": "search", "query": None, "docs": ["a"]}, {"kind": "search", "query": "", "docs": ["z"]}]
+    assert bcas_trajectory(blank, [])["redundant_searches"] == 1
+
+
+def test_two_empty_sets_are_the_same_and_disjoint_ones_share_nothing():
+    assert jaccard(frozenset(), frozenset()) == 1.0
+    assert jaccard(frozenset("a"), frozenset("b")) == 0.0 and jaccard(frozenset("ab"), frozenset("b")) == 0.5
+
+
+def test_madaras_kept_documents_fall_back_to_its_context():
+    groups = [frozenset({"g1"}), frozenset({"g2"})]
+    out = madara_evidence({"doc_ids": ["g1", "x", "g2"], "context_doc_ids": ["g1", "x"]}, groups)
+    assert out == {"evidence_recall": 1.0, "kept_precision": 0.5, "kept_recall": 0.5}
+    selected = madara_evidence({"doc_ids": ["g1"], "selected_docs": ["g2"], "context_doc_ids": ["g1"]}, groups)
+    assert selected["kept_recall"] == 0.5 and selected["kept_precision"] == 1.0
+    assert madara_evidence({"doc_ids": ["g1"]}, groups)["kept_recall"] == 0.0
+
+
+def test_the_recall_curve_holds_a_records_last_value_after_it_stops_searching():
+    recs = [
+        {"extra": {"recall_at_step": [0.0, 0.5, 1.0]}},
+        {"extra": {"recall_at_step": [0.5]}},  # stopped after one search: stays at 0.5
+        {"extra": {"recall_at_step": []}},  # no search: 0 throughout
+        {"extra": {}},  # no curve: not part of it
+    ]
+    assert recall_by_step(recs) == pytest.approx([0.5 / 3, 1.0 / 3, 1.5 / 3])
+    assert recall_by_step([{"extra": {}}]) == [] and recall_by_step([]) == []
+
+
+def test_the_first_gold_step_is_averaged_over_the_items_with_gold():
+    recs = [
+        {"prediction": "a", "correct_em": True, "extra": {"evidence_recall": 1.0, "first_gold_step": 1}},
+        {"prediction": "a", "correct_em": False, "extra": {"evidence_recall": 0.5, "first_gold_step": 3}},
+        {"prediction": "a", "correct_em": False, "extra": {"first_gold_step": 9}},  # no gold mapped: left out
+    ]
+    columns = metric_columns(recs)
+    assert columns.first_gold_step == 2.0 and columns.gold_n == 2
