@@ -1,0 +1,115 @@
+"""What a reader of the report loses when its comparisons break.
+
+A ▲ on the wrong model in the model matrix, a Holm family that pools what the grid keeps
+apart (or the reverse), a multi-epoch comparison tested as if it were one epoch, a
+documents note that averages cases of different sizes into a number no item had.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from bcas.report.html import _docs_cell
+from bcas.report.html_models import _matrix_cell, significance_marks
+from bcas.report.summary import Comparison, _compare, _documents_note, holm_family
+
+
+def _comparison(model: str, reference: str, diff: float, *, significant: bool = True, p: float = 0.01, **where):
+    place = {"grid": "g", "dataset": "d", "label": "bm25/s1", **where}
+    return Comparison(
+        n_paired=50, a=20, b=10, c=2, d=18, diff=diff, ci_lo=diff - 0.1, ci_hi=diff + 0.1, p_value=p,
+        test="mcnemar-exact", model=model, reference=reference, p_holm=p, significant=significant, **place,
+    )  # fmt: skip
+
+
+def test_the_model_that_is_significantly_better_gets_the_up_mark_and_the_other_the_down_mark():
+    comps = [
+        _comparison("small", "large", -0.2, p=0.004),  # small is below large
+        _comparison("small", "large", 0.3, label="other"),  # another configuration: not this cell
+        _comparison("small", "mid", 0.1, significant=False),  # not significant: no mark
+        _comparison("mid", "large", 0.2, p=0.03),  # small not involved
+        _comparison("tiny", "small", -0.15, p=0.02),  # small as the reference, tiny below it
+    ]
+    above, below = significance_marks("small", "g", "d", "bm25/s1", comps)
+    assert above == ["tiny (Holm p=0.02)"] and below == ["large (Holm p=0.004)"]
+    above, below = significance_marks("large", "g", "d", "bm25/s1", comps)
+    assert above == ["small (Holm p=0.004)"] and below == ["mid (Holm p=0.03)"]
+    assert significance_marks("small", "g", "d2", "bm25/s1", comps) == ([], [])
+    # an exact tie is no direction: the candidate is not above
+    tie = [_comparison("x", "y", 0.0)]
+    assert significance_marks("x", "g", "d", "bm25/s1", tie) == ([], ["y (Holm p=0.01)"])
+
+
+def test_a_matrix_cell_shows_its_accuracy_marks_and_which_models_they_are_about():
+    comps = [_comparison("small", "large", -0.2, p=0.004), _comparison("tiny", "small", -0.15, p=0.02)]
+    panel = {"grid": "g", "dataset": "d"}
+    cell = _matrix_cell(0.625, "small", "bm25/s1", panel, comps)
+    assert cell == {"text": "62.5 ▲▼", "title": "above tiny (Holm p=0.02); below large (Holm p=0.004)"}
+    assert _matrix_cell(0.5, "large", "bm25/s1", panel, comps) == {
+        "text": "50.0 ▲",
+        "title": "above small (Holm p=0.004)",
+    }
+    assert _matrix_cell(0.5, "nobody", "bm25/s1", panel, comps) == {"text": "50.0", "title": ""}
+    assert _matrix_cell(None, "small", "bm25/s1", panel, comps) == {"text": "", "title": ""}
+
+
+def test_holm_families_pool_over_models_and_datasets_unless_the_grid_says_per_cell():
+    comp = _comparison("m", "ref", 0.1, family="filters")
+    assert holm_family(comp) == ("g", "filters")
+    assert holm_family(comp, {"g": SimpleNamespace(holm_scope="grid")}) == ("g", "filters")
+    assert holm_family(comp, {"g": SimpleNamespace(holm_scope="cell")}) == ("g", "m", "d", "filters")
+    assert holm_family(comp, {"other": SimpleNamespace(holm_scope="cell")}) == ("g", "filters")
+
+
+def _recs(outcomes: dict[str, list[bool]]) -> list[dict]:
+    return [
+        {"item_id": item, "correct_em": ok, "prediction": "x", "epoch": e}
+        for item, runs in outcomes.items()
+        for e, ok in enumerate(runs)
+    ]
+
+
+def test_one_epoch_is_compared_by_mcnemar_and_several_by_their_item_means():
+    cand, ref = _recs({"q1": [True], "q2": [True], "q3": [False]}), _recs({"q1": [False], "q2": [True], "q3": [False]})
+    one = _compare("g", "m", "d", "s3", "s1", cand, ref, 0.05)
+    assert one.test == "mcnemar-exact" and (one.a, one.b, one.c, one.d) == (1, 1, 0, 1)
+    assert (one.grid, one.model, one.dataset, one.label, one.reference) == ("g", "m", "d", "s3", "s1")
+    assert one.metric == "correct_em" and one.family == "" and one.significant is False
+    # several epochs on either side: the per-item means are compared, never rounded to pass/fail
+    many = _compare("g", "m", "d", "s3", "s1", _recs({"q1": [True, False], "q2": [True, True]}),
+                    _recs({"q1": [False, False], "q2": [True, True]}), 0.05)  # fmt: skip
+    assert many.test != "mcnemar-exact" and many.diff == pytest.approx(0.25)
+    ref_many = _compare("g", "m", "d", "s3", "s1", _recs({"q1": [True], "q2": [True]}),
+                        _recs({"q1": [True, False], "q2": [True, True]}), 0.05)  # fmt: skip
+    assert ref_many.test != "mcnemar-exact" and ref_many.diff == pytest.approx(0.25)
+    # another metric is read as that metric
+    judged = [{**r, "judge_verdict": not r["correct_em"]} for r in cand]
+    by_judge = _compare("g", "m", "d", "s3", "s1", judged, [{**r, "judge_verdict": True} for r in ref], 0.05,
+                        metric="judge_verdict", family="f")  # fmt: skip
+    assert by_judge.metric == "judge_verdict" and by_judge.family == "f" and (by_judge.b, by_judge.c) == (0, 2)
+
+
+def _row(label: str, n: int, docs: float, retrieved: float | None = None):
+    return SimpleNamespace(
+        label=label, n=n, docs_per_item=docs, retrieved_per_item=docs if retrieved is None else retrieved
+    )
+
+
+def test_cases_with_different_document_counts_are_named_apart_not_averaged():
+    rows = [_row("nf", 5, 10.0), _row("sda", 5, 10.0), _row("rerank", 5, 5.0)]
+    assert _documents_note(rows) == "10.0 documents on average (nf, sda); 5.0 documents on average (rerank)"
+    # one case over two datasets' rows: its own mean over its items
+    assert _documents_note([_row("nf", 2, 10.0), _row("nf", 6, 6.0)]) == "7.0 documents on average"
+    padded = [_row("nf", 4, 10.0, 7.5)]
+    assert (
+        _documents_note(padded)
+        == "10.0 documents on average, 7.5 of them retrieved, the rest padded from the collection"
+    )
+
+
+def test_the_documents_cell_shows_the_mean_and_how_many_were_retrieved():
+    extras = [{"doc_ids": ["a", "b", "c", "d"], "retrieved_docs": 2}, {"doc_ids": ["a", "b"]}, {"no": "docs"}]
+    assert _docs_cell(extras) == "3.0 (2.0)"
+    assert _docs_cell([{"doc_ids": "not a list"}]) == "" and _docs_cell([]) == ""
