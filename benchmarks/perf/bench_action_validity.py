@@ -168,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--n-threads", type=int, default=None)
     parser.add_argument("--start", type=int, default=0, help="skip the first N items (to continue a run cut short)")
+    parser.add_argument("--end", type=int, default=None, help="stop before item N (the sample is still of --items)")
     parser.add_argument("--out", default=None, help="also write the rows as JSON to this file")
     args = parser.parse_args(argv)
     dataset = load_dataset("hotpotqa", limit=args.items, seed=0)
@@ -186,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             retriever = build_retriever(documents, config.retrieval)
             per_variant: dict[tuple[str, str], list[dict[str, Any]]] = {v: [] for v in variants}
             # variants interleaved item by item, so a run cut short still compares them on the same items
-            for item in dataset.items[args.start :]:
+            for item in dataset.items[args.start : args.end]:
                 for design, loop_rules in variants:
                     row = asyncio.run(run_item(design, config, item, retriever, model, loop_rules))
                     per_variant[(design, loop_rules)].append(row)
