@@ -113,3 +113,79 @@ def test_the_documents_cell_shows_the_mean_and_how_many_were_retrieved():
     extras = [{"doc_ids": ["a", "b", "c", "d"], "retrieved_docs": 2}, {"doc_ids": ["a", "b"]}, {"no": "docs"}]
     assert _docs_cell(extras) == "3.0 (2.0)"
     assert _docs_cell([{"doc_ids": "not a list"}]) == "" and _docs_cell([]) == ""
+
+
+def _record(item: str, epoch: int, ok: bool, extra: dict, cost: float | None = None) -> dict:
+    from bcas.records import Record
+
+    row = Record(
+        run_id="r", model="m", config_id="c", label="s3", dataset="d", dataset_hash="h", item_id=item, question="?",
+        answers=["x"], prediction="x" if ok else "y", correct_em=ok, f1=float(ok), model_fingerprint="fp",
+        epoch=epoch, tokens_in=100, tokens_out=10, cost_usd=cost,
+    ).to_dict()  # fmt: skip
+    row["extra"] = extra
+    return row
+
+
+def test_the_terminals_beyond_accuracy_line_carries_each_figure_of_the_records():
+    """Every number below is worked out by hand from the four records (two items, two epochs)."""
+    from bcas.report.html_metrics import metric_lines
+    from bcas.report.summary import summarize
+
+    gold = {"gold_unmapped": 1}
+    records = [
+        _record("a", 0, True, {**gold, "evidence_recall": 1.0, "recall_at_step": [0.5, 1.0], "first_gold_step": 1,
+                               "wasted_searches": 0, "redundant_searches": 1, "kept_precision": 0.5, "kept_recall": 1.0},
+                cost=0.01),
+        _record("a", 1, False, {**gold, "evidence_recall": 0.5, "recall_at_step": [0.5], "first_gold_step": 1,
+                                "wasted_searches": 2, "redundant_searches": 0, "kept_precision": 1.0, "kept_recall": 0.5},
+                cost=0.01),
+        _record("b", 0, True, {"evidence_recall": 0.0, "recall_at_step": [0.0, 0.0, 0.0], "wasted_searches": 3,
+                               "redundant_searches": 2}, cost=0.02),
+        _record("b", 1, True, {"evidence_recall": 1.0, "recall_at_step": [1.0], "first_gold_step": 1,
+                               "wasted_searches": 0, "redundant_searches": 0}, cost=0.02),
+    ]  # fmt: skip
+    assert metric_lines(summarize(records)) == [
+        "beyond accuracy:",
+        "  /m/d/s3: evidence recall 62.5% (per search 50 → 62 → 62), first gold search 1.00, wasted 1.25, "
+        "1 gold refs unmapped, kept precision/recall 75.0 / 75.0%, redundant 0.75, correct/incorrect/not attempted "
+        "3 / 1 / 0, F-score 75.0%, pass@2 100.0 [100.0, 100.0]%, pass^2 50.0 [0.0, 100.0]%, flips 50.0%, "
+        "cost-of-pass $0.0200 [0.0200, 0.0200]",
+    ]
+    # one epoch, no gold, no price: none of those clauses, and the tokens of a pass instead of its cost
+    plain = [_record("a", 0, True, {}), _record("b", 0, False, {})]
+    (line,) = metric_lines(summarize(plain))[1:]
+    assert line == (
+        "  /m/d/s3: redundant —, correct/incorrect/not attempted 1 / 1 / 0, F-score 50.0%, tokens-of-pass "
+        + line.rsplit("tokens-of-pass ", 1)[1]
+    )
+    assert line.rsplit("tokens-of-pass ", 1)[1].startswith("220 [")  # 2 answers x 110 tokens per correct answer
+    assert metric_lines([]) == []
+
+
+def test_an_interval_without_a_finite_value_or_bound_shows_infinity():
+    from bcas.report.html_metrics import _interval
+
+    assert _interval(None, 1.0, None, ".2f") == "∞ [1.00, ∞]"
+    assert _interval(None, None, None, ".1f") == "—"
+    assert _interval(2.0, 1.0, 3.0, ".1f", 100) == "200.0 [100.0, 300.0]"
+
+
+def test_the_unlimited_budget_sits_last_on_the_budget_axis():
+    from bcas.report.html_figures import budget_axis
+
+    def cfg(searches):
+        return {"budget": {"max_searches": searches, "max_total_tokens": 2000}, "retrieval": {"mode": "bm25"}}
+
+    field, ordered, rest = budget_axis({"sinf": cfg(None), "s3": cfg(3), "s1": cfg(1), "odd": None})
+    assert field == "max_searches" and ordered == ["s1", "s3", "sinf"] and rest == ["odd"]
+
+
+def test_a_cost_points_interval_names_an_open_end():
+    from bcas.report.html_cost import _interval
+    from bcas.report.pareto import Point
+
+    point = Point(model="m", label="l", grid="g", dataset="d", config_id="c", metric="correct_em", accuracy=0.5,
+                  ci_lo=0.4, ci_hi=0.6, n=10, x=0.01, x_lo=0.005, x_hi=None)  # fmt: skip
+    assert _interval(point) == "0.005 – ∞"
+    assert _interval(Point(**{**point.__dict__, "x_lo": None, "x_hi": 0.0123456789})) == "– – 0.0123457"
