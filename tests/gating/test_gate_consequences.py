@@ -84,6 +84,7 @@ def test_the_documented_exact_sizes_are_what_gate_power_prints():
     """docs/gating.md: 'its exact size at nominal 0.05 is 0.057-0.075 for 20-200 items'."""
     out = _power(["--tango-size", "--cases", "1", "--n", "5"])
     assert "Exact size of the tolerance test at nominal 0.05 (true drop = tolerance):" in out
+    assert "| paired items | 5 pts | 10 pts |\n|---:|---:|---:|\n| 20 |" in out
     rows = re.findall(r"^\| (\d+) \| ([\d.]+) \| ([\d.]+) \|$", out, flags=re.M)
     assert [int(n) for n, _, _ in rows] == [20, 50, 100, 200]
     for n, five, ten in rows:
@@ -103,6 +104,10 @@ def test_gate_power_reads_its_level_and_families_from_the_command_line():
     k, drop = min_detectable(40, 0.01)
     assert f"| 40 | {drop * 100:.1f} |" in out
     assert "| 5 | cannot fail | cannot fail |" in out
+    # the share flipping the other way is read as a number and changes the power table only
+    other = _power(["--alpha", "0.01", "--cases", "1,2", "--n", "5,40", "--p-better", "0.2"])
+    assert "when 20% of items also flip the other way" in other and "when 5% of items" in out
+    assert other.split("True drop")[0] == out.split("True drop")[0]
 
 
 def test_a_bad_gate_power_option_names_the_command(capsys):
@@ -198,7 +203,7 @@ def test_a_baseline_written_twice_from_the_same_outcomes_is_the_same_file(tmp_pa
     """A committed baseline diffs only where outcomes changed, whatever order the records were written in."""
     from bcas.gating.baseline import write_main
 
-    first, second, changed = tmp_path / "out" / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    first, second, changed = tmp_path / "out" / "new" / "a.json", tmp_path / "b.json", tmp_path / "c.json"
     assert write_main([str(_run_records(tmp_path, list(range(8)))), str(first)]) == 0  # a new nested folder
     assert capsys.readouterr().out == (
         f"wrote {first}: 2 cases, 4 items each; `bcas gate power` prints the drop each case size can detect\n"
@@ -234,3 +239,35 @@ def test_a_failure_message_names_the_tolerance_only_when_there_is_one():
 def test_the_power_table_header_names_one_case_in_the_singular():
     out = _power(["--cases", "1,2", "--n", "5"])
     assert "| 1 gated case | 2 gated cases |" in out
+
+
+def test_a_case_that_cannot_fail_says_why_in_numbers():
+    from bcas.gating.plan import _cannot_fail_text
+
+    plan = CasePlan(case_id="smoke[s1]", grid="smoke", metric="correct_em", key="k", n_paired=5, family="session",
+                    family_size=7, threshold=0.05 / 7)  # fmt: skip
+    assert _cannot_fail_text(plan) == (
+        "smoke[s1]: 5 paired items; its Holm threshold is 0.007143 (7 gated cases in family session) "
+        "and even 5 of 5 items lost cannot reach it"
+    )
+
+
+def test_a_saved_plan_is_the_plan_loaded_and_leaves_no_temporary_file(tmp_path):
+    from bcas.gating.plan import GatePlan, load_plan, plan_path
+
+    plan = GatePlan("base.json", GateOptions(alpha=0.01), {"c": _plan(40, 0.01)}, {"c": {"q1": True}})
+    run_dir = tmp_path / "reports" / "run"
+    path = plan.save(run_dir, "tok", worker="gw1")
+    assert path == plan_path(run_dir, "tok") and path.exists()
+    again = plan.save(run_dir, "tok")  # saved again (the controller after a worker): replaced, not refused
+    assert again == path and sorted(p.name for p in run_dir.iterdir()) == [path.name]
+    loaded = load_plan(run_dir, "tok")
+    assert loaded is not None and loaded.to_dict() == plan.to_dict() and loaded.cases["c"].n_paired == 40
+
+
+def test_gate_write_names_each_case_size_it_wrote(tmp_path, capsys):
+    from bcas.gating.baseline import write_main
+
+    out = tmp_path / "b.json"
+    assert write_main([str(_run_records(tmp_path, list(range(7)))), str(out)]) == 0  # 4 items and 3 items
+    assert f"wrote {out}: 2 cases, 3/4 items each;" in capsys.readouterr().out
