@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from bcas.stats import (
+import bcas.stats as S
     bootstrap_ci,
     mcnemar_drop_for_power,
     mcnemar_power,
@@ -92,3 +93,65 @@ def test_tango_min_worse_only_boundaries() -> None:
     # A p-value equal to the threshold rejects (p <= threshold), as the gate does.
     exact = tango_noninferiority(4, 0, 10, 0.1)
     assert tango_min_worse_only(10, 0.1, exact) == 4
+
+
+# -- bad input is one error naming the argument; the documented boundaries hold exactly --------
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda: S.newcombe_paired_diff(-1, 0, 0, 0), "a "),
+        (lambda: S.newcombe_paired_diff(0, -1, 0, 0), "b "),
+        (lambda: S.newcombe_paired_diff(0, 0, 0, 1.5), "d "),
+        (lambda: S.mcnemar_exact(1, -2), "c "),
+        (lambda: S.mcnemar_exact_one_sided(-1, 2), "first_only "),
+        (lambda: S.mcnemar_exact_one_sided(1, -2), "second_only "),
+        (lambda: S.mcnemar_min_discordant(0.05, -3), "n "),
+        (lambda: S.mcnemar_power(-1, 0.1, 0.0, 0.05), "n "),
+        (lambda: S.mcnemar_power(10, 1.5, 0.0, 0.05), "p_worse must lie in [0, 1], got 1.5"),
+        (lambda: S.mcnemar_power(10, 0.1, 1.2, 0.05), "p_better must lie in [0, 1], got 1.2"),
+    ],
+)
+def test_a_bad_argument_is_named_in_the_error(call, named):
+    with pytest.raises(ValueError) as info:
+        call()
+    assert str(info.value).startswith(named)
+
+
+def test_a_count_that_is_not_an_integer_says_so():
+    from bcas.stats import mcnemar_exact
+
+    with pytest.raises(ValueError, match=r"^b must be an integer count, got 1\.5$"):
+        mcnemar_exact(1.5, 2)
+    with pytest.raises(ValueError, match="integer count"):
+        mcnemar_exact(True, 2)
+
+
+def test_a_level_of_one_is_no_level():
+    from bcas.stats import wilson_interval
+
+    with pytest.raises(ValueError):
+        wilson_interval(3, 10, alpha=1.0)
+
+
+def test_all_or_nothing_gives_interval_ends_of_exactly_zero_and_one():
+    from bcas.stats import wilson_interval
+
+    for n in (1, 7, 50, 1000):
+        assert wilson_interval(0, n)[0] == 0.0 and wilson_interval(n, n)[1] == 1.0
+
+
+def test_one_discordant_item_against_none_is_p_one_half_one_sided():
+    from bcas.stats import mcnemar_exact_one_sided
+
+    assert mcnemar_exact_one_sided(0, 1) == 0.5 and mcnemar_exact_one_sided(1, 0) == 1.0
+    assert mcnemar_exact_one_sided(0, 0) == 1.0
+
+
+def test_holm_rejects_a_p_value_equal_to_its_threshold():
+    """docs/gating.md: a case fails at p <= alpha / m."""
+    from bcas.stats import holm_bonferroni
+
+    reject, adjusted = holm_bonferroni([0.025, 0.05], alpha=0.05)
+    assert reject == [True, True] and adjusted == [0.05, 0.05]
