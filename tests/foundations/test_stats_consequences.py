@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bcas.stats import (
 import bcas.stats as S
+from bcas.stats import (
     bootstrap_ci,
     mcnemar_drop_for_power,
     mcnemar_power,
