@@ -14,6 +14,7 @@ out: its ``f1`` is 0.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from bcas.grading.outcomes import failed
@@ -28,12 +29,14 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _extra(name: str) -> Value:
-    def read(rec: dict[str, Any]) -> float | None:
-        extra = rec.get("extra")
-        return _number(extra.get(name)) if isinstance(extra, dict) else None
+def _extra_value(name: str, rec: dict[str, Any]) -> float | None:
+    """The number under ``name`` in the record's ``extra`` (None when absent or not a number)."""
+    extra = rec.get("extra")
+    return _number(extra.get(name)) if isinstance(extra, dict) else None
 
-    return read
+
+def _extra(name: str) -> Value:
+    return partial(_extra_value, name)
 
 
 def _f1(rec: dict[str, Any]) -> float | None:
