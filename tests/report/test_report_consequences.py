@@ -189,3 +189,32 @@ def test_a_cost_points_interval_names_an_open_end():
                   ci_lo=0.4, ci_hi=0.6, n=10, x=0.01, x_lo=0.005, x_hi=None)  # fmt: skip
     assert _interval(point) == "0.005 – ∞"
     assert _interval(Point(**{**point.__dict__, "x_lo": None, "x_hi": 0.0123456789})) == "– – 0.0123457"
+
+
+def test_the_trajectory_panel_marks_the_gold_documents_of_the_searches_that_ran():
+    from bcas.report.html_metrics import trajectory_panel
+
+    rec = {
+        "extra": {"recall_at_step": [0.5, 1.0, 1.0], "gold_hits": [["d2"], ["d9"], []], "evidence_recall": 1.0,
+                  "first_gold_step": 1, "redundant_searches": 1, "wasted_searches": 0},
+        "steps": [
+            {"kind": "plan", "output": "x"},
+            {"kind": "search", "query": "q one", "docs": ["d1", "d2"], "titles": ["Alpha", "Beta"]},
+            {"kind": "search", "query": "q one", "flag": "repeated_query", "docs": []},  # not run: no row
+            {"kind": "search", "query": "bad", "flag": "search_error"},  # failed: no row
+            {"kind": "search", "query": "q two", "docs": ["d9", "d3"]},  # no titles: the ids
+            {"kind": "search", "query": None, "docs": ["d4", "d5"], "titles": ["Only one"]},
+        ],
+    }  # fmt: skip
+    html = str(trajectory_panel(rec))
+    assert "evidence recall 100.0% · first gold search 1 · redundant 1 · wasted 0" in html
+    assert (
+        '<tr class="gold"><td>1</td><td class="t">q one</td><td class="t">Alpha, ★ Beta</td><td>50.0</td></tr>' in html
+    )
+    assert '<tr class="gold"><td>2</td><td class="t">q two</td><td class="t">★ d9, d3</td><td>100.0</td></tr>' in html
+    assert '<tr><td>3</td><td class="t"></td><td class="t">Only one, d5</td><td>100.0</td></tr>' in html
+    assert html.count("<tr") == 4  # the header and the three searches that ran
+    # a record without a recall curve has no panel; a curve shorter than the searches shows a dash
+    assert str(trajectory_panel({"extra": {}, "steps": rec["steps"]})) == ""
+    short = str(trajectory_panel({**rec, "extra": {"recall_at_step": [0.5]}}))
+    assert "<td>—</td>" in short and "evidence recall —% · first gold search — · redundant — · wasted —" in short
