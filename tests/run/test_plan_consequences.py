@@ -1,0 +1,49 @@
+"""The run plan: what decides an answer's identity and how many items a case gets.
+
+A seed or a corpus left out of a case's identity would let a resume reuse answers made
+under another seed or over another collection; a limit read from the wrong place would run
+more (or fewer) items than asked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bcas.run.plan import DEFAULT_LIMIT, make_plan
+from bcas.run.settings import build_settings
+
+
+def _plan(tmp_path: Path, **given):
+    values = {"model": "mock:gold", "grid": "smoke", **given}
+    return make_plan(build_settings(values, tmp_path))
+
+
+def test_the_seed_and_the_corpus_are_part_of_every_cases_identity(tmp_path):
+    base = _plan(tmp_path)
+    case = base.cases[0]
+    first = base.identity(case)
+    assert first == base.identity(case)  # the same settings: the same identity
+    other_seed = _plan(tmp_path, seed="7")
+    assert other_seed.identity(other_seed.cases[0]).config_id != first.config_id
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"id": "d1", "contents": "A passage."}\n')
+    with_corpus = _plan(tmp_path, corpus=str(corpus))
+    # a MADARA case that read each item's own documents retrieves them from the corpus: another identity
+    madara = next(c for c in base.cases if c.entry.kind == "madara" and c.entry.config.assess.doc_source == "item")
+    madara_corpus = next(c for c in with_corpus.cases if c.id == madara.id)
+    changed = with_corpus.identity(madara_corpus)
+    assert changed.config_id != base.identity(madara).config_id and changed.config.assess.doc_source == "retrieval"
+    # a BCAS case searches a collection either way: the corpus is in its dataset, not its configuration
+    assert with_corpus.identity(with_corpus.cases[0]).config_id == first.config_id
+    # a fingerprint given is the one used; none given is the model's own, computed once
+    assert base.identity(case, "fp:given").fingerprint == "fp:given"
+    assert base.identity(case).fingerprint == first.fingerprint != "fp:given"
+
+
+def test_a_run_limit_wins_over_the_grids_and_the_grids_over_the_default(tmp_path):
+    plan = _plan(tmp_path)
+    case = plan.cases[0]
+    from bcas.grids import get_grid
+
+    assert plan.limit_for(case) == (get_grid("smoke").limit or DEFAULT_LIMIT)
+    assert _plan(tmp_path, limit="2").limit_for(case) == 2
