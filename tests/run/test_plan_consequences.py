@@ -47,3 +47,28 @@ def test_a_run_limit_wins_over_the_grids_and_the_grids_over_the_default(tmp_path
 
     assert plan.limit_for(case) == (get_grid("smoke").limit or DEFAULT_LIMIT)
     assert _plan(tmp_path, limit="2").limit_for(case) == 2
+
+
+def test_grades_of_two_judges_are_kept_apart_and_the_same_judge_is_not_asked_twice(tmp_path, monkeypatch):
+    """A judge's grades carry its model's identity: another judge grades again, the same one does not."""
+    import bcas
+    from bcas.grids import GRIDS, SMOKE
+    from bcas.grids.table import Grid, GridEntry, register_grid
+
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
+    saved = GRIDS.snapshot()
+    try:
+        bm25 = next(e for e in SMOKE.entries if e.config.label == "bm25/s1/t2k")
+        register_grid(Grid("judge_ids", (GridEntry("bcas", bm25.config),), datasets=("hotpotqa",), limit=2))
+        common = {"grids": "judge_ids", "models": "mock:gold", "out": tmp_path / "run"}
+        first = bcas.evaluate(**common, judge="mock:gold")
+        (grade_id,) = {g for r in first.records for g in r["grades"]}
+        assert grade_id.startswith("mock:gold|prompt:") and len(first.records) == 2
+        again = bcas.evaluate(**common, judge="mock:gold")
+        assert {g for r in again.records for g in r["grades"]} == {grade_id}  # nothing graded twice
+        other = bcas.evaluate(**common, judge="mock:random")
+        assert all(len(r["grades"]) == 2 and grade_id in r["grades"] for r in other.records)  # beside the first's
+        same = bcas.evaluate(**common, judge="same")  # the answering model: mock:gold, already a judge here
+        assert all(len(r["grades"]) == 2 for r in same.records)
+    finally:
+        GRIDS.restore(saved)
