@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -166,11 +167,10 @@ def test_the_suggestion_counts_the_tolerance():
 
 
 def test_a_baseline_of_another_model_is_named_with_its_fingerprint_only_when_it_has_one():
-    with_fp = BaselineCase.__new__(BaselineCase)
-    object.__setattr__(with_fp, "fingerprint", "gguf:abc")
-    without = BaselineCase.__new__(BaselineCase)
-    object.__setattr__(without, "fingerprint", "")
-    assert fingerprint_note(with_fp) == " (gguf:abc)" and fingerprint_note(without) == ""
+    case = BaselineCase(key="k", model="m", fingerprint="gguf:abc", dataset="d", config_id="c", dataset_hash="h",
+                        label="l", items={}, digests={})  # fmt: skip
+    assert fingerprint_note(case) == " (gguf:abc)"
+    assert fingerprint_note(replace(case, fingerprint="")) == ""
 
 
 def test_gate_write_without_its_arguments_names_the_command(capsys):

@@ -48,3 +48,28 @@ def test_grid_figures_come_from_the_clones_records(tmp_path):
 def test_skip_install_needs_an_environment():
     out = subprocess.run([sys.executable, str(SCRIPT), "--skip-install"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "--skip-install needs --python" in out.stderr
+
+
+def test_the_install_step_times_are_read_back_as_the_install_writes_them(tmp_path):
+    """.ci/install's step() and the script's reader agree (the step function alone, no pip run)."""
+    import importlib.util
+
+    times = tmp_path / "times.tsv"
+    script = (
+        'eval "$(sed -n \'/^step() {/,/^}/p\' .ci/install)"; step "torch (CPU wheel)" true; step "sleepy one" sleep 1'
+    )
+    done = subprocess.run(["bash", "-c", script], cwd=REPO, env={"PATH": "/usr/bin:/bin", "BCAS_INSTALL_TIMES": str(times)},
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "bcas install: torch (CPU wheel) 0 s" in done.stderr
+    spec = importlib.util.spec_from_file_location("bench_first_command", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    steps = module.install_steps(times)
+    assert [name for name, _ in steps] == ["torch (CPU wheel)", "sleepy one"]
+    assert steps[0][1] == 0.0 and steps[1][1] >= 1.0
+    # a failing step stops the install
+    failed = subprocess.run(["bash", "-c", "set -e; " + script.replace("true", "false")], cwd=REPO,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert failed.returncode != 0 and "sleepy one" not in failed.stderr

@@ -12,6 +12,7 @@ import logging
 import math
 import os
 import stat
+from dataclasses import replace
 
 import pytest
 
@@ -70,7 +71,7 @@ def test_a_record_keeps_everything_its_answer_identity_and_grades_said():
 
 
 def test_without_labels_in_the_identity_the_pipelines_own_labels_stand():
-    identity = AnswerIdentity(**{**IDENTITY.__dict__, "model": None, "label": None})
+    identity = replace(IDENTITY, model=None, label=None)
     record = build_record(ANSWER, identity, Grades(correct_em=False, f1=0.0), created_at=1.0)
     assert (record.model, record.label) == ("pipeline-model", "pipeline-label")
     assert record.judge is None and record.judge_verdict is None  # no judge ran: no verdict
@@ -106,7 +107,6 @@ def test_an_old_record_reads_as_old_and_never_matches_a_new_answer():
     assert old.prompt_hash == "legacy"
     assert old.extra == {"treatment": "nf", "upgraded_from_schema": 1}  # its own fields kept, the upgrade said
     # no model field at all: the marker still says legacy, with nothing after it
-    del data["model"]
     data["model"] = ""
     assert Record.from_dict(data).model_fingerprint == LEGACY_PREFIX
     # a current record is not upgraded
@@ -122,8 +122,7 @@ def test_fields_a_newer_version_added_are_kept_beside_the_records_own_extra():
 
 def test_record_lines_are_strict_utf8_json(tmp_path):
     """Other tools (jq, pandas, a browser) read records.jsonl: no NaN, text as written, one compact line."""
-    record = build_record(ANSWER, IDENTITY.__class__(**{**IDENTITY.__dict__, "question": "Wer baute Zürich?"}),
-                          GRADES, created_at=1.0)  # fmt: skip
+    record = build_record(ANSWER, replace(IDENTITY, question="Wer baute Zürich?"), GRADES, created_at=1.0)
     line = record.to_json()
     assert "Zürich" in line and "\n" not in line
     store = ResultStore(tmp_path / "run")
