@@ -1,7 +1,7 @@
 """Mutation testing of the trust core with mutmut 3 (``pip install 'mutmut==3.8.*'``).
 
     python .ci/mutation.py sample --seed <hex> [--count 40] [--limit-s 600]
-    python .ci/mutation.py score [--groups identity,stats] [--limit-s 3600] [--write-docs]
+    python .ci/mutation.py score [--groups identity,stats] [--limit-s 3600] [--write-docs] [--keep-rows]
 
 The groups (modules paired with the tests near them) and the reviewed equivalent
 mutants are in ``pyproject.toml`` under ``[tool.bcas-mutation]``.  Each group runs in its
@@ -19,7 +19,9 @@ all caught, 1 a survivor, 2 nothing could be checked within the time box.
 
 ``score``: every mutant of each named group (default: all, in table order, while
 ``--limit-s`` lasts); mutmut's own counts (``mutmut export-cicd-stats``) per group are
-printed and, with ``--write-docs``, written between the markers of docs/measured.md.
+printed and, with ``--write-docs``, written between the markers of docs/measured.md;
+``--keep-rows`` keeps the rows of groups this run did not score as the docs' table has
+them (mutmut's counts from an earlier run, each row dated by its run).
 """
 
 from __future__ import annotations
@@ -220,13 +222,41 @@ def score(args: argparse.Namespace) -> int:
     if not rows:
         return 2
     done = {r.group.name for r in rows}
+    text = DOCS.read_text()
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    if args.keep_rows:
+        by_name = {g.name: g for g in load_table()[0]}
+        kept = [r for r in documented_rows(text[start:end], by_name) if r.group.name not in done]
+        order = list(by_name)
+        rows = sorted(rows + kept, key=lambda r: order.index(r.group.name))
+        done |= {r.group.name for r in kept}
     table = render(rows, [g.name for g in load_table()[0] if g.name not in done], reused=bool(args.reuse))
     print(table)
     if args.write_docs:
-        text = DOCS.read_text()
-        start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
         DOCS.write_text(text[:start] + "\n" + table + "\n" + text[end:])
     return 0
+
+
+def documented_rows(block: str, groups: dict[str, Group]) -> list[Row]:
+    """The rows of the score table as this script wrote it into the docs, for ``--keep-rows``:
+    each group's mutmut counts and the date of the run that produced them (the table's
+    heading date where a row has no date of its own)."""
+    heading = re.search(r"`python \.ci/mutation\.py score`, (\d{4}-\d{2}-\d{2})", block)
+    rows = []
+    for line in block.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 11 or cells[0] not in groups:
+            continue
+        total, checked, killed, timeout, survived, no_tests, suspicious, equivalent = map(int, cells[2:10])
+        counts = {
+            "total": total, "killed": killed, "timeout": timeout, "survived": survived, "no_tests": no_tests,
+            "suspicious": suspicious, "segfault": 0, "skipped": 0,
+        }  # fmt: skip
+        if sum(counts[k] for k in STATUS_KEYS) != checked:
+            raise SystemExit(f"docs/measured.md: the {cells[0]} row's counts do not add up to its {checked} checked")
+        date = cells[11] if len(cells) > 11 and cells[11] else (heading.group(1) if heading else "?")
+        rows.append(Row(groups[cells[0]], counts, equivalent, 0.0, date))
+    return rows
 
 
 @dataclass(frozen=True)
@@ -235,6 +265,7 @@ class Row:
     counts: dict[str, int]
     equivalent: int
     seconds: float
+    date: str = time.strftime("%Y-%m-%d")  # of the mutmut run that counted these
 
     @property
     def checked(self) -> int:
@@ -258,21 +289,23 @@ def render(rows: list[Row], missing: list[str], *, reused: bool = False) -> str:
         f"mutmut {version()}, `python .ci/mutation.py score`, {time.strftime('%Y-%m-%d')}, "
         f"load {load} when written, {os.cpu_count()} cores:",
         "",
-        "| group | modules | mutants | checked | killed | timeout | survived | no tests | suspicious | equivalent | score |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| group | modules | mutants | checked | killed | timeout | survived | no tests | suspicious | equivalent | score | run |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         c = r.counts
         lines.append(
             f"| {r.group.name} | {', '.join(f'`{m}`' for m in r.group.modules)} | {c['total']} | {r.checked} | "
             f"{c['killed']} | {c['timeout']} | {c['survived']} | {c['no_tests']} | {c['suspicious']} | "
-            f"{r.equivalent} | {100 * r.caught / max(r.scored, 1):.1f}% |"
+            f"{r.equivalent} | {100 * r.caught / max(r.scored, 1):.1f}% | {r.date} |"
         )
     total = sum(r.counts["total"] for r in rows)
     checked = sum(r.checked for r in rows)
     caught = sum(r.caught for r in rows)
     scored = sum(r.scored for r in rows)
-    lines.append(f"| **all checked** | | {total} | {checked} | | | | | | | **{100 * caught / max(scored, 1):.1f}%** |")
+    lines.append(
+        f"| **all checked** | | {total} | {checked} | | | | | | | **{100 * caught / max(scored, 1):.1f}%** | |"
+    )
     partial = [f"{r.group.name} ({r.checked} of {r.counts['total']})" for r in rows if r.checked < r.counts["total"]]
     if partial:
         lines += [
@@ -307,6 +340,11 @@ def main() -> int:
     f.add_argument("--jobs", type=int, default=2)
     f.add_argument("--write-docs", action="store_true")
     f.add_argument("--reuse", default="", help="score an earlier run's scratch folder without running mutmut")
+    f.add_argument(
+        "--keep-rows",
+        action="store_true",
+        help="keep the docs table's rows of groups this run did not score (each with the date of its run)",
+    )
     f.set_defaults(func=score)
     args = parser.parse_args()
     return int(args.func(args))

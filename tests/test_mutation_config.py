@@ -78,3 +78,33 @@ def test_the_sample_follows_the_seed() -> None:
     assert len(drawn) > 10  # other commits, other groups
     for plan in drawn:
         assert sum(k for _, k in plan) == 40 and len({g for g, _ in plan}) == 3
+
+
+def test_rows_kept_from_the_docs_table_carry_the_counts_and_date_of_their_own_run() -> None:
+    """A rerun of one group must not drop the others' scores, nor date them as if rerun."""
+    driver = _driver()
+    groups = {g.name: g for g in driver.load_table()[0]}
+    counts = {"total": 40, "killed": 20, "timeout": 2, "survived": 3, "no_tests": 1, "suspicious": 0}
+    counts |= {"segfault": 0, "skipped": 0}
+    written = driver.render([driver.Row(groups["stats"], counts, 2, 1.0, "2026-11-30")], ["identity"])
+    (row,) = driver.documented_rows(written, groups)
+    assert (row.group.name, row.date, row.equivalent, row.checked, row.caught) == ("stats", "2026-11-30", 2, 26, 22)
+    assert row.counts == counts
+    # written again, it says what it said: 22 caught of 26 checked less 2 equivalent, run on its own date
+    assert "| 91.7% | 2026-11-30 |" in written and "| 91.7% | 2026-11-30 |" in driver.render([row], [])
+    # the former table had no date column: its rows take the heading's date
+    old = (
+        "mutmut 3.8.1, `python .ci/mutation.py score`, 2026-12-01, load 0.5 when written, 2 cores:\n\n"
+        "| identity | `bcas/identity.py` | 283 | 169 | 156 | 1 | 12 | 0 | 0 | 9 | 98.1% |\n"
+        "| **all checked** | | 283 | 169 | | | | | | | **98.1%** |\n"
+    )
+    (legacy,) = driver.documented_rows(old, groups)
+    assert (legacy.date, legacy.checked, legacy.caught, legacy.scored) == ("2026-12-01", 169, 157, 160)
+    # a row whose counts do not add up is refused, not scored
+    broken = old.replace("| 169 | 156 |", "| 170 | 156 |")
+    try:
+        driver.documented_rows(broken, groups)
+    except SystemExit as exc:
+        assert "identity" in str(exc) and "170" in str(exc)
+    else:
+        raise AssertionError("a row whose counts do not add up was read")
