@@ -107,6 +107,14 @@ def test_cases_with_different_document_counts_are_named_apart_not_averaged():
         _documents_note(padded)
         == "10.0 documents on average, 7.5 of them retrieved, the rest padded from the collection"
     )
+    # a case whose items got no document says so (MADARA with an empty retrieval), and one
+    # whose documents were all padded says none was retrieved
+    assert _documents_note([_row("nf", 5, 0.0)]) == "0.0 documents on average"
+    assert _documents_note([_row("nf", 2, 0.0), _row("nf", 2, 4.0)]) == "2.0 documents on average"
+    assert (
+        _documents_note([_row("nf", 3, 10.0, 0.0)])
+        == "10.0 documents on average, 0.0 of them retrieved, the rest padded from the collection"
+    )
 
 
 def test_the_documents_cell_shows_the_mean_and_how_many_were_retrieved():
