@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -126,3 +127,38 @@ def test_prompt_longer_than_context_is_a_model_error(embedded_model: EmbeddedMod
 def test_missing_gguf_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="not found"):
         load_model("embedded", str(tmp_path / "absent.gguf"), cache=False)
+
+
+def test_the_embedded_model_runs_where_llama_cpp_was_built_without_its_multimodal_library(tmp_path: Path) -> None:
+    """``.ci/install`` builds llama.cpp without libmtmd (``LLAVA_BUILD=OFF``): were bcas to load
+    it anywhere (this process or the engine process), every fresh install would fail here."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\nfor name in ('llama_cpp.mtmd_cpp', 'llama_cpp.llava_cpp'):\n    sys.modules[name] = None\n"
+    )
+    code = (
+        "import asyncio, json\n"
+        "try:\n"
+        "    import llama_cpp.mtmd_cpp\n"
+        "except ImportError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise SystemExit('the multimodal library was not blocked')\n"
+        "from bcas.llm.base import ChatRequest\n"
+        "from bcas.llm.embedded import EmbeddedModel, default_gguf_path\n"
+        "model = EmbeddedModel(default_gguf_path(), n_ctx=1024)\n"
+        "schema = {'type': 'object', 'properties': {'answer': {'type': 'string'}}, 'required': ['answer']}\n"
+        f"messages = {PARIS_MESSAGES!r}\n"
+        "try:\n"
+        "    free = asyncio.run(model.chat(ChatRequest(messages, max_tokens=16)))\n"
+        "    shaped = asyncio.run(model.chat(ChatRequest(messages, max_tokens=32, json_schema=schema)))\n"
+        "finally:\n"
+        "    model.close()\n"
+        "print(json.dumps([free.text, json.loads(shaped.text)['answer']]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2], env=env
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    free, answer = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "Paris" in free and answer.strip()
