@@ -122,7 +122,9 @@ def metric_lines(rows: Sequence[SummaryRow]) -> list[str]:
             parts.append(f"citation precision/recall {c[16]},")
         parts.append(f"redundant {c[5]}, correct/incorrect/not attempted {c[8]}, F-score {c[10]}%,")
         if r.pass_k > 1:
-            parts.append(f"pass@{r.pass_k} {c[11].split(': ', 1)[1]}%, pass^{r.pass_k} {c[12].split(': ', 1)[1]}%,")
+            at_k = _interval(r.pass_at_k, r.pass_at_k_lo, r.pass_at_k_hi, ".1f", 100)
+            hat_k = _interval(r.pass_hat_k, r.pass_hat_k_lo, r.pass_hat_k_hi, ".1f", 100)
+            parts.append(f"pass@{r.pass_k} {at_k}%, pass^{r.pass_k} {hat_k}%,")
             parts.append(f"flips {c[13]}%,")
         parts.append(f"cost-of-pass ${c[14]}" if r.cost_of_pass is not None else f"tokens-of-pass {c[15]}")
         out.append(" ".join(parts))

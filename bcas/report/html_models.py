@@ -98,8 +98,10 @@ def significance_marks(
             or model not in (c.model, c.reference)
         ):
             continue
+        if c.diff == 0:  # a tie has no direction
+            continue
         other = c.reference if c.model == model else c.model
-        higher = c.diff > 0 if c.model == model else c.diff < 0
+        higher = (c.diff > 0) == (c.model == model)
         (above if higher else below).append(f"{other} (Holm p={c.p_holm:.3g})")
     return above, below
 

@@ -37,9 +37,12 @@ def test_the_model_that_is_significantly_better_gets_the_up_mark_and_the_other_t
     above, below = significance_marks("large", "g", "d", "bm25/s1", comps)
     assert above == ["small (Holm p=0.004)"] and below == ["mid (Holm p=0.03)"]
     assert significance_marks("small", "g", "d2", "bm25/s1", comps) == ([], [])
-    # an exact tie is no direction: the candidate is not above
+    # a candidate above its reference by a fraction of a point is above it
+    assert significance_marks("mid", "g", "d", "bm25/s1", comps) == (["large (Holm p=0.03)"], [])
+    # an exact tie is no direction: neither side is above or below the other
     tie = [_comparison("x", "y", 0.0)]
-    assert significance_marks("x", "g", "d", "bm25/s1", tie) == ([], ["y (Holm p=0.01)"])
+    assert significance_marks("x", "g", "d", "bm25/s1", tie) == ([], [])
+    assert significance_marks("y", "g", "d", "bm25/s1", tie) == ([], [])
 
 
 def test_a_matrix_cell_shows_its_accuracy_marks_and_which_models_they_are_about():
@@ -52,6 +55,12 @@ def test_a_matrix_cell_shows_its_accuracy_marks_and_which_models_they_are_about(
         "title": "above small (Holm p=0.004)",
     }
     assert _matrix_cell(0.5, "nobody", "bm25/s1", panel, comps) == {"text": "50.0", "title": ""}
+    # several models on a side are each named
+    two = [_comparison("a", "b", 0.2, p=0.01), _comparison("a", "c", 0.3, p=0.02), _comparison("d", "a", 0.1, p=0.03),
+           _comparison("e", "a", 0.1, p=0.04)]  # fmt: skip
+    assert _matrix_cell(0.7, "a", "bm25/s1", panel, two)["title"] == (
+        "above b (Holm p=0.01), c (Holm p=0.02); below d (Holm p=0.03), e (Holm p=0.04)"
+    )
     assert _matrix_cell(None, "small", "bm25/s1", panel, comps) == {"text": "", "title": ""}
 
 
@@ -77,6 +86,14 @@ def test_one_epoch_is_compared_by_mcnemar_and_several_by_their_item_means():
     assert one.test == "mcnemar-exact" and (one.a, one.b, one.c, one.d) == (1, 1, 0, 1)
     assert (one.grid, one.model, one.dataset, one.label, one.reference) == ("g", "m", "d", "s3", "s1")
     assert one.metric == "correct_em" and one.family == "" and one.significant is False
+    assert one.p_holm == one.p_value  # alone, a comparison is a Holm family of one
+    # the interval is at the level asked for: a 50% interval is narrower than a 95% one
+    half = _compare("g", "m", "d", "s3", "s1", cand, ref, 0.5)
+    assert half.ci_hi - half.ci_lo < one.ci_hi - one.ci_lo and half.diff == one.diff
+    # two epochs on the candidate's side only: item means, not McNemar on a rounded outcome
+    cand_many = _compare("g", "m", "d", "s3", "s1", _recs({"q1": [True, False], "q2": [True, True]}),
+                         _recs({"q1": [False], "q2": [True]}), 0.05)  # fmt: skip
+    assert cand_many.test != "mcnemar-exact" and cand_many.diff == pytest.approx(0.25)
     # several epochs on either side: the per-item means are compared, never rounded to pass/fail
     many = _compare("g", "m", "d", "s3", "s1", _recs({"q1": [True, False], "q2": [True, True]}),
                     _recs({"q1": [False, False], "q2": [True, True]}), 0.05)  # fmt: skip
@@ -226,3 +243,23 @@ def test_the_trajectory_panel_marks_the_gold_documents_of_the_searches_that_ran(
     assert str(trajectory_panel({"extra": {}, "steps": rec["steps"]})) == ""
     short = str(trajectory_panel({**rec, "extra": {"recall_at_step": [0.5]}}))
     assert "<td>—</td>" in short and "evidence recall —% · first gold search — · redundant — · wasted —" in short
+
+
+def test_kept_precision_without_recall_still_shows_in_the_terminal_line():
+    from bcas.report.html_metrics import metric_lines
+    from bcas.report.summary import summarize
+
+    records = [_record("a", 0, True, {"kept_precision": 0.5}), _record("b", 0, True, {"kept_precision": 1.0})]
+    (line,) = metric_lines(summarize(records))[1:]
+    assert "kept precision/recall 75.0 / —%," in line
+
+
+def test_the_beyond_accuracy_rows_carry_the_filter_keys_of_their_case():
+    """The filter bar hides rows by grid, model, dataset and configuration: a row without its
+    keys stays on screen whatever is chosen."""
+    from bcas.report.html_metrics import metrics_section
+    from bcas.report.summary import summarize
+
+    rows = summarize([{**_record("a", 0, True, {"grid": "g1"}), "label": "bm25/s3", "dataset": "hotpotqa"}])
+    html = str(metrics_section(rows))
+    assert '<tr class="fr" data-grid="g1" data-model="m" data-dataset="hotpotqa" data-config="bm25/s3">' in html
