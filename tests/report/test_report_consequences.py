@@ -263,3 +263,47 @@ def test_the_beyond_accuracy_rows_carry_the_filter_keys_of_their_case():
     rows = summarize([{**_record("a", 0, True, {"grid": "g1"}), "label": "bm25/s3", "dataset": "hotpotqa"}])
     html = str(metrics_section(rows))
     assert '<tr class="fr" data-grid="g1" data-model="m" data-dataset="hotpotqa" data-config="bm25/s3">' in html
+
+
+def test_the_filter_bar_offers_each_model_dataset_grid_and_configuration_once_sorted():
+    """A value missing from a box cannot be chosen; a box keyed wrongly filters nothing."""
+    from bcas.report.html_interactive import filter_bar
+
+    rows = [
+        SimpleNamespace(model="m2", dataset="nq", grid="g1", label="bm25/s3"),
+        SimpleNamespace(model="m1", dataset="hotpotqa", grid="g1", label="bm25/s1"),
+        SimpleNamespace(model="m1", dataset="nq", grid="g2", label="bm25/s1"),
+    ]
+    html = str(filter_bar(rows))
+    expected = {
+        "model": ("all models", ["m1", "m2"]),
+        "dataset": ("all datasets", ["hotpotqa", "nq"]),
+        "grid": ("all grids", ["g1", "g2"]),
+        "config": ("all configurations", ["bm25/s1", "bm25/s3"]),
+    }
+    for key, (everything, values) in expected.items():
+        options = "".join(f'<option value="{v}">{v}</option>' for v in values)
+        box = f'<label>{key} <select id="filter-{key}" data-key="{key}"><option value="">{everything}</option>{options}</select></label>'
+        assert box in html, key
+    # the boxes come in a fixed order: model, dataset, grid, configuration
+    assert [html.index(f'id="filter-{k}"') for k in expected] == sorted(
+        html.index(f'id="filter-{k}"') for k in expected
+    )
+
+
+def test_the_cost_stop_panel_names_the_cap_the_spend_and_each_stopped_case():
+    from bcas.report.html_cost import stops_section
+
+    assert str(stops_section([])) == ""
+    html = str(
+        stops_section(
+            [
+                {"case_id": "c1", "cap_usd": 0.5, "spent_usd": 0.25, "recorded": 3, "total": 10},
+                {"case_id": "c2", "cap_usd": 0.5, "spent_usd": 0.5012345678, "recorded": None, "total": 4},
+            ]
+        )
+    )
+    assert "--bcas-max-cost 0.5 USD: the session's priced spend reached 0.501235 USD" in html
+    assert "<li>c1: 3 of 10 items recorded</li><li>c2: 0 of 4 items recorded</li>" in html
+    no_cap = str(stops_section([{"case_id": "c", "cap_usd": None, "spent_usd": None, "recorded": 1, "total": None}]))
+    assert "--bcas-max-cost 0 USD" in no_cap and "reached 0 USD" in no_cap and "c: 1 of 0 items" in no_cap
