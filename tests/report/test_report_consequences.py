@@ -307,3 +307,45 @@ def test_the_cost_stop_panel_names_the_cap_the_spend_and_each_stopped_case():
     assert "<li>c1: 3 of 10 items recorded</li><li>c2: 0 of 4 items recorded</li>" in html
     no_cap = str(stops_section([{"case_id": "c", "cap_usd": None, "spent_usd": None, "recorded": 1, "total": None}]))
     assert "--bcas-max-cost 0 USD" in no_cap and "reached 0 USD" in no_cap and "c: 1 of 0 items" in no_cap
+
+
+def test_the_models_section_shows_each_pairs_figures_and_the_matrix_with_its_marks():
+    """What a reader compares models by: who is first, the difference with its interval and both
+    p values, which rows are significant, and the accuracy matrix with its ▲/▼ and hovers."""
+    from bcas.report.html_models import model_sections
+
+    comps = [_comparison("small", "large", -0.2, p=0.004), _comparison("mid", "large", 0.05, significant=False, p=0.5)]
+    comps[1].p_holm = 0.75
+    matrix = {
+        "panels": [
+            {
+                "grid": "g",
+                "dataset": "d",
+                "models": ["large", "small"],
+                "rows": [{"label": "bm25/s1", "accuracy": [0.6, 0.4]}, {"label": "bm25/s3", "accuracy": [None, 0.5]}],
+            }
+        ]
+    }
+    html = str(model_sections(comps, matrix))
+    cells = "".join(f'<td class="t">{t}</td>' for t in ("g", "d", "bm25/s1", "small", "large"))
+    assert (
+        '<tr class="fr sig" data-grid="g" data-dataset="d" data-config="bm25/s1" data-model="small" data-model-b="large">'
+        + cells
+        + "<td>50</td><td>10</td><td>2</td><td>-20.0 *</td><td>-30.0 – -10.0</td><td>0.0040</td><td>0.0040</td>"
+        "<td>mcnemar-exact</td></tr>"
+    ) in html
+    assert (
+        '<tr class="fr" data-grid="g" data-dataset="d" data-config="bm25/s1" data-model="mid" data-model-b="large">'
+    ) in html
+    assert "<td>+5.0</td><td>-5.0 – +15.0</td><td>0.5000</td><td>0.7500</td>" in html  # not significant: no *
+    assert "<th>config</th><th>large</th><th>small</th>" in html
+    assert (
+        '<tr class="fr" data-grid="g" data-dataset="d" data-config="bm25/s1"><td class="t">bm25/s1</td>'
+        '<td title="above small (Holm p=0.004)">60.0 ▲</td><td title="below large (Holm p=0.004)">40.0 ▼</td></tr>'
+    ) in html
+    assert '<td class="t">bm25/s3</td><td></td><td>50.0</td>' in html  # a model without that configuration: blank
+    assert "Accuracy % by model × configuration — g / d" in html
+    # one model: no section; a matrix alone still shows
+    assert str(model_sections([], None)) == "" and str(model_sections([], {"panels": []})) == ""
+    alone = str(model_sections([], matrix))
+    assert "Accuracy % by model × configuration" in alone and 'id="model-comparisons"' in alone
