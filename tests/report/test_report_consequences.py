@@ -349,3 +349,33 @@ def test_the_models_section_shows_each_pairs_figures_and_the_matrix_with_its_mar
     assert str(model_sections([], None)) == "" and str(model_sections([], {"panels": []})) == ""
     alone = str(model_sections([], matrix))
     assert "Accuracy % by model × configuration" in alone and 'id="model-comparisons"' in alone
+
+
+def test_a_figure_panel_reads_each_configuration_from_the_grid_table_else_from_its_records():
+    """The scaling chart's x axis is each configuration's budget: read from the wrong place, a
+    point is plotted at another budget, or a configuration the table no longer has disappears."""
+    from bcas.report.html_figures import panel_configs
+
+    def entry(label: str, searches: int) -> SimpleNamespace:
+        return SimpleNamespace(
+            label=label, config=SimpleNamespace(to_dict=lambda: {"budget": {"max_searches": searches}})
+        )
+
+    grids = {"g": SimpleNamespace(entries=[entry("s1", 1), entry("s3", 3)])}
+    records = [
+        {"label": "s3", "config": {"budget": {"max_searches": 99}}},  # the table's entry wins
+        {"label": "old", "config": {"retrieval": "bm25"}},  # no budget: not a configuration to plot by
+        {"label": "old", "config": {"budget": {"max_searches": 5}}},  # a renamed configuration: its record's own
+        {"label": "old", "config": {"budget": {"max_searches": 7}}},  # the first one read is kept
+        {"label": "elsewhere", "config": {"budget": {"max_searches": 2}}},  # not in this panel
+        {"label": "none", "config": "not a mapping"},
+    ]
+    got = panel_configs("g", ["s1", "s3", "old", "none"], records, grids)
+    assert got == {
+        "s1": {"budget": {"max_searches": 1}},
+        "s3": {"budget": {"max_searches": 3}},
+        "old": {"budget": {"max_searches": 5}},
+        "none": None,
+    }
+    # a grid the run does not know: every configuration from its records
+    assert panel_configs("other", ["s3"], records, grids) == {"s3": {"budget": {"max_searches": 99}}}
