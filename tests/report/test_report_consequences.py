@@ -379,3 +379,105 @@ def test_a_figure_panel_reads_each_configuration_from_the_grid_table_else_from_i
     }
     # a grid the run does not know: every configuration from its records
     assert panel_configs("other", ["s3"], records, grids) == {"s3": {"budget": {"max_searches": 99}}}
+
+
+def _kv_rows(html: str) -> dict[str, str]:
+    import re
+
+    return dict(re.findall(r'<tr><td class="t">(.*?)</td><td class="t">(.*?)</td></tr>', html))
+
+
+def test_the_run_section_says_what_ran_where_and_under_which_options():
+    """The manifest panel is how a reader tells two runs apart: a wrong commit, a dropped
+    "modified", a model without its fingerprint or an option without its source misleads."""
+    from bcas.report.html_run import manifest_section
+
+    latest = {
+        "session": "s1", "started_at": "t2", "ended_at": None, "status": "interrupted",
+        "bcas": {"version": "1.0", "git_commit": "def1234", "git_dirty": True}, "python": "3.11.7",
+        "packages": {"llama-cpp-python": "0.3.36", "vllm": None},
+        "host": {"cpu": "Xeon", "cpu_features": ["avx2", "fma"], "gpus": ["H200"]}, "seed": 7, "epochs": 3,
+        "price_sheet": {"path": "p.toml", "sha256": "0123456789abcdef0123"},
+        "models": {
+            "small": {"backend": "embedded", "model": None, "fingerprint": "fp1", "recorded_fingerprints": ["fp0", "fp1"],
+                      "served": "SmolLM2.gguf"},
+            "big": {"backend": "openai", "model": "qwen", "fingerprint": "fp2", "recorded_fingerprints": ["fp2"]},
+        },
+        "judge": {"spec": "mock:gold", "grade_id": "g1"}, "datasets": {"hotpotqa": ["h1", "h2"]},
+        "options": {"grid": {"value": "smoke", "source": "command line"}, "broken": "not a mapping"},
+    }  # fmt: skip
+    earlier = {"session": "s0", "started_at": "t0", "ended_at": "t1", "exit_status": 0, "models": {"a": {}, "b": {}},
+               "bcas": {"version": "0.9", "git_commit": "abc"}}  # fmt: skip
+    html = str(manifest_section({"sessions": [earlier, "not a session", latest]}))
+    assert "(latest of 2 session(s))" in html
+    rows = _kv_rows(html)
+    assert rows == {
+        "session": "s1 · t2 → running (interrupted: rerun the same command to resume)",
+        "bcas": "1.0 @ def1234 (modified)",
+        "python": "3.11.7",
+        "packages": "llama-cpp-python 0.3.36",
+        "host": "Xeon (avx2 fma) · GPUs: H200",
+        "seed / epochs": "7 / 3",
+        "price sheet": "p.toml sha256 0123456789abcdef",
+        "model small": "embedded:default · served: SmolLM2.gguf · fp1 (recorded: fp0, fp1)",
+        "model big": "openai:qwen · fp2",
+        "judge": "mock:gold · g1",
+        "dataset hotpotqa": "h1, h2",
+        "--bcas-grid": "smoke  [command line]",
+    }
+    assert "<li>s0: t0 → t1, exit 0, models a, b, bcas 0.9 @ abc</li>" in html
+    # a clean checkout, a finished session, no GPU, no pricing, no judge
+    plain = {**latest, "status": "ok", "ended_at": "t3", "bcas": {"version": "1.0", "git_commit": "def1234"},
+             "host": {"cpu": "Xeon"}, "price_sheet": None, "judge": None, "models": {}}  # fmt: skip
+    rows = _kv_rows(str(manifest_section({"sessions": [plain]})))
+    assert rows["session"] == "s1 · t2 → t3" and rows["bcas"] == "1.0 @ def1234"
+    assert rows["host"] == "Xeon · GPUs: none" and rows["price sheet"] == "pricing off" and rows["judge"] == "none"
+    no_commit = _kv_rows(
+        str(manifest_section({"sessions": [{**plain, "bcas": {"version": "1.0", "git_dirty": True}}]}))
+    )
+    assert no_commit["bcas"] == "1.0"
+    assert str(manifest_section(None)) == "" and str(manifest_section({"sessions": []})) == ""
+    assert str(manifest_section({"sessions": ["damaged"]})) == ""
+
+
+def test_each_panel_plots_every_model_over_its_configurations_and_shift_bars_where_the_grid_compares(monkeypatch):
+    from bcas.report import html_figures
+
+    charts: list[tuple] = []
+    bars: list[tuple] = []
+    monkeypatch.setattr(html_figures, "scaling_chart", lambda *a: charts.append(a) or f"chart{len(charts)}")
+    monkeypatch.setattr(html_figures, "shift_bars", lambda *a: bars.append(a) or f"bars{len(bars)}")
+
+    def row(grid, label, model, acc, **kw):
+        return SimpleNamespace(grid=grid, dataset="d", label=label, model=model, accuracy=acc, ci_lo=acc - 0.1,
+                               ci_hi=acc + 0.1, metric=kw.get("metric", "correct_em"), interval=kw.get("interval", "wilson"))  # fmt: skip
+
+    rows = [
+        row("g", "s3", "m1", 0.5), row("g", "s1", "m1", 0.3), row("g", "x-old", "m1", 0.2),
+        row("g", "s1", "m2", 0.4, interval="clustered"),
+        row("search_scaling", "s1", "m1", 0.1, metric="judge_verdict"),
+    ]  # fmt: skip
+    records = [
+        {"extra": {"grid": "g"}, "dataset": "d", "label": "s1", "config": {"budget": {"max_searches": 1}}},
+        {"extra": {"grid": "g"}, "dataset": "d", "label": "s3", "config": {"budget": {"max_searches": 3}}},
+    ]
+    comps = [
+        SimpleNamespace(grid="g", dataset="d", model="m1", label="s3", diff=0.2, ci_lo=0.1, ci_hi=0.3),
+        SimpleNamespace(grid="g", dataset="other", model="m1", label="s3", diff=0.9, ci_lo=0.8, ci_hi=1.0),
+        SimpleNamespace(grid="search_scaling", dataset="d", model="m1", label="s1", diff=0.1, ci_lo=0, ci_hi=0.2),
+    ]
+    html = str(html_figures.figures(rows, comps, {"g": ["s3", "s1"]}, records, {}))
+    (g_title, g_ordered, g_categorical, g_series), (s_title, *_rest) = charts
+    assert g_title == "g — d (SQuAD EM, 95% item-clustered; line: max searches in order)"
+    assert (g_ordered, g_categorical) == (["s1", "s3"], ["x-old"])  # by budget; unknown configurations last
+    assert g_series == {
+        "m1": [(0.3, pytest.approx(0.2), 0.4), (0.5, 0.4, 0.6), (0.2, pytest.approx(0.1), pytest.approx(0.3))],
+        "m2": [(0.4, pytest.approx(0.3), 0.5), None, None],
+    }
+    assert s_title == "search_scaling — d (LLM judge (BCAS §3.6), 95% Wilson)"
+    # shift bars: the compared grid's model with comparisons on this dataset only; none for a scaling grid
+    assert bars == [("g — d — m1: net shift vs reference (Newcombe 95%)", [("s3", 0.2, 0.1, 0.3)])]
+    assert html.count('<div class="fig fr"') == 3
+    assert '<div class="fig fr" data-grid="g" data-dataset="d" data-model="m1">bars1</div>' in html
+    assert '<div class="fig fr" data-grid="g" data-dataset="d">chart1</div>' in html
+    assert '<div class="fig fr" data-grid="search_scaling" data-dataset="d">chart2</div>' in html
