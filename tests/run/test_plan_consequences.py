@@ -72,3 +72,28 @@ def test_grades_of_two_judges_are_kept_apart_and_the_same_judge_is_not_asked_twi
         assert all(len(r["grades"]) == 2 for r in same.records)
     finally:
         GRIDS.restore(saved)
+
+
+def test_a_cases_identity_carries_its_models_fingerprint_verified_as_the_preflight_says(tmp_path, monkeypatch):
+    """Answers are reused only under the same model fingerprint: an identity without it would let
+    one model's records stand for another's; with preflight on, the fingerprint asks the server
+    what it serves, once per model."""
+    import bcas.llm.fingerprint as fingerprint
+
+    asked: list[tuple[str, str | None, bool]] = []
+
+    def recorded(backend, model, *, base_url=None, api_key_env=None, verify=True, loaded=None):
+        asked.append((backend, model, verify))
+        return f"fp:{backend}:{model}"
+
+    monkeypatch.setattr(fingerprint, "model_fingerprint", recorded)
+    plan = _plan(tmp_path)
+    case = plan.cases[0]
+    assert plan.identity(case).fingerprint == "fp:mock:gold" == plan.identity(plan.cases[1]).fingerprint
+    assert asked == [("mock", "gold", True)]  # once per model, verified
+    other = _plan(tmp_path, model="mock:random")
+    assert other.identity(other.cases[0]).fingerprint == "fp:mock:random"
+    asked.clear()
+    unverified = _plan(tmp_path, **{"no-preflight": True})
+    unverified.identity(unverified.cases[0])
+    assert asked == [("mock", "gold", False)]
