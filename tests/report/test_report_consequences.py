@@ -481,3 +481,58 @@ def test_each_panel_plots_every_model_over_its_configurations_and_shift_bars_whe
     assert '<div class="fig fr" data-grid="g" data-dataset="d" data-model="m1">bars1</div>' in html
     assert '<div class="fig fr" data-grid="g" data-dataset="d">chart1</div>' in html
     assert '<div class="fig fr" data-grid="search_scaling" data-dataset="d">chart2</div>' in html
+
+
+def test_a_summary_row_shows_each_figure_of_its_case_and_what_answered():
+    """The summary table is the report's headline: each cell must be its own figure, in its unit."""
+    from dataclasses import replace as with_fields
+
+    from bcas.report.html import _summary_rows, test_doubles
+    from bcas.report.summary import summarize
+
+    (base,) = summarize([_record("a", 0, True, {"grid": "g"}), _record("b", 0, False, {"grid": "g"})])
+    row = with_fields(
+        base, grid="g", model="qwen", dataset="d", label="s1", reference=True, served="Other-7B.gguf", n=8,
+        accuracy=0.625, ci_lo=0.3, ci_hi=0.85, judge_accuracy=0.5, judge_n=4, mean_f1=0.71234, mean_searches=1.5,
+        mean_tokens_in=1234.4, mean_tokens_out=56.6, mean_llm_calls=2.25, cost_usd=0.01234, errors=1,
+        invalid_turn_rate=0.1, context_window_stops=2, metric="strict_em", em_squad=0.75, model_fingerprint="fp",
+    )  # fmt: skip
+    (shown,) = _summary_rows([row])
+    assert shown["cls"] == "fr"
+    assert shown["data"] == {"grid": "g", "model": "qwen", "dataset": "d", "config": "s1"}
+    assert shown["cells"] == [
+        "g", "qwen (served: Other-7B.gguf)", "d", "s1 (ref)", 8, "62.5", "30.0–85.0", "50.0", 4, "0.712", "1.50",
+        "1234", "57", "2.2", "0.0123", 1, "10.0", 2, "strict_em", "75.0",
+    ]  # fmt: skip
+    # no judge, no price, a test double's cost, unknown figures
+    plain = with_fields(row, reference=False, served=None, judge_n=0, judge_accuracy=None, invalid_turn_rate=None,
+                        em_squad=None)  # fmt: skip
+    (shown,) = _summary_rows([plain])
+    assert shown["cells"][1] == "qwen" and shown["cells"][3] == "s1"
+    assert shown["cells"][7:9] == ["—", "—"] and shown["cells"][16] == "" and shown["cells"][19] == ""
+    assert _summary_rows([with_fields(row, cost_usd=None)])[0]["cells"][14] == "—"
+    assert _summary_rows([with_fields(row, model_fingerprint="mock:gold")])[0]["cells"][14] == "—"
+    # which models of a run are test doubles: the mock backend's fingerprint, or a record marked so
+    records = [
+        {"model": "b", "model_fingerprint": "mock:gold"},
+        {"model": "a", "model_fingerprint": "gguf:1", "extra": {"mock": True}},
+        {"model": "c", "model_fingerprint": "gguf:2", "extra": {"mock": "yes"}},  # only True marks one
+        {"model": "d", "model_fingerprint": None, "extra": None},
+        {"model": "b", "model_fingerprint": "mock:gold"},
+    ]
+    assert test_doubles(records) == ["a", "b"]
+
+
+def test_what_answered_is_named_only_when_it_is_another_model():
+    from bcas.report.summary import served_beside
+
+    gguf = "SmolLM2-135M-Instruct-Q4_1.gguf"
+    assert served_beside("smollm2-135m", gguf) == "smollm2-135m"  # the model asked for, by its file's name
+    assert served_beside("smollm2-135m [a1b2c3]", gguf) == "smollm2-135m [a1b2c3]"  # a label with a fingerprint
+    assert served_beside("smollm2-135m", None) == "smollm2-135m" and served_beside("smollm2-135m", "") == "smollm2-135m"
+    assert served_beside("qwen3-8b [a1]", gguf) == f"qwen3-8b [a1] (served: {gguf})"
+
+
+def test_a_tie_anywhere_in_the_list_does_not_hide_the_comparisons_after_it():
+    comps = [_comparison("x", "y", 0.0), _comparison("x", "z", 0.2, p=0.02)]
+    assert significance_marks("x", "g", "d", "bm25/s1", comps) == (["z (Holm p=0.02)"], [])
