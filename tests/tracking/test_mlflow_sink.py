@@ -18,19 +18,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.skips import skip_if_no_mlflow
+from support.skips import MLFLOW_IMPORTABLE, skip_if_no_mlflow
 
 from bcas.testing.project import budget_grid, codename_items, grid_project, preload
 from bcas.tracking import read_run_folder
 
-preload(
-    "bcas.tracking.mlflow_sink",
-    "mlflow.tracking",
-    "mlflow.entities",
-    "mlflow.store.tracking.sqlalchemy_store",
-    "mlflow.store.db.utils",
-    "sqlalchemy.orm.dependency",
-)
+if MLFLOW_IMPORTABLE:  # without the mlflow extra (README command 1 does not install it) the module skips
+    preload(
+        "bcas.tracking.mlflow_sink",
+        "mlflow.tracking",
+        "mlflow.entities",
+        "mlflow.store.tracking.sqlalchemy_store",
+        "mlflow.store.db.utils",
+        "sqlalchemy.orm.dependency",
+    )
 
 pytest_plugins = ["pytester"]
 pytestmark = skip_if_no_mlflow
