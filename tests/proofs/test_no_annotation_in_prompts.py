@@ -65,12 +65,36 @@ def _marked(value: Any, counter: list[int]) -> Any:
     return f"{MARK}{counter[0]}x"
 
 
+KEEP = 5  # items of a copy at least; more where needed to carry every kind of annotation
+
+
+def _kinds(row: dict[str, Any]) -> set[tuple[str, str]]:
+    """The annotation keys an item carries: its own and its documents'."""
+    return {("item", k) for k in row} | {("doc", k) for doc in row.get("documents") or [] for k in doc}
+
+
+def _covering(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first KEEP items, and each later item that carries a kind of annotation those lack.
+
+    The run answers one item and searches the copy's collection: a small collection that still
+    holds every kind of annotation the file has keeps the check and spares embedding thousands
+    of passages for the hybrid case."""
+    kept = rows[:KEEP]
+    seen = set().union(*(_kinds(r) for r in kept)) if kept else set()
+    for row in rows[KEEP:]:
+        if not _kinds(row) <= seen:
+            kept.append(row)
+            seen |= _kinds(row)
+    return kept
+
+
 def _annotated_copy(source: Path, target: Path) -> Path:
-    """``source`` (our schema) with every annotation, of the item and of each document, a marker."""
+    """``source`` (our schema), cut to the items that carry every kind of annotation it has
+    (:func:`_covering`), with every annotation, of the item and of each document, a marker."""
     counter = [0]
     rows = []
-    for line in source.read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
+    originals = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for row in _covering(originals):
         for key in [k for k in row if k not in ("id", "question", "answers", "documents", "supporting", "gold")]:
             row[key] = _marked(row[key], counter)
         row.setdefault("meta", {})["planted"] = _marked(["stance", "supports_gold"], counter)
