@@ -58,7 +58,10 @@ def _env(cache: Path) -> dict[str, str]:
     env = {
         **os.environ,
         "BCAS_CACHE_DIR": str(cache),
-        "BCAS_PACED_DELAY": "0.1",
+        # 0.4 s a call, about 1.6 s an item: the signal, sent once 3 records are on disk, must
+        # land before the run's last item even when this test's poll is late on a loaded
+        # machine (at 0.1 s a call a full default run saw the child finish first).
+        "BCAS_PACED_DELAY": "0.4",
         "BCAS_NO_CACHE": "1",
         "PYTHONPATH": str(REPO),
     }
