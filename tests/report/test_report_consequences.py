@@ -536,3 +536,55 @@ def test_what_answered_is_named_only_when_it_is_another_model():
 def test_a_tie_anywhere_in_the_list_does_not_hide_the_comparisons_after_it():
     comps = [_comparison("x", "y", 0.0), _comparison("x", "z", 0.2, p=0.02)]
     assert significance_marks("x", "g", "d", "bm25/s1", comps) == (["z (Holm p=0.02)"], [])
+
+
+def test_a_comparison_row_shows_its_pair_difference_interval_counts_and_both_p_values():
+    from bcas.report.html import _comparison_rows
+
+    sig = _comparison("m", "large", -0.2, p=0.004, family="filters")
+    sig.p_value = 0.001
+    plain = _comparison("m", "large", 0.05, significant=False, p=0.5)
+    first, second = _comparison_rows([sig, plain])
+    assert first["cls"] == "fr sig" and second["cls"] == "fr"
+    assert first["data"] == {"grid": "g", "model": "m", "dataset": "d", "config": "bm25/s1"}
+    assert first["cells"] == [
+        "g", "m", "d", "bm25/s1 vs large", 50, "-20.0", "-30.0 – -10.0", 10, 2, "0.0010", "0.0040", "filters",
+    ]  # fmt: skip
+    assert second["cells"][5:7] == ["+5.0", "-5.0 – +15.0"] and second["cells"][11] == "grid"
+
+
+def test_a_madara_row_averages_each_figure_over_its_items_and_names_the_routing():
+    """The MADARA table: strict EM, calls and tokens per item, documents, and where routing sent it."""
+    from bcas.report.html import _madara_rows
+
+    def rec(item: str, ok: bool, calls: int, extra: dict, **fields) -> dict:
+        base = {"item_id": item, "model": "m", "dataset": "conflictqa", "label": "madara/routed", "answers": ["Paris"],
+                "prediction": "Paris" if ok else "Rome", "llm_calls": calls, "tokens_in": 100 * calls,
+                "method": "madara", "extra": {"grid": "g", **extra}}  # fmt: skip
+        return {**base, **fields}
+
+    routing = {"mode": "PDE", "reason": "weak on this task"}
+    records = [
+        rec("a", True, 4, {"assessment_calls": 3, "generation_calls": 1, "doc_ids": ["1", "2"], "routing": routing}),
+        rec(
+            "b",
+            False,
+            6,
+            {
+                "assessment_calls": 5,
+                "generation_calls": 1,
+                "doc_ids": ["1", "2", "3", "4"],
+                "retrieved_docs": 2,
+                "routing": {"mode": "SDA", "reason": "strong"},
+            },
+        ),  # fmt: skip
+        rec("c", True, 2, {"kind": "madara", "assessment_calls": None}, method="other", llm_calls=None),
+        rec("z", True, 9, {}, method="bcas"),  # not a MADARA record
+    ]
+    (row,) = _madara_rows(records)
+    assert row["cells"] == [
+        "g", "m", "conflictqa", "madara/routed", 3, "66.7", "3.3", "2.7", "0.7", "400", "3.0 (2.0)",
+        "PDE / SDA: strong; weak on this task",
+    ]  # fmt: skip
+    assert _madara_rows([rec("a", True, 1, {})])[0]["cells"][10:] == ["", ""]  # no documents listed, no routing
+    assert _madara_rows([]) == []
