@@ -588,3 +588,20 @@ def test_a_madara_row_averages_each_figure_over_its_items_and_names_the_routing(
     ]  # fmt: skip
     assert _madara_rows([rec("a", True, 1, {})])[0]["cells"][10:] == ["", ""]  # no documents listed, no routing
     assert _madara_rows([]) == []
+
+
+def test_an_rsc_profile_row_shows_the_probe_figures_and_where_the_router_sent_the_pair():
+    """The RSC probe's row: ρ̂ per assessor, ρ*, ρ̄, the class, NF's EM and the routed treatment."""
+    from bcas.report.html import _profile_rows
+
+    profile = {
+        "model_label": "small", "model": "ignored", "dataset": "conflictqa", "n_queries": 10,
+        "rho_hat": [0.1234, 0.5, 1], "rho_star": 0.5, "rho_bar": 0.45678, "classification": "weak",
+        "em_nf": 0.2, "decision": {"mode": "PDE", "reason": "NF below 30%"},
+    }  # fmt: skip
+    (row,) = _profile_rows([profile])
+    assert row["cells"] == ["small", "conflictqa", "10", "0.12 0.50 1.00", "0.5", "0.457", "weak", "0.2", "PDE",
+                            "NF below 30%"]  # fmt: skip
+    bare = _profile_rows([{"model": "m"}])[0]["cells"]
+    assert bare == ["m", "", "", "", "", "0.000", "", "", "", ""]  # nothing made up for what the probe lacks
+    assert _profile_rows([]) == []
