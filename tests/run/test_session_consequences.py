@@ -101,3 +101,98 @@ def test_ctrl_c_cancels_every_item_in_flight(tmp_path, monkeypatch):
     assert tasks["again"].done() and not tasks["again"].cancelled()  # the interrupt surfacing again ends it too
     assert not [t for t in asyncio.all_tasks(session.loop) if not t.done()]
     session.close()
+
+
+# -- the judge's identity ---------------------------------------------------------------------
+
+
+def test_without_a_judge_a_session_has_no_judge_identity(tmp_path):
+    session = _session(tmp_path, judge="none")
+    try:
+        assert session.judge_fingerprint() is None and session.grade_id() is None
+    finally:
+        session.close()
+
+
+def test_a_served_judge_is_identified_by_the_server_it_is_loaded_from(tmp_path):
+    """Grades must carry the identity of the judge that gave them.
+
+    The judge at ``--bcas-judge-base-url`` is asked what it serves (not the evaluated
+    model's server, not an unverified name), an Ollama-style name with a colon is split at
+    the backend's colon only, and the judge is asked once: every record of a run needs its
+    identity, and asking again per record would query the judge server each time.
+    """
+    from bcas.llm.preflight import preflight
+    from bcas.testing.servers import FaultServer
+
+    with FaultServer(model="qwen2.5:7b") as judge, FaultServer(model="evaluated") as evaluated:
+        session = _session(
+            tmp_path,
+            model="openai:evaluated",
+            **{"base-url": evaluated.base_url, "judge-base-url": judge.base_url},
+            judge="openai:qwen2.5:7b",
+        )
+        try:
+            fingerprint = session.judge_fingerprint()
+            asked, other = judge.requests, evaluated.requests
+            assert asked >= 1 and other == 0  # the judge's own server, not the evaluated model's
+            assert session.judge_fingerprint() == fingerprint and judge.requests == asked  # asked once
+            assert fingerprint is not None and "?unverified" not in fingerprint
+            assert fingerprint == preflight(judge.base_url, "qwen2.5:7b").fingerprint
+            assert fingerprint in (session.grade_id() or "")
+        finally:
+            session.close()
+
+
+# -- MADARA's calibration items -------------------------------------------------------------
+
+
+def test_calibration_items_follow_the_seed_and_never_overlap_the_evaluated_items(tmp_path):
+    """Algorithm 2 calibrates on C and evaluates outside it: under ``--bcas-seed 7`` too."""
+    seeded, plain = _session(tmp_path / "s7", seed=7), _session(tmp_path / "s0")
+    try:
+        calibration = {it.id for it in seeded.calibration("hotpotqa", 5).items}
+        evaluated = {it.id for it in seeded.dataset("hotpotqa", None, holdout=5).items}
+        assert len(calibration) == 5 and evaluated and not calibration & evaluated
+        assert calibration != {it.id for it in plain.calibration("hotpotqa", 5).items}
+        # each (dataset, size) is its own set, not the first one asked for
+        assert len(seeded.calibration("hotpotqa", 3).items) == 3
+        assert {it.id for it in seeded.calibration("fever", 5).items} != calibration
+    finally:
+        seeded.close()
+        plain.close()
+
+
+def test_calibration_items_are_known_to_a_model_loaded_before_them(tmp_path):
+    """``mock:gold`` answers only items it was taught; the RSC probe runs it on C."""
+    from bcas.agent import run_bcas
+    from bcas.config import RunConfig
+    from bcas.testing.scripted import FakeRetriever
+
+    session = _session(tmp_path)
+    try:
+        model = session.model(session.settings.models[0])
+        for item in session.calibration("hotpotqa", 3).items:
+            passages = [(d.id, d.title, d.text) for d in item.documents]
+            traj = session.loop.run_until_complete(run_bcas(item, model, FakeRetriever(passages, k=2), RunConfig()))
+            assert traj.stop_reason != "error", traj.error
+            assert traj.prediction in item.answers
+    finally:
+        session.close()
+
+
+def test_calibration_items_under_a_corpus_carry_its_identity(tmp_path):
+    """Calibrated on a corpus, the RSC profile must not be reused for the items' own documents."""
+    from tests.support import official
+
+    dataset, corpus, _ = official.flashrag_pair(tmp_path / "flashrag", n=30)
+    name = f"flashrag:{dataset}"
+    with_corpus = _session(tmp_path / "c", corpus=str(corpus))
+    without = _session(tmp_path / "n")
+    try:
+        cal = with_corpus.calibration(name, 5)
+        assert cal.corpus == with_corpus.corpus().hash
+        assert cal.hash != without.calibration(name, 5).hash
+    finally:
+        with_corpus.close()
+        without.close()
