@@ -1,7 +1,9 @@
 """Where bcas keeps files it can rebuild: generation cache, retrieval indexes.
 
 ``BCAS_CACHE_DIR`` overrides the location; otherwise ``$XDG_CACHE_HOME/bcas`` or
-``~/.cache/bcas``.  Everything under it may be deleted at any time.
+``~/.cache/bcas``.  ``BCAS_INDEX_DIR`` moves the retrieval indexes alone (a team's shared
+index folder beside each run's own generation cache).  Everything under them may be
+deleted at any time.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import os
 from pathlib import Path
 
 CACHE_DIR_ENV = "BCAS_CACHE_DIR"
+INDEX_DIR_ENV = "BCAS_INDEX_DIR"
 
 
 def cache_dir(create: bool = True) -> Path:
@@ -23,3 +26,9 @@ def cache_dir(create: bool = True) -> Path:
     if create:
         path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def index_dir() -> Path:
+    """The retrieval index cache: ``BCAS_INDEX_DIR``, else ``<cache folder>/indexes`` (not created here)."""
+    override = os.environ.get(INDEX_DIR_ENV)
+    return Path(override).expanduser() if override else cache_dir() / "indexes"

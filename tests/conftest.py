@@ -69,6 +69,17 @@ def pytest_configure(config: pytest.Config) -> None:
     # for four threads on two cores (BCAS_THREADS: the engines' thread count where read).
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.setdefault("BCAS_THREADS", "1")
+        return
+    # One retrieval index folder for the whole session (bcas.paths.index_dir): the one runs
+    # use (after README command 1 it holds the smoke grid's indexes), so that tests giving a
+    # run its own BCAS_CACHE_DIR (no answer replayed from another test) still build each
+    # index at most once.  Indexes are keyed on their content and verified on load.  The
+    # workers and the runs they start inherit it; a test of building an index points
+    # BCAS_INDEX_DIR (or cache_dir=) at a folder of its own.
+    if not os.environ.get("BCAS_INDEX_DIR"):
+        from bcas.paths import index_dir
+
+        os.environ["BCAS_INDEX_DIR"] = str(index_dir())
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

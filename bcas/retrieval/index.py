@@ -5,8 +5,8 @@ of chunks on CPU) takes minutes, loading it takes well under a second per compon
 
 Layout: ``<root>/<component>-<key>/`` holds the component's files and a
 ``manifest.json`` listing every file with its size and sha256.  ``root`` is
-``bcas.paths.cache_dir() / "indexes"`` (``BCAS_CACHE_DIR`` moves it) unless a folder
-is given.  ``key`` is the sha256 of the component name, the collection hash (sha256
+``bcas.paths.index_dir()`` (``$BCAS_INDEX_DIR``, else ``$BCAS_CACHE_DIR/indexes``) unless a
+folder is given.  ``key`` is the sha256 of the component name, the collection hash (sha256
 of chunk ids, titles and texts), the component's parameters (for example stemmer and
 phrase slop; embedder model id and faiss index kind) and the cache format version.
 
@@ -70,9 +70,9 @@ class CacheCorrupt(Exception):
 
 
 def default_index_root() -> Path:
-    from bcas.paths import cache_dir
+    from bcas.paths import index_dir
 
-    return cache_dir() / "indexes"
+    return index_dir()
 
 
 def _sha256_file(path: Path) -> str:

@@ -266,7 +266,7 @@ def build_retriever(
     ``model``: the ``ChatModel`` the ``llm`` reranker runs on (default: the embedded
     model).  ``embedder`` / ``reranker``: a registered name or an instance, overriding
     ``config.embedder`` / ``config.reranker``.  ``cache_dir``: the folder of index
-    caches (default ``bcas.paths.cache_dir() / "indexes"``), built as streams and
+    caches (default ``bcas.paths.index_dir()``), built as streams and
     loaded memory-mapped (``bcas.retrieval.streamed``); ``False`` builds in memory
     without caching.  ``progress``: show progress bars while building.
     ``source_hash``: the identity of ``documents`` (e.g. ``Corpus.hash``); with it a

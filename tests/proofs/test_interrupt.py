@@ -73,32 +73,50 @@ def _on_disk(run: Path) -> int:
     return sum(p.read_bytes().count(b"\n") for p in run.glob("records*.jsonl")) if run.is_dir() else 0
 
 
-def _run_and_stop(project: Path, cache: Path, sig: signal.Signals, group: bool, *extra: str) -> tuple[int, str]:
-    """Start the run, send ``sig`` once STOP_AFTER records are on disk; (exit status, output)."""
+def _as_from_a_terminal() -> None:
+    """Ctrl-C's default action in the run, as a terminal starts a command with it.
+
+    A suite started in the background by a non-interactive shell (``pytest tests &`` in a
+    script, ``nohup``) inherits SIGINT ignored, as POSIX has such shells start background
+    commands, and so would the run this test starts: Ctrl-C could not reach it (a full
+    default run started that way failed here every time while the run never saw the signal).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _run_and_stop(project: Path, cache: Path, sig: signal.Signals, group: bool, *extra: str) -> tuple[int, str, str]:
+    """Start the run, send ``sig`` once STOP_AFTER records are on disk; (exit status, output, when)."""
     log = project / "stopped.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(
             _command(*extra), cwd=project, env=_env(cache), stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            start_new_session=True, preexec_fn=_as_from_a_terminal,
         )  # fmt: skip
         try:
-            deadline = time.monotonic() + 300
+            started = time.monotonic()
+            deadline = started + 300
             while _on_disk(project / "run") < STOP_AFTER:
                 if proc.poll() is not None:
                     pytest.fail(f"the run ended (rc {proc.returncode}) before it was stopped:\n{log.read_text()}")
                 if time.monotonic() > deadline:
                     pytest.fail("no records within 5 minutes")
                 time.sleep(0.05)
+            on_disk, sent_s = _on_disk(project / "run"), time.monotonic() - started
             if group:
                 os.killpg(proc.pid, sig)
             else:
                 proc.send_signal(sig)
             status = proc.wait(timeout=300)
+            ended_s = time.monotonic() - started
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-    return status, log.read_text()
+    # Said with the output: when the signal went out, against when the run ended.
+    when = (
+        f"[signal sent {sent_s:.2f} s after the start with {on_disk} records on disk; the run ended at {ended_s:.2f} s]"
+    )
+    return status, log.read_text(), when
 
 
 def _keys(records: list[dict]) -> set[tuple]:
@@ -119,8 +137,8 @@ def test_an_interrupted_run_reports_what_finished_and_the_same_command_resumes(
     project = make_project(tmp_path / "project")
     run = project / "run"
 
-    status, output = _run_and_stop(project, cache, sig, group, *extra)
-    assert status == int(pytest.ExitCode.INTERRUPTED), output
+    status, output, when = _run_and_stop(project, cache, sig, group, *extra)
+    assert status == int(pytest.ExitCode.INTERRUPTED), output + when
     lines = output.splitlines()
     assert len(lines) < 20 and "Traceback" not in output, output
     said = [m for m in map(LINE.match, lines) if m]

@@ -129,10 +129,18 @@ def test_no_annotation_of_a_shipped_dataset_reaches_a_prompt(source: Path, tmp_p
     assert not _leaks(texts, set(ROLE_TITLES)), "a ConflictQA role name reached a prompt"
 
 
+def _first_rows(source: Path, target: Path, n: int) -> Path:
+    """The first ``n`` items of a bcas-format file (its collection: their documents only)."""
+    rows = source.read_text(encoding="utf-8").splitlines(keepends=True)[:n]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("".join(rows), encoding="utf-8")
+    return target
+
+
 def _official_files(root: Path) -> dict[str, tuple[str, str | None]]:
     """One official file per format reader, as ``FORMAT:PATH`` and the corpus a questions-only one searches."""
     fever, wiki = official.fever(root / "fever" / "paper_dev.jsonl", root / "fever" / "wiki-pages")
-    flash, corpus, _ = official.flashrag_pair(root / "flashrag", n=4)
+    flash, corpus, _ = official.flashrag_pair(root / "flashrag", n=4, whole_collection=False)
     files = {
         "hotpotqa": official.hotpotqa(root / "hotpot_dev_distractor_v1.json", n=4),
         "2wikimultihopqa": official.twowiki(root / "2wiki_dev.json", n=4),
@@ -142,7 +150,7 @@ def _official_files(root: Path) -> dict[str, tuple[str, str | None]]:
         "conflictqa": official.conflictqa(root / "conflictQA-strategyQA-chatgpt.json", n=4),
         "fever": fever,
         "flashrag": flash,
-        "bcas": load_dataset("hotpotqa").path,
+        "bcas": _first_rows(Path(load_dataset("hotpotqa").path), root / "bcas.jsonl", 4),
     }
     corpora = {"fever": str(wiki), "flashrag": str(corpus), "nq_open": str(corpus)}
     return {name: (f"{name}:{path}", corpora.get(name)) for name, path in files.items()}

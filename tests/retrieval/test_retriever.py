@@ -88,8 +88,24 @@ def test_damaged_dense_cache_is_rebuilt(tmp_path, minilm_embedder):
 
 def test_cache_lives_under_bcas_cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.delenv("BCAS_INDEX_DIR", raising=False)
     build_retriever([Document("a", "A", "alpha beta")], RetrievalConfig(mode="bm25"), progress=False)
     assert _only_folder(tmp_path / "c" / "indexes", "bm25").is_dir()
+
+
+def test_runs_with_their_own_caches_share_the_index_folder_they_are_given(tmp_path, monkeypatch):
+    """``BCAS_INDEX_DIR``: two runs, two generation caches, one index built once."""
+    docs = [Document("a", "A", "alpha beta"), Document("b", "B", "gamma delta")]
+    monkeypatch.setenv("BCAS_INDEX_DIR", str(tmp_path / "shared"))
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "run1"))
+    first = build_retriever(docs, RetrievalConfig(mode="bm25"), progress=False)
+    built = _only_folder(tmp_path / "shared", "bm25")
+    stamp = built.stat().st_mtime_ns
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "run2"))
+    second = build_retriever(docs, RetrievalConfig(mode="bm25"), progress=False)
+    assert _only_folder(tmp_path / "shared", "bm25") == built and built.stat().st_mtime_ns == stamp  # loaded
+    assert second.search("gamma") == first.search("gamma")
+    assert not (tmp_path / "run1" / "indexes").exists() and not (tmp_path / "run2" / "indexes").exists()
 
 
 @pytest.mark.parametrize("mode", ["bm25", "dense", "hybrid"])

@@ -50,6 +50,7 @@ def _counting(device: str | None = None) -> Embedder:
 
 def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scope: str) -> tuple[Results, list[dict]]:
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("BCAS_INDEX_DIR", str(tmp_path / "cache" / "indexes"))  # built here, not loaded
     rows = codename_items(6)
     data = write_jsonl(tmp_path / "six.jsonl", rows)
     config = RunConfig(

@@ -177,8 +177,14 @@ def conflictqa(path: Path, n: int = 12) -> Path:
     return _write_jsonl(path, rows)
 
 
-def flashrag_pair(folder: Path, n: int = 12, name: str = "hotpotqa") -> tuple[Path, Path, list[Any]]:
-    """A FlashRAG dataset (questions only) and a FlashRAG corpus of the sample's whole collection."""
+def flashrag_pair(
+    folder: Path, n: int = 12, name: str = "hotpotqa", *, whole_collection: bool = True
+) -> tuple[Path, Path, list[Any]]:
+    """A FlashRAG dataset (questions only) and a FlashRAG corpus of the sample's whole collection.
+
+    ``whole_collection=False``: the corpus holds the documents of the ``n`` items only (a
+    dense index of it embeds a few hundred chunks, not the whole sample's thousands).
+    """
     ds = load_dataset(name)
     items = list(ds.items[:n])
     rows = []
@@ -197,7 +203,8 @@ def flashrag_pair(folder: Path, n: int = 12, name: str = "hotpotqa") -> tuple[Pa
             }
         )
     dataset = _write_jsonl(folder / name / "dev.jsonl", rows)
-    corpus_rows = [{"id": str(j), "contents": f'"{d.title}"\n{d.text}'} for j, d in enumerate(ds.documents)]
+    documents = ds.documents if whole_collection else [d for it in items for d in it.documents]
+    corpus_rows = [{"id": str(j), "contents": f'"{d.title}"\n{d.text}'} for j, d in enumerate(documents)]
     corpus = _write_jsonl(folder / "corpus" / "wiki.jsonl", corpus_rows)
     return dataset, corpus, items
 
