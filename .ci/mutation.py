@@ -12,16 +12,25 @@ mutated function.
 
 ``sample`` (CI, ``.ci/mutation.sh``): the seed orders the groups and draws the mutants, so
 each commit checks another sample.  The mutants are split over the first groups that fit
-(``--groups-per-run``); a mutant mutmut reports ``survived``, ``no tests`` or
-``suspicious`` fails the run unless it is listed as equivalent; ``timeout`` counts as
-caught (a hang is a failure of the tests, as pytest-timeout makes it).  Exit status: 0
-all caught, 1 a survivor, 2 nothing could be checked within the time box.
+(``--groups-per-run``).  Where the baseline (``.ci/mutation-baseline.json``, written by
+``score --write-docs``) has a group, its mutants are drawn from those the score found
+caught in functions whose source is unchanged since: each one that survives now is a
+regression (a test weakened or lost, or code that slipped out from under its tests) and
+fails the run.  A group without a baseline is drawn from all its mutants, and a survivor
+there (one no score has looked at, or one the score already counts as surviving) is
+reported, failing the run only with ``--strict``.  A mutant mutmut reports ``survived``,
+``no tests`` or ``suspicious`` is a survivor unless it is listed as equivalent;
+``timeout`` counts as caught (a hang is a failure of the tests, as pytest-timeout makes
+it).  Exit status: 0 nothing failing, 1 a failing survivor, 2 nothing could be checked
+within the time box.
 
 ``score``: every mutant of each named group (default: all, in table order, while
 ``--limit-s`` lasts); mutmut's own counts (``mutmut export-cicd-stats``) per group are
 printed and, with ``--write-docs``, written between the markers of docs/measured.md;
 ``--keep-rows`` keeps the rows of groups this run did not score as the docs' table has
-them (mutmut's counts from an earlier run, each row dated by its run).
+them (mutmut's counts from an earlier run, each row dated by its run).  ``--write-docs``
+also writes each scored group's baseline: per mutated function, mutmut's hash of its
+source and the numbers of its mutants found caught and surviving.
 """
 
 from __future__ import annotations
@@ -40,12 +49,15 @@ import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 LIST_ONLY = "bcas.__list_mutants_only__"  # a name no mutant has: mutmut generates, maps tests, then stops
 CAUGHT = {"killed", "timeout", "caught by type check", "segfault"}
 DOCS = REPO / "docs" / "measured.md"
 BEGIN, END = "<!-- mutation-score:begin -->", "<!-- mutation-score:end -->"
+BASELINE = REPO / ".ci" / "mutation-baseline.json"
+SURVIVED = {"survived", "no tests", "suspicious"}
 
 
 @dataclass(frozen=True)
@@ -130,6 +142,76 @@ def statuses(cwd: Path) -> dict[str, str]:
     return found
 
 
+def function_hashes(cwd: Path) -> dict[str, str]:
+    """mutmut's hash of each mutated function's source, keyed as its mutants' names start."""
+    found = {}
+    root = cwd / "mutants"
+    for meta in root.rglob("*.py.meta"):
+        module = str(meta.relative_to(root))[: -len(".py.meta")].replace("/", ".")
+        for function, digest in json.loads(meta.read_text()).get("hash_by_function_name", {}).items():
+            found[f"{module}.{function}"] = digest
+    return found
+
+
+def split_name(name: str) -> tuple[str, int]:
+    """``bcas.m.x_f__mutmut_7`` -> (``bcas.m.x_f``, 7)."""
+    function, _, number = name.rpartition("__mutmut_")
+    return function, int(number)
+
+
+def ranges(numbers: list[int]) -> str:
+    """``[1, 2, 3, 7]`` -> ``"1-3,7"``."""
+    parts: list[str] = []
+    for n in sorted(set(numbers)):
+        if parts and parts[-1].rpartition("-")[2] == str(n - 1):
+            parts[-1] = f"{parts[-1].partition('-')[0]}-{n}"
+        else:
+            parts.append(str(n))
+    return ",".join(parts)
+
+
+def numbers(text: str) -> set[int]:
+    """``"1-3,7"`` -> ``{1, 2, 3, 7}``."""
+    found: set[int] = set()
+    for part in filter(None, text.split(",")):
+        low, _, high = part.partition("-")
+        found.update(range(int(low), int(high or low) + 1))
+    return found
+
+
+def baseline_entry(status: dict[str, str], hashes: dict[str, str], equivalent: dict[str, str]) -> dict[str, object]:
+    """A group's baseline: per function, its source hash and its mutants caught and surviving."""
+    caught: dict[str, list[int]] = {}
+    survived: dict[str, list[int]] = {}
+    for name, state in status.items():
+        function, number = split_name(name)
+        if name in equivalent or function not in hashes:
+            continue
+        if state in CAUGHT:
+            caught.setdefault(function, []).append(number)
+        elif state in SURVIVED:
+            survived.setdefault(function, []).append(number)
+    return {
+        f: {"hash": hashes[f], "caught": ranges(caught.get(f, [])), "survived": ranges(survived.get(f, []))}
+        for f in sorted(set(caught) | set(survived))
+    }
+
+
+def guarded(names: list[str], hashes: dict[str, str], entry: dict[str, dict[str, str]]) -> list[str]:
+    """The mutants of ``names`` the baseline found caught, in functions unchanged since."""
+    kept = []
+    for name in names:
+        function, number = split_name(name)
+        known = entry.get(function)
+        if known and known["hash"] == hashes.get(function) and number in numbers(known["caught"]):
+            kept.append(name)
+    return kept
+
+
+def read_baseline() -> dict[str, Any]:
+    return json.loads(BASELINE.read_text())["groups"] if BASELINE.is_file() else {}
+
+
 def draw_groups(groups: list[Group], rng: random.Random, count: int, per_run: int) -> list[tuple[Group, int]]:
     """The groups a sample visits, in the order drawn, and how many mutants each gets
     (``count`` split as evenly as it goes over ``per_run`` of them)."""
@@ -147,8 +229,10 @@ def sample(args: argparse.Namespace) -> int:
     log = root / "mutmut.log"
     print(f"mutation sample: seed {args.seed}, {args.count} mutants over {', '.join(g.name for g in order)}")
     print(f"mutmut output: {log}")
+    baseline = read_baseline()
     checked: dict[str, str] = {}
     home: dict[str, Path] = {}
+    regressions: set[str] = set()  # drawn from the baseline's caught mutants
     unreached: list[str] = []
     for group, k in plan:
         cwd = scratch_copy(group, root)
@@ -157,7 +241,16 @@ def sample(args: argparse.Namespace) -> int:
         if not names:
             unreached.append(group.name)
             continue
-        chosen = rng.sample(names, min(k, len(names)))
+        entry = baseline.get(group.name)
+        pool = guarded(names, function_hashes(cwd), entry["functions"]) if entry else []
+        print(
+            f"  {group.name}: {len(pool)} of {len(names)} mutants found caught by the baseline of "
+            f"{entry['date']} in unchanged functions"
+            if entry
+            else f"  {group.name}: no baseline; drawn from all {len(names)} mutants"
+        )
+        chosen = rng.sample(pool or names, min(k, len(pool or names)))
+        regressions.update(chosen if pool else [])
         home.update(dict.fromkeys(chosen, cwd))
         rc = mutmut(["run", "--max-children", str(args.jobs), *chosen], cwd, deadline, log)
         result = statuses(cwd)
@@ -167,9 +260,11 @@ def sample(args: argparse.Namespace) -> int:
             unreached.append(f"{group.name} ({len(chosen) - len(done)} of {len(chosen)} not checked in time)")
     survivors = sorted(n for n, s in checked.items() if s not in CAUGHT)
     caught = len(checked) - len(survivors)
+    failing = [n for n in survivors if n in regressions or args.strict]
     print(f"mutation sample: {caught} caught, {len(survivors)} not caught, of {len(checked)} checked")
     for name in survivors:
-        print(f"  {checked[name]}: {name}")
+        why = "caught in the baseline: a regression" if name in regressions else "not in the baseline's caught"
+        print(f"  {checked[name]}: {name} ({why})")
         show = subprocess.run(
             [sys.executable, "-m", "mutmut", "show", name],
             cwd=home[name],
@@ -184,6 +279,7 @@ def sample(args: argparse.Namespace) -> int:
             "a mutant survived: add the test that catches it, or list it under "
             "[tool.bcas-mutation.equivalent] with the reason it changes nothing observable"
         )
+    if failing:
         return 1
     return 0 if checked else 2
 
@@ -201,6 +297,7 @@ def score(args: argparse.Namespace) -> int:
     log = root / "mutmut.log"
     print(f"mutmut output: {log}")
     rows: list[Row] = []
+    entries: dict[str, dict[str, object]] = {}
     for group in groups:
         cwd = root / group.name
         t0 = time.monotonic()
@@ -214,8 +311,13 @@ def score(args: argparse.Namespace) -> int:
             break
         subprocess.run([sys.executable, "-m", "mutmut", "export-cicd-stats"], cwd=cwd, capture_output=True, check=True)
         counts = json.loads((cwd / "mutants" / "mutmut-cicd-stats.json").read_text())
-        equal = [n for n, s in statuses(cwd).items() if n in equivalent and s not in CAUGHT]
+        status = statuses(cwd)
+        equal = [n for n, s in status.items() if n in equivalent and s not in CAUGHT]
         rows.append(Row(group, counts, len(equal), time.monotonic() - t0))
+        entries[group.name] = {
+            "date": rows[-1].date,
+            "functions": baseline_entry(status, function_hashes(cwd), equivalent),
+        }
         print(group.name, json.dumps(counts), f"equivalent {len(equal)}")
         if time.monotonic() >= deadline:
             break
@@ -234,6 +336,9 @@ def score(args: argparse.Namespace) -> int:
     print(table)
     if args.write_docs:
         DOCS.write_text(text[:start] + "\n" + table + "\n" + text[end:])
+        kept_entries = {g: e for g, e in read_baseline().items() if g not in entries} if args.keep_rows else {}
+        groups_out = {**kept_entries, **entries}
+        BASELINE.write_text(json.dumps({"groups": groups_out}, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     return 0
 
 
@@ -333,6 +438,7 @@ def main() -> int:
     s.add_argument("--groups-per-run", type=int, default=3)
     s.add_argument("--limit-s", type=float, default=600)
     s.add_argument("--jobs", type=int, default=2)
+    s.add_argument("--strict", action="store_true", help="fail on every survivor, not only the baseline's caught")
     s.set_defaults(func=sample)
     f = sub.add_parser("score", help="every mutant of the named groups")
     f.add_argument("--groups", default="")

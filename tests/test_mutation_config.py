@@ -108,3 +108,50 @@ def test_rows_kept_from_the_docs_table_carry_the_counts_and_date_of_their_own_ru
         assert "identity" in str(exc) and "170" in str(exc)
     else:
         raise AssertionError("a row whose counts do not add up was read")
+
+
+def test_the_baseline_holds_the_sample_to_what_the_score_found_caught() -> None:
+    """A mutant the full score found caught and that survives now must fail CI; one in a
+    function changed since, one the score saw survive, or an equivalent one must not."""
+    driver = _driver()
+    assert driver.ranges([7, 1, 2, 3, 9, 10]) == "1-3,7,9-10" and driver.ranges([]) == ""
+    assert driver.numbers("1-3,7,9-10") == {1, 2, 3, 7, 9, 10} and driver.numbers("") == set()
+    status = {
+        "bcas.m.x_f__mutmut_1": "killed",
+        "bcas.m.x_f__mutmut_2": "timeout",
+        "bcas.m.x_f__mutmut_3": "survived",
+        "bcas.m.x_f__mutmut_4": "not checked",
+        "bcas.m.x_f__mutmut_5": "no tests",
+        "bcas.m.x_f__mutmut_6": "killed",  # reviewed equivalent: never held to anything
+        "bcas.m.xǁCǁg__mutmut_12": "segfault",
+    }
+    hashes = {"bcas.m.x_f": "aaa", "bcas.m.xǁCǁg": "bbb"}
+    entry = driver.baseline_entry(status, hashes, {"bcas.m.x_f__mutmut_6": "why"})
+    assert entry == {
+        "bcas.m.x_f": {"hash": "aaa", "caught": "1-2", "survived": "3,5"},
+        "bcas.m.xǁCǁg": {"hash": "bbb", "caught": "12", "survived": ""},
+    }
+    names = sorted(status)
+    assert driver.guarded(names, hashes, entry) == [
+        "bcas.m.x_f__mutmut_1", "bcas.m.x_f__mutmut_2", "bcas.m.xǁCǁg__mutmut_12",
+    ]  # fmt: skip
+    # g's source changed since the score: its mutants may be other mutants now
+    assert driver.guarded(names, {**hashes, "bcas.m.xǁCǁg": "ccc"}, entry) == names[:2]
+
+
+def test_the_committed_baseline_matches_the_table_and_todays_sources() -> None:
+    """Every baselined group is a group of the table, and every function it holds is named
+    as mutmut names a function of that group's modules (a stale entry guards nothing)."""
+    driver = _driver()
+    groups = {g.name: g for g in driver.load_table()[0]}
+    baseline = driver.read_baseline()
+    for name, entry in baseline.items():
+        assert name in groups, f"baseline group {name} is not in the table"
+        modules = {
+            str(path.relative_to(REPO)).removesuffix(".py").replace("/", ".")
+            for pattern in groups[name].modules
+            for path in REPO.glob(pattern)
+        }
+        for function, known in entry["functions"].items():
+            assert function.rpartition(".")[0] in modules, f"{name}: {function} is outside the group's modules"
+            assert known["caught"] or known["survived"]

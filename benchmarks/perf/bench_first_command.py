@@ -51,7 +51,9 @@ GRID_TARGET_S = 3 * 60
 
 def fresh_env(cache: Path, install_times: Path | None = None) -> dict[str, str]:
     """The environment of a new user: no CI variable, no pip cache, an empty bcas cache."""
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")}
+    # BCAS_INDEX_DIR too: a new user's indexes are built in the empty cache, not loaded from a shared folder.
+    dropped = ("CI", "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "BCAS_INDEX_DIR")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     env.update(PIP_NO_CACHE_DIR="1", BCAS_CACHE_DIR=str(cache), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     if install_times is not None:
         env["BCAS_INSTALL_TIMES"] = str(install_times)

@@ -72,6 +72,7 @@ def main() -> int:
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bcas-p4-"))
     folder.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "BCAS_CACHE_DIR": str(folder / "cache"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env.pop("BCAS_INDEX_DIR", None)  # the cold run builds its indexes in the private cache
     env.pop("BCAS_NO_CACHE", None)
     common = ["benchmarks", "-q", "-p", "no:cacheprovider", "--bcas-grid", args.grid]
     if args.limit is not None:
