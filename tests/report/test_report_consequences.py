@@ -605,3 +605,29 @@ def test_an_rsc_profile_row_shows_the_probe_figures_and_where_the_router_sent_th
     bare = _profile_rows([{"model": "m"}])[0]["cells"]
     assert bare == ["m", "", "", "", "", "0.000", "", "", "", ""]  # nothing made up for what the probe lacks
     assert _profile_rows([]) == []
+
+
+def test_an_items_drill_down_shows_its_facts_and_each_steps_tokens_and_documents():
+    """Opening an item is how a reader checks why it was graded as it was: its F1, the judge's
+    verdict, why it stopped, how many searches it made (0 included), and per step what went
+    in and out of the model and which documents came back (titles where the step has them)."""
+    from bcas.report.html import _drilldown
+
+    steps = [
+        {"kind": "search", "query": "capital of France", "tokens_in": 0, "tokens_out": 5, "retrieved": ["d1", "d2"]},
+        {"kind": "search", "query": "Paris", "retrieved_ids": ["x7"], "titles": ["Paris (city)"]},
+        {"kind": "answer", "output": "Paris", "tokens_in": 12},
+    ]
+    base = {"model": "m", "dataset": "hotpotqa", "config_id": "c", "item_id": "q1", "question": "Q?", "answers": ["P"]}
+    wrong = {**base, "f1": 0.5, "judge_verdict": False, "stop_reason": "max_searches", "searches_used": 0, "steps": steps}
+    (item,) = _drilldown([wrong])
+    assert item["facts"] == ["F1 0.50", "judge wrong", "stop max_searches", "searches 0"]
+    assert [s["kind"] for s in item["steps"]] == ["search", "search", "answer"]
+    assert [s["tokens"] for s in item["steps"]] == ["0 in / 5 out", "", "12 in"]
+    assert [s["text"] for s in item["steps"]] == ["capital of France", "Paris", "Paris"]
+    assert [s["retrieved"] for s in item["steps"]] == ["d1, d2", "Paris (city)", ""]
+    (right,) = _drilldown([{**base, "f1": 1.0, "judge_verdict": True}])
+    assert right["facts"] == ["F1 1.00", "judge right"] and right["steps"] == []
+    # a record without an F1 reads 0 and one without steps shows none
+    (bare,) = _drilldown([{**base, "f1": None, "steps": None}])
+    assert bare["facts"] == ["F1 0.00"] and bare["steps"] == []
