@@ -619,7 +619,14 @@ def test_an_items_drill_down_shows_its_facts_and_each_steps_tokens_and_documents
         {"kind": "answer", "output": "Paris", "tokens_in": 12},
     ]
     base = {"model": "m", "dataset": "hotpotqa", "config_id": "c", "item_id": "q1", "question": "Q?", "answers": ["P"]}
-    wrong = {**base, "f1": 0.5, "judge_verdict": False, "stop_reason": "max_searches", "searches_used": 0, "steps": steps}
+    wrong = {
+        **base,
+        "f1": 0.5,
+        "judge_verdict": False,
+        "stop_reason": "max_searches",
+        "searches_used": 0,
+        "steps": steps,
+    }
     (item,) = _drilldown([wrong])
     assert item["facts"] == ["F1 0.50", "judge wrong", "stop max_searches", "searches 0"]
     assert [s["kind"] for s in item["steps"]] == ["search", "search", "answer"]
@@ -631,3 +638,26 @@ def test_an_items_drill_down_shows_its_facts_and_each_steps_tokens_and_documents
     # a record without an F1 reads 0 and one without steps shows none
     (bare,) = _drilldown([{**base, "f1": None, "steps": None}])
     assert bare["facts"] == ["F1 0.00"] and bare["steps"] == []
+
+
+def test_an_items_drill_down_is_headed_filed_and_marked_by_its_own_case():
+    """The head names the model, dataset, configuration (its label, else its id) and item; the
+    filter keys put it under its grid and configuration; the mark and answer are its own."""
+    from bcas.report.html import _drilldown
+
+    rec = {
+        "model": "m", "dataset": "hotpotqa", "config_id": "c9", "label": "bm25/s1", "item_id": "q1",
+        "question": "Which city?", "answers": ["Paris", "Paris, France"], "prediction": "Lyon",
+        "correct_em": False, "error": "engine died", "extra": {"grid": "smoke"},
+        "steps": [{"retrieved": [], "titles": []}],
+    }  # fmt: skip
+    (item,) = _drilldown([rec])
+    assert item["head"] == "m · hotpotqa · bm25/s1 · q1 — Which city?"
+    assert item["data"] == {"model": "m", "dataset": "hotpotqa", "grid": "smoke", "config": "bm25/s1"}
+    assert item["ok"] is False and item["prediction"] == "Lyon" and item["error"] == "engine died"
+    assert item["answers"] == '["Paris", "Paris, France"]'
+    assert item["steps"] == [{"kind": "", "tokens": "", "text": "", "retrieved": ""}]  # nothing made up
+    (unlabelled,) = _drilldown([{**rec, "label": None, "correct_em": True, "error": None, "extra": None}])
+    assert unlabelled["head"].startswith("m · hotpotqa · c9 · q1") and unlabelled["data"]["config"] == "c9"
+    assert unlabelled["data"]["grid"] == "" and unlabelled["ok"] is True and unlabelled["error"] == ""
+    assert len(_drilldown([rec] * 5, limit=3)) == 3  # a page of thousands of items stops at the limit
