@@ -196,3 +196,41 @@ def test_calibration_items_under_a_corpus_carry_its_identity(tmp_path):
     finally:
         with_corpus.close()
         without.close()
+
+
+def test_without_the_preflight_the_judge_server_is_not_asked_and_its_name_is_marked_unverified(tmp_path):
+    """``--bcas-no-preflight`` promises no request before the run: the judge's identity is then
+    its requested name, marked as not checked against what the server serves."""
+    from bcas.testing.servers import FaultServer
+
+    with FaultServer(model="judge") as judge:
+        session = _session(
+            tmp_path,
+            judge="openai:judge",
+            **{"judge-base-url": judge.base_url, "no-preflight": True},
+        )
+        try:
+            fingerprint = session.judge_fingerprint()
+            assert judge.requests == 0 and fingerprint is not None and fingerprint.endswith("?unverified")
+        finally:
+            session.close()
+
+
+def test_a_judge_on_the_evaluated_models_server_is_asked_with_that_servers_key(tmp_path, monkeypatch):
+    """A judge served where the evaluated model is (no ``--bcas-judge-base-url``) is fingerprinted
+    with the key that server wants; without it the server refuses and the run cannot start."""
+    from bcas.testing.servers import FaultServer
+
+    monkeypatch.setenv("EVAL_KEY", "sekrit")
+    with FaultServer(model="both", api_key="sekrit") as server:
+        session = _session(
+            tmp_path,
+            model="openai:both",
+            judge="openai:both",
+            **{"base-url": server.base_url, "api-key-env": "EVAL_KEY"},
+        )
+        try:
+            fingerprint = session.judge_fingerprint()
+            assert fingerprint is not None and "?unverified" not in fingerprint and server.requests >= 1
+        finally:
+            session.close()
