@@ -661,3 +661,59 @@ def test_an_items_drill_down_is_headed_filed_and_marked_by_its_own_case():
     assert unlabelled["head"].startswith("m · hotpotqa · c9 · q1") and unlabelled["data"]["config"] == "c9"
     assert unlabelled["data"]["grid"] == "" and unlabelled["ok"] is True and unlabelled["error"] == ""
     assert len(_drilldown([rec] * 5, limit=3)) == 3  # a page of thousands of items stops at the limit
+
+
+def _gate_row(case: str, verdict: str, **fields):
+    base = dict(
+        case_id=case, grid="smoke", family="session", family_size=3, verdict=verdict, n_paired=200,
+        baseline_acc=0.5, current_acc=0.43, worse_only=21, better_only=7, p_value=0.01234,
+        holm_threshold=0.025, p_holm=0.03702, min_drop=0.02, compared_with="",
+    )  # fmt: skip
+    return SimpleNamespace(**{**base, **fields})
+
+
+def test_the_gate_panel_shows_each_cases_paired_numbers_and_marks_the_failing_ones():
+    """The panel is where a CI reader learns which case failed the gate and by how much."""
+    from bcas.report.html import _gate
+
+    rows = [
+        _gate_row("smoke/a", "FAIL"),
+        _gate_row("smoke/b", "PASS", worse_only=None, better_only=None, p_value=None, holm_threshold=None,
+                  p_holm=None, min_drop=None, baseline_acc=None, compared_with="smoke/a"),
+    ]  # fmt: skip
+    gate = SimpleNamespace(
+        rows=rows, overall="FAIL: 1 of 2 gated cases dropped", failed=True, baseline="b.json",
+        test="mcnemar-exact", metrics=["correct_em"], alpha=0.05, family="session", not_gated=["smoke/c"],
+    )  # fmt: skip
+    panel = _gate(gate)
+    assert panel is not None
+    failing, passing = panel["rows"]
+    assert failing["cls"] == "sig" and passing["cls"] == ""
+    assert failing["cells"] == [
+        "smoke/a", "smoke", "session (3)", "FAIL", 200, "50.0", "43.0", "21", "7", "0.01234", "0.025", "0.03702", "2.0",
+    ]  # fmt: skip
+    # what the gate did not compute is blank, not a made-up 0
+    assert passing["cells"][5:] == ["", "43.0", "", "", "", "", "", ""]
+    assert panel["cls"] == "bad" and panel["overrides"] == [("smoke/b", "smoke/a")]
+    assert panel["not_gated"] == ["smoke/c"] and panel["alpha"] == "0.05" and panel["metrics"] == "correct_em"
+    assert _gate(None) is None
+
+
+def test_the_run_notes_name_each_unpriced_model_with_its_sheet_after_the_grids_lines():
+    from bcas.records import missing_price_note
+    from bcas.report.html import _notes
+
+    records = [
+        {"extra": {"price_missing": {"model": "qwen3-8b", "sheet": "list"}}},
+        {"extra": {"price_missing": {"model": "qwen3-8b", "sheet": "list"}}},  # once, however many records
+        {"extra": {"price_missing": {"model": "llama-3", "sheet": "team.json"}}},
+        {"extra": None},
+    ]
+    notes = _notes(records, ["smoke: accuracy is SQuAD EM"])
+    assert notes == [
+        "smoke: accuracy is SQuAD EM",
+        missing_price_note("llama-3", "team.json"),
+        missing_price_note("qwen3-8b", "list"),
+    ]
+    assert "qwen3-8b" in notes[2] and "list" in notes[2]
+    assert _notes(records[3:]) == []
