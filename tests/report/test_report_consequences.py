@@ -696,6 +696,13 @@ def test_the_gate_panel_shows_each_cases_paired_numbers_and_marks_the_failing_on
     assert passing["cells"][5:] == ["", "43.0", "", "", "", "", "", ""]
     assert panel["cls"] == "bad" and panel["overrides"] == [("smoke/b", "smoke/a")]
     assert panel["not_gated"] == ["smoke/c"] and panel["alpha"] == "0.05" and panel["metrics"] == "correct_em"
+    assert (panel["baseline"], panel["test"], panel["family"]) == ("b.json", "mcnemar-exact", "session")
+    assert panel["overall"] == "FAIL: 1 of 2 gated cases dropped" and len(panel["headers"]) == len(failing["cells"])
+    # green only when the gate passed and says so
+    passed = SimpleNamespace(**{**vars(gate), "overall": "PASS: 2 cases", "failed": False, "metrics": ["f1", "em"]})
+    assert _gate(passed)["cls"] == "ok" and _gate(passed)["metrics"] == "f1, em"  # type: ignore[index]
+    unsure = SimpleNamespace(**{**vars(gate), "overall": "CANNOT FAIL: too few items", "failed": False})
+    assert _gate(unsure)["cls"] == "bad"  # type: ignore[index]
     assert _gate(None) is None
 
 
