@@ -82,24 +82,10 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["BCAS_INDEX_DIR"] = str(index_dir())
 
 
-# Tests that run a real model or a whole grid in a child process take seconds to minutes
-# each; on xdist workers they are handed out first, so that the run does not end with one
-# worker finishing a two-minute proof while the other has nothing left to do.
-REAL_MODEL_FIXTURES = {"embedded_model", "llama_server", "smollm2_gguf"}
-
-
-def _heavy(item: pytest.Item) -> bool:
-    if item.nodeid.startswith("tests/proofs/") or item.get_closest_marker("server") is not None:
-        return True
-    return bool(REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ())))
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("slow") is not None and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
-    if hasattr(config, "workerinput"):  # every worker collects the same order: the scheduler's
-        items.sort(key=lambda item: not _heavy(item))  # stable: heavy first, each part as collected
 
 
 @pytest.hookimpl(hookwrapper=True)

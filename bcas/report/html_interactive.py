@@ -23,10 +23,14 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from markupsafe import Markup
 
 from bcas.report.templating import render
+
+if TYPE_CHECKING:
+    from bcas.report.summary import SummaryRow
 
 CSS = """
 #filters{position:sticky;top:0;background:#fff;padding:4px 0;border-bottom:1px solid #ddd;z-index:1}
@@ -139,13 +143,13 @@ def fr_data(**values: str | None) -> dict[str, str]:
     return {k.replace("_", "-"): str(v) for k, v in values.items() if v is not None}
 
 
-def filter_bar(rows: Iterable[object]) -> Markup:
+def filter_bar(rows: Iterable[SummaryRow]) -> Markup:
     """The select boxes over every model, dataset, grid and configuration of the summary rows."""
     values: dict[str, set[str]] = {key: set() for key, _ in FILTER_KEYS}
     for r in rows:
-        values["model"].add(str(getattr(r, "model", "")))
-        values["dataset"].add(str(getattr(r, "dataset", "")))
-        values["grid"].add(str(getattr(r, "grid", "")))
-        values["config"].add(str(getattr(r, "label", "")))
+        values["model"].add(str(r.model))
+        values["dataset"].add(str(r.dataset))
+        values["grid"].add(str(r.grid))
+        values["config"].add(str(r.label))
     boxes = [{"key": key, "everything": everything, "options": sorted(values[key])} for key, everything in FILTER_KEYS]
     return render("filters.html", boxes=boxes)
