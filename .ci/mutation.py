@@ -1,7 +1,7 @@
 """Mutation testing of the trust core with mutmut 3 (``pip install 'mutmut==3.8.*'``).
 
     python .ci/mutation.py sample --seed <hex> [--count 40] [--limit-s 600]
-    python .ci/mutation.py score [--groups identity,stats] [--limit-s 3600] [--write-docs] [--keep-rows]
+    python .ci/mutation.py score [--groups identity,stats] [--limit-s 3600] [--root DIR] [--write-docs] [--keep-rows]
 
 The groups (modules paired with the tests near them) and the reviewed equivalent
 mutants are in ``pyproject.toml`` under ``[tool.bcas-mutation]``.  Each group runs in its
@@ -299,7 +299,13 @@ def score(args: argparse.Namespace) -> int:
         wanted = args.groups.split(",")
         groups = [g for g in groups if g.name in wanted]
     deadline = time.monotonic() + args.limit_s
-    root = Path(args.reuse) if args.reuse else Path(tempfile.mkdtemp(prefix="bcas-mutation-score-"))
+    if args.reuse:
+        root = Path(args.reuse)
+    elif args.root:  # a folder kept between runs: mutmut keeps each unchanged function's verdicts
+        root = Path(args.root)
+        root.mkdir(parents=True, exist_ok=True)
+    else:
+        root = Path(tempfile.mkdtemp(prefix="bcas-mutation-score-"))
     log = root / "mutmut.log"
     print(f"mutmut output: {log}")
     rows: list[Row] = []
@@ -459,6 +465,13 @@ def main() -> int:
     f.add_argument("--jobs", type=int, default=2)
     f.add_argument("--write-docs", action="store_true")
     f.add_argument("--reuse", default="", help="score an earlier run's scratch folder without running mutmut")
+    f.add_argument(
+        "--root",
+        default="",
+        help="scratch folder to run in and keep (default: a new temporary one); given an earlier run's, the"
+        " group copies are refreshed from the tree and mutmut goes on where it stopped, checking again only"
+        " the mutants of functions whose source changed",
+    )
     f.add_argument(
         "--keep-rows",
         action="store_true",

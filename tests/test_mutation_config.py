@@ -175,3 +175,25 @@ def test_only_equivalents_that_were_checked_and_survived_are_left_out_of_the_sco
     text = driver.render([driver.Row(groups["stats"], counts, 1, 1.0)], [])
     assert "| **75.0%** |" in text  # 3 caught of 5 checked less 1 equivalent
     assert "60.0% of the 5 checked" in text  # the equivalent counted against
+
+
+def test_a_kept_scratch_folder_is_refreshed_and_keeps_mutmuts_verdicts(tmp_path: Path) -> None:
+    """``score --root DIR`` goes on where an earlier run stopped: the group's copy gets
+    today's sources and tests, and mutmut's folder (its verdicts, keyed by each function's
+    source hash) is left for mutmut to reuse.  Lost, a resumed score would start over; not
+    refreshed, it would score yesterday's tests."""
+    driver = _driver()
+    group = driver.Group("identity", ["bcas/identity.py"], ["tests/foundations/test_identity.py"])
+    verdicts = tmp_path / "identity" / "mutants" / "bcas" / "identity.py.meta"
+    verdicts.parent.mkdir(parents=True)
+    verdicts.write_text('{"exit_code_by_key": {"bcas.identity.x__mutmut_1": 1}}')
+    stale = tmp_path / "identity" / "bcas" / "identity.py"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("# an older copy\n")
+    cwd = driver.scratch_copy(group, tmp_path)
+    assert cwd == tmp_path / "identity"
+    assert verdicts.read_text() == '{"exit_code_by_key": {"bcas.identity.x__mutmut_1": 1}}'
+    assert stale.read_text() == (REPO / "bcas" / "identity.py").read_text()
+    config = tomllib.loads((cwd / "pyproject.toml").read_text())["tool"]["mutmut"]
+    assert config["only_mutate"] == ["bcas/identity.py"]
+    assert config["pytest_add_cli_args_test_selection"] == ["tests/foundations/test_identity.py"]
