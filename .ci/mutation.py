@@ -125,6 +125,30 @@ def mutmut(args: list[str], cwd: Path, deadline: float, log: Path) -> int | None
             return None
 
 
+# mutmut's exit codes (mutmut.stats.status_by_exit_code) that keep their verdict when a score
+# goes on in a kept folder: caught ones (killed, timeout, type check, segfault) and skipped.
+KEPT_EXIT_CODES = {1, 3, 36, 24, -24, 152, 255, 37, -11, -9, 34}
+
+
+def recheck_survivors(cwd: Path) -> int:
+    """Clear the verdict of every mutant a kept folder holds as not caught (survived, no
+    tests, suspicious, interrupted), so the tests of today check it again.  mutmut keeps a
+    verdict while the function's source is unchanged, whatever tests were added since; a
+    caught mutant stays caught (tests only grow; the CI sample checks that they did not
+    shrink).  Returns how many were cleared."""
+    cleared = 0
+    for meta in sorted((cwd / "mutants").rglob("*.meta")):
+        data = json.loads(meta.read_text())
+        codes = data.get("exit_code_by_key", {})
+        stale = [k for k, code in codes.items() if code is not None and code not in KEPT_EXIT_CODES]
+        if stale:
+            for key in stale:
+                codes[key] = None
+            meta.write_text(json.dumps(data, indent=4))
+            cleared += len(stale)
+    return cleared
+
+
 def statuses(cwd: Path) -> dict[str, str]:
     """Every mutant's status as ``mutmut results --all true`` prints it."""
     out = subprocess.run(
@@ -318,6 +342,7 @@ def score(args: argparse.Namespace) -> int:
                 continue
         else:
             cwd = scratch_copy(group, root)
+            recheck_survivors(cwd)
             mutmut(["run", "--max-children", str(args.jobs)], cwd, deadline, log)
         if not (cwd / "mutants").is_dir():
             break

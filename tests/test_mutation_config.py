@@ -9,6 +9,7 @@ reproduced from a CI log.
 from __future__ import annotations
 
 import importlib.util
+import json
 import random
 import sys
 import tomllib
@@ -197,3 +198,22 @@ def test_a_kept_scratch_folder_is_refreshed_and_keeps_mutmuts_verdicts(tmp_path:
     config = tomllib.loads((cwd / "pyproject.toml").read_text())["tool"]["mutmut"]
     assert config["only_mutate"] == ["bcas/identity.py"]
     assert config["pytest_add_cli_args_test_selection"] == ["tests/foundations/test_identity.py"]
+
+
+def test_a_kept_folder_checks_its_survivors_again_with_todays_tests(tmp_path: Path) -> None:
+    """mutmut keeps a verdict while the function is unchanged, however many tests were added
+    since; a score that went on in a kept folder would report yesterday's survivors.  Every
+    mutant not caught is cleared for mutmut to check again; caught and skipped ones keep
+    their verdict, and a mutant not checked yet stays unchecked."""
+    driver = _driver()
+    meta = tmp_path / "mutants" / "bcas" / "m.py.meta"
+    meta.parent.mkdir(parents=True)
+    codes = {"survived": 0, "killed": 1, "timeout": 36, "no_tests": 33, "suspicious": 35, "skipped": 34,
+             "unchecked": None, "segfault": -11, "interrupted": 2}  # fmt: skip
+    meta.write_text(json.dumps({"exit_code_by_key": {f"bcas.m.x_f__mutmut_{k}": c for k, c in codes.items()}}))
+    assert driver.recheck_survivors(tmp_path) == 4
+    after = json.loads(meta.read_text())["exit_code_by_key"]
+    assert {k.split("__mutmut_")[1] for k, c in after.items() if c is None} == {
+        "survived", "no_tests", "suspicious", "unchecked", "interrupted"}  # fmt: skip
+    assert after["bcas.m.x_f__mutmut_killed"] == 1 and after["bcas.m.x_f__mutmut_timeout"] == 36
+    assert after["bcas.m.x_f__mutmut_skipped"] == 34 and after["bcas.m.x_f__mutmut_segfault"] == -11
