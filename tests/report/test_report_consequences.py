@@ -724,3 +724,59 @@ def test_the_run_notes_name_each_unpriced_model_with_its_sheet_after_the_grids_l
     ]
     assert "qwen3-8b" in notes[2] and "list" in notes[2]
     assert _notes(records[3:]) == []
+
+
+def _beyond_cells(rows) -> list[dict[str, str]]:
+    """The "Beyond accuracy" table of the page, one {header: cell text} per row."""
+    import re
+    from html import unescape
+
+    from bcas.report.html_metrics import HEADERS, metrics_section
+
+    html = str(metrics_section(rows))
+    body = html.split("<tbody>", 1)[1]
+    out = []
+    for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", body, flags=re.S):
+        cells = [unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, flags=re.S)]
+        assert len(cells) == len(HEADERS)
+        out.append(dict(zip(HEADERS, cells, strict=True)))
+    return out
+
+
+def test_the_pages_beyond_accuracy_table_puts_each_figure_of_the_records_in_its_column():
+    """The page's table, not only the terminal line: the same four records (two items, two
+    epochs), with citations; every figure worked out by hand."""
+    import re
+
+    from bcas.report.summary import summarize
+
+    records = [
+        _record("a", 0, True, {"evidence_recall": 1.0, "citation_precision": 1.0, "citation_recall": 0.5}, cost=0.01),
+        _record("a", 1, False, {"evidence_recall": 0.5, "citation_precision": 0.5, "citation_recall": 1.0}, cost=0.01),
+        _record("b", 0, True, {"evidence_recall": 0.0}, cost=0.02),
+        _record("b", 1, True, {"evidence_recall": 1.0, "citation_precision": 0.25, "citation_recall": 0.0}, cost=0.02),
+    ]  # fmt: skip
+    (row,) = _beyond_cells(summarize(records))
+    assert row["correct / incorrect / not attempted"] == "3 / 1 / 0"
+    assert row["acc. given attempted %"] == "75.0" and row["F-score %"] == "75.0"
+    assert row["pass@k % [95%]"] == "k=2: 100.0 [100.0, 100.0]"
+    assert row["pass^k % [95%]"] == "k=2: 50.0 [0.0, 100.0]"
+    assert row["flips %"] == "50.0"
+    assert row["cost-of-pass $ [95%]"] == "0.0200 [0.0200, 0.0200]"
+    # 110 tokens an answer, 3 of 4 correct: 146.7 tokens a correct answer, each bound a finite whole number
+    assert re.fullmatch(r"147 \[\d+, \d+\]", row["tokens-of-pass [95%]"]), row["tokens-of-pass [95%]"]
+    # cited: (1 + 0.5 + 0.25) / 3 precise, (0.5 + 1 + 0) / 3 recalled, over the 3 records asked to cite
+    assert row["citation precision / recall %"] == "58.3 / 50.0 (n=3)"
+    # one epoch and no citations: pass@k and pass^k are not a figure of this run, nor citations
+    (plain,) = _beyond_cells(summarize([_record("a", 0, True, {}), _record("b", 0, False, {})]))
+    assert plain["citation precision / recall %"] == "—"
+    assert plain["acc. given attempted %"] == "50.0"
+    assert plain["pass@k % [95%]"] == plain["pass^k % [95%]"] == "k=1: 50.0 [0.0, 100.0]"
+    # a row with no graded outcome (a judge's metric that no verdict reached): no k, so no figure
+    import dataclasses
+
+    (graded,) = summarize([_record("a", 0, True, {})])
+    ungraded = dataclasses.replace(graded, pass_k=0, pass_at_k=None, pass_at_k_lo=None, pass_at_k_hi=None,
+                                   pass_hat_k=None, pass_hat_k_lo=None, pass_hat_k_hi=None)  # fmt: skip
+    (none,) = _beyond_cells([ungraded])
+    assert none["pass@k % [95%]"] == none["pass^k % [95%]"] == "—"
