@@ -780,3 +780,48 @@ def test_the_pages_beyond_accuracy_table_puts_each_figure_of_the_records_in_its_
                                    pass_hat_k=None, pass_hat_k_lo=None, pass_hat_k_hi=None)  # fmt: skip
     (none,) = _beyond_cells([ungraded])
     assert none["pass@k % [95%]"] == none["pass^k % [95%]"] == "—"
+
+
+def _graded(item: str, label: str, grid: str, em: bool, judged: bool, reference: bool = False) -> dict:
+    row = _record(item, 0, em, {"grid": grid, "reference": reference})
+    return {**row, "label": label, "config_id": f"id-{label}", "judge_verdict": judged}
+
+
+def test_each_configuration_is_compared_with_what_its_grid_names_under_the_grids_metric():
+    """The paired tests the report and the gate print: each entry against the entries its
+    grid compares it with (families as the grid says), never across grids, under the grid's
+    primary metric, Holm-adjusted within each family.  Lost, a user reads a comparison with
+    the wrong configuration, on SQuAD EM where the grid is graded by a judge, or corrected
+    for the wrong number of tests."""
+    from bcas.report.summary import compare_to_reference
+    from bcas.stats import holm_bonferroni
+
+    # Judge verdicts: ref right on 1-6; a right on 1-2; b right on 1-4.  SQuAD EM says the opposite
+    # of the judge on every record, so a comparison under the wrong metric counts other items.
+    judged = {"ref": {1, 2, 3, 4, 5, 6}, "a": {1, 2}, "b": {1, 2, 3, 4}}
+    records = [
+        _graded(f"q{i}", label, grid, em=i not in right, judged=i in right, reference=label == "ref")
+        for grid in ("g", "h")
+        for label, right in judged.items()
+        for i in range(1, 7)
+    ]
+    named = {"ref": [], "a": [("ref", "f1")], "b": [("ref", "f1"), ("a", "f2")]}
+    grid = SimpleNamespace(entries=[], primary_metric="judge_verdict", holm_scope="grid",
+                           comparisons=lambda label: named.get(label, []))  # fmt: skip
+    # h's table names no comparisons (a table of another kind): its reference is the records'
+    comps = compare_to_reference(records, grids={"g": grid, "h": SimpleNamespace(entries=[])}, only=["g"])
+    on_g = sorted((c.label, c.reference, c.family, c.metric, c.b, c.c) for c in comps if c.grid == "g")
+    # (label, compared with, family, metric, candidate-only right, other-only right)
+    assert on_g == [
+        ("a", "ref", "f1", "judge_verdict", 0, 4),
+        ("b", "a", "f2", "judge_verdict", 2, 0),
+        ("b", "ref", "f1", "judge_verdict", 0, 2),
+    ]
+    f1 = [c for c in comps if c.grid == "g" and c.family == "f1"]
+    _reject, adjusted = holm_bonferroni([c.p_value for c in f1], alpha=0.05)
+    assert [c.p_holm for c in f1] == adjusted and all(c.p_holm >= c.p_value for c in f1)
+    (f2,) = [c for c in comps if c.grid == "g" and c.family == "f2"]
+    assert f2.p_holm == f2.p_value  # alone in its family: nothing to correct for
+    # Grid h: the records' reference, one family, SQuAD EM (no metric declared); no pair crosses grids.
+    on_h = sorted((c.label, c.reference, c.family, c.metric, c.b, c.c) for c in comps if c.grid == "h")
+    assert on_h == [("a", "ref", "", "correct_em", 4, 0), ("b", "ref", "", "correct_em", 2, 0)]
