@@ -825,3 +825,66 @@ def test_each_configuration_is_compared_with_what_its_grid_names_under_the_grids
     # Grid h: the records' reference, one family, SQuAD EM (no metric declared); no pair crosses grids.
     on_h = sorted((c.label, c.reference, c.family, c.metric, c.b, c.c) for c in comps if c.grid == "h")
     assert on_h == [("a", "ref", "", "correct_em", 4, 0), ("b", "ref", "", "correct_em", 2, 0)]
+
+
+def test_figures_read_the_grid_table_and_order_and_draw_every_panel_after_a_scaling_grid(monkeypatch):
+    """Where the budget axis and the order of a chart come from: the grid table's entries,
+    the grid's own order, or (records imported without a grid or dataset) the records'
+    configurations; a scaling grid's panel (no shift bars) does not end the figures."""
+    from bcas.report import html_figures
+
+    charts: list[tuple] = []
+    monkeypatch.setattr(html_figures, "scaling_chart", lambda *a: charts.append(a) or f"chart{len(charts)}")
+    monkeypatch.setattr(html_figures, "shift_bars", lambda *a: "bars")
+
+    def row(grid, dataset, label, metric="correct_em"):
+        # no ``interval`` field: a row read from an older summary is Wilson's
+        return SimpleNamespace(grid=grid, dataset=dataset, label=label, model="m", accuracy=0.5, ci_lo=0.4,
+                               ci_hi=0.6, metric=metric)  # fmt: skip
+
+    def entry(label, searches):
+        config = {"budget": {"max_searches": searches, "max_total_tokens": 2000}, "retrieval": {"mode": "bm25"}}
+        return SimpleNamespace(label=label, config=SimpleNamespace(to_dict=lambda: config))
+
+    rows = [
+        row("context_scaling", "d", "c1"),
+        row("g", "d", "s3"), row("g", "d", "s1", metric="my_metric"), row("g", "d", "zeta"), row("g", "d", "alpha"),
+        row("", "", "b2"), row("", "", "b1"),
+    ]  # fmt: skip
+    records = [  # imported without a grid or a dataset: their own configurations give the axis
+        {"label": "b2", "config": {"budget": {"max_searches": 2}}},
+        {"label": "b1", "config": {"budget": {"max_searches": 1}}},
+    ]
+    grids = {"g": SimpleNamespace(entries=[entry("s1", 1), entry("s3", 3)])}
+    order = {"g": ["zeta", "s3", "s1", "alpha"]}
+    html_figures.figures(rows, [], order, records, grids)
+    titles = {a[0]: (a[1], a[2]) for a in charts}
+    assert titles == {
+        " —  (SQuAD EM, 95% Wilson; line: max searches in order)": (["b1", "b2"], []),
+        "context_scaling — d (SQuAD EM, 95% Wilson)": ([], ["c1"]),
+        "g — d (SQuAD EM, my_metric, 95% Wilson; line: max searches in order)": (["s1", "s3"], ["zeta", "alpha"]),
+    }
+
+
+def test_the_budget_axis_groups_configurations_that_differ_in_one_budget_field_only():
+    """The line of a scaling chart joins configurations that differ in one budget field; one
+    that differs in more is a separate point, and the seed or label never separates them."""
+    from pathlib import Path
+
+    from bcas.report.html_figures import budget_axis
+
+    def cfg(searches, tokens=2000, **more):
+        return {"budget": {"max_searches": searches, "max_total_tokens": tokens}, "retrieval": {"mode": "bm25"}, **more}
+
+    # an unknown configuration first does not stop the others being read
+    assert budget_axis({"odd": None, "s3": cfg(3), "s1": cfg(1)}) == ("max_searches", ["s1", "s3"], ["odd"])
+    # seeds and labels differ, key order differs, a value JSON cannot hold: still one axis
+    reordered = {"retrieval": {"mode": "bm25"}, "budget": {"max_total_tokens": 2000, "max_searches": 3}}
+    configs = {"s1": cfg(1, seed=1, label="s1", corpus=Path("c")), "s3": {**reordered, "seed": 2, "label": "s3",
+               "corpus": Path("c")}}  # fmt: skip
+    assert budget_axis(configs) == ("max_searches", ["s1", "s3"], [])
+    # differing in two budget fields: no line
+    assert budget_axis({"a": cfg(1, 2000), "b": cfg(3, 4000)}) == (None, [], ["a", "b"])
+    # two axes of two: the first budget field (searches) is drawn
+    tie = {"s1": cfg(1, 2000), "s3": cfg(3, 2000), "t4": cfg(1, 4000)}
+    assert budget_axis(tie) == ("max_searches", ["s1", "s3"], ["t4"])
