@@ -888,3 +888,36 @@ def test_the_budget_axis_groups_configurations_that_differ_in_one_budget_field_o
     # two axes of two: the first budget field (searches) is drawn
     tie = {"s1": cfg(1, 2000), "s3": cfg(3, 2000), "t4": cfg(1, 4000)}
     assert budget_axis(tie) == ("max_searches", ["s1", "s3"], ["t4"])
+
+
+def test_an_items_drill_down_keeps_what_an_older_record_or_another_script_wrote():
+    """Records from older runs name their documents ``retrieved_ids``; a long question is
+    cut at 160 characters in the head; answers keep their letters (no \\u escapes); no
+    prediction is shown as nothing, not as a made-up value."""
+    from bcas.report.html import _drilldown
+
+    long_q = "Q" * 159 + "é" + "tail that is not shown"
+    rec = {"model": "m", "dataset": "d", "config_id": "c", "item_id": "q1", "question": long_q,
+           "answers": ["Zürich", "日本"], "prediction": None,
+           "steps": [{"kind": "search", "query": "q", "retrieved_ids": ["x7", "x8"]}]}  # fmt: skip
+    (item,) = _drilldown([rec])
+    assert item["steps"][0]["retrieved"] == "x7, x8"
+    assert item["head"] == "m · d · c · q1 — " + "Q" * 159 + "é"
+    assert item["answers"] == '["Zürich", "日本"]' and item["prediction"] == ""
+    (no_question,) = _drilldown([{k: v for k, v in rec.items() if k != "question"}])
+    assert no_question["head"] == "m · d · c · q1 — "
+
+
+def test_the_gate_panel_prints_small_p_values_and_drops_as_computed():
+    """A p-value of 1e-05 is printed as Python's general format does (e-05, not E-05), a
+    minimum drop of 0.3 as 30.0 points, and a row that never names what it was compared
+    with is no override."""
+    from bcas.report.html import _gate
+
+    row = _gate_row("smoke/a", "FAIL", p_value=0.0000123456, holm_threshold=0.0000456, p_holm=0.0000789, min_drop=0.3)
+    bare = SimpleNamespace(**{k: v for k, v in vars(_gate_row("smoke/b", "PASS")).items() if k != "compared_with"})
+    gate = SimpleNamespace(rows=[row, bare], overall="FAIL", failed=True, baseline="b.json", test="mcnemar-exact",
+                           metrics=["correct_em"], alpha=0.05, family="session", not_gated=[])  # fmt: skip
+    panel = _gate(gate)
+    assert panel["rows"][0]["cells"][9:] == ["1.235e-05", "4.56e-05", "7.89e-05", "30.0"]
+    assert panel["overrides"] == []
