@@ -285,3 +285,78 @@ def test_the_merged_report_shows_every_grid_the_shards_ran(tmp_path: Path, two_g
     merge_runs([run])
     rows = json.loads((run / "summary.json").read_text())["rows"]
     assert sorted((row["grid"], row["n"]) for row in rows) == [("shared-one", 3), ("shared-two", 3)]
+
+
+def test_merge_errors_are_whole_sentences_a_user_can_act_on(tmp_path: Path) -> None:
+    """Each refusal says what is wrong and what to do, whole: a message cut or garbled leaves
+    a CI log a user cannot act on."""
+    one = _run(tmp_path / "shard-1-of-2", "1/2", ["a"])
+    again = _run(tmp_path / "again", "1/2", ["b"])
+    plain = _run(tmp_path / "plain", None, ["c"])
+    out = tmp_path / "out"
+
+    def refusal(*args: object, **kwargs: object) -> str:
+        with pytest.raises(MergeError) as caught:
+            merge_runs(*args, **kwargs)  # type: ignore[arg-type]
+        return str(caught.value)
+
+    assert refusal([], out) == "give at least one run folder to merge"
+    assert refusal([one, again], out) == f"shard 1/2 is given twice: {one} and {again}"
+    assert refusal([one], out) == (
+        "shards ['2/2'] are missing (given: ['1/2']); the merged run would lack their items. "
+        "Pass --partial to merge what is there"
+    )  # the default is to refuse: a Python caller gets no silently partial run
+    plain2 = _run(tmp_path / "plain2", None, ["d"])
+    assert refusal([one, plain, plain2], out) == (
+        f"{plain}, {plain2}: not a shard (its run.json records no --bcas-shard), while the other folders are; "
+        "merge the shards of one run only"
+    )
+    first = _run(tmp_path / "m" / "shard-1-of-2", "1/2", ["a"], settings={"grids": ["g1"]}, bcas={"version": "1"})
+    second = _run(tmp_path / "m" / "shard-2-of-2", "2/2", ["e"], settings={"grids": ["g1", "g2"]},
+                  bcas={"version": "2"})  # fmt: skip
+    message = refusal([first, second], out)
+    head, *shown, tail = message.split("\n")
+    assert head == "the folders are not parts of one run (2 difference(s)):"
+    assert [line[:12] for line in shown] == ["  shard 2/2 "] * 2  # one difference a line, indented
+    assert "bcas version" in shown[0] and "grids" in shown[1]
+    assert tail == (
+        "rerun the odd shard with the others' options and models, or pass --allow-mismatch to merge "
+        "anyway (the differences are written into the merged run.json)"
+    )
+    old = _run(tmp_path / "old", None, [])
+    legacy = {k: v for k, v in _record("a").to_dict().items() if k != "model_fingerprint"} | {"schema_version": 1}
+    (old / "records.jsonl").write_text(json.dumps(legacy) + "\n")
+    assert refusal([old], out) == (
+        "an input holds records written by bcas 0.1.0 (no model fingerprint); they cannot be "
+        "told apart from new answers and are not merged"
+    )
+    assert not out.exists()
+
+
+def test_a_merge_reads_every_kind_of_input_and_writes_where_it_is_told(tmp_path: Path) -> None:
+    """An input may hold only RSC profiles or only a run.json; the merged run
+    goes into --out even when a folder of shards is given, parents made; every profile file
+    is copied, past one skipped or already there."""
+    run = tmp_path / "run"
+    _run(run / "shard-1-of-2", "1/2", ["a"])
+    _run(run / "shard-2-of-2", "2/2", ["b"])
+    rsc1, rsc2 = run / "shard-1-of-2" / "rsc", run / "shard-2-of-2" / "rsc"
+    rsc1.mkdir()
+    (rsc1 / "probe.json").write_text("{}")
+    rsc2.mkdir()
+    (rsc2 / "a.json.partial").write_text("cut off")  # not a profile, sorted first
+    (rsc2 / "probe.json").write_text("{}")  # the same file: already there
+    (rsc2 / "z.json").write_text('{"z": 1}')  # after both
+    elsewhere = tmp_path / "deep" / "er" / "merged"
+    summary = merge_runs([run], elsewhere)
+    assert summary.out == elsewhere and (elsewhere / "records.jsonl").is_file()
+    assert sorted(p.name for p in (elsewhere / "rsc").iterdir()) == ["probe.json", "z.json"]
+    assert summary.profiles == 2 and not (run / "records.jsonl").exists()
+    only_rsc = tmp_path / "only-rsc"
+    (only_rsc / "rsc").mkdir(parents=True)
+    (only_rsc / "rsc" / "p.json").write_text("{}")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "run.json").write_text('{"schema_version": 1, "sessions": []}')  # a run.json and nothing else
+    both = merge_runs([only_rsc, bare], tmp_path / "out2")
+    assert both.profiles == 1 and both.records_out == 0 and both.shards == [None, None]
