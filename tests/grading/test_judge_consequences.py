@@ -297,3 +297,89 @@ def test_the_judge_is_asked_about_the_record_s_own_question() -> None:
     model = ScriptedModel(["correct"], model_id="j")
     asyncio.run(grade_record(_record(question="Where is the Louvre?"), LLMJudge(model), "g"))
     assert "Question: Where is the Louvre?" in model.requests[0].messages[0]["content"]
+
+
+class BareModel:
+    """A judge backend written against the protocol alone: no ``model_id``, no
+    ``supports_json_schema`` (not a ``ChatModel`` subclass, so no class defaults either)."""
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies = list(replies)
+        self.requests: list[ChatRequest] = []
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        self.requests.append(request)
+        text = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
+        return ChatResult(text, prompt_tokens=3, completion_tokens=1, finish_reason="stop", latency_s=0.0)
+
+
+def test_a_backend_that_declares_nothing_is_named_unknown_and_gets_no_schema() -> None:
+    """A schema sent to a backend that never said it takes one would break its decoding; a
+    nameless judge is recorded as unknown, and an errored item's grade names no model."""
+    model = BareModel(["correct"])
+    judge = LLMJudge(model)
+    result = asyncio.run(judge.judge("q", ["a"], "a"))
+    assert judge.model_id == "unknown" and result.model == "unknown"
+    assert model.requests[0].json_schema is None and result.verdict is True
+    graded = asyncio.run(grade_record(_record(error="engine died"), judge, "g"))
+    assert graded.judge["model"] == "" and graded.judge_verdict is None
+
+
+def test_an_empty_answer_is_incorrect_without_asking_the_binary_judge() -> None:
+    model = ScriptedModel(["correct"])
+    result = asyncio.run(LLMJudge(model).judge("q", ["a"], " \n"))
+    assert model.requests == []
+    assert (result.verdict, result.verdicts, result.agreement) == (False, [False], 1.0)
+    assert result.reason == "empty answer (not sent to the judge)" and result.label is None
+
+
+def test_an_unreadable_reply_is_retried_once_by_default_with_the_roles_a_chat_api_expects() -> None:
+    """One retry by default, for the binary and the three-way judge alike: the model sees its
+    reply as the assistant's and the reminder, which restates the reply format, as the user's."""
+    model = ScriptedModel(["hmm", "correct"], supports_json_schema=False)
+    result = asyncio.run(LLMJudge(model).judge("q", ["a"], "a"))
+    assert result.verdict is True and len(model.requests) == 2
+    assert [m["role"] for m in model.requests[0].messages] == ["user"]
+    retry = model.requests[1].messages
+    assert [m["role"] for m in retry] == ["user", "assistant", "user"]
+    assert retry[2]["content"].rstrip().endswith("Reply with one word: correct or incorrect.")
+    never = ScriptedModel(["hmm"], supports_json_schema=False)
+    unread = asyncio.run(LLMJudge(never).judge("q", ["a"], "a"))
+    assert len(never.requests) == 2 and unread.reason == "no readable verdict after 2 attempt(s) per repeat"
+    three = ScriptedModel(["hmm", "not attempted"], supports_json_schema=False)
+    graded = asyncio.run(LLMJudge(three, three_way=True).judge("q", ["a"], "a"))
+    assert graded.label == "not_attempted" and len(three.requests) == 2
+    assert (
+        three.requests[1]
+        .messages[2]["content"]
+        .rstrip()
+        .endswith("Reply with one of: correct, incorrect, not attempted.")
+    )
+
+
+def test_a_judge_call_that_fails_leaves_no_made_up_output() -> None:
+    result = asyncio.run(LLMJudge(ScriptedModel(["correct"], fail_at=0)).judge("q", ["a"], "a"))
+    assert result.verdict is None and result.outputs == [""] and result.verdicts == [None]
+    assert result.reason == "judge call failed: ModelError: scripted: scripted failure at call 0"
+
+
+def test_the_binary_judge_counts_a_refusal_wrong_and_the_three_way_judge_as_not_attempted() -> None:
+    """The rubric is what makes a refusal wrong (BCAS §3.6) or not attempted (SimpleQA's three
+    grades): each judge gets its own, with the question, references and answer filled in."""
+    binary = ScriptedModel(["correct"], supports_json_schema=False)
+    asyncio.run(LLMJudge(binary).judge("Who wrote it?", ["Ann", "A. N."], "I do not know"))
+    prompt = binary.requests[0].messages[0]["content"]
+    assert "refuses, or says it does not know" in prompt and "Not attempted" not in prompt
+    assert "Question: Who wrote it?" in prompt and "Model answer: I do not know" in prompt
+    three = ScriptedModel(["not attempted"], supports_json_schema=False)
+    asyncio.run(LLMJudge(three, three_way=True).judge("Who wrote it?", ["Ann"], "I do not know"))
+    rubric = three.requests[0].messages[0]["content"]
+    assert "- Not attempted: the model answer states no answer" in rubric and "refuses, or says" not in rubric
+
+
+def test_a_sampling_judge_gets_its_temperature_and_one_seed_per_repeat() -> None:
+    """Repeats at a temperature above 0 are what make the majority vote meaningful: each must
+    be sampled at that temperature under its own seed."""
+    model = ScriptedModel(["correct"])
+    asyncio.run(LLMJudge(model, repeats=3, temperature=0.7, seed=10).judge("q", ["a"], "a"))
+    assert [(r.temperature, r.seed) for r in model.requests] == [(0.7, 10), (0.7, 11), (0.7, 12)]
