@@ -141,3 +141,63 @@ def test_a_model_that_never_attempts_has_no_f_score_and_one_always_wrong_scores_
 
 def test_a_record_without_a_prediction_field_has_no_strict_f1_whatever_its_gold() -> None:
     assert token_f1_of({"answers": ["XXXX"]}, "strict_em") == 0.0
+
+
+def test_the_negation_window_is_the_two_words_before_the_label_from_the_first_word_on() -> None:
+    """A verdict that opens with its negation is negated; one three words back is another clause's."""
+    from bcas.grading.metrics import LABEL_SPACES, extract_label
+
+    fever = LABEL_SPACES["fever"]
+    assert extract_label("not supported", fever) is None
+    assert extract_label("Never refuted.", fever) is None
+    assert extract_label("not at all supported", fever) == "SUPPORTS"
+    assert extract_label("not enough info", fever) == "NOT ENOUGH INFO"
+
+
+def test_the_longest_surface_form_at_a_position_wins_in_any_label_space() -> None:
+    from bcas.grading.metrics import extract_label
+
+    space = {"PLAIN": ("true",), "STORY": ("true story",), "LONGER": ("a true story told",)}
+    assert extract_label("true story", space) == "STORY"
+    assert extract_label("A true story told twice", space) == "LONGER"
+    assert extract_label("true enough", space) == "PLAIN"
+
+
+def test_a_label_space_covers_golds_that_use_every_one_of_its_labels() -> None:
+    """A yes/no file with both answers among its golds is still a yes/no task; golds no space
+    covers are refused, naming the spaces there are."""
+    from bcas.grading.metrics import LABEL_SPACES, label_space_for
+
+    assert label_space_for(["yes", "no"]) == LABEL_SPACES["yes_no"]
+    assert label_space_for(["SUPPORTS", "REFUTES", "NOT ENOUGH INFO"]) == LABEL_SPACES["fever"]
+    with pytest.raises(ValueError) as refused:
+        label_space_for(["maybe"])
+    assert str(refused.value) == (
+        "no label space covers the golds ['maybe']; known spaces: {'fever': ['NOT ENOUGH INFO', 'REFUTES', "
+        "'SUPPORTS'], 'yes_no': ['no', 'yes']}"
+    )
+    with pytest.raises(ValueError, match="^golds must hold at least one gold answer$"):
+        label_space_for([])
+
+
+def test_a_custom_metric_reads_the_records_own_boolean_field_and_a_missing_one_is_ungraded() -> None:
+    """A grid may name any boolean field of its records as its metric; a record without the
+    field, or without an EM grade, is left out (ungraded), never counted wrong."""
+    from bcas.grading.outcomes import graded, outcome, resolve
+
+    assert outcome({"my_flag": 1}, "my_flag") is True and outcome({"my_flag": 0}, "my_flag") is False
+    assert outcome({"other": True}, "my_flag") is None
+    assert outcome({"prediction": "x"}, "correct_em") is None
+    assert outcome({"prediction": None, "answers": ["x"]}, "strict_em") is False
+    assert outcome({"answers": ["XXXX"]}, "strict_em") is False  # no prediction field: nothing matches any gold
+    # graded by a judge: a newest-grade dict alone counts, as does a grades table
+    assert graded({"judge": {"verdict": None}}) and graded({"grades": {"g": {}}}) and not graded({"judge": None})
+    assert resolve(None) == resolve("") == "correct_em" and resolve("judge", [{"judge": {}}]) == "judge_verdict"
+
+
+def test_strict_normalisation_lower_cases_and_collapses_spaces_only() -> None:
+    """MADARA's strict EM (§5.4) keeps punctuation and articles; the public function is what a
+    user calls to see what was compared."""
+    from bcas.grading import strict_normalize
+
+    assert strict_normalize("  The  CAT,\tsat ") == "the cat, sat"
