@@ -187,14 +187,18 @@ def answer_schema(max_tokens: int | None = None, cite_ids: Sequence[str] | None 
     list of them (:data:`CITE_ENUM_MAX` says when any bounded id is allowed instead);
     with no passage shown there is nothing to cite and no ``cite`` key.  The answer
     then gets at most half of the ``max_tokens`` room, and the list as many ids (at
-    least 1, at most ``CITE_MAX_ITEMS``) as fit the rest at ``CHARS_PER_TOKEN``, so
-    the object can close within the allowance.
+    least 1, at most ``CITE_MAX_ITEMS``) as fit the rest at ``CHARS_PER_TOKEN``, each
+    counted as the longest id the list allows (the longest shown, or any id of
+    ``CITE_ID_MAX_CHARS`` when they are too many for an enum), so the object can close
+    within the allowance.
     """
     room = None if max_tokens is None else max_tokens - 8
     ids = list(dict.fromkeys(cite_ids or ()))
     items = CITE_MAX_ITEMS
     if ids and room is not None:
-        per_id = -(-min(CITE_ID_MAX_CHARS, max(len(i) for i in ids)) // CHARS_PER_TOKEN) + 2  # quotes, comma
+        # the longest id the list allows: the longest shown (an enum), else any id of the cap
+        widest = max(len(i) for i in ids) if len(ids) <= CITE_ENUM_MAX else CITE_ID_MAX_CHARS
+        per_id = -(-widest // CHARS_PER_TOKEN) + 2  # quotes, comma
         answer_room = min(ANSWER_MAX_CHARS // CHARS_PER_TOKEN, room // 2)
         items = max(1, min(CITE_MAX_ITEMS, (room - answer_room - 6) // per_id))
         room = answer_room

@@ -20,6 +20,7 @@ from bcas.agent.protocol import (
     CITE_MAX_ITEMS,
     SEARCH_TOOL,
     TOOLS,
+    answer_schema,
     parse_cite,
     parse_json_action,
     tool_definitions,
@@ -140,3 +141,61 @@ def test_the_search_function_s_arguments_are_an_object_with_one_bounded_query(ma
     jsonschema.validate({}, ready["function"]["parameters"])
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"query": "x"}, ready["function"]["parameters"])
+
+
+def _worst_answer(schema: dict) -> dict:
+    """The longest final answer the schema lets a constrained model write."""
+    props = schema["properties"]
+    longest = {"answer": "x" * props["answer"]["maxLength"]}
+    if "cite" in props:
+        item = props["cite"]["items"]
+        widest = max(item["enum"], key=len) if "enum" in item else "y" * item["maxLength"]
+        longest["cite"] = [widest] * props["cite"]["maxItems"]
+    return longest
+
+
+@pytest.mark.parametrize(
+    ("max_tokens", "ids", "answer_chars", "cite_items"),
+    [
+        # room = max_tokens - 8 (the object's keys and braces), the rest at CHARS_PER_TOKEN = 2
+        (60, None, 80, None),  # no passage shown: no cite key; 52 tokens of room hold all 80 characters
+        (20, None, 24, None),  # 12 tokens of room: 24 characters
+        (10, None, 8, None),  # 2 tokens of room: the 8-character floor (an answer must fit a name)
+        # cite: the answer gets half the room (at most 40 tokens), each id ceil(len / 2) + 2 tokens, 6 for the list
+        (40, ["d1"], 32, 3),  # room 32: answer 16 tokens, (32 - 16 - 6) // 3 = 3 ids
+        (38, ["d1"], 30, 3),  # room 30: answer 15 tokens, (30 - 15 - 6) // 3 = 3 ids
+        (40, ["doc-12345", "doc-12345"], 32, 1),  # a repeated id counts once; (32 - 16 - 6) // 7 = 1 id
+        (160, ["x" * 70], 80, 2),  # a shown id is counted whole: 37 tokens; (152 - 40 - 6) // 37 = 2
+        (400, ["d1", "d22"], 80, 5),  # room for 100 ids: at most 5
+        (12, ["d1"], 8, 1),  # too little room for any id still allows one
+        (None, ["a"], 80, 5),  # no limit: the caps
+    ],
+)
+def test_the_final_answer_schema_uses_the_room_its_budget_leaves_and_fits_in_it(
+    max_tokens: int | None, ids: list[str] | None, answer_chars: int, cite_items: int | None
+) -> None:
+    """The constrained answer must be able to close within the tokens left (a cut-off answer
+    object is lost), and should use that room: the answer field shares it with the ids to cite."""
+    schema = answer_schema(max_tokens, ids)
+    props = schema["properties"]
+    assert props["answer"]["maxLength"] == answer_chars
+    assert (props["cite"]["maxItems"] if "cite" in props else None) == cite_items
+    assert schema["required"] == list(props) and schema["additionalProperties"] is False
+    if ids:
+        assert props["cite"]["items"] == {"type": "string", "enum": list(dict.fromkeys(ids))}
+    worst = _worst_answer(schema)
+    jsonschema.validate(worst, schema)
+    if max_tokens is not None and max_tokens >= 40:
+        assert len(json.dumps(worst)) / 2 <= max_tokens  # the longest reply closes within the budget
+
+
+def test_more_ids_than_an_enum_holds_are_any_bounded_id() -> None:
+    many = [f"doc-{i}" for i in range(65)]
+    item = answer_schema(400, many)["properties"]["cite"]["items"]
+    assert item == {"type": "string", "maxLength": 64}
+    # any id up to 64 characters may be written: each is counted as 34 tokens, (192 - 40 - 6) // 34 = 4
+    schema = answer_schema(200, many)
+    assert schema["properties"]["cite"]["maxItems"] == 4
+    assert len(json.dumps(_worst_answer(schema))) / 2 <= 200
+    assert answer_schema(400, many[:64])["properties"]["cite"]["items"]["enum"] == many[:64]
+    assert answer_schema(200, many[:64])["properties"]["cite"]["maxItems"] == 5  # 64 shown ids of 6 characters
