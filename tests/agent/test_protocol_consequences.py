@@ -16,10 +16,12 @@ import pytest
 
 from bcas.agent.budget import BudgetLedger, Step
 from bcas.agent.protocol import (
+    ABSTAIN_TOOL,
     ANSWER_TOOL,
     CITE_MAX_ITEMS,
     SEARCH_TOOL,
     TOOLS,
+    action_schema,
     answer_schema,
     parse_cite,
     parse_json_action,
@@ -199,3 +201,45 @@ def test_more_ids_than_an_enum_holds_are_any_bounded_id() -> None:
     assert len(json.dumps(_worst_answer(schema))) / 2 <= 200
     assert answer_schema(400, many[:64])["properties"]["cite"]["items"]["enum"] == many[:64]
     assert answer_schema(200, many[:64])["properties"]["cite"]["maxItems"] == 5  # 64 shown ids of 6 characters
+
+
+def _accepts(schema: dict, value: object) -> bool:
+    jsonschema.Draft202012Validator.check_schema(schema)  # a malformed schema is a backend's crash
+    return jsonschema.Draft202012Validator(schema).is_valid(value)
+
+
+def test_the_action_schema_admits_a_well_formed_turn_and_nothing_else() -> None:
+    """Under constrained decoding the schema is all that stands between a small model and an
+    unreadable turn: a turn must be an object of a string thought, an offered action and a
+    string query, with no other key."""
+    schema = action_schema([SEARCH_TOOL, ANSWER_TOOL], max_tokens=200)
+    good = {"thought": "look it up", "action": SEARCH_TOOL, "query": "capital of France"}
+    assert _accepts(schema, good)
+    bad = [
+        {**good, "extra": 1},
+        {**good, "thought": 5},
+        {**good, "action": "abstain"},
+        {**good, "action": 1},
+        {**good, "query": ["a"]},
+        {k: v for k, v in good.items() if k != "query"},
+        [good],
+    ]
+    assert [_accepts(schema, b) for b in bad] == [False] * len(bad)
+    with pytest.raises(ValueError) as refused:
+        action_schema(["search_database", "browse"])
+    assert str(refused.value).startswith(
+        "tools must be a non-empty subset of "
+    ) and "got ['search_database', 'browse']" in str(refused.value)
+
+
+def test_each_function_takes_exactly_its_arguments() -> None:
+    """In the tools format a backend decodes a call's arguments under these parameters: the
+    search takes one string query, answering and abstaining take nothing."""
+    defs = tool_definitions({SEARCH_TOOL: "- search_database: find", ANSWER_TOOL: "answer", ABSTAIN_TOOL: "x"}, 100)
+    params = {d["function"]["name"]: d["function"]["parameters"] for d in defs}
+    assert _accepts(params[SEARCH_TOOL], {"query": "paris"})
+    assert not any(_accepts(params[SEARCH_TOOL], v) for v in ({}, {"query": 1}, {"query": "p", "k": 3}, ["paris"]))
+    for name in (ANSWER_TOOL, ABSTAIN_TOOL):
+        assert _accepts(params[name], {}) and not _accepts(params[name], {"answer": "x"})
+        assert not _accepts(params[name], [])
+    assert [d["function"]["description"] for d in defs] == ["find", "answer", "x"]
