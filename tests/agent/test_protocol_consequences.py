@@ -21,10 +21,13 @@ from bcas.agent.protocol import (
     CITE_MAX_ITEMS,
     SEARCH_TOOL,
     TOOLS,
+    ActionParseError,
     action_schema,
     answer_schema,
+    normalize_query,
     parse_cite,
     parse_json_action,
+    parse_text_action,
     tool_definitions,
 )
 from bcas.config import Budget
@@ -243,3 +246,38 @@ def test_each_function_takes_exactly_its_arguments() -> None:
         assert _accepts(params[name], {}) and not _accepts(params[name], {"answer": "x"})
         assert not _accepts(params[name], [])
     assert [d["function"]["description"] for d in defs] == ["find", "answer", "x"]
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("**Thought:** I need the capital.\n**Action:** search_database\n**Action Input:** capital of France",
+         (SEARCH_TOOL, "capital of France", "I need the capital.")),
+        ("__Thought__: look\n__Action__: search_database\n__Query__: eiffel", (SEARCH_TOOL, "eiffel", "look")),
+        ("Thought: t\nAction: `search_database`\nAction Input: `paris`", (SEARCH_TOOL, "paris", "t")),
+        ("ACTION INPUT: paris\nAction: search_database", (SEARCH_TOOL, "paris", "")),
+        ('Action: search_database(query="paris").', (SEARCH_TOOL, "paris", "")),
+        ('Action: search_database(Query = "eiffel tower")', (SEARCH_TOOL, "eiffel tower", "")),
+        ("Thought: I know it now\nAction: ready_to_answer", (ANSWER_TOOL, "", "I know it now")),
+        ("Action: Search Database\nQuery: louvre", (SEARCH_TOOL, "louvre", "")),
+        ("Thought: try `eiffel`\nAction: search-database\nQuery: louvre", (SEARCH_TOOL, "louvre", "try eiffel")),
+    ],
+)  # fmt: skip
+def test_a_plain_text_turn_is_read_as_a_small_model_writes_it(reply: str, expected: tuple[str, str, str]) -> None:
+    """Markdown emphasis, backticks, an input line above its action, a call with a trailing
+    full stop or an upper-case argument name: each is still the action the model meant,
+    with its thought kept for the trajectory."""
+    action = parse_text_action(reply, [SEARCH_TOOL, ANSWER_TOOL])
+    assert (action.tool, action.query, action.thought) == expected
+
+
+def test_an_unreadable_text_turn_says_why() -> None:
+    with pytest.raises(ActionParseError, match="^the reply was empty$"):
+        parse_text_action("  \n", [SEARCH_TOOL])
+    with pytest.raises(ActionParseError) as refused:
+        parse_text_action("Action: browse", [SEARCH_TOOL, ANSWER_TOOL])
+    assert str(refused.value) == "unknown action 'browse'; choose search_database or ready_to_answer"
+
+
+def test_two_queries_differing_in_case_and_spacing_share_one_key() -> None:
+    assert normalize_query("  Capital   of\tFRANCE ") == normalize_query("capital of france") == "capital of france"
