@@ -28,6 +28,7 @@ from bcas.agent.protocol import (
     parse_cite,
     parse_json_action,
     parse_text_action,
+    parse_tool_call,
     tool_definitions,
 )
 from bcas.config import Budget
@@ -108,6 +109,7 @@ def test_a_step_with_null_fields_loads_as_empty_text_not_as_none() -> None:
         ("Answer: x\nReference: r3", ["r3"]),
         ("Answer: x\nCites: `c1`, `c2`", ["c1", "c2"]),
         ("Answer: x\nCite: a,, ;b", ["a", "b"]),
+        ("Answer: x\nCite: XX-7, doc_X", ["XX-7", "doc_X"]),  # only brackets, quotes and stops are trimmed
         ("Answer: x\nCite: a\nCite: b", ["a"]),
         ("Answer: x\nThe cite: a", []),
         ("Answer: x", []),
@@ -281,3 +283,19 @@ def test_an_unreadable_text_turn_says_why() -> None:
 
 def test_two_queries_differing_in_case_and_spacing_share_one_key() -> None:
     assert normalize_query("  Capital   of\tFRANCE ") == normalize_query("capital of france") == "capital of france"
+
+
+def test_a_function_call_turn_is_refused_with_what_to_call_instead() -> None:
+    """The refusal is shown to the model as its next turn's feedback: it must name what may be called."""
+    from bcas.llm.base import ToolCall
+
+    tools = [SEARCH_TOOL, ANSWER_TOOL]
+    with pytest.raises(ActionParseError) as none:
+        parse_tool_call([], tools)
+    assert str(none.value) == "the reply called no function; call exactly one of search_database or ready_to_answer"
+    with pytest.raises(ActionParseError) as unknown:
+        parse_tool_call([ToolCall("c1", "f" * 70, "{}")], tools)
+    assert str(unknown.value) == f"there is no function {'f' * 60!r}; call search_database or ready_to_answer"
+    # answering takes no query: a stray non-text one is ignored, not a crash
+    action = parse_tool_call([ToolCall("c1", ANSWER_TOOL, '{"query": 5}')], tools, content="done")
+    assert (action.tool, action.query, action.thought) == (ANSWER_TOOL, "", "done")
