@@ -65,9 +65,13 @@ def _independent_size(n: int, margin: float, alpha: float, grid: int) -> float:
     return worst
 
 
-@pytest.mark.parametrize(("n", "margin"), [(12, 0.10), (20, 0.05)])
-def test_the_tolerance_tests_exact_size_is_the_largest_rejection_probability_on_its_null(n, margin):
-    assert tango_exact_size(n, margin, 0.05, grid=25) == pytest.approx(_independent_size(n, margin, 0.05, 25), rel=1e-9)
+@pytest.mark.parametrize(
+    ("n", "margin", "alpha", "grid"),
+    [(12, 0.10, 0.05, 25), (20, 0.05, 0.05, 25), (10, 0.30, 0.10, 17), (12, 0.10, 0.05, 11), (3, 0.05, 0.05, 10)],
+)  # the last: one table rejects, the largest probability at a nuisance value away from 0
+def test_the_tolerance_tests_exact_size_is_the_largest_rejection_probability_on_its_null(n, margin, alpha, grid):
+    expected = _independent_size(n, margin, alpha, grid)
+    assert tango_exact_size(n, margin, alpha, grid=grid) == pytest.approx(expected, rel=1e-9)
 
 
 def test_a_test_that_never_rejects_has_size_zero():
