@@ -275,3 +275,63 @@ def test_gate_write_names_each_case_size_it_wrote(tmp_path, capsys):
     out = tmp_path / "b.json"
     assert write_main([str(_run_records(tmp_path, list(range(7)))), str(out)]) == 0  # 4 items and 3 items
     assert f"wrote {out}: 2 cases, 3/4 items each;" in capsys.readouterr().out
+
+
+def test_the_terminal_summary_lines_up_each_cases_numbers_under_its_column():
+    """What a CI log shows of the gate: the settings, a header, one aligned line per case
+    (blanks where nothing was computed, '-' for no detectable drop), the first ten cases
+    not gated and a count of the rest, the legend and the overall verdict."""
+    from bcas.gating.report import GateReport, GateRow
+
+    fail = GateRow(case_id="smoke/" + "x" * 50, grid="smoke", family="session", family_size=2, n_paired=200,
+                   baseline_acc=0.5, current_acc=0.43, worse_only=21, better_only=7, p_value=0.01234,
+                   holm_threshold=0.025, p_holm=0.02468, min_drop=0.025, verdict="FAIL")  # fmt: skip
+    blank = GateRow(case_id="smoke/b", grid="smoke", family="session", family_size=2, n_paired=3,
+                    baseline_acc=None, current_acc=None, worse_only=None, better_only=None, p_value=None,
+                    holm_threshold=None, p_holm=None, min_drop=None, verdict="pass (cannot fail)")  # fmt: skip
+    not_gated = [(f"c{i}", "no baseline") for i in range(12)]
+    report = GateReport(baseline="base.json", alpha=0.05, family="session", test="mcnemar-exact",
+                        metrics=["correct_em", "judge_verdict"], rows=[fail, blank], not_gated=not_gated)  # fmt: skip
+    lines = report.lines()
+    assert lines[0] == (
+        "baseline base.json; mcnemar-exact on correct_em, judge_verdict; alpha 0.05, Holm over each session family"
+    )
+    header = "case" + " " * 40 + "    n  base%   cur% b-only c-only         p  Holm thr   Holm p min drop  verdict"
+    assert lines[1] == header
+    assert lines[2] == (
+        "smoke/" + "x" * 37 + " " + "  200   50.0   43.0     21      7    0.0123     0.025   0.0247      2.5  FAIL"
+    )
+    assert lines[3] == "smoke/b" + " " * 37 + "    3" + " " * 65 + "-  pass (cannot fail)"  # 7 blank columns
+    assert {len(line) - len(line.split("  ")[-1]) for line in lines[1:4]} == {len(header) - len("verdict")}
+    assert lines[4:14] == [f"not gated: c{i}: no baseline" for i in range(10)]
+    assert lines[14] == "not gated: ... and 2 more"
+    assert lines[15].startswith("b-only: items only the baseline got right; c-only: only the current run;")
+    assert lines[16] == "overall: FAIL: 1 of 2 gated cases significantly worse than the baseline"
+
+
+def test_ten_cases_not_gated_are_all_named_with_no_count_after_them():
+    from bcas.gating.report import GateReport
+
+    report = GateReport(baseline="b", alpha=0.05, family="session", test="t", metrics=["correct_em"], rows=[],
+                        not_gated=[(f"c{i}", "why") for i in range(10)])  # fmt: skip
+    named = [line for line in report.lines() if line.startswith("not gated")]
+    assert named == [f"not gated: c{i}: why" for i in range(10)]
+
+
+def test_the_refusal_names_the_first_case_whose_identity_differs_and_counts_the_rest():
+    """A user told why the gate refused must learn which case and what differs, without the
+    internal 'refused: ' prefix, and how many more cases there are."""
+    from bcas.gating.plan import GatePlan
+
+    def case(cid, refused, reason="refused: the prompt differs"):
+        return CasePlan(case_id=cid, grid="smoke", metric="correct_em", key=cid, reason=reason if refused else "",
+                        refused=refused)  # fmt: skip
+
+    plan = GatePlan(baseline="b", options=GateOptions(), cases={"a": case("a", False), "b": case("b", True)})
+    assert plan.refusal() == "the gate refuses to compare answers of different identity: b: the prompt differs"
+    three = GatePlan(baseline="b", options=GateOptions(),
+                     cases={k: case(k, True, f"refused: {k} differs") for k in ("x", "y", "z")})  # fmt: skip
+    assert three.refusal() == (
+        "the gate refuses to compare answers of different identity: x: x differs (and 2 more cases)"
+    )
+    assert GatePlan(baseline="b", options=GateOptions(), cases={"a": case("a", False)}).refusal() is None
