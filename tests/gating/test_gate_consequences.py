@@ -335,3 +335,25 @@ def test_the_refusal_names_the_first_case_whose_identity_differs_and_counts_the_
         "the gate refuses to compare answers of different identity: x: x differs (and 2 more cases)"
     )
     assert GatePlan(baseline="b", options=GateOptions(), cases={"a": case("a", False)}).refusal() is None
+
+
+def test_a_finished_case_is_tested_under_its_planned_metric_family_and_grid():
+    """The result written for the session's Holm step must carry the case's own key, grid,
+    family and metric: a judge-graded grid tested on SQuAD EM, or a case filed under another
+    family, changes which cases fail."""
+    from bcas.gating.plan import GatePlan, case_result
+
+    cp = CasePlan(case_id="bcas/c1", grid="bcas", metric="judge_verdict", key="k1", n_paired=4, family="bcas",
+                  family_size=3, threshold=0.05 / 3, baseline_model="other-model")  # fmt: skip
+    plan = GatePlan(baseline="b.json", options=GateOptions(alpha=0.05), cases={"bcas/c1": cp},
+                    items={"bcas/c1": {"q1": True, "q2": True, "q3": True, "q4": False}})  # fmt: skip
+    # EM says every answer is right; the judge says q1 and q2 are wrong
+    records = [{"item_id": f"q{i}", "prediction": "x", "correct_em": True, "judge_verdict": i > 2} for i in range(1, 5)]
+    result = case_result(plan, "bcas/c1", records)
+    assert result is not None
+    assert (result.key, result.grid, result.family, result.family_size, result.metric) == (
+        "k1", "bcas", "bcas", 3, "judge_verdict")  # fmt: skip
+    assert (result.worse_only, result.better_only, result.baseline) == (2, 1, "other-model")
+    ungated = GatePlan(baseline="b.json", options=GateOptions(), cases={"x": CasePlan("x", "g", "correct_em", "k",
+                       reason="no baseline")})  # fmt: skip
+    assert case_result(ungated, "x", records) is None
