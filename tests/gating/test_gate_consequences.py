@@ -357,3 +357,26 @@ def test_a_finished_case_is_tested_under_its_planned_metric_family_and_grid():
     ungated = GatePlan(baseline="b.json", options=GateOptions(), cases={"x": CasePlan("x", "g", "correct_em", "k",
                        reason="no baseline")})  # fmt: skip
     assert case_result(ungated, "x", records) is None
+
+
+def test_a_paired_result_counts_every_cell_of_the_paired_table():
+    """All four cells non-empty: both right 3, only the current run 2, only the baseline 4,
+    both wrong 1.  A slip in any count changes both accuracies, the discordant pair the
+    test sees, and so the verdict."""
+    from bcas.gating.baseline import paired_result
+
+    base = {f"q{i}": ok for i, ok in enumerate([1, 1, 1, 0, 0, 1, 1, 1, 1, 0])}
+    now = [1, 1, 1, 1, 1, 0, 0, 0, 0, 0]
+    records = [{"item_id": f"q{i}", "prediction": "x", "correct_em": bool(ok)} for i, ok in enumerate(now)]
+    records.append({"item_id": "q99", "prediction": "x", "correct_em": True})  # not in the baseline: not paired
+    r = paired_result("smoke/c", "k", records, {k: bool(v) for k, v in base.items()}, 1)
+    assert r is not None
+    assert (r.n_paired, r.current_acc, r.baseline_acc, r.worse_only, r.better_only) == (10, 0.5, 0.7, 4, 2)
+    # the defaults: alpha 0.05 in one family named "session", no grid, the same model
+    assert (r.alpha, r.threshold, r.family, r.family_size, r.grid, r.baseline) == (0.05, 0.05, "session", 1, "", "")
+    assert r.test == "one-sided exact McNemar" and r.failed_now is (r.p_value <= 0.05)
+    with_drop = paired_result("smoke/c", "k", records, {k: bool(v) for k, v in base.items()}, 1, max_drop=0.1)
+    assert with_drop.max_drop == 0.1 and with_drop.min_drop != r.min_drop  # the tolerance moves the detectable drop
+    one = paired_result("c", "k", records[:1], {"q0": True}, 1)
+    assert one is not None and one.n_paired == 1 and one.current_acc == 1.0
+    assert paired_result("c", "k", records, {"other": True}, 1) is None  # nothing shared: nothing to test
