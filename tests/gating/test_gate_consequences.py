@@ -380,3 +380,63 @@ def test_a_paired_result_counts_every_cell_of_the_paired_table():
     one = paired_result("c", "k", records[:1], {"q0": True}, 1)
     assert one is not None and one.n_paired == 1 and one.current_acc == 1.0
     assert paired_result("c", "k", records, {"other": True}, 1) is None  # nothing shared: nothing to test
+
+
+def _gated(cid: str, n: int, *, can_fail: bool, drop: float | None = None, model: str = "") -> CasePlan:
+    return CasePlan(case_id=cid, grid="smoke", metric="correct_em", key=cid, n_paired=n, family="session",
+                    family_size=7, threshold=0.05 / 7, min_discordant=3 if can_fail else None, min_drop=drop,
+                    baseline_model=model)  # fmt: skip
+
+
+def test_the_strict_gate_names_the_cases_that_cannot_fail_and_what_would_let_them():
+    """--bcas-gate-strict stops the session with this: the first five cases that cannot fail,
+    '...' when there are more, the item count that would let the first one fail, and the
+    three ways out."""
+    from bcas.gating.plan import GatePlan
+
+    stuck = {f"s{i}": _gated(f"s{i}", 2, can_fail=False) for i in range(6)}
+    stuck["s0"] = replace(stuck["s0"], family_size=30, threshold=0.05 / 30)
+    plan = GatePlan(baseline="b.json", options=GateOptions(), cases=stuck)
+    message = plan.usage_problem()
+    each = "{}: 2 paired items; its Holm threshold is {} ({} gated cases in family session) and even 2 of 2 items lost cannot reach it"  # noqa: E501
+    needed = _items_needed(stuck["s0"], GateOptions())  # the first case's, at its lower threshold
+    assert needed > _items_needed(stuck["s1"], GateOptions())
+    assert message == (
+        "regression gate: 6 of 6 gated cases cannot fail at alpha 0.05: "
+        + "; ".join(each.format(f"s{i}", *(("0.001667", 30) if i == 0 else ("0.007143", 7))) for i in range(5))
+        + f"; .... Give each case more items (--bcas-limit, e.g. {needed}), fewer gated cases per Holm family "
+        "(--bcas-gate-family), or a larger --bcas-alpha"
+    )
+    five = GatePlan(baseline="b.json", options=GateOptions(), cases=dict(list(stuck.items())[1:]))
+    assert "; ..." not in five.usage_problem() and five.usage_problem().count("cannot reach it") == 5
+    fine = GatePlan(baseline="b.json", options=GateOptions(), cases={"ok": _gated("ok", 50, can_fail=True, drop=0.1)})
+    assert fine.usage_problem() is None
+    none = GatePlan(baseline="b.json", options=GateOptions(), cases={"x": CasePlan("x", "g", "m", "", reason="r")})
+    assert none.usage_problem() == (
+        "regression gate: the baseline b.json matches none of the 1 collected cases (same model, dataset, "
+        "configuration and item subset), so it gates nothing"
+    )
+
+
+def test_the_gate_says_before_the_cases_run_what_it_can_catch():
+    from bcas.gating.plan import GatePlan
+
+    cases = {
+        "a": _gated("a", 50, can_fail=True, drop=0.12),
+        "b": _gated("b", 80, can_fail=True, drop=0.08, model="qwen (fp abc)"),
+        "c": _gated("c", 2, can_fail=False),
+        **{f"n{i}": CasePlan(f"n{i}", "smoke", "correct_em", "", reason="no baseline") for i in range(6)},
+    }
+    lines = GatePlan(baseline="b.json", options=GateOptions(), cases=cases).lines()
+    assert lines[0] == (
+        "regression gate: baseline b.json; one-sided exact McNemar on the grid's primary metric, alpha 0.05, "
+        "Holm over each session family; 3 of 9 collected cases gated"
+    )
+    assert lines[1:7] == [f"  not gated: n{i}: no baseline" for i in range(5)] + ["  not gated: ... and 1 more"]
+    assert lines[7] == "  b: compared with the baseline's model qwen (fp abc)"
+    assert lines[8].startswith("  CANNOT FAIL: c: 2 paired items;")
+    assert lines[9:] == ["  2 gated cases can fail; the smallest drop each can detect: 8.0-12.0 points"]
+    five = {k: v for k, v in cases.items() if k != "n5"}
+    assert "  not gated: ... and 0 more" not in GatePlan(baseline="b.json", options=GateOptions(), cases=five).lines()
+    stuck = GatePlan(baseline="b.json", options=GateOptions(), cases={"c": _gated("c", 2, can_fail=False)}).lines()
+    assert stuck[-1] == "  THE GATE CANNOT FAIL: no gated case can reach significance, whatever the model does"
