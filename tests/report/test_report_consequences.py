@@ -921,3 +921,78 @@ def test_the_gate_panel_prints_small_p_values_and_drops_as_computed():
     panel = _gate(gate)
     assert panel["rows"][0]["cells"][9:] == ["1.235e-05", "4.56e-05", "7.89e-05", "30.0"]
     assert panel["overrides"] == []
+
+
+def test_the_summary_files_hold_every_figure_the_report_computes():
+    """summary.json and summary.csv are what teams load into their own tools: each must carry
+    the rows under the grid's metric, the comparisons with the reference and between models,
+    the model matrix, the notes, the routing, and what answered, written the same way every
+    time (sorted keys, one-space indent), into a folder made as needed."""
+    import csv
+    import io
+    import json
+    from dataclasses import asdict
+    from pathlib import Path
+    from tempfile import TemporaryDirectory
+
+    from bcas.report.summary import (
+        compare_models,
+        compare_to_reference,
+        grid_notes,
+        model_matrix,
+        rows_to_csv,
+        summarize,
+        write_summaries,
+    )  # fmt: skip
+
+    records = []
+    for model in ("m1", "m2"):
+        for label in ("ref", "a"):
+            for i in range(4):
+                rec = _graded(f"q{i}", label, "g", em=(i + (label == "a") + (model == "m2")) % 2 == 0,
+                              judged=i < 3 - (label == "a"), reference=label == "ref")  # fmt: skip
+                rec.update(model=model, model_fingerprint=f"fp-{model}", grades={"j": {"verdict": True}})
+                rec["extra"]["recall_at_step"] = [0.5, 1.0]
+                rec["extra"]["evidence_recall"] = 1.0
+                records.append(rec)
+    table = SimpleNamespace(entries=[], primary_metric="judge", holm_scope="grid",
+                            comparisons=lambda label: [("ref", "")] if label == "a" else [],
+                            metric_note=lambda metric: f"graded by {metric}")  # fmt: skip
+    grids = {"g": table}
+    with TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "nested" / "run"
+        write_summaries(run_dir, records, grids, None, False, routing=[{"probe": 1}], served={"fp-m1": "Other.gguf"})
+        text = (run_dir / "summary.json").read_text(encoding="utf-8")
+        csv_text = (run_dir / "summary.csv").read_text(encoding="utf-8")
+        write_summaries(Path(tmp) / "plain", records, grids, None, True)  # a judge: the grid's own metric
+        plain = json.loads((Path(tmp) / "plain" / "summary.json").read_text(encoding="utf-8"))
+    payload = json.loads(text)
+    assert text == json.dumps(payload, indent=1, sort_keys=True)  # the same bytes for the same figures
+
+    def as_json(value):
+        return json.loads(json.dumps(value))
+
+    rows = summarize(records, grids, None, False)  # judge=False: the judge-declared grid is graded by EM
+    assert {r.metric for r in rows} == {"correct_em"}
+    served = {"m1": "Other.gguf", "m2": None}
+    assert payload["rows"] == as_json([{**asdict(r), "served": served[r.model]} for r in rows])
+    assert payload["comparisons"] == as_json(
+        [asdict(c) for c in compare_to_reference(records, grids=grids, judge=False)]
+    )
+    assert len(payload["comparisons"]) == 2 and {c["metric"] for c in payload["comparisons"]} == {"correct_em"}
+    assert payload["model_comparisons"] == as_json(
+        [asdict(c) for c in compare_models(records, grids=grids, judge=False)]
+    )
+    assert len(payload["model_comparisons"]) == 2
+    assert payload["model_matrix"] == as_json(model_matrix(rows)) and payload["model_matrix"]
+    assert payload["notes"] == grid_notes(rows, records, grids) and "g: graded by correct_em" in payload["notes"]
+    assert payload["routing"] == [{"probe": 1}] and plain["routing"] == []
+    assert {r["served"] for r in plain["rows"]} == {None}
+    assert {r["metric"] for r in plain["rows"]} == {"judge_verdict"}
+    assert {c["metric"] for c in plain["comparisons"] + plain["model_comparisons"]} == {"judge_verdict"}
+    table_rows = list(csv.DictReader(io.StringIO(csv_text)))
+    assert len(table_rows) == 4 and list(table_rows[0])[:4] == ["grid", "model", "dataset", "label"]
+    assert [row["model"] for row in table_rows] == [r.model for r in rows]
+    assert {row["recall_at_step"] for row in table_rows} == {"0.5;1"}  # a list as a;b
+    assert {row["served"] for row in table_rows} == {"Other.gguf", ""}
+    assert rows_to_csv([]) == ""
