@@ -996,3 +996,64 @@ def test_the_summary_files_hold_every_figure_the_report_computes():
     assert {row["recall_at_step"] for row in table_rows} == {"0.5;1"}  # a list as a;b
     assert {row["served"] for row in table_rows} == {"Other.gguf", ""}
     assert rows_to_csv([]) == ""
+
+
+def test_the_model_matrix_puts_each_models_accuracy_in_its_own_cell_where_a_run_has_several():
+    """Model × configuration per grid × dataset: a panel with one model says nothing and is
+    left out, without hiding the panels after it; a configuration one model did not run is
+    an empty cell, not another model's figure."""
+    from bcas.report.summary import model_matrix
+
+    def row(grid, dataset, label, model, acc):
+        return SimpleNamespace(grid=grid, dataset=dataset, label=label, model=model, accuracy=acc)
+
+    rows = [
+        row("a", "d", "s1", "only", 0.9),  # one model: no panel, and the panels after it still come
+        row("g", "d", "s1", "m2", 0.4), row("g", "d", "s1", "m1", 0.5), row("g", "d", "s3", "m1", 0.7),
+        row("h", "d", "s1", "m1", 0.1), row("h", "d", "s1", "m2", 0.2), row("h", "d", "s1", "m3", 0.3),
+    ]  # fmt: skip
+    assert model_matrix(rows) == {
+        "panels": [
+            {"grid": "g", "dataset": "d", "models": ["m1", "m2"],
+             "rows": [{"label": "s1", "accuracy": [0.5, 0.4]}, {"label": "s3", "accuracy": [0.7, None]}]},
+            {"grid": "h", "dataset": "d", "models": ["m1", "m2", "m3"],
+             "rows": [{"label": "s1", "accuracy": [0.1, 0.2, 0.3]}]},
+        ]
+    }  # fmt: skip
+    assert model_matrix(rows[:1]) == {"panels": []}
+
+
+def test_what_answered_is_shown_beside_a_model_only_when_it_is_another_model():
+    from bcas.report.summary import served_beside
+
+    assert served_beside("smollm2-135m", "SmolLM2-135M-Instruct-Q4_1.gguf") == "smollm2-135m"
+    assert served_beside("qwen3-8b", "Llama-3-8B.gguf") == "qwen3-8b (served: Llama-3-8B.gguf)"
+    # a label shown with a short fingerprint: the label alone is compared with what answered
+    assert served_beside("qwen3-8b [fp abc] [x]", "Qwen3-8B-Q4_K_M.gguf") == "qwen3-8b [fp abc] [x]"
+    assert served_beside("qwen3-8b", None) == "qwen3-8b"
+    # a label with a space is compared whole ("my model", not "my")
+    assert served_beside("my model [fp a]", "my-other.gguf") == "my model [fp a] (served: my-other.gguf)"
+
+
+def test_models_are_compared_pairwise_with_holm_within_each_grid_and_dataset():
+    """Three models on one configuration: three pairs, Holm-corrected together; the pairs of
+    another dataset are their own family."""
+    from bcas.report.summary import compare_models
+    from bcas.stats import holm_bonferroni
+
+    right = {"m1": {0, 1, 2, 3, 4, 5}, "m2": {0, 1}, "m3": {0, 1, 2, 3}}
+    records = []
+    for dataset in ("d1", "d2"):
+        for model, ok in right.items():
+            for i in range(8):
+                rec = _graded(f"q{i}", "s1", "g", em=i in ok, judged=i in ok)
+                rec.update(model=model, model_fingerprint=f"fp-{model}", dataset=dataset)
+                records.append(rec)
+    comps = compare_models(records)
+    assert sorted((c.dataset, c.model, c.reference) for c in comps) == [
+        (d, a, b) for d in ("d1", "d2") for a, b in (("m1", "m2"), ("m1", "m3"), ("m2", "m3"))
+    ]
+    for dataset in ("d1", "d2"):
+        family = [c for c in comps if c.dataset == dataset]
+        _reject, adjusted = holm_bonferroni([c.p_value for c in family], alpha=0.05)
+        assert [c.p_holm for c in family] == adjusted
