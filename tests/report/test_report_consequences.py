@@ -1057,3 +1057,23 @@ def test_models_are_compared_pairwise_with_holm_within_each_grid_and_dataset():
         family = [c for c in comps if c.dataset == dataset]
         _reject, adjusted = holm_bonferroni([c.p_value for c in family], alpha=0.05)
         assert [c.p_holm for c in family] == adjusted
+
+
+def test_the_run_section_lists_every_package_gpu_and_earlier_session():
+    """Several packages and GPUs each named once, every earlier session a line of its own,
+    the manifest's file named, and a field the session did not record left blank."""
+    from bcas.records.manifest import MANIFEST_FILE
+    from bcas.report.html_run import manifest_section
+
+    def session(name, **fields):
+        return {"session": name, "started_at": "t", "ended_at": "u", "exit_status": 0, "models": {},
+                "bcas": {"version": "1"}, **fields}  # fmt: skip
+
+    latest = session("s2", python=None, packages={"bm25s": "0.2", "faiss-cpu": "1.9", "vllm": ""},
+                     host={"cpu": "EPYC", "gpus": ["H200", "A100"]})  # fmt: skip
+    html = str(manifest_section({"sessions": [session("s0"), session("s1"), latest]}))
+    rows = _kv_rows(html)
+    assert rows["packages"] == "bm25s 0.2, faiss-cpu 1.9" and rows["host"] == "EPYC · GPUs: H200, A100"
+    assert rows["python"] == ""
+    assert "<li>s0: t → u, exit 0" in html and "<li>s1: t → u, exit 0" in html and "<li>s2:" not in html
+    assert MANIFEST_FILE in html
