@@ -203,8 +203,9 @@ def _madara_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         n = len(recs)
         ex = [r.get("extra") or {} for r in recs]
         # RoutingDecision.to_dict() names the routed treatment ``mode`` (PDE, SDA, CoT, ATF).
-        routes = sorted({str(e["routing"].get("mode", "")) for e in ex if isinstance(e.get("routing"), dict)})
-        reasons = sorted({str(e["routing"].get("reason", "")) for e in ex if isinstance(e.get("routing"), dict)})
+        decisions = [e["routing"] for e in ex if isinstance(e.get("routing"), dict)]
+        routes = sorted({str(d.get("mode")) for d in decisions if d.get("mode")})
+        reasons = sorted({str(d.get("reason")) for d in decisions if d.get("reason")})  # none recorded: no colon
         body.append(
             {
                 "cells": [

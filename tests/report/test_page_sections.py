@@ -54,3 +54,33 @@ def test_each_section_given_reaches_the_page_written_where_asked(tmp_path: Path)
     assert 'id="regression-gate"' in page and "PASS: nothing dropped" in page and "no baseline" in page
     assert f"Items ({len(records)} of {len(records)})" in page
     assert ">None<" not in page and " None " not in page  # no section was handed over as nothing
+
+
+def test_a_run_of_several_models_with_madara_cases_shows_their_sections(tmp_path: Path) -> None:
+    """Two models on one grid: the model matrix and the model comparisons reach the page;
+    MADARA records get their own table (routes, reasons, calls, tokens); the default title."""
+    from bcas.report.html import MADARA_HEADERS, _madara_rows
+    from bcas.report.html_models import model_sections
+
+    records = grid_records("search_scaling", 6) + grid_records("search_scaling", 6, seed=1, model="other-model")
+    for i, rec in enumerate(records[:4]):  # a MADARA case among them
+        rec["method"] = "madara"
+        rec["tokens_in"] = 100 + i
+        routing = {"mode": "SDA" if i % 2 else "PDE", **({"reason": "NF below 30%"} if i == 0 else {})}
+        rec["extra"] = {**(rec.get("extra") or {}), "routing": routing}
+    summaries = write_summaries(tmp_path / "s", records)
+    assert summaries.matrix["panels"] and summaries.model_comparisons
+    path = render_report(tmp_path / "run", records, summaries.rows, summaries.comparisons,
+                         model_comparisons=summaries.model_comparisons, matrix=summaries.matrix)  # fmt: skip
+    page = path.read_text(encoding="utf-8")
+    assert "<title>bcas report</title>" in page
+    models = str(model_sections(summaries.model_comparisons, summaries.matrix))
+    assert models.strip() and models in page
+    madara = _madara_rows(records)
+    assert len(madara) == 1 and madara[0]["cells"][-1] == "PDE / SDA: NF below 30%"
+    for rec in records[:4]:
+        rec["extra"]["routing"].pop("reason", None)
+    assert _madara_rows(records)[0]["cells"][-1] == "PDE / SDA"  # no reason recorded: no dangling colon
+    for header in MADARA_HEADERS:
+        assert f"<th>{header}</th>" in page
+    assert "PDE / SDA: NF below 30%" in page
