@@ -66,6 +66,8 @@ def test_a_cell_shows_the_mark_answer_searches_tokens_and_documents_of_its_recor
     assert wrong is not None
     assert (wrong["state"], wrong["cls"], wrong["mark"], wrong["prediction"]) == ("0", "bad", "✘", "rome")
     assert (wrong["searches"], wrong["tokens"]) == (0, "34")
+    no_out = _cell(col, _rec("q1", tokens_in=5, tokens_out=None))
+    assert no_out is not None and no_out["tokens"] == "5"  # tokens not recorded count 0, not 1
     # not graded in this metric: neither right nor wrong
     ungraded = _cell(col, _rec("q1", correct_em=None))
     assert ungraded is not None and (ungraded["state"], ungraded["cls"], ungraded["mark"]) == ("", "none", "?")
@@ -179,3 +181,12 @@ def test_the_section_renders_each_datasets_table_and_is_empty_without_items():
 @pytest.mark.parametrize("extra", [{"grid": "g", "context_doc_ids": "d1"}, {"grid": "g", "context_doc_ids": None}])
 def test_a_context_that_is_not_a_list_is_not_read_as_documents(extra):
     assert documents_seen(_rec("q1", extra=extra)) == ["d1", "d2", "d3"]
+
+
+def test_an_item_without_a_question_shows_none_and_a_configuration_two_grids_ran_names_both():
+    recs = [_rec("q1"), _rec("q1", grid="h")]
+    del recs[0]["question"]
+    del recs[1]["question"]
+    table = _table(0, "hotpotqa", columns(recs, {})["hotpotqa"])
+    assert table["rows"][0]["question"] == ""
+    assert table["columns"] == [{"heading": "m · bm25/s1", "grids": "g, h"}]
