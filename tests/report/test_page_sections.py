@@ -81,6 +81,9 @@ def test_a_run_of_several_models_with_madara_cases_shows_their_sections(tmp_path
     for rec in records[:4]:
         rec["extra"]["routing"].pop("reason", None)
     assert _madara_rows(records)[0]["cells"][-1] == "PDE / SDA"  # no reason recorded: no dangling colon
+    assert madara[0]["cells"][9] == "102"  # mean prompt tokens: (100 + 101 + 102 + 103) / 4, rounded
+    records[0]["tokens_in"] = None  # not recorded: counts 0
+    assert _madara_rows(records)[0]["cells"][9] == "76"  # (0 + 101 + 102 + 103) / 4 = 76.5, rounded to even
     for header in MADARA_HEADERS:
         assert f"<th>{header}</th>" in page
     assert "PDE / SDA: NF below 30%" in page

@@ -605,6 +605,7 @@ def test_an_rsc_profile_row_shows_the_probe_figures_and_where_the_router_sent_th
     bare = _profile_rows([{"model": "m"}])[0]["cells"]
     assert bare == ["m", "", "", "", "", "0.000", "", "", "", ""]  # nothing made up for what the probe lacks
     assert _profile_rows([]) == []
+    assert _profile_rows([{}])[0]["cells"][0] == ""  # a profile naming no model: no made-up name
 
 
 def test_an_items_drill_down_shows_its_facts_and_each_steps_tokens_and_documents():
