@@ -64,6 +64,7 @@ def test_a_judge_reply_in_any_accepted_form_gives_its_verdict(reply: str, verdic
         ('{"result": "not attempted"}', "not_attempted"),
         ('{"grade": "maybe", "label": "correct"}', "correct"),
         ('{"grade": "{\\"x\\": 1}", "result": "incorrect"}', "incorrect"),
+        ('{"grade": "{\\"grade\\": \\"correct\\"}", "result": "incorrect"}', "incorrect"),  # a string, not an object
         ("NOT ATTEMPTED", "not_attempted"),
         ("not-attempted: the answer declines", "not_attempted"),
         ("notattempted", "not_attempted"),
