@@ -440,3 +440,19 @@ def test_the_gate_says_before_the_cases_run_what_it_can_catch():
     assert "  not gated: ... and 0 more" not in GatePlan(baseline="b.json", options=GateOptions(), cases=five).lines()
     stuck = GatePlan(baseline="b.json", options=GateOptions(), cases={"c": _gated("c", 2, can_fail=False)}).lines()
     assert stuck[-1] == "  THE GATE CANNOT FAIL: no gated case can reach significance, whatever the model does"
+
+
+def test_a_baseline_records_file_is_read_past_blank_lines_and_a_torn_last_line_only(tmp_path):
+    """A records file of an interrupted run ends in a torn line: that line is not a record, and
+    every line before it is read (a blank line does not end the file); a bad line in the middle
+    is the file's damage, named by its line number."""
+    from bcas.gating.baseline import BaselineError, _read_records
+
+    good = tmp_path / "records.jsonl"
+    good.write_text('{"a": 1}\n\n{"a": 2}\n{"a": 3, "torn')
+    assert _read_records(good) == [{"a": 1}, {"a": 2}]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"a": 1}\n\n{"a": oops}\n{"a": 3}\n')
+    with pytest.raises(BaselineError) as damaged:
+        _read_records(bad)
+    assert str(damaged.value) == f"{bad}:3: invalid JSON (Expecting value)"
