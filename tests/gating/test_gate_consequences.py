@@ -456,3 +456,27 @@ def test_a_baseline_records_file_is_read_past_blank_lines_and_a_torn_last_line_o
     with pytest.raises(BaselineError) as damaged:
         _read_records(bad)
     assert str(damaged.value) == f"{bad}:3: invalid JSON (Expecting value)"
+
+
+def test_the_gate_tests_each_grid_on_its_own_metric_and_files_cases_by_the_chosen_family():
+    """A BCAS grid graded by a judge is gated on the judge's verdict when a judge runs and on
+    SQuAD EM otherwise; a grid that declares a metric keeps it; an unknown grid uses SQuAD EM.
+    The Holm family is the grid, the case or the session, as asked."""
+    from types import SimpleNamespace
+
+    from bcas.gating.baseline import check_baseline
+    from bcas.gating.plan import family_of, primary_metric
+    from bcas.grids import GRIDS
+
+    judged = next(name for name, g in GRIDS.items() if g.primary_metric == "judge")
+    declared = next((name, g.primary_metric) for name, g in GRIDS.items() if g.primary_metric not in ("judge", None))
+    assert primary_metric(judged, judge=True) == "judge_verdict" and primary_metric(judged) == "correct_em"
+    assert primary_metric(declared[0]) == declared[1]
+    assert primary_metric("no-such-grid", judge=True) == "correct_em"
+    case = SimpleNamespace(grid="smoke", id="smoke/bm25")
+    assert family_of(GateOptions(family="grid"), case) == "grid smoke"
+    assert family_of(GateOptions(family="case"), case) == "case smoke/bm25"
+    assert family_of(GateOptions(), case) == "session"
+    check_baseline(None)  # no baseline: nothing to check
+    with pytest.raises(Exception, match="accepted: a run folder"):
+        check_baseline("/no/such/baseline.json")
