@@ -24,6 +24,7 @@ from bcas.agent.protocol import (
     ActionParseError,
     action_schema,
     answer_schema,
+    find_json_object,
     normalize_query,
     parse_cite,
     parse_json_action,
@@ -299,3 +300,51 @@ def test_a_function_call_turn_is_refused_with_what_to_call_instead() -> None:
     # answering takes no query: a stray non-text one is ignored, not a crash
     action = parse_tool_call([ToolCall("c1", ANSWER_TOOL, '{"query": 5}')], tools, content="done")
     assert (action.tool, action.query, action.thought) == (ANSWER_TOOL, "", "done")
+
+
+@pytest.mark.parametrize(
+    ("reply", "found"),
+    [
+        ('{"a": 1}', {"a": 1}),  # the whole reply: the constrained case
+        ('Sure! {"a": 1} done', {"a": 1}),
+        ('{"a": "x}"} and more', {"a": "x}"}),  # a brace inside a string does not close the object
+        ('{"a": "say \\"hi\\" {"} tail', {"a": 'say "hi" {'}),  # nor an escaped quote end the string
+        ('{"a": "\\\\"} {"b": 1}', {"a": "\\"}),  # an escaped backslash does not escape the quote after it
+        ('noise {not json} then {"b": 2}', {"b": 2}),  # a braced non-object is passed over
+        ('{"outer": {"inner": 1}} x', {"outer": {"inner": 1}}),
+        ('x {"a": 1} {"b": 2}', {"a": 1}),  # the first object
+        ('{"a": 1', None),  # never closed
+        ('{"a": [1, {"b": 2}]} ', {"a": [1, {"b": 2}]}),
+        ("no object at all", None),
+        ('{"a": "\\"}"} x', {"a": '"}'}),  # an escaped quote then a brace, both inside the string
+        ('Sure! {"a": 1}done', {"a": 1}),  # the object ends at its brace, text right after it
+        ('{{"a": 1}', {"a": 1}),  # an unclosed brace right before the object
+    ],
+)
+def test_the_first_json_object_in_a_reply_is_found_whole(reply: str, found: dict | None) -> None:
+    """A small model wraps its JSON in prose; the object must come out whole, braces and quotes
+    inside its strings included, or the turn is lost or misread."""
+    assert find_json_object(reply) == found
+
+
+@pytest.mark.parametrize(
+    ("line", "query"),
+    [
+        ("Query: \"'`paris`'\"", "paris"),  # up to three layers of quotes come off
+        ("Query: \u201cparis\u201d", "paris"),  # typographic quotes
+        ("Query: \u2018louvre\u2019", "louvre"),
+        ("Query: \u201cparis", "\u201cparis"),  # an opening quote alone is kept
+        ("Query: \"paris'", "\"paris'"),  # mismatched quotes are kept
+        ("Query: x\u201d", "x\u201d"),
+    ],
+)
+def test_a_query_loses_its_quotes_and_only_its_quotes(line: str, query: str) -> None:
+    action = parse_text_action(f"Action: search_database\n{line}", [SEARCH_TOOL])
+    assert action.query == query
+
+
+def test_at_most_three_layers_of_quotes_come_off() -> None:
+    from bcas.agent.protocol import _strip_quotes
+
+    assert _strip_quotes('"\'`"x"`\'"') == '"x"'
+    assert _strip_quotes("'a'") == "a" and _strip_quotes("'") == "'" and _strip_quotes("''") == ""
