@@ -494,8 +494,8 @@ def main() -> int:
         "--root",
         default="",
         help="scratch folder to run in and keep (default: a new temporary one); given an earlier run's, the"
-        " group copies are refreshed from the tree and mutmut goes on where it stopped, checking again only"
-        " the mutants of functions whose source changed",
+        " group copies are refreshed from the tree and mutmut goes on where it stopped, checking again the"
+        " mutants of functions whose source changed and every mutant not caught",
     )
     f.add_argument(
         "--keep-rows",

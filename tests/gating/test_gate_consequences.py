@@ -464,7 +464,7 @@ def test_the_gate_tests_each_grid_on_its_own_metric_and_files_cases_by_the_chose
     The Holm family is the grid, the case or the session, as asked."""
     from types import SimpleNamespace
 
-    from bcas.gating.baseline import check_baseline
+    from bcas.gating.baseline import BaselineError, check_baseline
     from bcas.gating.plan import family_of, primary_metric
     from bcas.grids import GRIDS
 
@@ -478,5 +478,5 @@ def test_the_gate_tests_each_grid_on_its_own_metric_and_files_cases_by_the_chose
     assert family_of(GateOptions(family="case"), case) == "case smoke/bm25"
     assert family_of(GateOptions(), case) == "session"
     check_baseline(None)  # no baseline: nothing to check
-    with pytest.raises(Exception, match="accepted: a run folder"):
+    with pytest.raises(BaselineError, match="accepted: a run folder"):
         check_baseline("/no/such/baseline.json")
