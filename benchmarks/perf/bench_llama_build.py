@@ -1,13 +1,16 @@
-"""llama.cpp's build from source with and without its multimodal library, timed in one run.
+"""llama.cpp's build from source, as llama-cpp-python makes it and as ``.ci/install`` does, timed in one run.
 
 Where PyPI has no binary wheel of ``llama-cpp-python`` for the platform, ``bash
 .ci/install`` compiles llama.cpp from the source archive, the bulk of a fresh install.
 bcas decodes text only; the multimodal library (``libmtmd``: CLIP and the projector code,
 ``LLAVA_BUILD`` in llama-cpp-python's CMake) is only loaded by llama-cpp-python's image
-chat handlers, so ``.ci/install`` builds without it (``CMAKE_ARGS=-DLLAVA_BUILD=OFF``).
-This script builds a wheel of the same source archive both ways, one after the other,
-without a pip cache, and prints each build's wall time and compile steps (ninja's
-``[k/N]`` count) and the ratio of the two times.  The load average is printed before and
+chat handlers, so ``.ci/install`` builds without it (``CMAKE_ARGS=-DLLAVA_BUILD=OFF``),
+and without llama.cpp's common library, which llama-cpp-python forces on and which only
+llama.cpp's own tools use (``.ci/llama-cpp-text-only.cmake``).  This script builds a
+wheel of the same source archive three ways (llama-cpp-python's default, without
+libmtmd, and what ``.ci/install`` builds), one after the other, without a pip cache, and
+prints each build's wall time, compile steps (ninja's ``[k/N]`` count) and wheel size,
+and the ratio of ``.ci/install``'s time to the default's.  The load average is printed before and
 after each build: a figure taken beside other heavy jobs is not the quiet figure.
 
     python benchmarks/perf/bench_llama_build.py [--sdist llama_cpp_python-0.3.36.tar.gz] [--keep DIR]
@@ -30,7 +33,12 @@ sys.path.insert(0, str(HERE))
 
 from bench_harness_efficiency import figure, load_text  # noqa: E402
 
-VARIANTS = {"with libmtmd (llama-cpp-python's default)": "", "without libmtmd (.ci/install)": "-DLLAVA_BUILD=OFF"}
+TEXT_ONLY = HERE.parents[1] / ".ci" / "llama-cpp-text-only.cmake"
+VARIANTS = {
+    "llama-cpp-python's default": "",
+    "without libmtmd": "-DLLAVA_BUILD=OFF",
+    "without libmtmd and common (.ci/install)": f"-DLLAVA_BUILD=OFF -DCMAKE_PROJECT_INCLUDE_BEFORE={TEXT_ONLY}",
+}
 STEP = re.compile(rb"\[(\d+)/(\d+)\]")
 
 
@@ -75,15 +83,15 @@ def main(argv: list[str] | None = None) -> int:
             seconds, steps, size = build(sdist, cmake_args, work / f"wheel-{i}", work / f"build-{i}.log")
             times[name] = seconds
             print(
-                f"  {name:<45} {seconds:7.1f} s  {steps:4d} compile steps  wheel {size / 1e6:5.1f} MB  "
+                f"  {name:<42} {seconds:7.1f} s  {steps:4d} compile steps  wheel {size / 1e6:5.1f} MB  "
                 f"load {before} -> {load_text()}"
             )
             figure(f"llama.cpp build, {name}", round(seconds, 1), "s")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    full, light = times.values()
-    figure("llama.cpp build time, without libmtmd / with", round(light / full, 3), "ratio", "< 1", light < full)
+    full, light = times["llama-cpp-python's default"], times["without libmtmd and common (.ci/install)"]
+    figure("llama.cpp build time, .ci/install's / the default's", round(light / full, 3), "ratio", "< 1", light < full)
     return 0
 
 

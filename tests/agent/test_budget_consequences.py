@@ -152,3 +152,44 @@ def test_a_pde_assessment_counts_its_per_document_answers_in_its_worst_case() ->
     )
     (assess,) = [s for s in traj.steps if s.kind == "assess"]
     assert assess.flag is None and assess.calls > 0  # with room for everything, PDE runs
+
+
+def test_the_ledger_refuses_a_search_past_the_allowance_naming_it() -> None:
+    """A loop that offered the search tool once the allowance was spent is a defect, not a
+    trajectory: the ledger stops it with the search's number and the cap."""
+    import pytest
+
+    from bcas.agent.budget import BudgetError, BudgetLedger, Step
+
+    ledger = BudgetLedger(Budget(max_searches=2, max_total_tokens=500))
+    ledger.record(Step(kind="search", query="a", tokens_out=5))
+    ledger.record(Step(kind="search", query="a", tokens_out=5, flag="repeated_query"))  # not counted
+    ledger.record(Step(kind="search", query="b", tokens_out=5))
+    with pytest.raises(BudgetError) as refused:
+        ledger.record(Step(kind="search", query="c", tokens_out=5))
+    assert str(refused.value) == (
+        "search #3 exceeds max_searches=2; the loop must not offer the search tool once the allowance is spent"
+    )
+
+
+def test_the_forced_answer_allowance_is_spent_once_and_only_by_a_forced_answer() -> None:
+    import pytest
+
+    from bcas.agent.budget import BudgetError, BudgetLedger, Step
+
+    ledger = BudgetLedger(Budget(max_searches=1, max_total_tokens=60, forced_answer_tokens=48))
+    ledger.record(Step(kind="search", query="a", tokens_out=20))
+    assert ledger.tokens_spent and ledger.answer_max_tokens() == (48, True)
+    ledger.record(Step(kind="answer", tokens_out=30, flag="over_budget"))
+    ledger.record(Step(kind="answer", tokens_out=3))  # a later step of another kind is still recorded
+    with pytest.raises(BudgetError) as twice:
+        ledger.record(Step(kind="answer", tokens_out=3, flag="over_budget"))
+    assert str(twice.value) == "the forced-answer allowance was already used in this trajectory"
+    with pytest.raises(BudgetError) as again:
+        ledger.answer_max_tokens()
+    assert str(again.value) == "the forced-answer allowance was already used in this trajectory"
+    exhausted = BudgetLedger(Budget(max_searches=1, max_total_tokens=50))
+    exhausted.record(Step(kind="search", query="a", tokens_out=50))
+    with pytest.raises(BudgetError) as spent:
+        exhausted.turn_max_tokens()
+    assert str(spent.value) == "the completion-token budget is spent; only the forced answer may run"

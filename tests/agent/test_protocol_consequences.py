@@ -348,3 +348,137 @@ def test_at_most_three_layers_of_quotes_come_off() -> None:
 
     assert _strip_quotes('"\'`"x"`\'"') == '"x"'
     assert _strip_quotes("'a'") == "a" and _strip_quotes("'") == "'" and _strip_quotes("''") == ""
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ('{"tool": "search_database", "input": "paris"}', (SEARCH_TOOL, "paris", "")),
+        ('{"name": "search_database", "argument": "paris", "reasoning": "r"}', (SEARCH_TOOL, "paris", "r")),
+        ('{"function": "search_database", "search_query": "paris", "reason": "r"}', (SEARCH_TOOL, "paris", "r")),
+        ('{"Action": "search_database", "Action_Input": "paris", "Thought": "t"}', (SEARCH_TOOL, "paris", "t")),
+        ('{"action": "search_database", "query": {"query": "paris"}}', (SEARCH_TOOL, "paris", "")),
+        ('{"action": "search_database", "query": {"input": "paris"}}', (SEARCH_TOOL, "paris", "")),
+        ('{"action": "search_database", "tool": "ready_to_answer", "query": "x"}', (SEARCH_TOOL, "x", "")),
+        ('{"action": "ready_to_answer", "query": 5, "thought": 7}', (ANSWER_TOOL, "", "")),
+    ],
+)  # fmt: skip
+def test_a_json_turn_is_read_under_the_field_names_small_models_use(reply: str, expected: tuple[str, str, str]) -> None:
+    """Models trained on other tool formats write ``tool``/``name``/``function`` for the action and
+    ``input``/``argument``/``search_query``/``action_input`` for its query, in any case, sometimes
+    nested; each is still the action meant (a misread turn costs the trajectory a turn).  ``action``
+    wins over the others; a non-text query or thought is dropped, not a crash."""
+    action = parse_json_action(reply, [SEARCH_TOOL, ANSWER_TOOL])
+    assert (action.tool, action.query, action.thought) == expected
+
+
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        ("   ", "the reply was empty"),
+        ('{"query": "paris"}', 'the JSON object has no "action" string'),
+        ('{"action": "browse", "query": "x"}', "unknown action 'browse'; choose search_database or ready_to_answer"),
+        ('{"action": "search_database", "query": {"q": "paris"}}', "search_database needs a non-empty query"),
+        ('{"action": "search_database", "query": 5}', "search_database needs a non-empty query"),
+        # prose that quotes fields is not a cut-off object: only a reply that opens one is salvaged
+        ('I would say "action": "ready_to_answer" here', "the reply is not a complete JSON object"),
+        ('{"thought": "the query is', "the reply is not a complete JSON object"),
+    ],
+)
+def test_an_unreadable_json_turn_is_refused_with_the_reason_the_model_sees(reply: str, message: str) -> None:
+    """The refusal is the next turn's feedback to the model, so it must say what was wrong."""
+    with pytest.raises(ActionParseError) as refused:
+        parse_json_action(reply, [SEARCH_TOOL, ANSWER_TOOL])
+    assert str(refused.value) == message
+
+
+def test_a_cut_off_json_turn_keeps_its_completed_action() -> None:
+    cut = '{"thought": "need more", "action": "search_database", "query": "eiffel tower", "extra": "abc'
+    action = parse_json_action(cut, [SEARCH_TOOL, ANSWER_TOOL])
+    assert (action.tool, action.query, action.thought) == (SEARCH_TOOL, "eiffel tower", "need more")
+    answer = parse_json_action('{"action": "ready_to_answer", "thought": "do', [SEARCH_TOOL, ANSWER_TOOL])
+    assert (answer.tool, answer.query) == (ANSWER_TOOL, "")
+
+
+@pytest.mark.parametrize(
+    ("reply", "answer"),
+    [
+        ('{"final_answer": "Paris"}', "Paris"),
+        ('{"short_answer": "Paris"}', "Paris"),
+        ('{"answer": 1889}', "1889"),
+        ('{"answer": 2.5}', "2.5"),
+        ('{"answer": true}\nParis', "Paris"),  # a flag is not an answer; the next readable line is
+        ('{"answer": ["Paris"]}\nLyon', "Lyon"),
+        ('{"answer": "say \\"Paris', 'say "Paris'),  # cut off inside the string: its text so far, unescaped
+        ('{"answer": "bad \\u12', "bad \\u12"),  # an escape cut in half: the raw text
+        ("**Answer:** `Paris`", "Paris"),
+        ("{\nParis", "Paris"),  # a line opening an object is not the answer
+    ],
+)
+def test_the_final_answer_is_read_from_every_form_a_model_writes(reply: str, answer: str) -> None:
+    """The answer field under its other names, a number, a reply cut off by the token cap,
+    markdown around an ``Answer:`` line: a misread answer is graded wrong."""
+    from bcas.agent.protocol import parse_answer
+
+    assert parse_answer(reply) == answer
+
+
+@pytest.mark.parametrize(
+    ("reply", "message"),
+    [
+        ("Action: browse_XX", "unknown action 'browse_XX'; choose search_database or ready_to_answer"),
+        ("Action: browse(paris)", "unknown action 'browse(paris)'; choose search_database or ready_to_answer"),
+        ("I will call search_database now.", "search_database needs a non-empty query"),
+        ("search_database(paris) or ready_to_answer()", "the reply names more than one action; give exactly one Action line"),
+        ("I think the capital is Paris.", "no 'Action:' line was found"),
+    ],
+)  # fmt: skip
+def test_an_unreadable_text_turn_names_what_it_read(reply: str, message: str) -> None:
+    with pytest.raises(ActionParseError) as refused:
+        parse_text_action(reply, [SEARCH_TOOL, ANSWER_TOOL])
+    assert str(refused.value) == message
+
+
+def test_a_text_turn_with_one_bare_call_or_an_answer_line_is_read() -> None:
+    """Without an ``Action:`` line, one unambiguous call anywhere counts; an ``Answer:`` line is
+    the answer action, its thought kept."""
+    one = parse_text_action("Thought: look it up\nI will use search_database(eiffel)", [SEARCH_TOOL, ANSWER_TOOL])
+    assert (one.tool, one.query) == (SEARCH_TOOL, "eiffel") and one.thought.startswith("look it up")
+    answer = parse_text_action("Thought: I know it\nFinal Answer: Paris", [SEARCH_TOOL, ANSWER_TOOL])
+    assert answer.tool == ANSWER_TOOL and answer.thought.startswith("I know it")
+
+
+def test_a_function_call_without_a_text_query_is_a_search_without_a_query() -> None:
+    from bcas.llm.base import ToolCall
+
+    tools = [SEARCH_TOOL, ANSWER_TOOL]
+    for arguments in ("{}", '{"query": 5}', '{"q": "paris"}'):
+        with pytest.raises(ActionParseError, match='^search_database needs a non-empty "query" string argument$'):
+            parse_tool_call([ToolCall("c1", SEARCH_TOOL, arguments)], tools)
+    with pytest.raises(ActionParseError) as unknown:
+        parse_tool_call([ToolCall("c1", "browse", "{}")], tools)
+    assert str(unknown.value) == "there is no function 'browse'; call search_database or ready_to_answer"
+
+
+def test_the_answer_schema_admits_text_answers_and_id_lists_only() -> None:
+    schema = answer_schema(200, ["d1", "d2"])
+    assert _accepts(schema, {"answer": "Paris", "cite": ["d1"]})
+    assert not _accepts(schema, {"answer": 5, "cite": ["d1"]})
+    assert not _accepts(schema, {"answer": "Paris", "cite": "d1"})
+    assert not _accepts(schema, [{"answer": "Paris", "cite": ["d1"]}])
+    action = action_schema([SEARCH_TOOL, ANSWER_TOOL], 200)
+    assert not _accepts(action, {"thought": "t", "action": 5, "query": "q"})
+
+
+def test_the_thought_is_capped_exactly_while_what_fits_is_within_the_limit() -> None:
+    """``thought_max=None`` leaves the thought unbounded only where more than
+    ``THOUGHT_CHARS_LIMIT`` characters fit; at exactly that many it is still capped, so the
+    grammar's cap never exceeds the limit."""
+    from bcas.agent.protocol import field_caps
+    from bcas.config import THOUGHT_CHARS_LIMIT
+
+    at_limit = [m for m in range(30, 2000) if field_caps(m, 10**9)[0] == THOUGHT_CHARS_LIMIT]
+    assert at_limit, "no turn size fits exactly the limit; pick another boundary check"
+    for m in at_limit:
+        assert field_caps(m, None)[0] == THOUGHT_CHARS_LIMIT
+        assert field_caps(m + 1, None)[0] is None
