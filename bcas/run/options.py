@@ -122,7 +122,7 @@ OPTIONS: list[Option] = [
         "str",
         None,
         "items per dataset: a whole number >= 1 (a seeded subset, the same on every machine) or "
-        "all (every item); default: the grid's limit (smoke: 5), else 20",
+        "all (every item); default: the grid's limit (smoke: 2), else 20",
     ),
     ("seed", "int", 0, "seed of the item subset and of sampling"),
     (

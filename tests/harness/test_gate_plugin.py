@@ -55,13 +55,16 @@ def _claim_all_correct(baseline: Path) -> None:
 
 def test_a_gate_that_cannot_fail_says_so_and_strict_stops_the_session(project: pytest.Pytester) -> None:
     base_dir = project.path / "base"
-    project.runpytest(*SMOKE_HOTPOTQA, "--bcas-report", str(base_dir)).assert_outcomes(passed=3)
+    five = ("--bcas-limit", "5")  # 5 paired items: the most that still cannot reach 0.05/3
+    project.runpytest(*SMOKE_HOTPOTQA, *five, "--bcas-report", str(base_dir)).assert_outcomes(passed=3)
     baseline = project.path / "base.json"
     assert gate_main([str(base_dir), str(baseline)]) == 0
     _claim_all_correct(baseline)
 
     run_dir = project.path / "run"
-    result = project.runpytest(*SMOKE_HOTPOTQA, "--bcas-report", str(run_dir), "--bcas-baseline", str(baseline))
+    result = project.runpytest(
+        *SMOKE_HOTPOTQA, *five, "--bcas-report", str(run_dir), "--bcas-baseline", str(baseline)
+    )
     result.assert_outcomes(passed=3)
     out = result.stdout.str()
     # Before the cases run: each case's Holm threshold is 0.05/3 and 5 items cannot reach it.
@@ -87,7 +90,7 @@ def test_a_gate_that_cannot_fail_says_so_and_strict_stops_the_session(project: p
 
     strict_dir = project.path / "strict"
     strict = project.runpytest(
-        *SMOKE_HOTPOTQA, "--bcas-report", str(strict_dir), "--bcas-baseline", str(baseline), "--bcas-gate-strict"
+        *SMOKE_HOTPOTQA, *five, "--bcas-report", str(strict_dir), "--bcas-baseline", str(baseline), "--bcas-gate-strict"
     )
     assert strict.ret == pytest.ExitCode.USAGE_ERROR
     err = strict.stderr.str()
@@ -98,6 +101,7 @@ def test_a_gate_that_cannot_fail_says_so_and_strict_stops_the_session(project: p
     # Each case its own Holm family: alone at 0.05, losing 5 of 5 (p = 0.031) is a regression.
     per_case = project.runpytest(
         *SMOKE_HOTPOTQA,
+        *five,
         "--bcas-report",
         str(project.path / "per_case"),
         "--bcas-baseline",
