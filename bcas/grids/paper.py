@@ -5,6 +5,7 @@ smoke grid.  See :mod:`bcas.grids` for what each measures.  Each grid is registe
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from bcas.config import ACTION_FORMATS, GUARDED_LOOP, AgentConfig, AssessConfig, Budget, RetrievalConfig, RunConfig
 from bcas.grids.table import Grid, GridEntry, register_grid
@@ -26,6 +27,7 @@ def _bcas(
     cite: bool = False,
     abstain: bool = False,
     guarded: bool = False,
+    k: int = 5,
 ) -> GridEntry:
     # The paper grids run the paper's loop (the AgentConfig defaults, BCAS §3.4); the
     # project's own CPU grids keep the guarded rules (bcas.config.GUARDED_LOOP).
@@ -35,7 +37,7 @@ def _bcas(
         budget = replace(budget, per_turn_max_tokens=per_turn)
     config = RunConfig(
         budget=budget,
-        retrieval=RetrievalConfig(mode=mode, candidates=candidates),
+        retrieval=RetrievalConfig(mode=mode, candidates=candidates, k=k),
         agent=AgentConfig(
             planning=plan, reflection=reflect, action_format=action_format, cite=cite, abstain=abstain, **rules
         ),
@@ -277,11 +279,22 @@ CROSS_ENCODER = Grid(
 register_grid(CROSS_ENCODER)
 
 # Small enough for 2 CPU cores in about three minutes with the embedded 135M model:
-# short turns, a 2K-token trajectory budget, two items per case (the fewest a paired
-# comparison has; docs/measured.md gives where the time goes: at five items the grid took
-# 9 to 10 minutes, PDE's twelve assessments per item and the multi-search cases' growing
-# prompts the most).  The hybrid case runs on 2WikiMultihopQA, whose 180-paragraph
-# collection embeds in seconds (HotpotQA's 4K take minutes on CPU).
+# short turns, a 2K-token trajectory budget, three passages a search (BCAS §3.5 shows
+# five; each search's passages are most of a call's new prompt tokens), two items per
+# case (the fewest a paired comparison has).  docs/measured.md gives where the time goes:
+# at five items and five passages the grid took 9 to 10 minutes, PDE's twelve
+# assessments per item and the multi-search cases' growing prompts the most.  The hybrid
+# case runs on 2WikiMultihopQA, whose 180-paragraph collection embeds in seconds
+# (HotpotQA's 4K take minutes on CPU).
+_SMOKE_K = 3
+
+
+def _smoke_bcas(mode: str, searches: int, datasets: tuple[str, ...], **options: Any) -> GridEntry:
+    return _bcas(
+        mode=mode, searches=searches, tokens=2000, per_turn=160, guarded=True, datasets=datasets, k=_SMOKE_K, **options
+    )
+
+
 _SMOKE_BM25 = ("hotpotqa",)
 # The smoke grid's MADARA cases read each item's own documents (fast on CPU); their
 # configuration is unchanged since the smoke grid was introduced.
@@ -289,10 +302,10 @@ _SMOKE_RETRIEVAL = RetrievalConfig(mode="bm25")
 SMOKE = Grid(
     "smoke",
     (
-        _bcas(mode="bm25", searches=1, tokens=2000, per_turn=160, guarded=True, reference=True, datasets=_SMOKE_BM25),
-        _bcas(mode="bm25", searches=3, tokens=2000, per_turn=160, guarded=True, datasets=_SMOKE_BM25),
-        _bcas(mode="bm25", searches=3, tokens=2000, per_turn=160, guarded=True, plan=True, datasets=_SMOKE_BM25),
-        _bcas(mode="hybrid", searches=2, tokens=2000, per_turn=160, guarded=True, datasets=("2wikimultihopqa",)),
+        _smoke_bcas("bm25", 1, _SMOKE_BM25, reference=True),
+        _smoke_bcas("bm25", 3, _SMOKE_BM25),
+        _smoke_bcas("bm25", 3, _SMOKE_BM25, plan=True),
+        _smoke_bcas("hybrid", 2, ("2wikimultihopqa",)),
         _madara("nf", datasets=("conflictqa",), max_tokens=48, doc_source="item", retrieval=_SMOKE_RETRIEVAL),
         # k=2: half of conflictqa's 4 documents per item, as §5.5 keeps 5 of 10 (a filter needs more than k).
         _madara("pde", datasets=("conflictqa",), max_tokens=48, doc_source="item", k=2, retrieval=_SMOKE_RETRIEVAL),
