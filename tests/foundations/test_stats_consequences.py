@@ -111,6 +111,12 @@ def test_tango_min_worse_only_boundaries() -> None:
         (lambda: S.mcnemar_power(-1, 0.1, 0.0, 0.05), "n "),
         (lambda: S.mcnemar_power(10, 1.5, 0.0, 0.05), "p_worse must lie in [0, 1], got 1.5"),
         (lambda: S.mcnemar_power(10, 0.1, 1.2, 0.05), "p_better must lie in [0, 1], got 1.2"),
+        (lambda: S.tango_noninferiority(-1, 0, 5, 0.1), "worse_only must be >= 0, got -1"),
+        (lambda: S.tango_noninferiority(0, -1, 5, 0.1), "better_only must be >= 0, got -1"),
+        (lambda: S.tango_noninferiority(0, 0, -5, 0.1), "n must be >= 0, got -5"),
+        (lambda: S.tango_noninferiority(3, 3, 5, 0.1), "worse_only + better_only must be <= n, got 3 + 3 > 5"),
+        (lambda: S.tango_noninferiority(1, 0, 5, 1.0), "margin must lie in [0, 1), got 1.0"),
+        (lambda: S.tango_noninferiority(1, 0, 5, True), "margin must lie in [0, 1), got True"),
     ],
 )
 def test_a_bad_argument_is_named_in_the_error(call, named):
