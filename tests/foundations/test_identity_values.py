@@ -143,6 +143,7 @@ def test_a_weights_file_is_hashed_once_and_again_when_it_changes(
     known = json.loads(cache.read_text())
     (key,) = known
     assert key.startswith(str(path.resolve()) + "|")
+    assert known[key] == hashlib.sha256(b"weights-1").hexdigest()  # what the next start reads instead of hashing
     known[key] = "remembered"
     cache.write_text(json.dumps(known))
     assert file_sha256(path) == "remembered"  # the remembered value, not a second read
