@@ -218,6 +218,19 @@ def test_prompt_hashes_of_kinds_and_options() -> None:
     assert len(option_prompt_hash("cite")) == 16
 
 
+def test_a_run_kind_registered_without_prompts_has_none_to_hash() -> None:
+    """A user's run kind (docs/extending.md) need not declare prompt folders: its answers'
+    identity then hashes none, rather than the run failing to start."""
+    from bcas.registry import RUN_KINDS
+
+    RUN_KINDS.register("bare-kind", object(), per_item=True, label="bare")
+    try:
+        assert prompt_dirs("bare-kind") == ()
+        assert prompt_hash("bare-kind") == prompt_hash("no-such-kind")
+    finally:
+        del RUN_KINDS["bare-kind"]
+
+
 # -- epochs ---------------------------------------------------------------------------
 
 
