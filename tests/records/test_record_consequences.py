@@ -70,6 +70,32 @@ def test_a_record_keeps_everything_its_answer_identity_and_grades_said():
     assert Record.from_dict(json.loads(record.to_json())) == record
 
 
+def test_an_errored_answer_is_recorded_as_an_error_and_retried_on_resume(tmp_path):
+    """An answer that failed (a server error, a crash of the engine) must keep its error: as a
+    plain wrong answer it would count against the model's accuracy and never run again."""
+    failed = build_record(replace(ANSWER, prediction="", error="server said 503"), IDENTITY, GRADES)
+    assert failed.error == "server said 503"
+    store = ResultStore(tmp_path)
+    store.append(failed)
+    assert failed.key not in store.done_keys(include_errors=False)
+    assert failed.key in store.done_keys()
+
+
+def test_a_run_folder_written_under_a_utf8_locale_reads_under_an_ascii_one(tmp_path):
+    """Run folders move between machines; one whose locale is plain ASCII (``LC_ALL=C`` without
+    Python's UTF-8 coercion) must still read a manifest with non-ASCII text."""
+    import subprocess
+    import sys
+
+    manifest = {"sessions": [{"models": [{"fingerprint": "fp", "served": "modèle-ü"}]}]}
+    (tmp_path / "run.json").write_text(json.dumps(manifest, ensure_ascii=False), encoding="utf-8")
+    code = "import sys; from bcas.records.manifest import read_manifest; print(ascii(read_manifest(sys.argv[1])))"
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-1500:]
+    assert "mod\\xe8le-\\xfc" in out.stdout
+
+
 def test_without_labels_in_the_identity_the_pipelines_own_labels_stand():
     identity = replace(IDENTITY, model=None, label=None)
     record = build_record(ANSWER, identity, Grades(correct_em=False, f1=0.0), created_at=1.0)
@@ -280,3 +306,21 @@ def test_what_served_each_fingerprint_is_the_latest_sessions_word():
     }
     assert served_by_fingerprint(manifest) == {"fp1": "new-name", "7": "8"}
     assert served_by_fingerprint(None) == {} and served_by_fingerprint({"sessions": None}) == {}
+
+
+def test_a_folder_holding_old_records_refuses_new_answers_naming_the_file(tmp_path):
+    """New answers added beside 0.1.0 records could not be told apart from them later: the
+    store refuses, names the file and says what to do; a folder of today's records is writable."""
+    store = ResultStore(tmp_path)
+    store.append(build_record(ANSWER, IDENTITY, GRADES, created_at=1.0))
+    store.check_writable()  # today's records only
+    old = _plain_dict(schema_version=1)
+    for field in ("model_fingerprint", "prompt_hash"):
+        del old[field]
+    worker = tmp_path / "records.gw1.jsonl"
+    worker.write_text(json.dumps(old) + "\n", encoding="utf-8")
+    with pytest.raises(RecordError) as refused:
+        store.check_writable()
+    message = str(refused.value)
+    assert message.startswith(f"{worker} holds records written by bcas 0.1.0 (record schema 1")
+    assert "--bcas-report DIR" in message
