@@ -55,8 +55,18 @@ def test_bootstrap_accepts_a_single_resample_and_refuses_non_integers() -> None:
         bootstrap_ci(VALUES, n_resamples=0)
 
 
+def test_the_default_bootstrap_is_exactly_1000_resamples_with_seed_0_on_continuous_scores() -> None:
+    """On 0/1 scores nearby resample counts can give the same percentiles; on F1-like scores
+    they do not, so only the documented defaults reproduce the report's interval."""
+    scores = [round(0.05 + 0.9 * ((i * 37) % 101) / 101, 4) for i in range(40)]
+    default = bootstrap_ci(scores)
+    assert default == _reference_percentile_bootstrap(scores, 1000, 0.05, 0)
+    assert default != _reference_percentile_bootstrap(scores, 1001, 0.05, 0)
+    assert default != _reference_percentile_bootstrap(scores, 1000, 0.05, 1)
+
+
 def test_bootstrap_errors_say_what_is_not_finite() -> None:
-    with pytest.raises(ValueError, match="values must be finite"):
+    with pytest.raises(ValueError, match=r"^values must be finite \(no NaN or infinity\)$"):
         bootstrap_ci([1.0, float("nan")])
     with pytest.raises(ValueError, match="stat returned a non-finite value inf"):
         bootstrap_ci([1.0, 2.0], stat=lambda s: float("inf"))
@@ -161,3 +171,15 @@ def test_holm_rejects_a_p_value_equal_to_its_threshold():
 
     reject, adjusted = holm_bonferroni([0.025, 0.05], alpha=0.05)
     assert reject == [True, True] and adjusted == [0.05, 0.05]
+
+
+def test_the_exact_power_counts_a_p_value_equal_to_the_threshold_as_a_rejection() -> None:
+    """The exact one-sided McNemar test rejects at p <= threshold: with 2 discordant items both
+    favouring the baseline p = 0.25, so at threshold 0.25 that outcome is always caught."""
+    assert mcnemar_power(2, 1.0, 0.0, 0.25) == 1.0
+    assert mcnemar_power(2, 1.0, 0.0, 0.2499) == 0.0
+    # threshold 0.75 on 2 coin-flip discordant items: c >= 1 rejects (p = 0.75 and 0.25)
+    assert mcnemar_power(2, 0.5, 0.5, 0.75) == pytest.approx(0.75)
+    # one paired item is not too few to compute: lost, it has p = 0.5
+    assert mcnemar_power(1, 1.0, 0.0, 0.5) == 1.0
+    assert mcnemar_power(0, 1.0, 0.0, 0.5) == 0.0
