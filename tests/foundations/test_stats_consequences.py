@@ -183,3 +183,20 @@ def test_the_exact_power_counts_a_p_value_equal_to_the_threshold_as_a_rejection(
     # one paired item is not too few to compute: lost, it has p = 0.5
     assert mcnemar_power(1, 1.0, 0.0, 0.5) == 1.0
     assert mcnemar_power(0, 1.0, 0.0, 0.5) == 0.0
+
+
+def test_a_test_of_the_wrong_direction_is_stopped_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The closed form 2**-m must agree with the exact test; were the test's direction reversed
+    (every p-value 1), the search would say so instead of looping or reporting no gate."""
+    monkeypatch.setattr(S, "mcnemar_exact_one_sided", lambda first_only, second_only: 1.0)
+    with pytest.raises(ArithmeticError) as reversed_test:
+        S.mcnemar_min_discordant(0.05)
+    assert str(reversed_test.value) == (
+        "the one-sided exact McNemar p-value of 0 wins in 6 discordant items stays above 0.05: "
+        "the test does not match 2**-m (is its direction reversed?)"
+    )
+
+
+def test_the_smallest_detectable_drop_names_a_bad_item_count() -> None:
+    with pytest.raises(ValueError, match=r"^n must be >= 0, got -1$"):
+        S.mcnemar_min_detectable_drop(-1, 0.05)
