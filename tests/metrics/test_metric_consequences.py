@@ -206,3 +206,67 @@ def test_the_first_gold_step_is_averaged_over_the_items_with_gold():
     ]
     columns = metric_columns(recs)
     assert columns.first_gold_step == 2.0 and columns.gold_n == 2
+
+
+def _reference_cost_of_pass_interval(values: dict, alpha: float, n_resamples: int, seed: int) -> tuple[float, float]:
+    """The documented recipe: items in id order drawn with replacement from default_rng(seed), the
+    ratio of mean cost to mean success per resample, the alpha/2 and 1 - alpha/2 order statistics."""
+    import math
+
+    import numpy as np
+
+    items = [values[key] for key in sorted(values)]
+    costs = np.array([sum(c for c, _ in v) / len(v) for v in items])
+    wins = np.array([sum(1.0 for _, p in v if p) / len(v) for v in items])
+    idx = np.random.default_rng(seed).integers(0, len(items), size=(n_resamples, len(items)))
+    c, w = costs[idx].mean(axis=1), wins[idx].mean(axis=1)
+    ratios = np.sort(np.array([ci / wi if wi > 0 else math.inf for ci, wi in zip(c, w, strict=True)]))
+    return float(ratios[math.floor(alpha / 2 * (n_resamples - 1))]), float(ratios[math.ceil((1 - alpha / 2) * (n_resamples - 1))])
+
+
+@pytest.mark.parametrize("n_resamples", [41, 1000])
+def test_the_cost_of_pass_interval_is_the_documented_order_statistics(n_resamples: int) -> None:
+    """A reader recomputing the report's cost-of-pass interval from the docs must get its numbers."""
+    from bcas.metrics.cost import cost_of_pass_interval
+
+    values = {f"q{i}": [(100.0 + 37 * i % 90, i % 3 != 0), (80.0 + 11 * i % 50, i % 4 == 1)] for i in range(12)}
+    _, lo, hi = cost_of_pass_interval(values, n_resamples=n_resamples)
+    assert (lo, hi) == _reference_cost_of_pass_interval(values, 0.05, n_resamples, 0)
+
+
+def test_tokens_of_pass_resamples_items_and_counts_a_missing_side_as_zero_tokens() -> None:
+    """Tokens of pass average each item's epochs, then resample items: with every record under one
+    item the interval would collapse; a record without input tokens spends only its output."""
+    recs = [
+        {"item_id": "a", "tokens_in": 0, "tokens_out": 10, "correct_em": True},
+        {"item_id": "b", "tokens_in": None, "tokens_out": 30, "correct_em": True},
+        {"item_id": "c", "tokens_in": 50, "tokens_out": None, "correct_em": False},
+        {"item_id": "d", "tokens_in": 20, "tokens_out": 0, "correct_em": True},
+    ]
+    cols = metric_columns(recs, "correct_em")
+    assert cols.tokens_of_pass == pytest.approx((10 + 30 + 50 + 20) / 4 / (3 / 4))
+    assert cols.tokens_of_pass_lo < cols.tokens_of_pass < cols.tokens_of_pass_hi
+
+
+def test_a_decline_that_is_the_gold_answer_is_correct_and_a_failure_is_incorrect() -> None:
+    """SimpleQA's three-way counts: "unknown" is an answer where the gold says "Unknown" (not a
+    decline), and a failed call with no answer is an incorrect attempt, not a decline."""
+    from bcas.grading.abstention import CORRECT, INCORRECT, NOT_ATTEMPTED
+    from bcas.metrics.columns import three_way_counts
+
+    recs = [
+        {"item_id": "a", "answers": ["Unknown"], "prediction": "unknown", "correct_em": True},
+        {"item_id": "b", "answers": ["Paris"], "prediction": "", "error": "timeout", "correct_em": False},
+        {"item_id": "c", "answers": ["Paris"], "prediction": "I don't know", "correct_em": False},
+        # an errored call keeps what it wrote before failing: still a failure, never a decline
+        {"item_id": "d", "answers": ["Paris"], "prediction": "I don't know", "error": "engine crashed"},
+    ]
+    assert three_way_counts(recs, "correct_em") == {CORRECT: 1, INCORRECT: 2, NOT_ATTEMPTED: 1}
+
+
+def test_pass_at_k_intervals_follow_the_seed_given_and_default_to_seed_0() -> None:
+    from bcas.metrics.reliability import over_items
+
+    outcomes = {f"q{i}": [i % 2 == 0, i % 3 == 0, i % 5 == 0] for i in range(15)}
+    assert over_items(outcomes, 2) == over_items(outcomes, 2, seed=0)
+    assert over_items(outcomes, 2, seed=5) != over_items(outcomes, 2, seed=0)
