@@ -319,6 +319,8 @@ def test_a_function_call_turn_is_refused_with_what_to_call_instead() -> None:
         ('{"a": "\\"}"} x', {"a": '"}'}),  # an escaped quote then a brace, both inside the string
         ('Sure! {"a": 1}done', {"a": 1}),  # the object ends at its brace, text right after it
         ('{{"a": 1}', {"a": 1}),  # an unclosed brace right before the object
+        ('{bad} {"a": {"b": 1}}', {"a": {"b": 1}}),  # after a failed candidate, the next brace, not an inner one
+        ('x {"": "}"}', {"": "}"}),  # an empty first string ends at its second quote
     ],
 )
 def test_the_first_json_object_in_a_reply_is_found_whole(reply: str, found: dict | None) -> None:
@@ -345,6 +347,11 @@ def test_a_query_loses_its_quotes_and_only_its_quotes(line: str, query: str) -> 
 
 def test_at_most_three_layers_of_quotes_come_off() -> None:
     from bcas.agent.protocol import _strip_quotes
+
+    # only quote characters come off: a query that starts and ends with a letter keeps it
+    assert _strip_quotes("Xerox MAX") == "Xerox MAX"
+    assert _strip_quotes("X\u201d") == "X\u201d" and _strip_quotes("\u201cX") == "\u201cX"
+    assert _strip_quotes("\u201c\u201d") == ""  # a pair of typographic quotes around nothing
 
     assert _strip_quotes('"\'`"x"`\'"') == '"x"'
     assert _strip_quotes("'a'") == "a" and _strip_quotes("'") == "'" and _strip_quotes("''") == ""
@@ -412,6 +419,7 @@ def test_a_cut_off_json_turn_keeps_its_completed_action() -> None:
         ('{"answer": "say \\"Paris', 'say "Paris'),  # cut off inside the string: its text so far, unescaped
         ('{"answer": "bad \\u12', "bad \\u12"),  # an escape cut in half: the raw text
         ("**Answer:** `Paris`", "Paris"),
+        ("Answer: the `Eiffel` Tower", "the Eiffel Tower"),  # markdown inside the answer too
         ("{\nParis", "Paris"),  # a line opening an object is not the answer
     ],
 )
@@ -482,3 +490,18 @@ def test_the_thought_is_capped_exactly_while_what_fits_is_within_the_limit() -> 
     for m in at_limit:
         assert field_caps(m, None)[0] == THOUGHT_CHARS_LIMIT
         assert field_caps(m + 1, None)[0] is None
+
+
+def test_a_tool_the_turn_does_not_offer_is_refused_naming_those_it_does() -> None:
+    with pytest.raises(ActionParseError) as refused:
+        parse_json_action('{"action": "search_database", "query": "x"}', [ANSWER_TOOL, ABSTAIN_TOOL])
+    assert str(refused.value) == (
+        f"search_database is not available this turn; choose {ANSWER_TOOL} or {ABSTAIN_TOOL}"
+    )
+
+
+def test_a_function_call_without_text_beside_it_has_no_thought() -> None:
+    from bcas.llm.base import ToolCall
+
+    action = parse_tool_call([ToolCall("c1", SEARCH_TOOL, '{"query": "paris"}')], [SEARCH_TOOL, ANSWER_TOOL])
+    assert (action.tool, action.query, action.thought) == (SEARCH_TOOL, "paris", "")
