@@ -26,7 +26,14 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # the checkout's bcas, not another installed copy
     sys.path.insert(0, str(REPO))
 
-KIND_TYPE = {"sink": "target, value optional", "append": "text, repeatable", "bool": "flag", "str": "text", "int": "integer", "float": "number"}
+KIND_TYPE = {
+    "sink": "target, value optional",
+    "append": "text, repeatable",
+    "bool": "flag",
+    "str": "text",
+    "int": "integer",
+    "float": "number",
+}
 
 
 def _cell(value: Any) -> str:

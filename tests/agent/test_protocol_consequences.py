@@ -495,9 +495,7 @@ def test_the_thought_is_capped_exactly_while_what_fits_is_within_the_limit() -> 
 def test_a_tool_the_turn_does_not_offer_is_refused_naming_those_it_does() -> None:
     with pytest.raises(ActionParseError) as refused:
         parse_json_action('{"action": "search_database", "query": "x"}', [ANSWER_TOOL, ABSTAIN_TOOL])
-    assert str(refused.value) == (
-        f"search_database is not available this turn; choose {ANSWER_TOOL} or {ABSTAIN_TOOL}"
-    )
+    assert str(refused.value) == (f"search_database is not available this turn; choose {ANSWER_TOOL} or {ABSTAIN_TOOL}")
 
 
 def test_a_function_call_without_text_beside_it_has_no_thought() -> None:

@@ -62,9 +62,7 @@ def test_a_gate_that_cannot_fail_says_so_and_strict_stops_the_session(project: p
     _claim_all_correct(baseline)
 
     run_dir = project.path / "run"
-    result = project.runpytest(
-        *SMOKE_HOTPOTQA, *five, "--bcas-report", str(run_dir), "--bcas-baseline", str(baseline)
-    )
+    result = project.runpytest(*SMOKE_HOTPOTQA, *five, "--bcas-report", str(run_dir), "--bcas-baseline", str(baseline))
     result.assert_outcomes(passed=3)
     out = result.stdout.str()
     # Before the cases run: each case's Holm threshold is 0.05/3 and 5 items cannot reach it.

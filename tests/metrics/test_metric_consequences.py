@@ -221,7 +221,9 @@ def _reference_cost_of_pass_interval(values: dict, alpha: float, n_resamples: in
     idx = np.random.default_rng(seed).integers(0, len(items), size=(n_resamples, len(items)))
     c, w = costs[idx].mean(axis=1), wins[idx].mean(axis=1)
     ratios = np.sort(np.array([ci / wi if wi > 0 else math.inf for ci, wi in zip(c, w, strict=True)]))
-    return float(ratios[math.floor(alpha / 2 * (n_resamples - 1))]), float(ratios[math.ceil((1 - alpha / 2) * (n_resamples - 1))])
+    return float(ratios[math.floor(alpha / 2 * (n_resamples - 1))]), float(
+        ratios[math.ceil((1 - alpha / 2) * (n_resamples - 1))]
+    )
 
 
 @pytest.mark.parametrize("n_resamples", [41, 1000])
