@@ -272,3 +272,11 @@ def test_pass_at_k_intervals_follow_the_seed_given_and_default_to_seed_0() -> No
     outcomes = {f"q{i}": [i % 2 == 0, i % 3 == 0, i % 5 == 0] for i in range(15)}
     assert over_items(outcomes, 2) == over_items(outcomes, 2, seed=0)
     assert over_items(outcomes, 2, seed=5) != over_items(outcomes, 2, seed=0)
+
+
+def test_an_impossible_cost_of_pass_input_is_refused_with_both_numbers() -> None:
+    from bcas.metrics.cost import cost_of_pass
+
+    with pytest.raises(ValueError) as refused:
+        cost_of_pass(0.02, 1.5)
+    assert str(refused.value) == "need 0 <= success_rate <= 1 and mean_cost >= 0, got 1.5, 0.02"
