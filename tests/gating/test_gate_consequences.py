@@ -305,7 +305,12 @@ def test_the_terminal_summary_lines_up_each_cases_numbers_under_its_column():
     assert {len(line) - len(line.split("  ")[-1]) for line in lines[1:4]} == {len(header) - len("verdict")}
     assert lines[4:14] == [f"not gated: c{i}: no baseline" for i in range(10)]
     assert lines[14] == "not gated: ... and 2 more"
-    assert lines[15].startswith("b-only: items only the baseline got right; c-only: only the current run;")
+    assert lines[15] == (
+        "b-only: items only the baseline got right; c-only: only the current run; Holm thr: alpha over "
+        "the cases left at the case's rank (the step-down stops at the first p above its threshold, so "
+        "FAIL <=> Holm p <= alpha); min drop: the smallest accuracy drop (points) the case could call "
+        "significant, '-' when none"
+    )
     assert lines[16] == "overall: FAIL: 1 of 2 gated cases significantly worse than the baseline"
 
 
@@ -316,6 +321,9 @@ def test_ten_cases_not_gated_are_all_named_with_no_count_after_them():
                         not_gated=[(f"c{i}", "why") for i in range(10)])  # fmt: skip
     named = [line for line in report.lines() if line.startswith("not gated")]
     assert named == [f"not gated: c{i}: why" for i in range(10)]
+    eleven = replace(report, not_gated=[(f"c{i}", "why") for i in range(11)])
+    named = [line for line in eleven.lines() if line.startswith("not gated")]
+    assert named == [*(f"not gated: c{i}: why" for i in range(10)), "not gated: ... and 1 more"]
 
 
 def test_the_refusal_names_the_first_case_whose_identity_differs_and_counts_the_rest():
@@ -335,6 +343,8 @@ def test_the_refusal_names_the_first_case_whose_identity_differs_and_counts_the_
         "the gate refuses to compare answers of different identity: x: x differs (and 2 more cases)"
     )
     assert GatePlan(baseline="b", options=GateOptions(), cases={"a": case("a", False)}).refusal() is None
+    two = GatePlan(baseline="b", options=GateOptions(), cases={k: case(k, True, f"refused: {k} differs") for k in "xy"})
+    assert two.refusal() == "the gate refuses to compare answers of different identity: x: x differs (and 1 more cases)"
 
 
 def test_a_finished_case_is_tested_under_its_planned_metric_family_and_grid():
@@ -480,3 +490,38 @@ def test_the_gate_tests_each_grid_on_its_own_metric_and_files_cases_by_the_chose
     check_baseline(None)  # no baseline: nothing to check
     with pytest.raises(BaselineError, match="accepted: a run folder"):
         check_baseline("/no/such/baseline.json")
+
+
+def test_a_baseline_run_with_non_ascii_answers_reads_under_an_ascii_locale(tmp_path, monkeypatch):
+    """A baseline written on one machine gates runs on another: a C-locale CI runner must read
+    its records (UTF-8) as written.  ``io.text_encoding`` stands for the locale's default here."""
+    import json
+
+    from bcas.gating.baseline import _read_records
+
+    rec = {"item_id": "q1", "prediction": "Zürich", "answers": ["Zürich"]}
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps(rec, ensure_ascii=False) + "\n", encoding="utf-8")
+    monkeypatch.setattr(io, "text_encoding", lambda encoding, stacklevel=2: encoding or "ascii")
+    assert _read_records(path) == [rec]
+
+
+def test_two_workers_saving_the_plan_at_once_each_complete_their_write(tmp_path, monkeypatch):
+    """xdist workers write the session's plan to the same file: each writes its own temporary file
+    and renames it, so a worker whose write lands between another's write and rename does not
+    take that file away from it."""
+    from bcas.gating.plan import GatePlan
+
+    plan = GatePlan(baseline="b", options=GateOptions(), cases={})
+    real_replace = Path.replace
+    interleaved = []
+
+    def replace_after_the_other_worker(self, target):
+        if not interleaved:
+            interleaved.append(self.name)
+            plan.save(tmp_path, "tok", worker="gw1")  # the other worker's whole save, mid-way through ours
+        return real_replace(self, target)
+
+    monkeypatch.setattr(Path, "replace", replace_after_the_other_worker)
+    saved = plan.save(tmp_path, "tok", worker="gw0")
+    assert saved.is_file() and not list(tmp_path.glob("*.tmp"))
