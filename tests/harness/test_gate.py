@@ -354,3 +354,55 @@ def test_docs_power_table_is_what_the_code_computes() -> None:
     assert readme[start:end].strip() == buf.getvalue().strip()
     # The 1/7/30-case columns at alpha 0.05 include the issue's case: 5 items, 7 cases: cannot fail.
     assert "| 5 | 100.0 | cannot fail | cannot fail |" in readme
+
+
+def test_each_case_is_gated_on_its_grids_primary_metric(tmp_path: Path) -> None:
+    """A judge-graded grid run with a judge is gated on the judge's verdicts, never on SQuAD EM
+    of a baseline that has no verdicts (the case is then not gated, and says why)."""
+    from bcas.run.settings import Case
+
+    paper = [Case(c.model, c.dataset, "search_scaling", c.entry) for c in _plugin_cases(2)]
+    base = _baseline_for(paper, 5, 0, True, tmp_path / "base.json")
+    limits = {c.id: 5 for c in paper}
+    without = plan_gate(paper, limits, str(base), 0, GateOptions(), judge=False)
+    assert [(c.metric, c.n_paired) for c in without.cases.values()] == [("correct_em", 5)] * 2
+    judged = plan_gate(paper, limits, str(base), 0, GateOptions(), judge=True)
+    assert [(c.metric, c.n_paired) for c in judged.cases.values()] == [("judge_verdict", 0)] * 2
+    assert all("no case of this dataset and configuration" in c.reason for c in judged.cases.values())
+
+
+def test_a_case_without_per_item_records_is_named_as_not_gated(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from bcas.gating.plan import CasePlan
+    from bcas.run.settings import Case
+
+    case = _plugin_cases(1)[0]
+    rsc = Case(case.model, "hotpotqa", "smoke", replace(case.entry, kind="rsc"))
+    base = _baseline_for([case], 5, 0, True, tmp_path / "base.json")
+    plan = plan_gate([rsc], {rsc.id: 5}, str(base), 0, GateOptions())
+    assert plan.cases == {rsc.id: CasePlan(rsc.id, "smoke", "correct_em", "", reason="rsc case: no per-item records")}
+
+
+def test_the_plan_names_the_range_of_drops_its_cases_can_detect(tmp_path: Path) -> None:
+    cases = _plugin_cases(3)
+    base = _baseline_for(cases, 40, 0, True, tmp_path / "base.json")
+    limits = dict(zip([c.id for c in cases], (10, 20, 40), strict=True))
+    plan = plan_gate(cases, limits, str(base), 0, GateOptions(family="case"))
+    drops = sorted(c.min_drop for c in plan.gated)
+    assert len(set(drops)) == 3
+    expected = f"  3 gated cases can fail; the smallest drop each can detect: {drops[0] * 100:.1f}-{drops[-1] * 100:.1f} points"
+    assert expected in plan.lines()
+
+
+def test_a_gate_that_cannot_fail_lists_its_cases_then_what_to_change(tmp_path: Path) -> None:
+    from bcas.gating.plan import _cannot_fail_text
+
+    cases = _plugin_cases(3)
+    base = _baseline_for(cases, 5, 0, True, tmp_path / "base.json")
+    plan = plan_gate(cases, {c.id: 5 for c in cases}, str(base), 0, GateOptions())
+    problem = plan.usage_problem()
+    assert problem is not None
+    listed, advice = problem.split(". Give each case more items", 1)
+    assert listed.endswith(_cannot_fail_text(plan.cannot_fail[-1])) and "; ..." not in listed
+    assert advice.startswith(" (--bcas-limit, e.g. 6)")
