@@ -380,8 +380,25 @@ def test_a_case_without_per_item_records_is_named_as_not_gated(tmp_path: Path) -
     case = _plugin_cases(1)[0]
     rsc = Case(case.model, "hotpotqa", "smoke", replace(case.entry, kind="rsc"))
     base = _baseline_for([case], 5, 0, True, tmp_path / "base.json")
-    plan = plan_gate([rsc], {rsc.id: 5}, str(base), 0, GateOptions())
-    assert plan.cases == {rsc.id: CasePlan(rsc.id, "smoke", "correct_em", "", reason="rsc case: no per-item records")}
+    plan = plan_gate([rsc, case], {rsc.id: 5, case.id: 5}, str(base), 0, GateOptions())
+    assert plan.cases[rsc.id] == CasePlan(rsc.id, "smoke", "correct_em", "", reason="rsc case: no per-item records")
+    assert [c.case_id for c in plan.gated] == [case.id]  # the cases after it are still planned
+
+
+def test_a_case_whose_dataset_cannot_load_is_named_with_the_reason_and_the_rest_planned(tmp_path: Path) -> None:
+    """Planned under --bcas-seed 7: the subset and configuration the case will run are the seeded ones."""
+    from bcas.gating.plan import CasePlan
+    from bcas.run.settings import Case
+
+    case = _plugin_cases(1)[0]
+    missing = Case(case.model, "no-such-dataset", "smoke", case.entry)
+    base = _baseline_for([case], 5, 7, True, tmp_path / "base.json")
+    plan = plan_gate([missing, case], {missing.id: 5, case.id: 5}, str(base), 7, GateOptions())
+    refused = plan.cases[missing.id]
+    assert refused == CasePlan(missing.id, "smoke", "correct_em", "", reason=refused.reason)
+    assert refused.reason.startswith("no-such-dataset: unknown dataset; registered names are [")
+    (gated,) = plan.gated
+    assert (gated.case_id, gated.grid, gated.n_paired) == (case.id, "smoke", 5)
 
 
 def test_the_plan_names_the_range_of_drops_its_cases_can_detect(tmp_path: Path) -> None:
