@@ -525,3 +525,57 @@ def test_two_workers_saving_the_plan_at_once_each_complete_their_write(tmp_path,
     monkeypatch.setattr(Path, "replace", replace_after_the_other_worker)
     saved = plan.save(tmp_path, "tok", worker="gw0")
     assert saved.is_file() and not list(tmp_path.glob("*.tmp"))
+
+
+def _bcase(key: str, dataset_hash: str, items: dict, digests: dict, model: str = "m") -> BaselineCase:
+    return BaselineCase(key=key, model=model, fingerprint="", dataset="ds", config_id="cfg", dataset_hash=dataset_hash,
+                        label="l", items=items, digests=digests)  # fmt: skip
+
+
+def test_the_baseline_case_of_the_same_item_subset_is_chosen_and_paired_by_id():
+    """The same subset (equal dataset hash) pairs every shared item by id, wherever it is listed;
+    across subsets only items whose content digest agrees pair, and the case pairing most wins
+    (the first of a tie): a wrong choice compares the run with other items' outcomes."""
+    from bcas.gating.baseline import match_baseline
+
+    digests = {"q1": "d1", "q2": "d2", "q3": "d3"}
+    other = _bcase("other", "h-other", {"q1": True, "q2": True}, {"q1": "d1", "q2": "changed"})
+    more = _bcase("more", "h-more", {"q1": False, "q2": False, "q3": True}, {"q1": "d1", "q2": "d2", "q3": "x"})
+    tie = _bcase("tie", "h-tie", {"q1": True, "q2": True}, {"q1": "d1", "q2": "d2"})
+    exact = _bcase("exact", "h", {"q1": True, "q3": False}, {})
+    found, paired, note = match_baseline([other, more, tie, exact], "m", "ds", "cfg", "h", digests)
+    assert (found.key, paired, note) == ("exact", {"q1": True, "q3": False}, "")
+    found, paired, _ = match_baseline([other, more, tie], "m", "ds", "cfg", "h", digests)
+    assert (found.key, paired) == ("more", {"q1": False, "q2": False})
+    found, _, _ = match_baseline([other, tie, more], "m", "ds", "cfg", "h", digests)
+    assert found.key == "tie"  # two paired items each: the first listed stays
+    assert match_baseline([exact], "m", "ds", "cfg", "h", {"q9": "d9"})[0] is None  # the subset, none of its items
+    assert match_baseline([other], "m", "ds", "cfg", "h", {"q2": "d2"}) == (
+        None,
+        {},
+        "no item of this case's subset is in the baseline with the same content "
+        "(a baseline written before item digests pairs only the same item subset)",
+    )
+    assert match_baseline([other], "m", "ds", "other-cfg", "h", digests) == (
+        None,
+        {},
+        "the baseline has no case of this dataset and configuration",
+    )
+
+
+def test_an_items_content_digest_is_the_documented_recipe_for_every_version():
+    """Baselines store these digests: another recipe (escaping, length, the answers left out)
+    would make every stored baseline unpairable across item subsets."""
+    import hashlib
+    import json
+
+    from bcas.gating.baseline import case_key, item_digest
+
+    def recipe(question, answers):
+        text = json.dumps([str(question), [str(a) for a in answers or ()]], ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+    assert item_digest("Où est Zürich?", ["Zürich", 8]) == recipe("Où est Zürich?", ["Zürich", 8])
+    assert item_digest("q", None) == recipe("q", []) != item_digest("q", ["a"])
+    assert len(item_digest("q", ["a"])) == 16
+    assert case_key({"model": "m", "dataset": "ds"}) == "m|ds||"  # an old baseline's missing fields are empty
