@@ -579,3 +579,28 @@ def test_an_items_content_digest_is_the_documented_recipe_for_every_version():
     assert item_digest("q", None) == recipe("q", []) != item_digest("q", ["a"])
     assert len(item_digest("q", ["a"])) == 16
     assert case_key({"model": "m", "dataset": "ds"}) == "m|ds||"  # an old baseline's missing fields are empty
+
+
+def test_a_baseline_file_holds_every_field_the_gate_and_readers_use():
+    """``bcas gate write``'s file is read by later sessions and other versions: each case keeps its
+    identity (model, fingerprint, prompt, dataset, label, configuration, subset), its items in
+    every boolean metric the records had, their digests, its size and accuracy."""
+    from bcas.gating.baseline import BASELINE_VERSION, build_baseline, case_key, item_digest
+
+    base = {"model": "m", "model_fingerprint": "fp", "prompt_hash": "ph", "dataset": "ds", "label": "lab",
+            "config_id": "cfg", "dataset_hash": "h"}  # fmt: skip
+    recs = [
+        {**base, "item_id": "q1", "question": "Q1?", "answers": ["a"], "correct_em": True, "custom_pass": False},
+        {**base, "item_id": "q2", "question": "Q2?", "answers": ["b"], "correct_em": False, "custom_pass": True},
+    ]
+    data = build_baseline(recs)
+    assert data["version"] == BASELINE_VERSION
+    (key,) = data["cases"]
+    assert key == case_key(recs[0])
+    case = data["cases"][key]
+    assert {k: case[k] for k in base} == base
+    assert case["items"] == {"q1": True, "q2": False} and case["n"] == 2 and case["accuracy"] == 0.5
+    assert case["metrics"]["custom_pass"] == {"q1": False, "q2": True}  # a boolean field the records add
+    assert case["metrics"]["correct_em"] == case["items"]
+    assert case["digests"] == {"q1": item_digest("Q1?", ["a"]), "q2": item_digest("Q2?", ["b"])}
+    assert build_baseline([])["cases"] == {}
