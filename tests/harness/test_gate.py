@@ -312,7 +312,8 @@ def test_plan_pairs_a_larger_baseline_on_the_shared_items(tmp_path: Path) -> Non
     base = _baseline_for(cases, 40, 0, True, tmp_path / "base.json", model="mock-old")
     plan = plan_gate(cases, {cases[0].id: 20}, str(base), 0, GateOptions())
     (cp,) = plan.gated
-    assert cp.n_paired == 20 and cp.baseline_model.startswith("mock-old")
+    assert cp.n_paired == 20 and cp.baseline_model == "mock-old"  # a baseline without fingerprints: the name alone
+    assert plan.baseline == str(base) and cp.key == next(iter(json.loads(base.read_text())["cases"]))
     assert cp.min_discordant == 5 and cp.min_drop == pytest.approx(0.25)
     # The plan survives its JSON file (the xdist controller reads what a worker planned).
     again = GatePlan.from_dict(json.loads(json.dumps(plan.to_dict())))
@@ -423,3 +424,14 @@ def test_a_gate_that_cannot_fail_lists_its_cases_then_what_to_change(tmp_path: P
     listed, advice = problem.split(". Give each case more items", 1)
     assert listed.endswith(_cannot_fail_text(plan.cannot_fail[-1])) and "; ..." not in listed
     assert advice.startswith(" (--bcas-limit, e.g. 6)")
+
+
+def test_a_tolerance_gate_plans_the_smallest_drop_beyond_its_margin(tmp_path: Path) -> None:
+    from bcas.gating.baseline import min_detectable
+
+    cases = _plugin_cases(1)
+    base = _baseline_for(cases, 40, 0, True, tmp_path / "base.json")
+    plan = plan_gate(cases, {cases[0].id: 40}, str(base), 0, GateOptions(family="case", max_drop=0.1))
+    (cp,) = plan.gated
+    assert (cp.min_discordant, cp.min_drop) == min_detectable(40, 0.05, 0.1) != min_detectable(40, 0.05, 0.0)
+    assert plan.cases[cases[0].id].key != ""
