@@ -604,3 +604,66 @@ def test_a_baseline_file_holds_every_field_the_gate_and_readers_use():
     assert case["metrics"]["correct_em"] == case["items"]
     assert case["digests"] == {"q1": item_digest("Q1?", ["a"]), "q2": item_digest("Q2?", ["b"])}
     assert build_baseline([])["cases"] == {}
+
+
+def test_a_written_baseline_loads_back_as_the_cases_it_was_written_from(tmp_path):
+    """Write then read: each case comes back with its identity and items; a field an older file
+    lacks reads as empty; a case that never recorded the metric is left out, the others kept."""
+    import json
+
+    from bcas.gating.baseline import build_baseline, load_baseline_cases
+
+    full = {"model": "m", "model_fingerprint": "fp", "prompt_hash": "ph", "dataset": "ds", "label": "lab",
+            "config_id": "cfg", "dataset_hash": "h"}  # fmt: skip
+    recs = [{**full, "item_id": "q1", "question": "Q?", "answers": ["a"], "correct_em": True}]
+    data = build_baseline(recs)
+    data["cases"] = {"no-metric": {"items": {}, "metrics": {}}, **data["cases"],
+                     "old": {"items": {"q1": False}, "metrics": {"correct_em": {"q1": False}}}}  # fmt: skip
+    path = tmp_path / "base.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    loaded = {c.key: c for c in load_baseline_cases(path, "judge_verdict")}
+    assert loaded == {}  # no case recorded the judge's verdicts
+    loaded = {c.key: c for c in load_baseline_cases(path)}
+    new = loaded[next(k for k in data["cases"] if k not in ("no-metric", "old"))]
+    assert (new.model, new.fingerprint, new.prompt_hash, new.dataset, new.label, new.config_id, new.dataset_hash) == (
+        "m", "fp", "ph", "ds", "lab", "cfg", "h")  # fmt: skip
+    assert new.items == {"q1": True} and new.digests == data["cases"][new.key]["digests"]
+    old = loaded["old"]
+    assert (old.model, old.fingerprint, old.prompt_hash, old.dataset, old.label, old.config_id, old.dataset_hash) == (
+        "", "", "", "", "", "", "")  # fmt: skip
+    assert old.items == {"q1": False}
+
+
+def test_an_item_of_several_epochs_passes_when_at_least_half_pass():
+    from bcas.gating.baseline import item_outcomes
+
+    recs = [{"item_id": "a", "correct_em": v} for v in (True, False, False)]
+    recs += [{"item_id": "b", "correct_em": v} for v in (True, False)]
+    assert item_outcomes(recs) == {"a": False, "b": True}
+
+
+def test_a_broken_baseline_file_names_the_file_case_and_field(tmp_path):
+    import json
+
+    from bcas.gating.baseline import BaselineError, load_baseline_cases
+
+    path = tmp_path / "base.json"
+    path.write_text("{not json", encoding="utf-8")
+    with pytest.raises(BaselineError) as bad:
+        load_baseline_cases(path)
+    assert str(bad.value).startswith(f"{path}: invalid JSON (")
+    path.write_text(json.dumps({"cases": {"k": {"items": [1]}}}), encoding="utf-8")
+    with pytest.raises(BaselineError) as items:
+        load_baseline_cases(path)
+    assert str(items.value) == f"{path}: case 'k': field 'items' must be an object of item id -> true/false"
+    path.write_text(json.dumps({"cases": {"k": {"items": {}, "metrics": {"judge_verdict": 3}}}}), encoding="utf-8")
+    with pytest.raises(BaselineError) as metric:
+        load_baseline_cases(path, "judge_verdict")
+    assert str(metric.value) == f"{path}: case 'k': metric 'judge_verdict' must be an object of item id -> true/false"
+
+
+def test_one_paired_item_can_fail_a_gate_at_one_half():
+    from bcas.gating.baseline import min_detectable
+
+    assert min_detectable(1, 0.5) == (1, 1.0)
+    assert min_detectable(0, 0.5) == (None, None)
