@@ -618,11 +618,11 @@ def test_a_written_baseline_loads_back_as_the_cases_it_was_written_from(tmp_path
     recs = [{**full, "item_id": "q1", "question": "Q?", "answers": ["a"], "correct_em": True}]
     data = build_baseline(recs)
     data["cases"] = {"no-metric": {"items": {}, "metrics": {}}, **data["cases"],
-                     "old": {"items": {"q1": False}, "metrics": {"correct_em": {"q1": False}}}}  # fmt: skip
+                     "old": {"items": {"q1": False}, "metrics": {"correct_em": {"q1": False}, "judge_verdict": {"q1": True}}}}  # fmt: skip
     path = tmp_path / "base.json"
     path.write_text(json.dumps(data), encoding="utf-8")
-    loaded = {c.key: c for c in load_baseline_cases(path, "judge_verdict")}
-    assert loaded == {}  # no case recorded the judge's verdicts
+    judged = load_baseline_cases(path, "judge_verdict")  # only the last case recorded verdicts
+    assert [(c.key, c.items) for c in judged] == [("old", {"q1": True})]
     loaded = {c.key: c for c in load_baseline_cases(path)}
     new = loaded[next(k for k in data["cases"] if k not in ("no-metric", "old"))]
     assert (new.model, new.fingerprint, new.prompt_hash, new.dataset, new.label, new.config_id, new.dataset_hash) == (
