@@ -506,6 +506,21 @@ def test_a_baseline_run_with_non_ascii_answers_reads_under_an_ascii_locale(tmp_p
     assert _read_records(path) == [rec]
 
 
+def test_a_hand_edited_baseline_with_non_ascii_names_reads_under_an_ascii_locale(tmp_path, monkeypatch):
+    """A committed baseline file is JSON in UTF-8 whoever edited it: a C-locale CI runner reads a
+    model label outside ASCII as written."""
+    import json
+
+    from bcas.gating.baseline import build_baseline, load_baseline_cases
+
+    rec = {"model": "Zürich-7B", "dataset": "ds", "config_id": "c", "dataset_hash": "h", "item_id": "q1",
+           "correct_em": True}  # fmt: skip
+    path = tmp_path / "base.json"
+    path.write_text(json.dumps(build_baseline([rec]), ensure_ascii=False), encoding="utf-8")
+    monkeypatch.setattr(io, "text_encoding", lambda encoding, stacklevel=2: encoding or "ascii")
+    assert [c.model for c in load_baseline_cases(path)] == ["Zürich-7B"]
+
+
 def test_two_workers_saving_the_plan_at_once_each_complete_their_write(tmp_path, monkeypatch):
     """xdist workers write the session's plan to the same file: each writes its own temporary file
     and renames it, so a worker whose write lands between another's write and rename does not
@@ -604,6 +619,23 @@ def test_a_baseline_file_holds_every_field_the_gate_and_readers_use():
     assert case["metrics"]["correct_em"] == case["items"]
     assert case["digests"] == {"q1": item_digest("Q1?", ["a"]), "q2": item_digest("Q2?", ["b"])}
     assert build_baseline([])["cases"] == {}
+
+
+def test_a_baseline_holds_the_derived_metrics_and_a_case_without_em_outcomes_is_empty():
+    """A gate on a metric derived from the records (answers attempted, gold evidence found) needs
+    the baseline to hold it though no record field has its name; a case whose records carry no
+    EM outcome (a judge's verdicts only) is written with no items and accuracy 0, not a crash."""
+    from bcas.gating.baseline import build_baseline
+
+    key = {"model": "m", "dataset": "ds", "config_id": "cfg", "dataset_hash": "h"}
+    recs = [{**key, "item_id": "q1", "prediction": "a", "answers": ["a"], "correct_em": True,
+             "extra": {"evidence_recall": 0.5}}]  # fmt: skip
+    metrics = build_baseline(recs)["cases"]["m|ds|cfg|h"]["metrics"]
+    assert (metrics["attempted"], metrics["gold_found"], metrics["evidence_complete"]) == (
+        {"q1": True}, {"q1": True}, {"q1": False})  # fmt: skip
+    (verdicts_only,) = build_baseline([{**key, "item_id": "q1", "judge_verdict": True}])["cases"].values()
+    assert (verdicts_only["n"], verdicts_only["accuracy"], verdicts_only["items"]) == (0, 0.0, {})
+    assert verdicts_only["metrics"]["judge_verdict"] == {"q1": True}
 
 
 def test_a_written_baseline_loads_back_as_the_cases_it_was_written_from(tmp_path):

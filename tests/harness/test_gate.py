@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -218,6 +219,81 @@ def test_overall_says_when_the_gate_could_not_fail() -> None:
     assert [r.verdict for r in mixed.rows] == [VERDICT_PASS, VERDICT_CANNOT_FAIL]
 
 
+def test_the_session_report_joins_this_sessions_plan_and_every_workers_results(tmp_path: Path, monkeypatch) -> None:
+    """The end-of-session gate reads the plan and each worker's results of this session only
+    (older sessions' files are removed, a torn file is skipped), ranks each family by p for the
+    Holm step-down, lists a planned case that did not run, and writes ``gate-report.json`` for
+    CI tooling, readable under any locale."""
+    from dataclasses import asdict
+
+    from bcas.gating.plan import CasePlan
+    from bcas.gating.report import GateRow, session_gate_report
+
+    options = GateOptions(family="session")
+    planned = {
+        cid: CasePlan(cid, "smoke", "correct_em", f"k{cid}", n_paired=50, family="session", family_size=4,
+                      threshold=0.05 / 4, min_discordant=8, min_drop=0.16)
+        for cid in ("zé", "a", "b", "c")
+    }  # fmt: skip
+    planned["d"] = CasePlan("d", "smoke", "correct_em", "", reason="no case of this dataset and configuration")
+    GatePlan(baseline="base.json", options=options, cases=planned).save(tmp_path, "t1", worker="gw0")
+    GatePlan(baseline="old.json", options=options, cases={}).save(tmp_path, "t0", worker="gw0")
+    results = {
+        "gw0": [_result("b", 0.015, size=4)],  # rejected only by the step-down (second of four: 0.05/3)
+        "gw1": [_result("a", 0.001, size=4)],  # first step: 0.001 <= 0.05/4
+        "gw2": [_result("c", 0.5, size=4)],
+    }
+    for worker, rs in results.items():
+        (tmp_path / f"gate.t1.{worker}.json").write_text(json.dumps([asdict(r) for r in rs]), encoding="utf-8")
+    (tmp_path / "gate.t1.gw.json").write_text('[{"case_id": "torn', encoding="utf-8")  # read first
+    (tmp_path / "gate.t0.main.json").write_text(json.dumps([asdict(_result("old", 0.0001))]), encoding="utf-8")
+    monkeypatch.setattr(io, "text_encoding", lambda encoding, stacklevel=2: encoding or "ascii")
+    real_unlink = Path.unlink
+
+    def removed_by_another_worker_first(self, missing_ok=False):
+        real_unlink(self, missing_ok=True)  # every process of the session clears old files
+        return real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", removed_by_another_worker_first)
+    report = session_gate_report(tmp_path, "t1")
+    assert report is not None and report.baseline == "base.json"
+    assert sorted(p.name for p in tmp_path.glob("gate*.json")) == [
+        "gate-plan.t1.json", "gate-report.json", "gate.t1.gw.json", "gate.t1.gw0.json", "gate.t1.gw1.json",
+        "gate.t1.gw2.json"]  # fmt: skip
+    assert [r.case_id for r in report.rows] == ["zé", "a", "b", "c"]
+    assert report.rows[0] == GateRow("zé", "smoke", "session", 4, 50, None, None, None, None, None, None, None,
+                                     0.16, VERDICT_NOT_RUN)  # fmt: skip
+    assert [(r.verdict, r.holm_threshold) for r in report.rows[1:]] == [
+        (VERDICT_FAIL, pytest.approx(0.05 / 4)), (VERDICT_FAIL, pytest.approx(0.05 / 3)),
+        (VERDICT_PASS, pytest.approx(0.05 / 2))]  # fmt: skip
+    (step_down,) = report.holm_failures
+    assert step_down == _result("b", 0.015, size=4).message(0.05 / 3, "Holm step-down")
+    assert report.not_gated == [("d", "no case of this dataset and configuration")]
+    written = (tmp_path / "gate-report.json").read_text(encoding="utf-8")
+    assert written.startswith('{\n "baseline": "base.json",\n "alpha": 0.05,')  # one field a line
+    assert json.loads(written) == json.loads(json.dumps(report.to_dict()))
+    # a session whose gate did not run: no report, and no stale file left for CI to read
+    assert session_gate_report(tmp_path, "t2") is None and not (tmp_path / "gate-report.json").exists()
+
+
+def test_a_report_from_results_alone_names_their_level_family_and_test() -> None:
+    """Without a plan (a run gated case by case), the report takes the level, family and test
+    from the results, in the order the step-down needs whatever order the workers wrote."""
+    results = [_result("c", 0.5, family="grid g", size=3), _result("a", 0.001, family="grid g", size=3),
+               _result("b", 0.02, family="grid g", size=3, test="one-sided tolerance test", alpha=0.1)]  # fmt: skip
+    report = build_report(None, results)
+    assert report is not None
+    assert (report.baseline, report.alpha, report.family, report.test, report.metrics) == (
+        "(baseline)", 0.05, "grid g", "one-sided exact McNemar", ["correct_em"])  # fmt: skip
+    rows = {r.case_id: r for r in report.rows}
+    assert [r.case_id for r in report.rows] == ["c", "a", "b"]
+    assert (rows["a"].holm_threshold, rows["b"].holm_threshold, rows["c"].holm_threshold) == (
+        pytest.approx(0.05 / 3), pytest.approx(0.1 / 2), pytest.approx(0.05))  # fmt: skip
+    c = rows["c"]
+    assert (c.grid, c.family, c.family_size, c.n_paired, c.baseline_acc, c.current_acc, c.worse_only,
+            c.better_only, c.p_value, c.min_drop) == ("", "grid g", 3, 50, 0.6, 0.5, 5, 1, 0.5, 0.16)  # fmt: skip
+
+
 def test_junit_properties_carry_the_numbers() -> None:
     props = dict(junit_properties(_result("a", 0.001), None))
     assert props["bcas_gate"] == VERDICT_FAIL
@@ -226,11 +302,49 @@ def test_junit_properties_carry_the_numbers() -> None:
     assert junit_properties(None, None) == []
 
 
+def test_each_cases_junit_properties_are_its_verdict_and_every_number_behind_it() -> None:
+    """A CI system reads the gate from the JUnit file alone: the verdict of each case (not gated
+    and why, not run, fail, pass, cannot fail) and the numbers behind it under fixed names."""
+    from bcas.gating.plan import CasePlan
+
+    failed = _result("a", 0.001, family="grid g", size=2, metric="judge_verdict")
+    assert junit_properties(failed, None) == [
+        ("bcas_gate", VERDICT_FAIL),
+        ("bcas_gate_metric", "judge_verdict"),
+        ("bcas_gate_test", "one-sided exact McNemar"),
+        ("bcas_gate_n_paired", "50"),
+        ("bcas_gate_baseline_acc", "0.6000"),
+        ("bcas_gate_current_acc", "0.5000"),
+        ("bcas_gate_baseline_only", "5"),
+        ("bcas_gate_current_only", "1"),
+        ("bcas_gate_p", "0.001"),
+        ("bcas_gate_holm_threshold", "0.025"),
+        ("bcas_gate_family", "grid g (2 cases)"),
+        ("bcas_gate_can_fail", "true"),
+        ("bcas_gate_min_drop_pts", "16.00"),
+    ]
+    passed = dict(junit_properties(_result("b", 0.4), None))
+    assert passed["bcas_gate"] == VERDICT_PASS
+    stuck = _result("c", 0.4, n=5)
+    stuck.min_discordant = stuck.min_drop = None
+    props = dict(junit_properties(stuck, None))
+    assert (props["bcas_gate"], props["bcas_gate_can_fail"], props["bcas_gate_min_drop_pts"]) == (
+        VERDICT_CANNOT_FAIL, "false", "")  # fmt: skip
+    not_gated = CasePlan("d", "smoke", "correct_em", "", reason="no baseline case")
+    assert junit_properties(None, not_gated) == [("bcas_gate", "not gated: no baseline case")]
+    planned = CasePlan("e", "smoke", "correct_em", "k", n_paired=7, min_discordant=4)
+    assert junit_properties(None, planned) == [
+        ("bcas_gate", VERDICT_NOT_RUN), ("bcas_gate_n_paired", "7"), ("bcas_gate_can_fail", "true")]  # fmt: skip
+    assert junit_properties(None, CasePlan("f", "smoke", "correct_em", "k", n_paired=3))[2] == (
+        "bcas_gate_can_fail", "false")  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
         ({"alpha": 0}, "--bcas-alpha"),
         ({"alpha": "1.5"}, "--bcas-alpha"),
+        ({"alpha": 1}, "--bcas-alpha"),
         ({"family": "run"}, "--bcas-gate-family"),
         ({"max_drop_points": 100}, "--bcas-max-drop"),
         ({"max_drop_points": -1}, "--bcas-max-drop"),
@@ -245,6 +359,7 @@ def test_options_defaults() -> None:
     o = GateOptions.parse()
     assert (o.alpha, o.family, o.max_drop, o.strict) == (0.05, "session", 0.0, False)
     assert GateOptions.parse(max_drop_points="10").max_drop == pytest.approx(0.10)
+    assert GateOptions.parse(family="").family == "session"  # an empty option is the default
 
 
 # --- planning against a real dataset ---------------------------------------------------
@@ -372,6 +487,69 @@ def test_each_case_is_gated_on_its_grids_primary_metric(tmp_path: Path) -> None:
     assert all("no case of this dataset and configuration" in c.reason for c in judged.cases.values())
 
 
+def _identity_baseline(case, path: Path, fingerprint: str, prompt: str, model: str | None = None) -> Path:
+    data = json.loads(_baseline_for([case], 5, 0, True, path, model=model).read_text())
+    for c in data["cases"].values():
+        c["model_fingerprint"], c["prompt_hash"] = fingerprint, prompt
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_a_baseline_of_other_answers_is_refused_naming_each_difference_or_compared_when_allowed(tmp_path: Path) -> None:
+    """The gate never silently pairs answers of another model build or another prompt: it refuses
+    and says what differs (and which option compares a new model); ``--bcas-allow-mismatch``
+    compares anyway and says so beside the baseline's name."""
+    (case,) = _plugin_cases(1)
+    base = _identity_baseline(case, tmp_path / "base.json", "fpA", "phA")
+
+    def plan_of(fingerprint: str, prompt: str, **kw):
+        plan = plan_gate([case], {case.id: 5}, str(base), 0, GateOptions(), identity=lambda c: (fingerprint, prompt),
+                         **kw)  # fmt: skip
+        return plan.cases[case.id]
+
+    both = (f"model fingerprint fpA ({case.model.label}, baseline) vs fpB (this run); "
+            "prompt hash phA (baseline) vs phB (this run)")  # fmt: skip
+    refused = plan_of("fpB", "phB")
+    assert refused.refused and refused.reason == "refused: the answers differ in identity: " + both
+    new_build = plan_of("fpB", "phA")
+    assert new_build.refused and new_build.reason == (
+        f"refused: the answers differ in identity: model fingerprint fpA ({case.model.label}, baseline) vs fpB "
+        "(this run) (a new model against the baseline's: --bcas-gate-new-model)")  # fmt: skip
+    assert (
+        plan_of("fpA", "phB").reason
+        == "refused: the answers differ in identity: prompt hash phA (baseline) vs phB (this run)"
+    )
+    allowed = plan_of("fpB", "phB", allow_mismatch=True)
+    assert allowed.gated and not allowed.refused and allowed.mismatch == both
+    assert allowed.baseline_model == f"{case.model.label} [compared despite --bcas-allow-mismatch: {both}]"
+    same = plan_of("fpA", "phA")
+    assert same.gated and (same.mismatch, same.baseline_model) == ("", "")
+    assert plan_of("fpB", "phA", new_model=True).gated
+
+
+def test_a_grid_with_calibration_items_is_paired_on_the_items_it_evaluates(tmp_path: Path) -> None:
+    """MADARA's grids set calibration items aside before drawing the evaluated ones: the gate
+    describes a case by those same items (their subset's hash), so a baseline of the same
+    items pairs all of them, also when it was written before item digests."""
+    from dataclasses import replace
+
+    from bcas.data import load_evaluation
+    from bcas.grids import GRIDS
+    from bcas.run.settings import Case, ModelSpec
+
+    grid = GRIDS["madara"]
+    assert grid.holdout > 0
+    case = Case(ModelSpec("mock", "gold"), "fever", "madara", grid.entries[0])
+    ds = load_evaluation("fever", limit=5, seed=0, holdout=grid.holdout)
+    config_id = replace(case.entry.config, seed=0).config_id
+    recs = [{"model": case.model.label, "dataset": ds.name, "config_id": config_id, "dataset_hash": ds.hash,
+             "item_id": it.id, "prediction": "x", "correct_em": True} for it in ds.items]  # fmt: skip
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(build_baseline(recs)))  # no question or answers: no digests
+    plan = plan_gate([case], {case.id: 5}, str(base), 0, GateOptions(metric="correct_em"))
+    assert plan.cases[case.id].n_paired == 5 and set(plan.items[case.id]) == {it.id for it in ds.items}
+
+
 def test_a_case_without_per_item_records_is_named_as_not_gated(tmp_path: Path) -> None:
     from dataclasses import replace
 
@@ -435,3 +613,109 @@ def test_a_tolerance_gate_plans_the_smallest_drop_beyond_its_margin(tmp_path: Pa
     (cp,) = plan.gated
     assert (cp.min_discordant, cp.min_drop) == min_detectable(40, 0.05, 0.1) != min_detectable(40, 0.05, 0.0)
     assert plan.cases[cases[0].id].key != ""
+
+
+# --- one finished case through the gate both front doors call ---------------------------
+
+
+@dataclass
+class _GateSettings:
+    baseline: str | None = None
+    seed: int = 0
+    judge: str = "none"
+    min_accuracy: float | None = None
+    gate_metric: str | None = None
+
+
+class _GateSession:
+    def __init__(self, settings: _GateSettings, limits: dict[str, int]) -> None:
+        self.settings = settings
+        self.gate_results: list[GateResult] = []
+        self._limits = limits
+
+    def limit_for(self, case) -> int:
+        return self._limits[case.id]
+
+
+@dataclass
+class _Outcome:
+    records: list[dict]
+
+
+def _case_records(case, correct: list[bool], **extra) -> _Outcome:
+    from bcas.data import load_dataset
+
+    ds = load_dataset(case.dataset, limit=len(correct), seed=0)
+    return _Outcome([{"item_id": it.id, "prediction": "x", "correct_em": ok, **extra}
+                     for it, ok in zip(ds.items, correct, strict=True)])  # fmt: skip
+
+
+def test_a_cases_floor_is_its_marker_else_the_settings_and_is_read_on_the_gated_metric() -> None:
+    """The accuracy floor (``min_accuracy`` marker, else ``--bcas-min-accuracy``) fails a case
+    below it with the case's numbers, on the metric the gate uses: the chosen one, else the
+    grid's primary metric (the judge's verdict for a judge-graded grid when a judge runs)."""
+    from bcas.gating.case import gate_case
+    from bcas.run.settings import Case
+
+    (case,) = _plugin_cases(1)
+    outcome = _case_records(case, [True, True, False, False, False], judge_verdict=True)  # EM 0.4, judge 1.0
+
+    def gate(floor: float | None, **settings) -> list[str]:
+        return gate_case(_GateSession(_GateSettings(**settings), {case.id: 5}), case, outcome, floor)
+
+    below = f"regression gate: {case.id}: correct_em accuracy 0.400 over 5 items is below the floor 0.500"
+    assert gate(None) == []  # no floor anywhere: nothing to fail
+    assert gate(0.5) == [below]  # the marker's floor
+    assert gate(None, min_accuracy=0.5) == [below]  # the settings' floor
+    assert gate(0.3, min_accuracy=0.9) == []  # the marker's floor wins over the settings'
+    assert gate(0.4) == []  # at the floor: passes
+    assert gate(0.5, gate_metric="judge_verdict") == []  # the chosen metric, not the grid's
+    judged = Case(case.model, case.dataset, "search_scaling", case.entry)  # a judge-graded paper grid
+    assert gate_case(_GateSession(_GateSettings(judge="llm"), {}), judged, outcome, 0.5) == []
+    (failure,) = gate_case(_GateSession(_GateSettings(judge="none"), {}), judged, outcome, 0.5)
+    assert failure == below.replace(case.id, judged.id)
+
+
+def test_a_finished_case_is_paired_with_the_baseline_its_result_kept_and_a_loss_failed(tmp_path: Path) -> None:
+    """A case the run's plan does not hold is planned on its own (its item limit, the run's
+    seed, the chosen metric and the judge), paired with the baseline, its result kept on the
+    session for the session-wide Holm step, and a significant loss is a failure."""
+    from bcas.gating.case import gate_case
+    from bcas.run.settings import Case
+
+    (case,) = _plugin_cases(1)
+    base = _baseline_for([case], 5, 0, True, tmp_path / "base.json")
+    lost = _case_records(case, [False] * 5)  # every item the baseline got right is now wrong
+    alone = GateOptions(family="case")  # alone at 0.05, five losses (p = 0.031) fail
+
+    session = _GateSession(_GateSettings(baseline=str(base)), {case.id: 5})
+    (failure,) = gate_case(session, case, lost, None, plan=None, options=alone)
+    (result,) = session.gate_results
+    assert failure == result.message() and result.failed_now
+    assert (result.case_id, result.worse_only, result.better_only, result.family) == (case.id, 5, 0, f"case {case.id}")
+    assert result.metric == "correct_em"
+    # a plan of the run that does not hold the case: the case is planned on its own
+    other = plan_gate(_plugin_cases(2)[1:], {}, str(base), 0, GateOptions())
+    again = _GateSession(_GateSettings(baseline=str(base)), {case.id: 5})
+    assert gate_case(again, case, lost, None, plan=other, options=alone) == [failure]
+    # the run's own plan is used as it is (here: a family of one, the session's)
+    planned = plan_gate([case], {case.id: 5}, str(base), 0, GateOptions())
+    kept = _GateSession(_GateSettings(baseline=str(base)), {case.id: 5})
+    assert gate_case(kept, case, _case_records(case, [True] * 5), None, plan=planned) == []
+    assert [(r.family, r.worse_only, r.failed_now) for r in kept.gate_results] == [("session", 0, False)]
+    # another seed draws another configuration: no baseline case to pair with, nothing kept
+    seeded = _GateSession(_GateSettings(baseline=str(base), seed=3), {case.id: 5})
+    assert gate_case(seeded, case, lost, None, options=alone) == [] and seeded.gate_results == []
+    # the judge's verdicts, which this baseline lacks, when chosen: nothing to pair
+    chosen = _GateSession(_GateSettings(baseline=str(base), gate_metric="judge_verdict"), {case.id: 5})
+    assert gate_case(chosen, case, lost, None, options=alone) == [] and chosen.gate_results == []
+    # a judge-graded grid is paired on SQuAD EM without a judge and on the verdicts with one
+    judged = Case(case.model, case.dataset, "search_scaling", case.entry)
+    judged_base = _baseline_for([judged], 5, 0, True, tmp_path / "judged.json")
+    for judge, kept_results in (("none", 1), ("llm", 0)):
+        s = _GateSession(_GateSettings(baseline=str(judged_base), judge=judge), {judged.id: 5})
+        assert len(gate_case(s, judged, lost, None, options=alone)) == kept_results == len(s.gate_results)
+    # the floor and the baseline both apply
+    both = _GateSession(_GateSettings(baseline=str(base), min_accuracy=0.5), {case.id: 5})
+    floor_msg, gate_msg = gate_case(both, case, lost, None, options=alone)
+    assert floor_msg.endswith("accuracy 0.000 over 5 items is below the floor 0.500") and gate_msg == failure
