@@ -59,6 +59,11 @@ THREE_WAY_JUDGE_PROMPTS = (
     "grading/prompts/judge_three_way_format_text.txt",
     "grading/prompts/judge_retry.txt",
 )
+# How a judge's reply is read into a verdict (bcas.grading.judge.parse_verdict and
+# parse_grade): the same replies read under another reading are other grades, so a
+# resumed run grades again.  Raise it whenever the reading of some reply changes.
+# 2: contractions ("isn't correct") and a negation two words back read as incorrect.
+JUDGE_READING = 2
 # Templates of the agent's optional behaviours (``AgentConfig.cite``, ``AgentConfig.abstain``).
 # They are outside the run kind's prompt folder, so a configuration that leaves an option
 # off keeps its prompt hash; a configuration that turns one on carries the option's
@@ -99,8 +104,12 @@ def judge_prompt_hash(three_way: bool = False) -> str:
 
 
 def grade_id(judge_fingerprint: str, repeats: int, three_way: bool = False) -> str:
-    """Identity of a grade: judge fingerprint + judge prompt hash + repeats (+ ``|3way`` for the three-way judge)."""
-    return f"{judge_fingerprint}|prompt:{judge_prompt_hash(three_way)}|x{repeats}" + ("|3way" if three_way else "")
+    """Identity of a grade: judge fingerprint + judge prompt hash + repeats + the reading of its
+    replies (:data:`JUDGE_READING`) (+ ``|3way`` for the three-way judge)."""
+    reading = f"|read{JUDGE_READING}"
+    return f"{judge_fingerprint}|prompt:{judge_prompt_hash(three_way)}|x{repeats}{reading}" + (
+        "|3way" if three_way else ""
+    )
 
 
 @functools.cache

@@ -30,6 +30,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+from bcas.grading.metrics import NEGATORS
 from bcas.prompts import prompt_template
 
 JUDGE_PROMPT_DIR = Path(__file__).resolve().parent / "prompts"
@@ -75,7 +76,8 @@ def parse_verdict(text: str) -> bool | None:
 
     Reads a JSON ``{"verdict": ...}`` object first; otherwise the first word when it
     is a verdict word (``Correct.``, ``incorrect``, ``Yes``); otherwise the verdict
-    words in the text, which must all agree (``not correct`` reads as incorrect).
+    words in the text, which must all agree; a verdict word within two words after a
+    negation is negated (``isn't correct``, ``doesn't look correct`` read as incorrect).
     """
     lowered = _json_fields(text)
     if lowered is not None:
@@ -87,7 +89,8 @@ def parse_verdict(text: str) -> bool | None:
                 found = parse_verdict(value) if "{" not in value else None
                 if found is not None:
                     return found
-    words = re.findall(r"[a-z]+", text.lower())
+    # Apostrophes join contractions ("isn't" -> "isnt"), as the label reading does.
+    words = re.findall(r"[a-z]+", re.sub("['\u2019]", "", text.lower()))
     if not words:
         return None
     if words[0] in ("verdict", "answer", "grade", "label") and len(words) > 1:
@@ -105,7 +108,7 @@ def parse_verdict(text: str) -> bool | None:
         if word in ("incorrect", "wrong", "incorrectly", "inaccurate"):
             verdicts.add(False)
         elif word in ("correct", "correctly", "accurate"):
-            negated = i > 0 and words[i - 1] in ("not", "isnt", "nt")
+            negated = any(w in NEGATORS for w in words[max(0, i - 2) : i])
             verdicts.add(not negated)
     return verdicts.pop() if len(verdicts) == 1 else None
 

@@ -125,8 +125,9 @@ LABEL_SPACES: dict[str, dict[str, tuple[str, ...]]] = {
 }
 
 # A label word right after one of these (within two tokens) is negated ("not
-# supported"); such a verdict is not mapped to any label.
-_NEGATORS = frozenset(
+# supported"); such a verdict is not mapped to any label.  The judge's replies are read
+# with the same words (bcas.grading.judge.parse_verdict).
+NEGATORS = frozenset(
     {"not", "never", "isnt", "arent", "wasnt", "werent", "doesnt", "dont", "didnt", "cannot", "cant", "wont"}
 )
 
@@ -163,7 +164,7 @@ def extract_label(text: str, labels: Mapping[str, Iterable[str]]) -> str | None:
     for i in range(len(tokens)):
         for form_tokens, label in forms:
             if tokens[i : i + len(form_tokens)] == form_tokens:
-                if any(t in _NEGATORS for t in tokens[max(0, i - 2) : i]):
+                if any(t in NEGATORS for t in tokens[max(0, i - 2) : i]):
                     return None
                 return label
     return None

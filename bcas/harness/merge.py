@@ -250,10 +250,9 @@ def merge_runs(
         json.dumps(manifest, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8"
     )
 
-    grids = _grids(manifests) or sorted(
-        {str((r.extra or {}).get("grid")) for r in merged if (r.extra or {}).get("grid")}
-    )
-    merged_run = SimpleNamespace(run_dir=target, grids=grids, holm_scope=None)  # what finalize reads of the settings
+    # the grids the sessions ran; the summaries add the grid each record was run under
+    # (bcas.report.membership), so folders whose run.json names none still report theirs
+    merged_run = SimpleNamespace(run_dir=target, grids=_grids(manifests), holm_scope=None)  # what finalize reads
     final = finalize_run(merged_run, None, token="merge")  # type: ignore[arg-type]
     return MergeSummary(
         target,

@@ -156,7 +156,8 @@ def test_grade_ids_and_checkpoint_fingerprints_of_earlier_runs_are_recognised(
 ) -> None:
     for i, name in enumerate(identity.JUDGE_PROMPTS):
         (package_copy / name).write_text(f"judge template {i}\n", encoding="utf-8")
-    assert identity.grade_id("mock:gold", 3) == "mock:gold|prompt:b0d650982489bb87|x3"
+    # grades made before reading 2 (which read "isn't correct" as correct) are graded again
+    assert identity.grade_id("mock:gold", 3) == "mock:gold|prompt:b0d650982489bb87|x3|read2"
     folder = tmp_path / "ckpt"
     folder.mkdir()
     (folder / "config.json").write_text('{"hidden_size": 8}')

@@ -175,11 +175,14 @@ def test_a_grade_is_another_grade_for_another_judge_repeat_count_or_judge_prompt
 ) -> None:
     # a grade reused across judges, repeat counts or judge prompts reports the old judge's verdict
     base = grade_id("served:judge", 1)
-    assert base == f"served:judge|prompt:{judge_prompt_hash()}|x1"
+    assert base == f"served:judge|prompt:{judge_prompt_hash()}|x1|read{identity.JUDGE_READING}"
     assert grade_id("served:judge2", 1) != base
     assert grade_id("served:judge", 3) != base
     assert grade_id("served:judge", 1, three_way=True).endswith("|3way")
     assert judge_prompt_hash(True) != judge_prompt_hash(False)
+    with monkeypatch.context() as patched:  # the same replies read another way are other grades
+        patched.setattr(identity, "JUDGE_READING", identity.JUDGE_READING + 1)
+        assert grade_id("served:judge", 1) != base
     fake = tmp_path / "pkg"
     (fake / "grading" / "prompts").mkdir(parents=True)
     for rel in {*identity.JUDGE_PROMPTS, *identity.THREE_WAY_JUDGE_PROMPTS}:

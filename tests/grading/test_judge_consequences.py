@@ -48,6 +48,30 @@ from tests.support.reports import make_record
         ("The model's answer is accurate", True),
         ("} correct {", True),
         ("...", None),
+        # each key is read from the object, not from its text (which names both verdicts here)
+        ('{"reason": "the correct city is Paris", "verdict": "incorrect"}', False),
+        ('{"reason": "the correct city is Paris", "label": "incorrect"}', False),
+        ('{"reason": "the correct city is Paris", "grade": "incorrect"}', False),
+        ('{"reason": "the correct city is Paris", "judgement": "incorrect"}', False),
+        ('{"reason": "the correct city is Paris", "result": "incorrect"}', False),
+        ('\n{"reason": "the correct city is Paris", "verdict": "incorrect"}', False),  # after a line break
+        ('{"reason": "the correct city is Paris", "verdict": "incorrect"}.', False),  # text after the object
+        ('{"verdict": "{\\"verdict\\": false}", "note": "correct"}', True),  # a field holding JSON text is no verdict
+        ("Verdict: yes", True),
+        ("Answer: no", False),
+        ("Verdict.", None),
+        ("Not.", None),
+        ("Not sure, but correct", True),
+        ("Not correct; the correct answer is Paris", False),
+        ("Not accurate; the accurate figure is 12", False),
+        ("The answer is inaccurate.", False),
+        # contractions and a negation two words back (a judge's plain English)
+        ("The answer isn't correct.", False),
+        ("The answer isn\u2019t correct.", False),
+        ("Isnt correct", False),
+        ("The response doesn't look correct", False),
+        ("It is not really accurate", False),
+        ("Not only is it correct, it is complete", True),  # the negation is three words back
     ],
 )
 def test_a_judge_reply_in_any_accepted_form_gives_its_verdict(reply: str, verdict: bool | None) -> None:
@@ -69,6 +93,7 @@ def test_a_judge_reply_in_any_accepted_form_gives_its_verdict(reply: str, verdic
         ("not-attempted: the answer declines", "not_attempted"),
         ("notattempted", "not_attempted"),
         ("not attempted, and correct", None),
+        ("not attempted'correct", None),  # joined by an apostrophe: still two verdicts
         ("correct", "correct"),
         ("Wrong.", "incorrect"),
         ("no idea", None),
@@ -115,9 +140,21 @@ def test_a_schema_is_sent_only_to_a_backend_that_supports_it() -> None:
     assert "Reply with one word: correct or incorrect." in capable.requests[0].messages[0]["content"]
 
 
+@pytest.mark.parametrize("three_way", [False, True])
+def test_a_judge_decoding_under_a_schema_is_asked_for_the_json_the_schema_allows(three_way: bool) -> None:
+    """Constrained to a JSON schema, a judge told to reply in one word is forced against its
+    instructions; the prompt must ask for the object the schema allows."""
+    capable = ScriptedModel(['{"verdict": "correct", "grade": "correct"}'])
+    asyncio.run(LLMJudge(capable, three_way=three_way).judge("q", ["a"], "a"))
+    (request,) = capable.requests
+    assert request.json_schema == (THREE_WAY_SCHEMA if three_way else JUDGE_SCHEMA)
+    key = "grade" if three_way else "verdict"
+    assert f'Reply with one JSON object: {{"{key}": "correct"}}' in request.messages[0]["content"]
+
+
 @pytest.mark.parametrize("kwargs", [{"repeats": 0}, {"retries": -1}, {"max_tokens": 0}])
 def test_a_judge_that_could_never_answer_is_refused(kwargs: dict[str, int]) -> None:
-    with pytest.raises(ValueError, match="repeats and max_tokens must be >= 1 and retries >= 0"):
+    with pytest.raises(ValueError, match="^repeats and max_tokens must be >= 1 and retries >= 0$"):
         LLMJudge(ScriptedModel(["correct"]), **kwargs)  # type: ignore[arg-type]
 
 

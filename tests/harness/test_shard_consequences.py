@@ -121,6 +121,13 @@ def test_a_task_outside_its_array_is_refused_with_the_variable_named(env: dict[s
         parse_shard("auto", env)
 
 
+def test_a_run_of_one_shard_is_a_shard_like_any_other() -> None:
+    """``auto/1`` (a scheduler array of one task) is one shard holding every item, not an error."""
+    assert _shard({f"{SLURM}ID": "0", f"{SLURM}COUNT": "1"}, "auto/1") == Shard(1, 1)
+    with pytest.raises(ShardError, match="auto/0: a run has at least one shard"):
+        parse_shard("auto/0", {})
+
+
 def test_the_count_given_on_the_command_line_wins_agreement() -> None:
     # auto/N names the array's size: a scheduler that says otherwise is refused, naming both.
     with pytest.raises(ShardError, match=r"is an array of 3 tasks, but N=2 \(auto/N\)"):
@@ -285,6 +292,53 @@ def test_the_merged_report_shows_every_grid_the_shards_ran(tmp_path: Path, two_g
     merge_runs([run])
     rows = json.loads((run / "summary.json").read_text())["rows"]
     assert sorted((row["grid"], row["n"]) for row in rows) == [("shared-one", 3), ("shared-two", 3)]
+
+
+def test_a_merge_of_runs_from_before_grids_were_recorded_reports_the_grids_of_the_records(
+    tmp_path: Path, two_grids: str
+) -> None:
+    """Folders whose run.json names no grids (written before it did) still merge into a report
+    of the grids their answers were recorded under."""
+    run = tmp_path / "run"
+    for k, items in ((1, ["a", "b"]), (2, ["c"])):
+        folder = _run(run / f"shard-{k}-of-2", f"{k}/2", [])
+        records = [_record(i, config_id=two_grids, extra={"grid": "shared-two"}) for i in items]
+        (folder / "records.jsonl").write_text("".join(r.to_json() + "\n" for r in records))
+    summary = merge_runs([run])
+    rows = json.loads((run / "summary.json").read_text())["rows"]
+    assert sorted((row["grid"], row["n"]) for row in rows) == [("shared-two", 3)]
+    assert summary.report is not None and summary.report.is_file()
+
+
+def test_a_merge_of_shards_that_answered_nothing_writes_no_report_and_says_so(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    for k in (1, 2):
+        _run(run / f"shard-{k}-of-2", f"{k}/2", [])
+    summary = merge_runs([run])
+    assert (summary.records_out, summary.report) == (0, None)
+    assert not (run / "index.html").exists()
+
+
+def test_a_merge_keeps_non_ascii_answers_and_paths_under_an_ascii_locale(tmp_path: Path, monkeypatch) -> None:
+    """A C-locale cluster node merges what other nodes wrote in UTF-8: every answer and the folder
+    names in run.json come through as written.  ``io.text_encoding`` stands for the locale here."""
+    import io
+
+    run = tmp_path / "läufe"
+    _run(run / "shard-1-of-2", "1/2", ["a"])
+    _run(run / "shard-2-of-2", "2/2", ["b"])
+    for k in (1, 2):
+        path = run / f"shard-{k}-of-2" / "records.jsonl"
+        path.write_text(path.read_text().replace('"Ann"', '"Zoë"'), encoding="utf-8")
+    monkeypatch.setattr(io, "text_encoding", lambda encoding, stacklevel=2: encoding or "ascii")
+    merge_runs([run])
+    merged = [json.loads(line) for line in (run / "records.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(r["item_id"], r["prediction"], r["answers"]) for r in merged] == [
+        ("a", "Zoë", ["Zoë"]),
+        ("b", "Zoë", ["Zoë"]),
+    ]
+    manifest = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    assert [m["run"] for m in manifest["merged_from"]] == [str(run / "shard-1-of-2"), str(run / "shard-2-of-2")]
 
 
 def test_merge_errors_are_whole_sentences_a_user_can_act_on(tmp_path: Path) -> None:

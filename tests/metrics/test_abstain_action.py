@@ -17,7 +17,7 @@ from bcas.data import Document, Item
 from bcas.grading import LLMJudge, grade_record, parse_grade
 from bcas.grading.abstention import simpleqa_scores
 from bcas.grading.outcomes import outcome
-from bcas.identity import grade_id, judge_prompt_hash
+from bcas.identity import JUDGE_READING, grade_id, judge_prompt_hash
 from bcas.llm.base import ChatRequest
 from bcas.metrics import metric_columns
 from bcas.testing.scripted import FakeRetriever, ScriptedModel
@@ -188,7 +188,7 @@ def test_a_judge_labelled_not_attempted_answer_is_not_attempted_whatever_its_tex
 
 def test_the_three_way_grade_has_its_own_identity_and_the_binary_one_is_unchanged() -> None:
     binary = grade_id("model:j", 1)
-    assert binary == f"model:j|prompt:{judge_prompt_hash()}|x1"
+    assert binary == f"model:j|prompt:{judge_prompt_hash()}|x1|read{JUDGE_READING}"
     three = grade_id("model:j", 1, three_way=True)
     assert three != binary and three.endswith("|3way") and judge_prompt_hash(True) != judge_prompt_hash()
     result = asyncio.run(LLMJudge(ScriptedModel(['{"verdict": "correct"}'])).judge("q", ["a"], "a"))
