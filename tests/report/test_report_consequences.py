@@ -243,6 +243,18 @@ def test_the_trajectory_panel_marks_the_gold_documents_of_the_searches_that_ran(
     assert str(trajectory_panel({"extra": {}, "steps": rec["steps"]})) == ""
     short = str(trajectory_panel({**rec, "extra": {"recall_at_step": [0.5]}}))
     assert "<td>—</td>" in short and "evidence recall —% · first gold search — · redundant — · wasted —" in short
+    # a recall that is not a number (an imported record) and an empty count show a dash, not the text
+    odd = str(trajectory_panel({**rec, "extra": {"recall_at_step": ["n/a", 1.0], "first_gold_step": ""}}))
+    assert '<td class="t">Alpha, Beta</td><td>—</td>' in odd and "first gold search — ·" in odd
+
+
+def test_a_row_without_a_recall_curve_shows_a_dash_in_its_recall_cell():
+    from bcas.report.html_metrics import HEADERS, row_cells
+    from bcas.report.summary import summarize
+
+    (row,) = summarize([_record("a", 0, True, {})])
+    cells = dict(zip(HEADERS[4:], row_cells(row), strict=True))
+    assert cells["recall % after search 1 → 2 → …"] == "—"
 
 
 def test_kept_precision_without_recall_still_shows_in_the_terminal_line():
@@ -819,8 +831,13 @@ def test_each_configuration_is_compared_with_what_its_grid_names_under_the_grids
         ("b", "ref", "f1", "judge_verdict", 0, 2),
     ]
     f1 = [c for c in comps if c.grid == "g" and c.family == "f1"]
-    _reject, adjusted = holm_bonferroni([c.p_value for c in f1], alpha=0.05)
+    reject, adjusted = holm_bonferroni([c.p_value for c in f1], alpha=0.05)
     assert [c.p_holm for c in f1] == adjusted and all(c.p_holm >= c.p_value for c in f1)
+    assert [c.significant for c in f1] == reject == [False, False]
+    # at the level asked for: a vs ref (4 discordant items, p = 0.125) passes Holm's 0.3 / 2
+    lenient = compare_to_reference(records, alpha=0.3, grids={"g": grid}, only=["g"])
+    assert sorted((c.label, c.reference, c.significant) for c in lenient if c.family == "f1") == [
+        ("a", "ref", True), ("b", "ref", False)]  # fmt: skip
     (f2,) = [c for c in comps if c.grid == "g" and c.family == "f2"]
     assert f2.p_holm == f2.p_value  # alone in its family: nothing to correct for
     # Grid h: the records' reference, one family, SQuAD EM (no metric declared); no pair crosses grids.
@@ -1078,3 +1095,131 @@ def test_the_run_section_lists_every_package_gpu_and_earlier_session():
     assert rows["python"] == ""
     assert "<li>s0: t → u, exit 0" in html and "<li>s1: t → u, exit 0" in html and "<li>s2:" not in html
     assert MANIFEST_FILE in html
+
+
+def test_each_grids_notes_say_which_accuracy_it_is_and_what_was_left_out() -> None:
+    """The notes under a summary are where a reader learns which metric a grid's accuracy is,
+    how many answers no judge graded, which gold references matched no document, the grid's
+    own caveat, how its Holm families are drawn and which retrieval models answered."""
+    from bcas.report.summary import grid_notes
+
+    def row(grid: str, metric: str = "correct_em", ungraded: int = 0, unmapped: int = 0) -> SimpleNamespace:
+        return SimpleNamespace(grid=grid, metric=metric, dataset="toy", ungraded=ungraded, gold_unmapped=unmapped,
+                               docs_per_item=None, label="a")  # fmt: skip
+
+    def table(compare: bool, scope: str = "grid", **extra: object) -> SimpleNamespace:
+        return SimpleNamespace(entries=[SimpleNamespace(compare=(("ref", ""),) if compare else ())], holm_scope=scope,
+                               **extra)  # fmt: skip
+
+    grids = {
+        "b": table(True, metric_note=lambda m: f"{m} as the paper grades it",
+                   retrieval_notes=lambda configs: [f"retrieval of {len(configs)} answers"]),
+        "c": table(True, scope="model"),
+        "d": table(False, metric_note=lambda m: ""),
+        "e": SimpleNamespace(holm_scope="grid"),
+    }  # fmt: skip
+    rows = [row("b", "judge_verdict", ungraded=2), row("b", ungraded=1, unmapped=3), row("a"), row("c", "custom_pass"),
+            row("d"), row("e")]  # fmt: skip
+    assert grid_notes(rows, [], grids) == [
+        "a: accuracy is SQuAD EM",
+        "b: accuracy is SQuAD EM, LLM judge (BCAS §3.6) (3 answers without a judge grade left out)",
+        "b: 3 gold evidence references name no document of the searched collection",
+        "b: correct_em as the paper grades it",
+        "b: Holm families pooled over models × datasets",
+        "retrieval of 0 answers",  # the table's own sentences
+        "c: accuracy is custom_pass",
+        "c: Holm families per model × dataset",
+        "d: accuracy is SQuAD EM",
+        "e: accuracy is SQuAD EM",
+    ]
+
+
+def test_a_run_under_two_grids_summarises_and_compares_every_answer_under_both(tmp_path) -> None:
+    """A session run under two grids that share configurations records each answer under the
+    grid it ran for; its summary must still give both grids their rows, their comparisons with
+    the reference and between models, each under the metric the run graded by."""
+    import json
+    from dataclasses import replace
+
+    from bcas.config import Budget, RetrievalConfig, RunConfig
+    from bcas.grids import Grid, GridEntry
+    from bcas.report.summary import write_summaries
+
+    def config(searches: int) -> RunConfig:
+        return RunConfig(budget=Budget(max_searches=searches, max_total_tokens=2000), retrieval=RetrievalConfig())
+
+    # the reference is named in the grid; its answers carry their configuration's label
+    ref, cand = GridEntry("bcas", config(1), reference=True, name="baseline"), GridEntry("bcas", config(2))
+    grids = {name: Grid(name, (ref, cand), datasets=("d",), primary_metric="judge", holm_scope=scope)
+             for name, scope in (("one", "grid"), ("two", "cell"))}  # fmt: skip
+    records = []
+    for model in ("m1", "m2"):
+        for entry in (ref, cand):
+            for i in range(4):
+                rec = _record(f"q{i}", 0, entry is ref, {"grid": "one"})  # the reference right, the other wrong
+                rec.update(model=model, model_fingerprint=f"fp-{model}", label=entry.config.label,
+                           config_id=replace(entry.config, seed=0).config_id, judge_verdict=i < 1,
+                           grades={"j": {"verdict": i < 1}})  # fmt: skip
+                records.append(rec)
+    write_summaries(tmp_path, records, grids, ["one", "two"], False)
+    payload = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
+    assert sorted({(r["grid"], r["model"], r["label"]) for r in payload["rows"]}) == [
+        (g, m, e.label) for g in ("one", "two") for m in ("m1", "m2") for e in (ref, cand)
+    ]
+    assert {(c["grid"], c["metric"]) for c in payload["comparisons"]} == {("one", "correct_em"), ("two", "correct_em")}
+    assert {(c["grid"], c["metric"]) for c in payload["model_comparisons"]} == {
+        ("one", "correct_em"), ("two", "correct_em")}  # fmt: skip
+    assert {r["metric"] for r in payload["rows"]} == {"correct_em"}
+    # each model's 4 discordant items: p = 0.125; pooled over the two models on grid one (Holm: 0.25),
+    # per model on grid two (its scope is the cell)
+    assert sorted((c["grid"], c["model"], c["p_value"], c["p_holm"]) for c in payload["comparisons"]) == [
+        ("one", "m1", 0.125, 0.25), ("one", "m2", 0.125, 0.25), ("two", "m1", 0.125, 0.125),
+        ("two", "m2", 0.125, 0.125)]  # fmt: skip
+    assert {c["family"] for c in payload["model_comparisons"]} == {""}  # the grid's one family
+    # the items table reads each column under its grid's metric: the judge's verdicts here
+    from bcas.report.html_items import columns, items_section
+
+    cols = columns(records, grids)["d"]
+    assert sorted((c["model"], c["label"], c["metric"]) for c in cols) == [
+        (m, e.label, "judge_verdict") for m in ("m1", "m2") for e in (ref, cand)]  # fmt: skip
+    assert ref.label == "baseline" != ref.config.label
+    # judged: one item of four right in each column (12 of 16 wrong); by EM the reference's 4 right (8 wrong);
+    # one more mark in the legend
+    assert (str(items_section(records, grids)).count("✘"), str(items_section(records, {})).count("✘")) == (13, 9)
+
+
+def test_the_summary_and_page_of_non_ascii_answers_are_written_under_an_ascii_locale(tmp_path, monkeypatch):
+    """A C-locale CI runner writes summary.csv and index.html of a model or answer outside ASCII
+    in UTF-8, as they are read.  ``io.text_encoding`` stands for the locale's default here."""
+    import io
+
+    from bcas.report.html import render_report
+    from bcas.report.summary import write_summaries
+
+    record = {**_record("a", 0, True, {}), "model": "Zürich-7B", "prediction": "Zoë"}
+    monkeypatch.setattr(io, "text_encoding", lambda encoding, stacklevel=2: encoding or "ascii")
+    summaries = write_summaries(tmp_path, [record], {}, None, False)
+    assert "Zürich-7B" in (tmp_path / "summary.csv").read_text(encoding="utf-8")
+    page = render_report(tmp_path, [record], summaries.rows, summaries.comparisons, {}).read_text(encoding="utf-8")
+    assert "Zürich-7B" in page and "Zoë" in page
+
+
+def test_the_drill_down_holds_the_first_2000_answers():
+    """The page stays loadable on a large run: its drill-down data stops at 2,000 answers."""
+    from bcas.report.html import _drilldown
+
+    records = [_record(f"q{i}", 0, True, {}) for i in range(2001)]
+    assert [d["head"].split(" · ")[3].split(" ")[0] for d in _drilldown(records)] == [f"q{i}" for i in range(2000)]
+
+
+def test_the_cost_sections_tolerance_starts_at_the_documented_default_and_names_the_cheapest():
+    """The "cheapest configuration within N points of the best" line opens at WITHIN_DEFAULT points
+    with its answer filled in for the page's first view."""
+    from bcas.report.html_cost import WITHIN_DEFAULT, cost_section
+    from bcas.report.summary import summarize
+
+    records = [{**_record(f"q{i}", 0, i < n_right, {}, cost=cost), "label": label, "config_id": label}
+               for label, n_right, cost in (("cheap", 3, 0.01), ("dear", 4, 0.05)) for i in range(4)]  # fmt: skip
+    html = str(cost_section(summarize(records)))
+    assert f'value="{WITHIN_DEFAULT:g}"' in html and 'value="None"' not in html
+    assert '<span class="answer">m · dear: 100.0%' in html
