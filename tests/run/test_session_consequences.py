@@ -234,3 +234,201 @@ def test_a_judge_on_the_evaluated_models_server_is_asked_with_that_servers_key(t
             assert fingerprint is not None and "?unverified" not in fingerprint and server.requests >= 1
         finally:
             session.close()
+
+
+@pytest.fixture
+def built_indexes(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Stands in for the index build (its own tests build real ones): records what the session
+    asked for, so which index each case searches can be read off."""
+    import bcas.retrieval
+    from types import SimpleNamespace
+
+    built: list = []
+
+    def build(docs, rconfig, model=None, source_hash=None, **options):
+        index = SimpleNamespace(docs=[d.id for d in docs], rconfig=rconfig, model=model, source_hash=source_hash,
+                                options=options)  # fmt: skip
+        built.append(index)
+        return index
+
+    monkeypatch.setattr(bcas.retrieval, "build_retriever", build)
+    return built
+
+
+def test_each_dataset_searches_its_own_index_built_once_and_an_llm_reranker_its_own_model(tmp_path, built_indexes):
+    """A session over two datasets must search each one's documents (one shared index would answer
+    one dataset's questions from the other's passages), build each index once, and give an LLM
+    reranker the model it was asked for: a reranker of one model is never another's."""
+    from bcas.config import RetrievalConfig
+
+    session = _session(tmp_path)
+    try:
+        bm25, smaller = RetrievalConfig(), RetrievalConfig(k=3)
+        hotpot, wiki = session.retriever("hotpotqa", bm25, None), session.retriever("2wikimultihopqa", bm25, None)
+        assert hotpot.docs == [d.id for d in session.collection("hotpotqa").documents]
+        assert wiki.docs == [d.id for d in session.collection("2wikimultihopqa").documents] != hotpot.docs
+        assert session.retriever("hotpotqa", bm25, None) is hotpot and len(built_indexes) == 2
+        assert session.retriever("hotpotqa", smaller, None) is not hotpot  # another configuration
+        m1, m2 = object(), object()
+        assert session.retriever("hotpotqa", bm25, m1) is hotpot  # BM25 reads no model
+        llm = RetrievalConfig(mode="bm25_rerank", reranker="llm")
+        first, second = session.retriever("hotpotqa", llm, m1), session.retriever("hotpotqa", llm, m2)
+        assert (first.model, second.model) == (m1, m2) and session.retriever("hotpotqa", llm, m1) is first
+        bge = RetrievalConfig(mode="bm25_rerank", reranker="bge")
+        shared = session.retriever("hotpotqa", bge, m1)
+        assert shared.model is None and session.retriever("hotpotqa", bge, m2) is shared
+        assert all(index.source_hash is None for index in built_indexes)  # no corpus: nothing to find on disk
+        titles = session.titles("hotpotqa")  # the drill-down's titles: every document of the collection
+        assert titles == {d.id: d.title for it in session.collection("hotpotqa").items for d in it.documents}
+        assert titles and session.titles("hotpotqa") is titles and session.titles("2wikimultihopqa") != titles
+        with pytest.raises(ValueError) as refused:
+            session.retriever("hotpotqa", RetrievalConfig(scope="item"), None)
+        assert str(refused.value) == (
+            "bcas/run/session.py: retrieval scope 'item' on hotpotqa: each item has its own index "
+            "(item_retriever); this kind searches one index for all its items"
+        )
+    finally:
+        session.close()
+
+
+def test_an_items_own_index_holds_its_documents_and_a_reranker_its_model(tmp_path, built_indexes):
+    """Under ``scope="item"`` each item searches its own documents (MADARA's per-item passages):
+    another item's index would hand it passages of another question."""
+    from bcas.config import RetrievalConfig
+
+    session = _session(tmp_path)
+    try:
+        first, second = session.dataset("hotpotqa", 2).items
+        own = RetrievalConfig(scope="item")
+        a, b = session.item_retriever("hotpotqa", first, own, None), session.item_retriever("hotpotqa", second, own, None)
+        assert a.docs == [d.id for d in first.documents] and b.docs == [d.id for d in second.documents] != a.docs
+        assert session.item_retriever("hotpotqa", first, own, None) is a
+        m1, m2 = object(), object()
+        llm = RetrievalConfig(scope="item", mode="bm25_rerank", reranker="llm")
+        r1, r2 = session.item_retriever("hotpotqa", first, llm, m1), session.item_retriever("hotpotqa", first, llm, m2)
+        assert (r1.model, r2.model) == (m1, m2)
+        bge = RetrievalConfig(scope="item", mode="bm25_rerank", reranker="bge")
+        assert session.item_retriever("hotpotqa", first, bge, m1) is session.item_retriever("hotpotqa", first, bge, m2)
+        assert session.item_retriever("hotpotqa", first, bge, m1).model is None
+        # an item's few documents are indexed in memory: thousands of items leave no index on disk
+        assert all(index.options == {"cache_dir": False, "progress": False} for index in built_indexes)
+        # the collection scope's LLM reranker gets the model too
+        collection_llm = RetrievalConfig(mode="bm25_rerank", reranker="llm")
+        assert session.item_retriever("hotpotqa", first, collection_llm, m1).model is m1
+        # the collection scope asks the collection's index
+        assert session.item_retriever("hotpotqa", first, RetrievalConfig(), None).docs == [
+            d.id for d in session.collection("hotpotqa").documents]  # fmt: skip
+    finally:
+        session.close()
+
+
+def test_under_a_corpus_every_dataset_searches_the_one_corpus_index(tmp_path, built_indexes):
+    """``--bcas-corpus``: one index over the corpus serves every dataset (built once, found again on
+    disk by the corpus's content hash), also for cases that would search an item's own documents."""
+    from bcas.config import RetrievalConfig
+    from tests.support import official
+
+    _dataset, corpus, _ = official.flashrag_pair(tmp_path / "flashrag", n=5)
+    session = _session(tmp_path / "run", corpus=str(corpus))
+    try:
+        bm25 = RetrievalConfig()
+        one = session.retriever("hotpotqa", bm25, None)
+        assert session.retriever("2wikimultihopqa", bm25, None) is one and len(built_indexes) == 1
+        the_corpus = session.corpus()
+        assert the_corpus is not None and one.source_hash == the_corpus.hash
+        assert one.docs == [d.id for d in the_corpus]
+        (item,) = session.dataset("hotpotqa", 1).items
+        assert session.item_retriever("hotpotqa", item, RetrievalConfig(scope="item"), None).docs == one.docs
+        assert session.titles("hotpotqa") == {}  # a corpus is never read whole for titles: hits show their ids
+    finally:
+        session.close()
+
+
+def test_a_search_engine_serves_the_bm25_cases_and_the_rest_search_the_local_index(tmp_path, built_indexes, monkeypatch):
+    """``--bcas-retriever URL``: BM25 cases search the engine's collection of their dataset's (or
+    the corpus's) documents; a dense case says it searches the local index instead."""
+    from types import SimpleNamespace
+
+    from bcas.config import RetrievalConfig
+    from bcas.retrieval.engine import EngineRetriever
+
+    opened = []
+
+    def open_engine(url, documents, config):
+        opened.append(SimpleNamespace(url=url, docs=[d.id for d in documents], config=config))
+        return opened[-1]
+
+    monkeypatch.setattr(EngineRetriever, "open", staticmethod(open_engine))
+    session = _session(tmp_path, retriever="http://127.0.0.1:19530")
+    said: list[str] = []
+    session.progress = said.append
+    try:
+        bm25 = RetrievalConfig()
+        served = session.retriever("hotpotqa", bm25, None)
+        assert served is opened[0] and served.url == "http://127.0.0.1:19530" and served.config == bm25
+        assert served.docs == [d.id for d in session.collection("hotpotqa").documents] and not built_indexes
+        assert session.retriever("hotpotqa", bm25, None) is served and len(opened) == 1
+        dense = session.retriever("hotpotqa", RetrievalConfig(mode="dense"), None)
+        assert dense is built_indexes[0] and len(opened) == 1
+        assert said == ["[bcas] --bcas-retriever serves BM25 cases; mode dense searches the local index"]
+    finally:
+        session.close()
+    from tests.support import official
+
+    _dataset, corpus, _ = official.flashrag_pair(tmp_path / "flashrag", n=5)
+    with_corpus = _session(tmp_path / "corpus-run", retriever="http://127.0.0.1:19530", corpus=str(corpus))
+    try:
+        served = with_corpus.retriever("hotpotqa", RetrievalConfig(), None)
+        assert served.docs == [d.id for d in with_corpus.corpus()]  # the corpus's documents, not the dataset's
+    finally:
+        with_corpus.close()
+
+
+def test_each_answer_gets_the_evidence_its_item_s_gold_documents_give_it(tmp_path):
+    """Evidence recall is measured against the answered item's own gold documents: a BCAS answer
+    by the documents its searches returned, a MADARA answer by the documents it kept; an errored
+    answer, or an item without gold evidence, is left as it was."""
+    from bcas.corpus import gold_evidence
+    from bcas.records.build import Answer
+
+    session = _session(tmp_path)
+    try:
+        first, second = session.dataset("hotpotqa", 2).items
+        gold = gold_evidence(session.collection("hotpotqa").items)
+        g1, g2 = (sorted(next(iter(g)) for g in gold[it.id].groups) for it in (first, second))
+        assert g1 and g2 and set(g1).isdisjoint(g2)
+        # one search that returned one of the first item's gold documents (and the second item's)
+        steps = [{"kind": "search", "query": "q", "docs": [g1[0], *g2]}]
+        bcas = session.with_evidence_recall("hotpotqa", first, Answer("x", "bcas", steps=steps))
+        assert bcas.extra["gold_documents"] == len(g1) and bcas.extra["evidence_recall"] == 1 / len(g1)
+        assert bcas.extra["recall_at_step"] == [1 / len(g1)]
+        # the MADARA answer kept both of the first item's gold documents of the ten it read
+        kept = {"doc_ids": [*g1, *g2], "selected_docs": g1}
+        madara = session.with_evidence_recall("hotpotqa", first, Answer("x", "madara", extra=kept))
+        assert madara.extra["evidence_recall"] == 1.0 and madara.extra["kept_recall"] == 1.0
+        assert "recall_at_step" not in madara.extra
+        as_bcas = session.with_evidence_recall("hotpotqa", first, Answer("x", "bcas", extra=kept))
+        assert as_bcas.extra["evidence_recall"] == 0.0  # read as a BCAS trajectory: no search ran
+        errored = Answer("", "bcas", steps=steps, error="engine died")
+        assert session.with_evidence_recall("hotpotqa", first, errored) is errored
+    finally:
+        session.close()
+
+
+def test_a_plan_names_what_each_models_server_served_and_an_empty_reading_changes_nothing(tmp_path):
+    """What answered is part of an answer's identity: each case of a model whose server said what
+    it serves carries that name; a case of another model, or a plan with no reading, is as it was."""
+    from bcas.run.plan import make_plan
+    from bcas.run.settings import build_settings
+
+    settings = build_settings({"model": ["mock:gold", "mock:random"], "grid": "smoke"}, tmp_path)
+    plan = make_plan(settings)
+    assert plan.with_served({}) is plan
+    first, second = sorted({c.model.label for c in plan.cases})
+    served = plan.with_served({first: "SmolLM2-135M-Instruct.Q8_0.gguf"})
+    assert len(served.cases) == len(plan.cases) and served.settings is settings
+    assert [c.id for c in served.cases if c.model.label == second] == [
+        c.id for c in plan.cases if c.model.label == second]  # fmt: skip
+    assert all(c.id.startswith(f"{first}~smollm2-135m-instruct.q8_0-") for c in served.cases if c.model.label == first)
+    assert {(c.model.label, c.served) for c in served.cases} == {
+        (first, "SmolLM2-135M-Instruct.Q8_0.gguf"), (second, None)}  # fmt: skip
