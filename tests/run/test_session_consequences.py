@@ -240,8 +240,9 @@ def test_a_judge_on_the_evaluated_models_server_is_asked_with_that_servers_key(t
 def built_indexes(monkeypatch: pytest.MonkeyPatch) -> list:
     """Stands in for the index build (its own tests build real ones): records what the session
     asked for, so which index each case searches can be read off."""
-    import bcas.retrieval
     from types import SimpleNamespace
+
+    import bcas.retrieval
 
     built: list = []
 
@@ -300,7 +301,10 @@ def test_an_items_own_index_holds_its_documents_and_a_reranker_its_model(tmp_pat
     try:
         first, second = session.dataset("hotpotqa", 2).items
         own = RetrievalConfig(scope="item")
-        a, b = session.item_retriever("hotpotqa", first, own, None), session.item_retriever("hotpotqa", second, own, None)
+        a, b = (
+            session.item_retriever("hotpotqa", first, own, None),
+            session.item_retriever("hotpotqa", second, own, None),
+        )
         assert a.docs == [d.id for d in first.documents] and b.docs == [d.id for d in second.documents] != a.docs
         assert session.item_retriever("hotpotqa", first, own, None) is a
         m1, m2 = object(), object()
@@ -344,7 +348,9 @@ def test_under_a_corpus_every_dataset_searches_the_one_corpus_index(tmp_path, bu
         session.close()
 
 
-def test_a_search_engine_serves_the_bm25_cases_and_the_rest_search_the_local_index(tmp_path, built_indexes, monkeypatch):
+def test_a_search_engine_serves_the_bm25_cases_and_the_rest_search_the_local_index(
+    tmp_path, built_indexes, monkeypatch
+):
     """``--bcas-retriever URL``: BM25 cases search the engine's collection of their dataset's (or
     the corpus's) documents; a dense case says it searches the local index instead."""
     from types import SimpleNamespace
