@@ -217,3 +217,14 @@ def test_a_kept_folder_checks_its_survivors_again_with_todays_tests(tmp_path: Pa
         "survived", "no_tests", "suspicious", "unchecked", "interrupted"}  # fmt: skip
     assert after["bcas.m.x_f__mutmut_killed"] == 1 and after["bcas.m.x_f__mutmut_timeout"] == 36
     assert after["bcas.m.x_f__mutmut_skipped"] == 34 and after["bcas.m.x_f__mutmut_segfault"] == -11
+
+
+def test_each_mutant_runs_in_a_child_of_a_process_that_ran_no_test():
+    """mutmut's default forks each mutant's run from the process whose tests mapped the functions;
+    tests there that ran torch or faiss left an OpenMP thread pool whose lock a forked child waits
+    on forever, and mutmut counts that hang as caught (a session group measured that way had 114
+    of 275 mutants "caught" by hanging, many of them survivors).  The fork server forks from a
+    process that only collected the tests."""
+    settings = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mutmut"]
+    assert settings["process_isolation"] == "forkserver"
+    assert settings.get("forkserver_warmup", "collect") == "collect"  # collection imports, runs nothing
