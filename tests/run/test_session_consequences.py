@@ -87,6 +87,9 @@ def test_ctrl_c_cancels_every_item_in_flight(tmp_path, monkeypatch):
             raise KeyboardInterrupt from None  # the interrupt surfacing once more, in an item
 
     async def interrupted(case: object) -> None:
+        main = asyncio.current_task()
+        assert main is not None
+        tasks["main"] = main  # the case's own task, ended by the interrupt
         tasks["item"] = asyncio.ensure_future(item())
         tasks["failing"] = asyncio.ensure_future(item_failing_on_cancel())
         tasks["again"] = asyncio.ensure_future(item_interrupted_again())
@@ -97,6 +100,8 @@ def test_ctrl_c_cancels_every_item_in_flight(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         session.run_case(object())  # type: ignore[arg-type]
     assert tasks["item"].cancelled() and tasks["cleanup"].cancelled()
+    # every failure was collected: none prints "Task exception was never retrieved" at exit
+    assert [name for name, t in tasks.items() if t._log_traceback] == []
     assert isinstance(tasks["failing"].exception(), RuntimeError)
     assert tasks["again"].done() and not tasks["again"].cancelled()  # the interrupt surfacing again ends it too
     assert not [t for t in asyncio.all_tasks(session.loop) if not t.done()]
