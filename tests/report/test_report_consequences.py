@@ -1108,25 +1108,29 @@ def test_each_grids_notes_say_which_accuracy_it_is_and_what_was_left_out() -> No
                                docs_per_item=None, label="a")  # fmt: skip
 
     def table(compare: bool, scope: str = "grid", **extra: object) -> SimpleNamespace:
-        return SimpleNamespace(entries=[SimpleNamespace(compare=(("ref", ""),) if compare else ())], holm_scope=scope,
-                               **extra)  # fmt: skip
+        # a probe entry: no per-item records, so each record stays under the grid it was run for
+        entry = SimpleNamespace(compare=(("ref", ""),) if compare else (), kind="rsc")
+        return SimpleNamespace(entries=[entry], holm_scope=scope, **extra)
 
     grids = {
         "b": table(True, metric_note=lambda m: f"{m} as the paper grades it",
-                   retrieval_notes=lambda configs: [f"retrieval of {len(configs)} answers"]),
+                   retrieval_notes=lambda configs: [f"retrieval of {[c.get('embedder') for c in configs]}"]),
         "c": table(True, scope="model"),
         "d": table(False, metric_note=lambda m: ""),
         "e": SimpleNamespace(holm_scope="grid"),
     }  # fmt: skip
     rows = [row("b", "judge_verdict", ungraded=2), row("b", ungraded=1, unmapped=3), row("a"), row("c", "custom_pass"),
             row("d"), row("e")]  # fmt: skip
-    assert grid_notes(rows, [], grids) == [
+    records = [{**_record(f"q{i}", 0, True, {"grid": grid}), "config": config}
+               for i, (grid, config) in enumerate((("b", {"embedder": "bge-m3"}), ("a", {"embedder": "minilm"}),
+                                                   ("b", None)))]  # fmt: skip
+    assert grid_notes(rows, records, grids) == [
         "a: accuracy is SQuAD EM",
         "b: accuracy is SQuAD EM, LLM judge (BCAS §3.6) (3 answers without a judge grade left out)",
         "b: 3 gold evidence references name no document of the searched collection",
         "b: correct_em as the paper grades it",
         "b: Holm families pooled over models × datasets",
-        "retrieval of 0 answers",  # the table's own sentences
+        "retrieval of ['bge-m3', None]",  # the table's own sentences, on the configurations of its answers
         "c: accuracy is custom_pass",
         "c: Holm families per model × dataset",
         "d: accuracy is SQuAD EM",
