@@ -1227,3 +1227,34 @@ def test_the_cost_sections_tolerance_starts_at_the_documented_default_and_names_
     html = str(cost_section(summarize(records)))
     assert f'value="{WITHIN_DEFAULT:g}"' in html and 'value="None"' not in html
     assert '<span class="answer">m · dear: 100.0%' in html
+
+
+def test_a_summary_row_adds_up_its_records_judge_cost_and_documents():
+    """Each figure of a summary row worked out by hand from four records: the judge's accuracy
+    over the answers it graded (Wilson interval), the run's cost (unknown as soon as one answer
+    is unpriced), the means per answer and MADARA's documents read and retrieved per item."""
+    from bcas.report.summary import summarize
+    from bcas.stats import wilson_interval
+
+    verdicts, costs, docs = (True, None, False, True), (0.01, 0.02, 0.03, 0.04), (10, 10, 5, 5)
+    records = []
+    for i, (ok, verdict, cost, n_docs) in enumerate(
+        zip((True, True, False, False), verdicts, costs, docs, strict=True)
+    ):
+        extra = {"doc_ids": [f"d{j}" for j in range(n_docs)], **({"retrieved_docs": 20} if i < 2 else {})}
+        rec = _record(f"q{i}", 0, ok, extra, cost=cost)
+        rec.update(judge_verdict=verdict, searches_used=i + 1, tokens_in=100 * (i + 1), tokens_out=10 * (i + 1),
+                   llm_calls=2 * (i + 1))  # fmt: skip
+        records.append(rec)
+    (row,) = summarize(records)
+    assert (row.n, row.correct, row.accuracy) == (4, 2, 0.5)
+    lo, hi = wilson_interval(2, 3)
+    assert (row.judge_n, row.judge_accuracy, row.judge_ci_lo, row.judge_ci_hi) == (3, 2 / 3, lo, hi)
+    assert (row.mean_searches, row.mean_tokens_in, row.mean_tokens_out, row.mean_llm_calls) == (2.5, 250, 25, 5)
+    assert row.cost_usd == pytest.approx(0.10) and row.mean_cost_usd == pytest.approx(0.025)
+    assert (row.docs_per_item, row.retrieved_per_item) == (7.5, 12.5)  # retrieved: 20, 20, 5, 5
+    unpriced = [*records[:3], {**records[3], "cost_usd": None}]
+    (row,) = summarize(unpriced)
+    assert (row.cost_usd, row.mean_cost_usd) == (None, None)
+    (row,) = summarize([{**r, "judge_verdict": None, "extra": {}} for r in records])
+    assert (row.judge_n, row.judge_accuracy, row.docs_per_item, row.retrieved_per_item) == (0, None, None, None)
