@@ -1253,6 +1253,21 @@ def test_a_summary_row_adds_up_its_records_judge_cost_and_documents():
     assert (row.mean_searches, row.mean_tokens_in, row.mean_tokens_out, row.mean_llm_calls) == (2.5, 250, 25, 5)
     assert row.cost_usd == pytest.approx(0.10) and row.mean_cost_usd == pytest.approx(0.025)
     assert (row.docs_per_item, row.retrieved_per_item) == (7.5, 12.5)  # retrieved: 20, 20, 5, 5
+    assert (row.config_id, row.errors, row.reference, row.treatment, row.em_squad) == ("c", 0, False, None, 0.5)
+    assert row.interval == "wilson" and row.metric == "correct_em" and row.mean_f1 == 0.5
+    # MADARA's treatments are named; a row of the reference configuration says so; SQuAD EM stays
+    # beside another metric; a failed answer counts as an error
+    madara = [{**r, "extra": {**r["extra"], "treatment": t}, "judge_verdict": True}
+              for r, t in zip(records, ("sda", "atf", "sda", None), strict=True)]  # fmt: skip
+    madara[2]["stop_reason"] = "error"
+    (row,) = summarize(madara)
+    assert (row.treatment, row.errors) == ("atf,sda", 1)
+    (row,) = summarize([{**r, "extra": {**r["extra"], "reference": True}} for r in records])
+    assert row.reference is True
+    # under a judge-graded grid the row counts the judge's verdicts, with SQuAD EM beside them
+    judged = [{**r, "judge_verdict": True, "extra": {**r["extra"], "grid": "g"}} for r in records]
+    (row,) = summarize(judged, {"g": SimpleNamespace(entries=[], primary_metric="judge")}, judge=True)
+    assert (row.metric, row.correct, row.accuracy, row.em_squad) == ("judge_verdict", 4, 1.0, 0.5)
     unpriced = [*records[:3], {**records[3], "cost_usd": None}]
     (row,) = summarize(unpriced)
     assert (row.cost_usd, row.mean_cost_usd) == (None, None)
