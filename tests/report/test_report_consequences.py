@@ -1268,6 +1268,19 @@ def test_a_summary_row_adds_up_its_records_judge_cost_and_documents():
     judged = [{**r, "judge_verdict": True, "extra": {**r["extra"], "grid": "g"}} for r in records]
     (row,) = summarize(judged, {"g": SimpleNamespace(entries=[], primary_metric="judge")}, judge=True)
     assert (row.metric, row.correct, row.accuracy, row.em_squad) == ("judge_verdict", 4, 1.0, 0.5)
+    # the agent's turns: 2 invalid of 10 action turns; one answer stopped by the context window
+    turns = [{**r, "extra": {**r["extra"], "action_turns": 1 + 2 * i, "invalid_turns": i % 2},
+              "stop_reason": "context_window" if i == 3 else "answered"} for i, r in enumerate(records)]  # fmt: skip
+    (row,) = summarize(turns)
+    assert (row.action_turns, row.invalid_turn_rate, row.context_window_stops) == (16, 2 / 16, 1)
+    (row,) = summarize(records)
+    assert (row.action_turns, row.invalid_turn_rate, row.context_window_stops) == (0, None, 0)
+    # an imported record without a ledger or fingerprint counts as none spent, not as one
+    bare = [{**r, "searches_used": None, "tokens_in": None, "tokens_out": None, "llm_calls": None,
+             "model_fingerprint": None} for r in records]  # fmt: skip
+    (row,) = summarize(bare)
+    assert (row.mean_searches, row.mean_tokens_in, row.mean_tokens_out, row.mean_llm_calls) == (0, 0, 0, 0)
+    assert row.model_fingerprint == ""
     unpriced = [*records[:3], {**records[3], "cost_usd": None}]
     (row,) = summarize(unpriced)
     assert (row.cost_usd, row.mean_cost_usd) == (None, None)
