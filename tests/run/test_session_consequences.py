@@ -314,6 +314,7 @@ def test_an_items_own_index_holds_its_documents_and_a_reranker_its_model(tmp_pat
         assert session.item_retriever("hotpotqa", first, own, None) is a
         m1, m2 = object(), object()
         llm = RetrievalConfig(scope="item", mode="bm25_rerank", reranker="llm")
+        assert session.item_retriever("hotpotqa", first, own, m1) is a  # BM25 reads no model: one index
         r1, r2 = session.item_retriever("hotpotqa", first, llm, m1), session.item_retriever("hotpotqa", first, llm, m2)
         assert (r1.model, r2.model) == (m1, m2)
         bge = RetrievalConfig(scope="item", mode="bm25_rerank", reranker="bge")
@@ -443,3 +444,24 @@ def test_a_plan_names_what_each_models_server_served_and_an_empty_reading_change
     assert all(c.id.startswith(f"{first}~smollm2-135m-instruct.q8_0-") for c in served.cases if c.model.label == first)
     assert {(c.model.label, c.served) for c in served.cases} == {
         (first, "SmolLM2-135M-Instruct.Q8_0.gguf"), (second, None)}  # fmt: skip
+
+
+def test_a_dense_index_built_for_the_run_reports_its_embedding_speed(tmp_path, monkeypatch):
+    """Embedding a collection is the slow part of a dense case: the session says how many chunks
+    it embedded and how fast, once per index it built (an index found on disk reports nothing)."""
+    import bcas.retrieval
+    from types import SimpleNamespace
+
+    from bcas.config import RetrievalConfig
+
+    speeds = iter([{"embedded_chunks": 3992, "embed_seconds": 61.04, "chunks_per_s": 65.4}, None])
+    monkeypatch.setattr(bcas.retrieval, "build_retriever", lambda *a, **k: SimpleNamespace(embed_speed=next(speeds)))
+    session = _session(tmp_path)
+    said: list[str] = []
+    session.progress = said.append
+    try:
+        session.retriever("hotpotqa", RetrievalConfig(mode="dense"), None)
+        session.retriever("2wikimultihopqa", RetrievalConfig(mode="dense"), None)  # found on disk
+        assert said == ["[bcas] dense index of hotpotqa: 3992 chunks embedded in 61.0 s (65.4 chunks/s)"]
+    finally:
+        session.close()
