@@ -449,9 +449,9 @@ def test_a_plan_names_what_each_models_server_served_and_an_empty_reading_change
 def test_a_dense_index_built_for_the_run_reports_its_embedding_speed(tmp_path, monkeypatch):
     """Embedding a collection is the slow part of a dense case: the session says how many chunks
     it embedded and how fast, once per index it built (an index found on disk reports nothing)."""
-    import bcas.retrieval
     from types import SimpleNamespace
 
+    import bcas.retrieval
     from bcas.config import RetrievalConfig
 
     speeds = iter([{"embedded_chunks": 3992, "embed_seconds": 61.04, "chunks_per_s": 65.4}, None])
