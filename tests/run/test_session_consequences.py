@@ -465,3 +465,25 @@ def test_a_dense_index_built_for_the_run_reports_its_embedding_speed(tmp_path, m
         assert said == ["[bcas] dense index of hotpotqa: 3992 chunks embedded in 61.0 s (65.4 chunks/s)"]
     finally:
         session.close()
+
+
+def test_a_model_the_price_sheet_lacks_is_warned_about_once_per_model_and_sheet(tmp_path):
+    """An unpriced run says so once per model and sheet (not once per answer, not never)."""
+    from bcas.records import missing_price_note
+
+    session = _session(tmp_path)
+    said: list[str] = []
+    session.progress = said.append
+    try:
+
+        def unpriced(model: str, sheet: str = "list") -> Record:
+            return _record(extra={"price_missing": {"model": model, "sheet": sheet}})
+
+        for rec in (unpriced("m1"), unpriced("m1"), unpriced("m2"), unpriced("m1", "mine.toml"), _record(),
+                    _record(extra={"price_missing": "m3"})):  # fmt: skip
+            session._note_price(rec)
+        assert said == [f"[bcas] warning: {missing_price_note(m, s)}; its records get cost_usd null"
+                        for m, s in (("m1", "list"), ("m2", "list"), ("m1", "mine.toml"))]  # fmt: skip
+        assert session.unpriced == {("m1", "list"), ("m2", "list"), ("m1", "mine.toml")}
+    finally:
+        session.close()
