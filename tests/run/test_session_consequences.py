@@ -487,3 +487,25 @@ def test_a_model_the_price_sheet_lacks_is_warned_about_once_per_model_and_sheet(
         assert session.unpriced == {("m1", "list"), ("m2", "list"), ("m1", "mine.toml")}
     finally:
         session.close()
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_a_probe_case_is_planned_whole_on_its_items_under_the_runs_seed(tmp_path, seed):
+    """The RSC probe runs whole (no per-item answers to resume): its plan holds the items it
+    probes and the configuration under the run's seed, and no items to answer one by one."""
+    from bcas.grids import GRIDS
+    from bcas.run.plan import case_config
+    from bcas.run.settings import Case, ModelSpec
+
+    session = _session(tmp_path, seed=seed)
+    try:
+        grid = GRIDS["rsc"]
+        case = Case(ModelSpec("mock", "gold"), "fever", "rsc", grid.entries[0])
+        plan = session.plan_case(case)
+        config = case_config(case, seed, False)
+        assert plan.dataset is session.dataset("fever", session.limit_for(case), grid.holdout_for(None))
+        assert (plan.config, plan.identity.config_id, plan.identity.fingerprint, plan.identity.prompt_hash) == (
+            config, config.config_id, "", "")  # fmt: skip
+        assert (plan.wanted, plan.todo) == ([], []) and config.seed == seed
+    finally:
+        session.close()
