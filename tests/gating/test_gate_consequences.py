@@ -24,6 +24,7 @@ from bcas.gating.plan import CasePlan, GateOptions, _items_needed, fingerprint_n
 from bcas.gating.power import main as power_main
 from bcas.gating.power import tango_exact_size
 from bcas.stats import tango_pvalues
+from tests.support.locale import ascii_locale
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "gating.md"
 
@@ -502,7 +503,7 @@ def test_a_baseline_run_with_non_ascii_answers_reads_under_an_ascii_locale(tmp_p
     rec = {"item_id": "q1", "prediction": "Zürich", "answers": ["Zürich"]}
     path = tmp_path / "records.jsonl"
     path.write_text(json.dumps(rec, ensure_ascii=False) + "\n", encoding="utf-8")
-    monkeypatch.setattr(io, "text_encoding", lambda encoding, stacklevel=2: encoding or "ascii")
+    ascii_locale(monkeypatch)
     assert _read_records(path) == [rec]
 
 
@@ -517,7 +518,7 @@ def test_a_hand_edited_baseline_with_non_ascii_names_reads_under_an_ascii_locale
            "correct_em": True}  # fmt: skip
     path = tmp_path / "base.json"
     path.write_text(json.dumps(build_baseline([rec]), ensure_ascii=False), encoding="utf-8")
-    monkeypatch.setattr(io, "text_encoding", lambda encoding, stacklevel=2: encoding or "ascii")
+    ascii_locale(monkeypatch)
     assert [c.model for c in load_baseline_cases(path)] == ["Zürich-7B"]
 
 

@@ -33,6 +33,7 @@ from bcas.gating.report import (
     junit_properties,
 )
 from bcas.stats import holm_bonferroni, mcnemar_exact_one_sided
+from tests.support.locale import ascii_locale
 
 
 def _rec(item: str, correct: bool, model: str = "m", config: str = "c1", dhash: str = "h1", **kw) -> dict:
@@ -247,7 +248,7 @@ def test_the_session_report_joins_this_sessions_plan_and_every_workers_results(t
         (tmp_path / f"gate.t1.{worker}.json").write_text(json.dumps([asdict(r) for r in rs]), encoding="utf-8")
     (tmp_path / "gate.t1.gw.json").write_text('[{"case_id": "torn', encoding="utf-8")  # read first
     (tmp_path / "gate.t0.main.json").write_text(json.dumps([asdict(_result("old", 0.0001))]), encoding="utf-8")
-    monkeypatch.setattr(io, "text_encoding", lambda encoding, stacklevel=2: encoding or "ascii")
+    ascii_locale(monkeypatch)
     real_unlink = Path.unlink
 
     def removed_by_another_worker_first(self, missing_ok=False):

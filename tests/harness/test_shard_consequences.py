@@ -19,6 +19,7 @@ from bcas.grids import GRIDS, Grid, GridEntry, register_grid
 from bcas.harness.merge import MergeError, MergeSummary, find_shards, merge_runs
 from bcas.records import Record
 from bcas.shard import Shard, ShardError, parse_shard, shard_from_env, shard_number
+from tests.support.locale import ascii_locale
 
 SLURM = "SLURM_ARRAY_TASK_"
 
@@ -322,7 +323,6 @@ def test_a_merge_of_shards_that_answered_nothing_writes_no_report_and_says_so(tm
 def test_a_merge_keeps_non_ascii_answers_and_paths_under_an_ascii_locale(tmp_path: Path, monkeypatch) -> None:
     """A C-locale cluster node merges what other nodes wrote in UTF-8: every answer and the folder
     names in run.json come through as written.  ``io.text_encoding`` stands for the locale here."""
-    import io
 
     run = tmp_path / "läufe"
     _run(run / "shard-1-of-2", "1/2", ["a"])
@@ -330,7 +330,7 @@ def test_a_merge_keeps_non_ascii_answers_and_paths_under_an_ascii_locale(tmp_pat
     for k in (1, 2):
         path = run / f"shard-{k}-of-2" / "records.jsonl"
         path.write_text(path.read_text().replace('"Ann"', '"Zoë"'), encoding="utf-8")
-    monkeypatch.setattr(io, "text_encoding", lambda encoding, stacklevel=2: encoding or "ascii")
+    ascii_locale(monkeypatch)
     merge_runs([run])
     merged = [json.loads(line) for line in (run / "records.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [(r["item_id"], r["prediction"], r["answers"]) for r in merged] == [

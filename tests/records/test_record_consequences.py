@@ -30,6 +30,7 @@ from bcas.records import (
     to_dataframe,
 )
 from bcas.records.manifest import read_manifest, served_by_fingerprint
+from tests.support.locale import ascii_locale
 
 ANSWER = Answer(
     prediction="Ada Lovelace", method="madara", model="pipeline-model", label="pipeline-label",
@@ -85,11 +86,10 @@ def test_a_run_folder_written_under_a_utf8_locale_reads_under_an_ascii_one(tmp_p
     """Run folders move between machines; one whose locale is plain ASCII (``LC_ALL=C`` without
     Python's UTF-8 coercion) must still read a manifest with non-ASCII text.  The locale's
     default is what ``io.text_encoding`` gives a text read without an encoding; here it is ASCII."""
-    import io
 
     manifest = {"sessions": [{"models": [{"fingerprint": "fp", "served": "modèle-ü"}]}]}
     (tmp_path / "run.json").write_text(json.dumps(manifest, ensure_ascii=False), encoding="utf-8")
-    monkeypatch.setattr(io, "text_encoding", lambda encoding, stacklevel=2: encoding or "ascii")
+    ascii_locale(monkeypatch)
     assert read_manifest(tmp_path) == manifest
 
 

@@ -14,6 +14,7 @@ import pytest
 from bcas.report.html import _docs_cell
 from bcas.report.html_models import _matrix_cell, significance_marks
 from bcas.report.summary import Comparison, _compare, _documents_note, holm_family
+from tests.support.locale import ascii_locale
 
 
 def _comparison(model: str, reference: str, diff: float, *, significant: bool = True, p: float = 0.01, **where):
@@ -1195,13 +1196,12 @@ def test_a_run_under_two_grids_summarises_and_compares_every_answer_under_both(t
 def test_the_summary_and_page_of_non_ascii_answers_are_written_under_an_ascii_locale(tmp_path, monkeypatch):
     """A C-locale CI runner writes summary.csv and index.html of a model or answer outside ASCII
     in UTF-8, as they are read.  ``io.text_encoding`` stands for the locale's default here."""
-    import io
 
     from bcas.report.html import render_report
     from bcas.report.summary import write_summaries
 
     record = {**_record("a", 0, True, {}), "model": "Zürich-7B", "prediction": "Zoë"}
-    monkeypatch.setattr(io, "text_encoding", lambda encoding, stacklevel=2: encoding or "ascii")
+    ascii_locale(monkeypatch)
     summaries = write_summaries(tmp_path, [record], {}, None, False)
     assert "Zürich-7B" in (tmp_path / "summary.csv").read_text(encoding="utf-8")
     page = render_report(tmp_path, [record], summaries.rows, summaries.comparisons, {}).read_text(encoding="utf-8")
