@@ -140,7 +140,12 @@ for _spec in (
 @dataclass(frozen=True)
 class Dataset:
     """Items of one file.  ``corpus``: the content hash of the corpus the items search
-    (``--bcas-corpus``), folded into ``hash`` so records of different corpora never mix."""
+    (``--bcas-corpus``), folded into ``hash`` so records of different corpora never mix.
+
+    ``task``: the one task of every item (the generator prompt the pipelines use), and
+    ``task_source`` where it came from: ``registered`` (the dataset registry), ``format``
+    (the file format's declared task) or ``file`` (one inference over the whole file,
+    :func:`bcas.formats.infer_task`); never an item's own gold answer."""
 
     name: str
     path: str
@@ -149,6 +154,7 @@ class Dataset:
     items: tuple[Item, ...]
     hash: str
     corpus: str | None = None
+    task_source: str = "registered"
 
     def __len__(self) -> int:
         return len(self.items)
@@ -335,16 +341,18 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, seed: int =
     spec = resolve_spec(rest)
     registered = spec.name in DATASETS and DATASETS[spec.name] is spec
     path = spec.path if registered else Path(spec.file)
-    task, scoring = spec.task, spec.scoring
+    task, scoring, source = spec.task, spec.scoring, "registered"
     if spec.format == "bcas":
         items = _cached_items(str(path))
         if not registered:  # a file of ours: a label task when every gold is a label (FEVER's, yes/no)
             task, scoring = infer_task(FORMATS.get("bcas"), items)
+            source = "file"
     else:
         fmt = lookup_format(spec.format)
         assert fmt is not None
         items, task, scoring = _cached_format(str(path), fmt)
-    full = Dataset(name or spec.name, str(path), task, scoring, items, content_hash(items))
+        source = "file" if fmt.infer_labels else "format"
+    full = Dataset(name or spec.name, str(path), task, scoring, items, content_hash(items), task_source=source)
     return full.subset(limit, seed)
 
 

@@ -55,7 +55,7 @@ async def evaluate_bcas(
     ]
 
     async def produce(item: Any, epoch: int) -> Record:
-        traj = await run_bcas(item, model, retriever, config)
+        traj = await run_bcas(item, model, retriever, config, task=getattr(dataset, "task", None))
         return record_from_trajectory(traj, run_id=run_id, dataset=dataset, model_fingerprint=fingerprint, epoch=epoch)
 
     grade = None

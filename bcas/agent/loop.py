@@ -65,6 +65,12 @@ With ``AgentConfig.cite`` the answer also lists the ids of the passages it rests
 (``cite``: at most ``CITE_MAX_ITEMS`` of the ids shown, :func:`~bcas.agent.protocol.answer_schema`);
 the trajectory keeps them with the documents they belong to (``Trajectory.cite``).
 
+Passage ids.  A passage is shown under an opaque id, ``p1``, ``p2``, ... counting the
+item's distinct passages in the order they were first shown, never under the
+dataset's id (which names the item and the document's place in it); the record's
+``passage_ids`` maps each opaque id back to its chunk, and the steps keep the real
+chunk and document ids, so evidence and citation metrics read what they always did.
+
 Invalid turns and repeated queries.  An unparseable turn is answered with a short
 correction (counted toward ``max_invalid_turns`` when that option is set); in the
 ``tools`` format a turn with no call gets it in the next user message, a turn with
@@ -161,8 +167,11 @@ class _Abort(Exception):
 
 
 class _Run:
-    def __init__(self, item: Item, model: ChatModel, retriever: Retriever, config: RunConfig, keep_requests: bool):
+    def __init__(
+        self, item: Item, model: ChatModel, retriever: Retriever, config: RunConfig, keep_requests: bool, task: str | None
+    ):
         self.item = item
+        self.task = task  # the dataset's task: the assessment treatments' generator prompt
         self.model = model
         self.retriever = retriever
         self.config = config
@@ -176,12 +185,17 @@ class _Run:
         self.traj = Trajectory(
             item=item, config=config, model=getattr(model, "model_id", "unknown"), ledger=self.ledger
         )
-        self.system = render("system")
+        # The system prompt promises a budget line each turn only where one is shown (search_hints).
+        self.system = render("system" if self.agent.search_hints else "system_no_hints")
         # Committed (user, reply) pairs; a reply with native tool calls is its messages (the call, the results).
         self.history: list[tuple[str, str | list[dict[str, Any]]]] = []
         self.pending = render("question", question=item.question)
         self.seen_chunks: list[str] = []
-        self.shown: dict[str, str] = {}  # chunk id -> document id of every passage shown (what can be cited)
+        # Every passage shown, by the opaque id it was shown under (p1, p2, ... in order of first
+        # appearance): its chunk id and document id.  A dataset's ids name the item and the
+        # document's place in it (ConflictQA's ::0 and ::1 are its memory side), so none is shown.
+        self.shown: dict[str, tuple[str, str]] = {}
+        self.labels: dict[str, str] = {}  # chunk id -> the opaque id it is shown under
         self.queries: set[str] = set()
         self.window = ContextWindow.of(model)
         self.side_calls: UsageMeter | None = None
@@ -196,6 +210,13 @@ class _Run:
         searches = "unlimited searches" if left is None else f"{left} of {cap} searches left"
         tokens = f"{self.ledger.tokens_left} of {self.config.budget.max_total_tokens} output tokens left"
         return render("status", searches=searches, tokens=tokens)
+
+    def tool_template(self, tool: str) -> str:
+        """The template of ``tool``'s line: the search tool promises unseen passages only when
+        ``AgentConfig.exclude_seen`` holds them back (the paper grids' searches may repeat them)."""
+        if tool == SEARCH_TOOL and self.agent.exclude_seen:
+            return f"tool_{tool}_unseen"
+        return _TOOL_TEMPLATES.get(tool, f"tool_{tool}")
 
     def offered_tools(self) -> list[str]:
         tools = [SEARCH_TOOL] if self.ledger.can_search else []
@@ -324,9 +345,9 @@ class _Run:
             )  # fmt: skip
             return hits[:k], ""
         from bcas.assess import assess_hits
-        from bcas.assess.generate import infer_task
+        from bcas.assess.generate import task_of
 
-        task = infer_task(self.item.answers)
+        task = task_of(cfg, self.task)
         try:
             kept, usage = await assess_hits(self.item.question, hits, self.model, method, k, config=cfg, task=task)
         except Exception as exc:  # an assessment failure ends the trajectory like a model failure
@@ -374,7 +395,7 @@ class _Run:
         """One action turn; returns ``"ready"``, ``"abstain"``, ``"search"``, ``"repeated"`` or ``"invalid"``."""
         tools = self.offered_tools()
         fmt = self.agent.action_format
-        texts = {t: render(_TOOL_TEMPLATES.get(t, f"tool_{t}"), k=self.config.retrieval.k) for t in tools}
+        texts = {t: render(self.tool_template(t), k=self.config.retrieval.k) for t in tools}
         instruction = render(
             f"turn_{fmt}", status=self.status(), tools="\n".join(texts.values()), tool_names=" or ".join(tools)
         ).strip()
@@ -424,7 +445,8 @@ class _Run:
         self.record_side_calls(action.query)
         hits, extra = await self.assess(hits)
         self.seen_chunks.extend(h.chunk_id for h in hits)
-        self.shown.update((h.chunk_id, h.doc_id) for h in hits)
+        for h in hits:
+            self.shown[self.label(h.chunk_id)] = (h.chunk_id, h.doc_id)
         self.commit(asked, result, self.observation(action.query, hits) + extra)
         return "search"
 
@@ -444,8 +466,8 @@ class _Run:
 
     def observation(self, query: str, hits: list[Any]) -> str:
         if not hits:
-            return render("observation_empty", query=query)
-        lines = [f"[{i}] (id {h.chunk_id}) {h.title}: {h.text}" for i, h in enumerate(hits, 1)]
+            return render("observation_empty_unseen" if self.agent.exclude_seen else "observation_empty", query=query)
+        lines = [f"[{i}] (id {self.label(h.chunk_id)}) {h.title}: {h.text}" for i, h in enumerate(hits, 1)]
         return render("observation", query=query, results="\n".join(lines))
 
     async def answer(self, stop_reason: str) -> None:
@@ -488,11 +510,18 @@ class _Run:
         if self.agent.cite:
             self.cite(parse_cite(result.text))
 
+    def label(self, chunk_id: str) -> str:
+        """The opaque id ``chunk_id`` is shown under: ``p<n>``, ``n`` counting this item's distinct
+        passages in the order they were first shown (the same passage keeps its id)."""
+        if chunk_id not in self.labels:
+            self.labels[chunk_id] = f"p{len(self.labels) + 1}"
+            self.traj.passage_ids[self.labels[chunk_id]] = chunk_id
+        return self.labels[chunk_id]
+
     def cite(self, ids: list[str]) -> None:
-        """Keep the cited ids and the documents they name: a shown passage's id (or its document's
-        id); an id of nothing shown is counted as ``cite_unseen`` (it rests on no passage)."""
-        docs = set(self.shown.values())
-        found = [self.shown.get(i, i if i in docs else None) for i in ids]
+        """Keep the cited ids (as written) and the documents they name, mapped back from the opaque
+        ids shown; an id of nothing shown is counted as ``cite_unseen`` (it rests on no passage)."""
+        found = [self.shown[i][1] if i in self.shown else None for i in ids]
         self.traj.cite = ids
         self.traj.cited_docs = list(dict.fromkeys(d for d in found if d is not None))
         self.traj.cite_unseen = sum(1 for d in found if d is None)
@@ -570,11 +599,19 @@ class _Run:
 
 
 async def run_bcas(
-    item: Item, model: ChatModel, retriever: Retriever, config: RunConfig, *, keep_requests: bool = False
+    item: Item,
+    model: ChatModel,
+    retriever: Retriever,
+    config: RunConfig,
+    *,
+    keep_requests: bool = False,
+    task: str | None = None,
 ) -> Trajectory:
     """Run the BCAS loop on one item and return its trajectory (BCAS §3.4).
 
     ``keep_requests=True`` keeps every ``ChatRequest`` sent (for inspection and
-    tests).  See the module docstring for the stop reasons and the answer rules.
+    tests).  ``task``: the dataset's task (``Dataset.task``), the generator prompt of a
+    MADARA treatment on the search tool (``AgentConfig.assess``); never the item's gold.
+    See the module docstring for the stop reasons and the answer rules.
     """
-    return await _Run(item, model, retriever, config, keep_requests).run()
+    return await _Run(item, model, retriever, config, keep_requests, task).run()

@@ -81,6 +81,8 @@ def answer_of_trajectory(trajectory: Trajectory) -> Answer:
     }
     if trajectory.context_note:
         details["context_window"] = trajectory.context_note
+    if trajectory.passage_ids:  # the opaque ids the model saw, mapped back to the chunks
+        details["passage_ids"] = dict(trajectory.passage_ids)
     if trajectory.cite is not None:
         details.update(cite=trajectory.cite, cited_docs=trajectory.cited_docs, cite_unseen=trajectory.cite_unseen)
     return Answer(

@@ -31,6 +31,8 @@ class Trajectory:
     cite: list[str] | None = None  # AgentConfig.cite: the ids the answer cited, as written
     cited_docs: list[str] = field(default_factory=list)  # the documents of the cited passages shown
     cite_unseen: int = 0  # cited ids of no passage shown
+    # The opaque id each passage was shown under -> its chunk id (the record's ``passage_ids``).
+    passage_ids: dict[str, str] = field(default_factory=dict)
     requests: list[ChatRequest] = field(default_factory=list, repr=False)
 
     @property

@@ -15,7 +15,7 @@ Multi-Agent RAG" (papers/madara-isolate-or-score.txt):
 
 Typical use::
 
-    profile = await rsc.probe(model, calibration_items, retriever, config)
+    profile = await rsc.probe(model, calibration.items, retriever, config, task=calibration.task)
     decision = profile.decision()
     record = await run_madara(item, model, retriever, config, dataset=ds, decision=decision)
 """

@@ -45,14 +45,18 @@ SCORING_FOR_TASK = {
 }
 
 
-def infer_task(answers: Sequence[str]) -> str:
-    """The task type implied by gold answers: FEVER labels, yes/no, else factoid."""
-    keys = {a.strip().lower() for a in answers}
-    if keys and keys <= {"supports", "refutes", "not enough info"}:
-        return "fact-verification"
-    if keys and keys <= {"yes", "no"}:
-        return "yes-no-conflict"
-    return "factoid"
+def task_of(config: AssessConfig, dataset_task: str | None = None) -> str:
+    """The generator's task for every item of a case: ``AssessConfig.task`` when set, else
+    the dataset's (its declared task, or the one inferred once over its whole file by
+    :func:`bcas.formats.infer_task`), else ``factoid``.
+
+    Never an item's own gold answer: a prompt chosen per item from its gold would tell the
+    model what kind of answer is right (MADARA §5.3 names one generator prompt per dataset).
+    """
+    task = config.task or dataset_task or "factoid"
+    if task not in TASK_PROMPTS:
+        raise ValueError(f"unknown task {task!r}; known: {sorted(TASK_PROMPTS)}")
+    return task
 
 
 def answer_schema(labels: tuple[str, ...]) -> dict[str, Any]:

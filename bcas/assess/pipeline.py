@@ -59,7 +59,7 @@ from bcas.assess.aggregate import (
     weighted_scores,
 )
 from bcas.assess.documents import AssessError, gather_documents, nf_count
-from bcas.assess.generate import SCORING_FOR_TASK, generate_answer, infer_task
+from bcas.assess.generate import SCORING_FOR_TASK, generate_answer, task_of
 from bcas.assess.pde import extract_per_document, random_subset, vote
 from bcas.assess.router import RoutingDecision
 from bcas.assess.usage import Ledger, Usage
@@ -271,8 +271,9 @@ async def run_madara(
     """Run ``config.assess.method`` on one item; returns its record (MADARA §4-§5, Algorithm 2).
 
     ``dataset`` (a ``bcas.data.Dataset``) supplies name, hash, task and scoring
-    rule; otherwise the task comes from ``task``, ``AssessConfig.task`` or the
-    gold answers (``infer_task``).  Method ``madara`` needs ``profile`` (an
+    rule; the task comes from ``task``, ``AssessConfig.task`` or the dataset's task
+    (:func:`~bcas.assess.generate.task_of`; ``factoid`` without one), never from the
+    item's gold answers.  Method ``madara`` needs ``profile`` (an
     ``RSCProfile`` with ``em_nf``) or ``decision``.  A model failure during
     generation yields a record with an empty prediction, ``stop_reason``
     ``error`` and the error text in ``error``; a failed assessment call is a
@@ -317,7 +318,7 @@ async def answer_madara(
     run_config = config if isinstance(config, RunConfig) else RunConfig(assess=config)
     cfg = run_config.assess
     started = time.perf_counter()
-    task = task or cfg.task or (getattr(dataset, "task", None)) or infer_task(item.answers)
+    task = task or task_of(cfg, getattr(dataset, "task", None))
     method, routing = _choose_treatment(cfg, profile, decision)
     fn = TREATMENTS.get(method)
 
@@ -475,6 +476,7 @@ async def run_nf_for_probe(
     config: AssessConfig,
     results: list[dict[str, Any]] | None = None,
     ledger: Ledger | None = None,
+    task: str | None = None,
 ) -> tuple[float, Usage]:
     """EvalNF(M, C) of Algorithm 2, line 6: No-Filter exact match on the calibration items.
 
@@ -483,12 +485,14 @@ async def run_nf_for_probe(
     strict EM (§5.4: lower-case and white space only) of the parsed answer.  ``results``,
     when given, receives one entry per item (its answer, whether it matched, its calls and
     tokens); ``ledger``, when given, receives the calls (each tagged ``nf:<item id>``).
+    ``task``: the calibration dataset's task (:func:`~bcas.assess.generate.task_of`), one
+    for every item.
     """
     ledger = Ledger() if ledger is None else ledger
+    task = task_of(config, task)
     start = len(ledger.entries)
 
     async def one(item: Any, docs: list[AssessDocument]) -> dict[str, Any]:
-        task = config.task or infer_task(item.answers)
         used = docs[: nf_count(config, len(docs))]
         tag = f"nf:{item.id}"
         answer, _ = await generate_answer(model, item.question, used, task, config, ledger, tag=tag)

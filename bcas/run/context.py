@@ -83,7 +83,7 @@ class CaseContext:
             if retriever is None and run_kind(self.case.entry.kind).needs_retriever(self.config):
                 # Scope "item": the probe searches one index for all its items (the corpus's; otherwise refused).
                 retriever = self.session.retriever(self.case.dataset, self.config.retrieval, self.model)
-            run = await rsc_mod.probe_run(self.model, list(calib.items), retriever, self.config)
+            run = await rsc_mod.probe_run(self.model, list(calib.items), retriever, self.config, task=calib.task)
             write_probe(
                 self.session.settings.run_dir,
                 f"{self.case.model.label}--{calib.name}--{self.config.config_id}--{calib.hash[:12]}",

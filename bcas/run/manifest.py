@@ -16,7 +16,9 @@ An entry holds:
   reading for a server, the backend's default otherwise, the loaded model's own at the
   end) and ``judge`` (fingerprint, grade id), see :mod:`bcas.identity`; servers are
   identified from the session's preflight, never asked again here;
-* ``datasets`` (name -> hashes), ``records_written`` and ``answers_from_cache`` (those
+* ``datasets`` (name -> hashes), ``dataset_tasks`` (name -> the ``task`` every prompt of its
+  items used, its ``scoring`` rule and ``task_source``: ``registered``, ``format`` or
+  ``file``, one inference over the whole file, :func:`bcas.formats.infer_task`), ``records_written`` and ``answers_from_cache`` (those
   of them whose every model call the generation cache answered), filled at the end
   from the records this session wrote and the datasets it loaded;
 * ``price_sheet`` (path and sha256 of the TOML file; ``None`` when pricing is off);
@@ -404,6 +406,11 @@ def complete_session(
             if str(ds.hash) in answered:
                 datasets.setdefault(str(ds.name), set()).add(str(ds.hash))
         entry["datasets"] = {k: sorted(v) for k, v in sorted(datasets.items())}
+        tasks: dict[str, Any] = dict(entry.get("dataset_tasks") or {})
+        for ds in (getattr(session, "_datasets", None) or {}).values():
+            if str(ds.name) in entry["datasets"]:
+                tasks[str(ds.name)] = {"task": ds.task, "scoring": ds.scoring, "task_source": ds.task_source}
+        entry["dataset_tasks"] = dict(sorted(tasks.items()))
         loaded = {spec.label: m for spec, m in (getattr(session, "_models", None) or {}).items()}
         for label, model in (entry.get("models") or {}).items():
             seen = sorted({str(r.get("model_fingerprint")) for r in mine if r.get("model") == label})

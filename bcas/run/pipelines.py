@@ -189,7 +189,7 @@ class BcasKind(ItemKind):
         retriever = ctx.retriever_for(item)  # the case's index, or the item's own (scope "item")
         if retriever is None:
             raise RegistryError(f"{ctx.case.id}: the bcas run kind needs a retriever")
-        trajectory = await run_bcas(item, ctx.model, retriever, config)
+        trajectory = await run_bcas(item, ctx.model, retriever, config, task=ctx.dataset.task)
         answer = answer_of_trajectory(trajectory)
         titles = ctx.session.titles(ctx.case.dataset)
         steps = [
@@ -277,7 +277,7 @@ class RscKind(WholeCaseKind):
 
         ds = session.calibration(case.dataset, config.assess.calibration_n)
         retriever = session.retriever(case.dataset, config.retrieval, model) if self.needs_retriever(config) else None
-        return await rsc.probe_run(model, list(ds.items), retriever, config)
+        return await rsc.probe_run(model, list(ds.items), retriever, config, task=ds.task)
 
     async def rehearse(self, session: KindSession, case: Case, config: RunConfig, model: ChatModel) -> None:
         await self._probe(session, case, config, model)

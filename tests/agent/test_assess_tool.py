@@ -59,8 +59,10 @@ def test_atf_on_the_search_tool_is_one_ledgered_step_within_budget() -> None:
     # The model's next prompt shows only the kept hits.
     answer_prompt = model.requests[-1].messages[-1]["content"]
     kept = set(assess.retrieved)
-    for chunk in search.retrieved:
-        assert (f"(id {chunk})" in answer_prompt) == (chunk in kept)
+    assert set(traj.passage_ids.values()) == kept  # the opaque ids shown map back to the kept chunks
+    for label in traj.passage_ids:
+        assert f"(id {label})" in answer_prompt
+    assert not [chunk for chunk in search.retrieved if chunk in answer_prompt]  # no dataset id is shown
 
 
 def test_assessment_that_would_overrun_the_budget_is_skipped_and_flagged() -> None:

@@ -83,7 +83,7 @@ def test_search_then_answer() -> None:
     assert "d1#0" not in second.retrieved
     # the observation shows ids and titles, and the next prompt carries it with the budget
     prompt = last_user(model.requests[1])
-    assert "(id d1#0) Kiss and Tell (1945 film):" in prompt
+    assert "(id p1) Kiss and Tell (1945 film):" in prompt and "d1#0" not in prompt
     assert "2 of 3 searches left" in prompt
     assert traj.llm_calls == len(model.requests) == 4
     assert traj.tokens_out == model.completion_tokens_total

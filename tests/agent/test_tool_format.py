@@ -110,7 +110,7 @@ def test_search_then_answer_with_results_as_tool_messages() -> None:
     call, result = second.messages[2], second.messages[3]
     assert call["role"] == "assistant" and call["tool_calls"][0]["function"]["name"] == SEARCH_TOOL
     assert result == {"role": "tool", "tool_call_id": call["tool_calls"][0]["id"], "content": result["content"]}
-    assert result["content"].startswith('Search results for "Kiss and Tell"') and "(id d1#0)" in result["content"]
+    assert result["content"].startswith('Search results for "Kiss and Tell"') and "(id p1)" in result["content"]
     assert "Search results" not in second.messages[-1]["content"]  # not repeated in the user turn
     ready_result = final.messages[6]
     assert ready_result["role"] == "tool" and ready_result["tool_call_id"] == final.messages[5]["tool_calls"][0]["id"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from itertools import product
 from typing import Any
 
@@ -45,31 +46,44 @@ def cite_config(**agent: Any) -> RunConfig:
 
 
 def scripted_citing(cited: list[str]) -> ScriptedModel:
-    """Searches twice, then answers citing ``cited`` (the answer request's schema is checked by the caller)."""
+    """Searches twice, then answers citing ``cited`` (the answer request's schema is checked by the caller):
+    a document id of ``PASSAGES`` there stands for the opaque id its passage was shown under."""
 
     def script(request: ChatRequest, i: int) -> str:
         if request.json_schema and "answer" in request.json_schema["properties"]:
-            return json.dumps({"answer": "Chief of Protocol", "cite": cited})
+            shown = "\n".join(str(m.get("content") or "") for m in request.messages)
+            return json.dumps({"answer": "Chief of Protocol", "cite": [shown_as(shown, c) for c in cited]})
         query = ["Kiss and Tell film", "Shirley Temple Protocol"][min(i, 1)]
         return json.dumps({"thought": "look", "action": "search_database", "query": query})
 
     return ScriptedModel(script)
 
 
+def shown_as(prompt: str, doc: str) -> str:
+    """The opaque id the passage of document ``doc`` was shown under in ``prompt`` (``doc`` itself if none)."""
+    title = {d: t for d, t, _ in PASSAGES}.get(doc)
+    found = re.search(rf"\(id (p\d+)\) {re.escape(title)}:", prompt) if title else None
+    return found.group(1) if found else doc
+
+
 def test_the_answer_cites_shown_passages_and_the_record_scores_them() -> None:
-    model = scripted_citing(["d2#0", "d1#0", "nowhere#3", "d2#0"])
+    model = scripted_citing(["d2", "d1", "nowhere#3", "d2"])
     traj = asyncio.run(run_bcas(ITEM, model, FakeRetriever(PASSAGES, k=2), cite_config(), keep_requests=True))
     assert traj.stop_reason == "max_searches"
     shown = [c for s in traj.steps if s.kind == "search" for c in s.retrieved]
     schema = traj.requests[-1].json_schema
     assert schema is not None and schema["required"] == ["answer", "cite"]
     cite = schema["properties"]["cite"]
-    assert cite["maxItems"] == CITE_MAX_ITEMS and cite["items"]["enum"] == list(dict.fromkeys(shown))
+    assert cite["maxItems"] == CITE_MAX_ITEMS and cite["items"]["enum"] == list(traj.passage_ids)
     assert "cite" in traj.requests[-1].messages[-1]["content"]  # the cite prompt asked for it
-    assert traj.cite == ["d2#0", "d1#0", "nowhere#3"]  # as written, once each
+    assert all(re.fullmatch(r"p\d+", c) for c in cite["items"]["enum"])  # opaque ids, never the dataset's
+    labels = {chunk: label for label, chunk in traj.passage_ids.items()}
+    assert sorted(labels) == sorted(set(shown))  # every passage shown is mapped back to its chunk
+    written = [labels["d2#0"], labels["d1#0"], "nowhere#3"]
+    assert traj.cite == written  # as written, once each
     assert traj.cited_docs == ["d2", "d1"] and traj.cite_unseen == 1
     record = record_from_trajectory(traj, run_id="t", dataset_name="toy", dataset_hash="h")
-    assert record.extra["cite"] == ["d2#0", "d1#0", "nowhere#3"]
+    assert record.extra["cite"] == written and record.extra["passage_ids"] == traj.passage_ids
     found = bcas_trajectory(record.steps, GOLD, record.extra)
     # precision: 2 gold documents of 3 cited (one id named nothing shown); recall: 2 of 3 gold documents
     assert found["citation_precision"] == 2 / 3 and found["citation_recall"] == 2 / 3

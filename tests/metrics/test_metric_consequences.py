@@ -42,27 +42,37 @@ ITEM = Item(
 GOLD = [frozenset({"d1"}), frozenset({"d2"})]
 
 
-def test_a_citation_by_document_id_counts_as_a_citation_of_that_document() -> None:
-    """The cite field may name a shown passage's document instead of its chunk; precision and recall keep it."""
+def test_a_citation_of_a_dataset_id_rests_on_no_passage() -> None:
+    """Passages are shown under opaque ids (p1, p2, ...): citing them scores the documents they map back
+    to; citing the dataset's own ids, never shown, rests on no passage (it cannot be guessed into credit)."""
 
-    def script(request: ChatRequest, i: int) -> str:
-        if request.json_schema and "answer" in request.json_schema["properties"]:
-            return json.dumps({"answer": "Chief of Protocol", "cite": ["d1", "d2#0", "d1#0"]})
-        query = ["Kiss and Tell film", "Shirley Temple Protocol"][min(i, 1)]
-        return json.dumps({"thought": "look", "action": "search_database", "query": query})
+    def citing(cited: list[str]) -> ScriptedModel:
+        def script(request: ChatRequest, i: int) -> str:
+            if request.json_schema and "answer" in request.json_schema["properties"]:
+                return json.dumps({"answer": "Chief of Protocol", "cite": cited})
+            query = ["Kiss and Tell film", "Shirley Temple Protocol"][min(i, 1)]
+            return json.dumps({"thought": "look", "action": "search_database", "query": query})
+
+        return ScriptedModel(script)
 
     config = RunConfig(
         budget=Budget(max_searches=2, max_total_tokens=2000),
         retrieval=RetrievalConfig(k=2),
         agent=AgentConfig(cite=True),
     )
-    traj = asyncio.run(run_bcas(ITEM, ScriptedModel(script), FakeRetriever(PASSAGES, k=2), config))
-    shown = {c.split("#")[0] for s in traj.steps if s.kind == "search" for c in s.retrieved}
-    assert {"d1", "d2"} <= shown  # both cited documents were shown
-    assert traj.cited_docs == ["d1", "d2"] and traj.cite_unseen == 0  # d1 by document and by chunk: once
+    shown = asyncio.run(run_bcas(ITEM, citing([]), FakeRetriever(PASSAGES, k=2), config)).passage_ids
+    gold_labels = [label for label, chunk in shown.items() if chunk.split("#")[0] in ("d1", "d2")]
+    assert len(gold_labels) == 2  # both gold documents were shown
+    traj = asyncio.run(run_bcas(ITEM, citing(gold_labels), FakeRetriever(PASSAGES, k=2), config))
+    assert sorted(traj.cited_docs) == ["d1", "d2"] and traj.cite_unseen == 0
     record = record_from_trajectory(traj, run_id="t", dataset_name="toy", dataset_hash="h")
     found = bcas_trajectory(record.steps, GOLD, record.extra)
     assert found["citation_precision"] == 1.0 and found["citation_recall"] == 1.0
+    guessed = asyncio.run(run_bcas(ITEM, citing(["d1", "d2#0"]), FakeRetriever(PASSAGES, k=2), config))
+    assert guessed.cited_docs == [] and guessed.cite_unseen == 2
+    record = record_from_trajectory(guessed, run_id="t", dataset_name="toy", dataset_hash="h")
+    found = bcas_trajectory(record.steps, GOLD, record.extra)
+    assert found["citation_precision"] == 0.0 and found["citation_recall"] == 0.0
 
 
 def _share(records: list[dict[str, Any]], metric: str) -> float:

@@ -91,13 +91,19 @@ def usage_by_phase(entries: Sequence[CallEntry]) -> dict[str, Usage]:
     return {name: Ledger(entries=[e for e in entries if e.kind in kinds]).usage() for name, kinds in PHASES.items()}
 
 
-async def probe(model: ChatModel, items: Sequence[Any], retriever: Any, config: RunConfig | AssessConfig) -> RSCProfile:
+async def probe(
+    model: ChatModel, items: Sequence[Any], retriever: Any, config: RunConfig | AssessConfig, task: str | None = None
+) -> RSCProfile:
     """The RSC profile of :func:`probe_run` (see there)."""
-    return (await probe_run(model, items, retriever, config)).profile
+    return (await probe_run(model, items, retriever, config, task=task)).profile
 
 
 async def probe_run(
-    model: ChatModel, items: Sequence[Any], retriever: Any, config: RunConfig | AssessConfig
+    model: ChatModel,
+    items: Sequence[Any],
+    retriever: Any,
+    config: RunConfig | AssessConfig,
+    task: str | None = None,
 ) -> ProbeRun:
     """Run the RSC probe (and, with ``probe_nf``, the No-Filter EM) on calibration items.
 
@@ -108,6 +114,8 @@ async def probe_run(
     are used.  Documents come from ``AssessConfig.doc_source`` exactly as in
     ``run_madara``, and EM_NF reads every gathered document (as the ``nf`` treatment,
     ``AssessConfig.nf_docs`` caps it) with MADARA's strict EM.
+    ``task``: the calibration dataset's task (``Dataset.task``), the EvalNF generator's
+    prompt for every item (``AssessConfig.task`` overrides it; never an item's gold).
     The probe's own calls are reported in ``RSCProfile.usage`` (all of them, with
     ``by_phase`` splitting probe, EvalNF and re-ranking calls).
     """
@@ -166,7 +174,7 @@ async def probe_run(
     em_nf = None
     nf_results: list[dict[str, Any]] = []
     if cfg.probe_nf:
-        em_nf, _ = await run_nf_for_probe(model, items, per_item_docs, cfg, results=nf_results, ledger=ledger)
+        em_nf, _ = await run_nf_for_probe(model, items, per_item_docs, cfg, results=nf_results, ledger=ledger, task=task)
     item_ids = tuple(item.id for item in items)
     usage: dict[str, Any] = ledger.usage().to_dict()
     usage["by_phase"] = {name: u.to_dict() for name, u in usage_by_phase(ledger.entries).items()}
