@@ -12,6 +12,15 @@
   many were retrieved (``extra["retrieved_docs"]``) and how many padded.
 - ``"item"``: the item's own documents, at most ``n_docs``.
 
+Order (:func:`order_documents`): by retrieval score, best first; documents of equal score
+and documents without one (an item's own, padding) in a shuffle seeded by the run seed
+and the item id and keyed on each document's text, never in the dataset's layout.  A
+file's layout can carry its annotations (ConflictQA lists the memory side's two
+documents first, and the memory side supports the gold answer on 698 of 1,000 items), and
+treatments that keep the first of equal scores (PDE, SDA) would follow it.  The paper
+(§5.5) says only that 10 documents are retrieved; the tie rule is ours
+(``docs/fidelity.md``).  An item's documents are ordered before ``n_docs`` cuts them.
+
 ``nf_count(config, m)``: how many of the ``m`` gathered documents the No-Filter generator
 reads: all of them by default (§5.3 (1): "NF: all documents to generator (standard
 RAG)"), or ``AssessConfig.nf_docs``.
@@ -20,7 +29,9 @@ RAG)"), or ``AssessConfig.nf_docs``.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
+from collections.abc import Sequence
 from typing import Any
 
 from bcas.assess.agents import AssessDocument
@@ -36,12 +47,35 @@ def nf_count(config: AssessConfig, gathered: int) -> int:
     return gathered if config.nf_docs is None else min(config.nf_docs, gathered)
 
 
+DOC_ORDER = "retrieval score, then a seeded shuffle"  # what a record's extra["doc_order"] says
+
+
+def _shuffle_key(key: str, title: str, text: str) -> str:
+    return hashlib.sha256(f"{key}\x00{title}\x00{text}".encode()).hexdigest()
+
+
+def order_documents(docs: Sequence[AssessDocument], key: str) -> list[AssessDocument]:
+    """``docs`` by retrieval score (best first); equal scores and unscored documents in a shuffle
+    seeded by ``key`` (``"<seed>:<item id>"``) over their title and text, so the order depends
+    on neither the dataset's layout nor its ids.  Scored documents come before unscored ones."""
+
+    def rank(doc: AssessDocument) -> tuple[int, float, str]:
+        score = doc.retrieval_score
+        unscored = score is None or score != score  # NaN counts as no score
+        return (1 if unscored else 0, 0.0 if unscored else -float(score), _shuffle_key(key, doc.title, doc.text))  # type: ignore[arg-type]
+
+    return sorted(docs, key=rank)
+
+
 async def gather_documents(
     item: Any, retriever: Any, config: AssessConfig, seed: int | str = 0
 ) -> list[AssessDocument]:
-    """The documents to assess for ``item``, from the retriever or the item (MADARA §5.5)."""
+    """The documents to assess for ``item``, from the retriever or the item (MADARA §5.5), in
+    :func:`order_documents`'s order."""
+    key = f"{seed}:{item.id}"
     if config.doc_source == "item":
-        return [AssessDocument(d.id, d.title, d.text) for d in list(item.documents)[: config.n_docs]]
+        own = [AssessDocument(d.id, d.title, d.text) for d in item.documents]
+        return order_documents(own, key)[: config.n_docs]
     if retriever is None:
         raise AssessError(
             "AssessConfig.doc_source='retrieval' needs a retriever (bcas.retrieval.build_retriever); "
@@ -53,15 +87,17 @@ async def gather_documents(
         hits = await asyncio.to_thread(retriever.search, item.question, config.n_docs)
     docs = [AssessDocument.from_any(h) for h in list(hits)[: config.n_docs]]
     if config.pad_docs and len(docs) < config.n_docs:
-        docs.extend(padding(retriever, docs, config.n_docs - len(docs), f"{seed}:{item.id}"))
-    return docs
+        docs.extend(padding(retriever, docs, config.n_docs - len(docs), key))
+    return order_documents(docs, key)
 
 
 def padding(retriever: Any, docs: list[AssessDocument], needed: int, seed: str) -> list[AssessDocument]:
     """Up to ``needed`` documents of the retriever's collection not among ``docs``, in a seeded order.
 
     One chunk per document (the first drawn); a collection with fewer distinct documents
-    gives what it has.  The order depends only on ``seed`` and the collection's size.
+    gives what it has.  The draw depends only on ``seed`` and the collection's content: it
+    samples positions of the collection sorted by its chunks' text (:func:`_content_order`),
+    not of the file's layout.
     """
     chunks = getattr(retriever, "chunks", None)
     if chunks is None:
@@ -71,10 +107,11 @@ def padding(retriever: Any, docs: list[AssessDocument], needed: int, seed: str) 
         )
     rng = random.Random(seed)
     n = len(chunks)
+    canonical = _content_order(chunks)
     # A sample a few times larger than needed is enough unless most of it is taken.
-    order = rng.sample(range(n), min(n, 8 * (needed + len(docs))))
+    order = [canonical[p] for p in rng.sample(range(n), min(n, 8 * (needed + len(docs))))]
     if len(order) < n and len({chunks[p].doc_id for p in order} - {d.doc_id for d in docs}) < needed:
-        order = rng.sample(range(n), n)
+        order = [canonical[p] for p in rng.sample(range(n), n)]
     taken = {d.doc_id for d in docs}
     out: list[AssessDocument] = []
     for pos in order:
@@ -86,3 +123,19 @@ def padding(retriever: Any, docs: list[AssessDocument], needed: int, seed: str) 
         taken.add(chunk.doc_id)
         out.append(AssessDocument(chunk.doc_id, chunk.title, chunk.text, chunk.id, None, padded=True))
     return out
+
+
+_CONTENT_ORDERS: dict[int, tuple[Any, list[int]]] = {}
+
+
+def _content_order(chunks: Sequence[Any]) -> list[int]:
+    """Positions of ``chunks`` sorted by their title and text (then id): the same list for the
+    same collection whatever order its file lists it in.  Computed once per collection."""
+    cached = _CONTENT_ORDERS.get(id(chunks))
+    if cached is not None and cached[0] is chunks:
+        return cached[1]
+    order = sorted(range(len(chunks)), key=lambda p: (chunks[p].title, chunks[p].text, chunks[p].id))
+    if len(_CONTENT_ORDERS) >= 8:  # a session searches a few collections; keep the last ones
+        _CONTENT_ORDERS.pop(next(iter(_CONTENT_ORDERS)))
+    _CONTENT_ORDERS[id(chunks)] = (chunks, order)
+    return order

@@ -58,7 +58,7 @@ from bcas.assess.aggregate import (
     sda_select,
     weighted_scores,
 )
-from bcas.assess.documents import AssessError, gather_documents, nf_count
+from bcas.assess.documents import DOC_ORDER, AssessError, gather_documents, nf_count
 from bcas.assess.generate import SCORING_FOR_TASK, generate_answer, task_of
 from bcas.assess.pde import extract_per_document, random_subset, vote
 from bcas.assess.router import RoutingDecision
@@ -447,6 +447,7 @@ def _madara_extra(run: _MadaraRun) -> dict[str, Any]:
         "task": run.task,
         "doc_source": cfg.doc_source,
         "doc_ids": [d.doc_id for d in docs],
+        "doc_order": DOC_ORDER,
         "retrieved_docs": sum(1 for d in docs if not d.padded),
         "chunk_ids": [d.chunk_id for d in docs],
         "scores": assessment.matrix if assessment is not None else None,

@@ -203,9 +203,13 @@ def test_parse_answer(text, task, answer):
     assert parse_answer(text, task) == answer
 
 
-def test_infer_task_from_golds():
-    from bcas.assess.generate import infer_task
+def test_the_task_is_the_configurations_else_the_datasets_else_factoid():
+    from bcas.assess import generate
+    from bcas.config import AssessConfig
 
-    assert infer_task(["SUPPORTS"]) == "fact-verification"
-    assert infer_task(["no"]) == "yes-no-conflict"
-    assert infer_task(["Paris", "Paris, France"]) == "factoid"
+    assert generate.task_of(AssessConfig(), "yes-no-conflict") == "yes-no-conflict"
+    assert generate.task_of(AssessConfig(task="fact-verification"), "yes-no-conflict") == "fact-verification"
+    assert generate.task_of(AssessConfig(), None) == "factoid"
+    with pytest.raises(ValueError, match="unknown task"):
+        generate.task_of(AssessConfig(), "essay")
+    assert not hasattr(generate, "infer_task")  # no task from an item's gold answers

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from bcas.assess import TREATMENTS, assess_hits, run_madara
-from bcas.assess.documents import AssessError
+from bcas.assess.documents import AssessError, gather_documents
 from bcas.assess.pde import random_subset, vote
 from bcas.assess.router import decide
 from bcas.assess.rsc import probe
@@ -82,6 +82,17 @@ def make_item(i: int = 0, gold_at: int = 1, m: int = 4) -> Item:
     return Item(f"it{i}", "What is the capital of France?", ("Paris",), docs, (f"it{i}::{gold_at}",))
 
 
+def seeded(item: Item) -> list[str]:
+    """The ids of ``item``'s documents in the order MADARA gathers them (no scores: the seeded shuffle)."""
+    docs = asyncio.run(gather_documents(item, None, AssessConfig(doc_source="item"), RunConfig().seed))
+    return [d.doc_id for d in docs]
+
+
+def gold_not_first() -> int:
+    """A gold position whose document the seeded order does not put first (No-Filter's [1])."""
+    return next(j for j in range(4) if seeded(make_item(gold_at=j))[0] != f"it0::{j}")
+
+
 def field(record: Any, name: str) -> Any:
     return record[name] if isinstance(record, dict) else getattr(record, name)
 
@@ -127,11 +138,13 @@ def test_each_method_produces_a_record_with_its_call_counts(method):
     assert field(rec, "tokens_in") == 100 * n_assess + 200 * n_gen
     assert field(rec, "tokens_out") == 10 * n_assess + 3 * n_gen
     assert ex["treatment"] == ex["assess_method"] == method and field(rec, "method") == "madara"
-    assert ex["doc_source"] == "item" and ex["doc_ids"] == [f"it0::{j}" for j in range(4)]
+    order = seeded(make_item())
+    assert ex["doc_source"] == "item" and ex["doc_ids"] == order and sorted(order) == [f"it0::{j}" for j in range(4)]
     if n_assess:
         S = ex["scores"]
         assert len(S) == 4 and all(len(row) == 3 for row in S)
-        assert S[1] == [5.0, 5.0, 5.0] and S[0] == [1.0, 1.0, 1.0]
+        gold = order.index("it0::1")
+        assert S[gold] == [5.0, 5.0, 5.0] and S[(gold + 1) % 4] == [1.0, 1.0, 1.0]
     else:
         assert ex["scores"] is None
     assert field(rec, "stop_reason") == "answered"
@@ -148,8 +161,9 @@ def test_assessment_puts_the_gold_document_first_and_fixes_the_confused_generato
 def test_nf_sends_every_gathered_document_and_is_confused():
     """MADARA §5.3 (1): "NF: all documents to generator (standard RAG)", not the top k."""
     model = ScriptedModel()
-    rec = run(make_item(gold_at=2), model, "nf")
-    everything = [f"it0::{j}" for j in range(4)]
+    item = make_item(gold_at=gold_not_first())
+    rec = run(item, model, "nf")
+    everything = seeded(item)
     assert extra(rec)["selected_docs"] == everything  # all 4 documents (k = 2 is the treatments' cut)
     assert extra(rec)["context_doc_ids"] == everything
     assert field(rec, "prediction") == "London" and field(rec, "correct_em") is False
@@ -159,8 +173,9 @@ def test_nf_sends_every_gathered_document_and_is_confused():
 
 
 def test_nf_docs_caps_what_no_filter_reads():
-    rec = run(make_item(gold_at=2), ScriptedModel(), "nf", cfg={"nf_docs": 2})
-    assert extra(rec)["context_doc_ids"] == ["it0::0", "it0::1"]
+    item = make_item(gold_at=2)
+    rec = run(item, ScriptedModel(), "nf", cfg={"nf_docs": 2})
+    assert extra(rec)["context_doc_ids"] == seeded(item)[:2]
     assert field(rec, "config")["assess"]["nf_docs"] == 2
 
 
@@ -177,8 +192,10 @@ def test_pde_votes_with_document_scores_and_records_candidates():
     assert [c["answer"] for c in ex["candidates"]] == ["Paris", "London"]
     assert [c["weight"] for c in ex["candidates"]] == [5.0, 1.0]
     assert field(rec, "prediction") == "Paris"
-    assert ex["vote_groups"][0] == {"answer": "Paris", "weight": 5.0, "members": [3]}
-    assert ex["context_doc_ids"] == ["it0::3", "it0::0"]  # the union of the single-document calls
+    gold = seeded(make_item(gold_at=3)).index("it0::3")  # members: positions in the gathered order
+    assert ex["vote_groups"][0] == {"answer": "Paris", "weight": 5.0, "members": [gold]}
+    first_other = next(d for d in seeded(make_item(gold_at=3)) if d != "it0::3")
+    assert ex["context_doc_ids"] == ["it0::3", first_other]  # the union of the single-document calls
 
 
 def test_pde_unif_selects_like_pde_and_votes_uniformly():
@@ -336,7 +353,8 @@ def test_probe_with_scripted_model_counts_calls_and_routes():
     # reasoning says 'irrelevant') and scores level 3 by the document alone
     assert prof.rho_hat == pytest.approx((1.0, -1.0, 1.0))
     assert prof.rho_star == 0.5 and prof.classification == "stochastic"
-    assert prof.em_nf == pytest.approx(2 / 6)  # NF is right only when the gold document comes first
+    first = sum(seeded(item)[0] == f"it{i}::{i % 4}" for i, item in enumerate(items))
+    assert prof.em_nf == pytest.approx(first / 6)  # NF is right only when the gold document comes first
     assert prof.id.startswith("rsc-") and prof.item_ids == tuple(i.id for i in items)
     decision = prof.decision()
     assert decision.mode == "SDA" and decision.profile_id == prof.id
