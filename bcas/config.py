@@ -248,7 +248,8 @@ class AssessConfig:
     ``temperature`` 0.6 is the paper's sampling temperature (MADARA §5.1); with
     the request seed fixed, a backend that honours seeds stays reproducible.
     ``task``: the generator prompt (factoid / FEVER label / yes-no); ``None``
-    infers it from the item's gold answers.  ``rsc_agents``: the agents whose
+    takes the dataset's task (``Dataset.task``: registered, the format's, or one
+    inference over the whole file), never an item's gold answer.  ``rsc_agents``: the agents whose
     CoT scores the RSC probe perturbs (pooled); ``rsc_bootstrap``: bootstrap
     resamples over queries (MADARA Appendix G.2); ``probe_nf``: the probe also
     measures the No-Filter EM used by the router (Algorithm 2, line 6).

@@ -211,9 +211,9 @@ def score_schema(cot: bool, step_chars: int = STEP_MAX_CHARS) -> dict[str, Any]:
     Property order is decoding order under constrained decoding (it is also the
     alphabetical order, for backends that sort properties): base replies require
     only ``score``, so it comes before the optional ``reason`` and survives
-    truncation; CoT replies require ``reasoning_steps``
-    and ``score`` (in that order: reasoning before the score, MADARA §4.1), with
-    ``confidence`` optional after them.
+    truncation; CoT replies require ``reasoning_steps``, ``score`` and ``confidence``
+    (in that order: reasoning before the score, MADARA §4.1; the CoT prompt asks for
+    all three, Appendix N, so the schema does too).
     """
     score = {"type": "integer", "enum": [0, 1, 2, 3, 4, 5]}
     if cot:
@@ -229,7 +229,7 @@ def score_schema(cot: bool, step_chars: int = STEP_MAX_CHARS) -> dict[str, Any]:
                 "score": score,
                 "confidence": {"type": "integer", "enum": [1, 2, 3, 4, 5]},
             },
-            "required": ["reasoning_steps", "score"],
+            "required": ["reasoning_steps", "score", "confidence"],
             "additionalProperties": False,
         }
     return {

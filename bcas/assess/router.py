@@ -5,12 +5,16 @@ match on the calibration set (context-handling capacity) and the RSC profile
 (rho*, rho_hat_1) from ``bcas.assess.rsc``:
 
     EM_NF < tau_NF           -> PDE   (weak baseline: isolate documents)
+    elif uninformative       -> PDE   (every rho_hat_k equal, Table 4 ‡: scores carry no order)
     elif rho* > -1           -> SDA   (stochastic scoring: rank-normalise)
     elif rho_hat_1 < 0.5     -> CoT   (quality-ordered, weakly coupled)
     else                     -> ATF   (quality-ordered, strongly coupled)
 
 The thresholds are configuration (``AssessConfig.tau_nf``, ``rho1_threshold``);
-the defaults are the paper's pilot-derived values (§5.5).
+the defaults are the paper's pilot-derived values (§5.5).  An uninformative profile (the
+RSC probe's three per-level correlations equal: degenerate scores, Table 4 ‡) has rho* = 0
+and would read as stochastic; the paper says only that such a failure "independently
+necessitates per-document isolation" (§6.3), so it is routed to PDE (``docs/fidelity.md``).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ def route(
     rho_1: float,
     tau_nf: float = TAU_NF,
     rho1_threshold: float = RHO1_THRESHOLD,
+    uninformative: bool = False,
 ) -> Mode:
     """Algorithm 2, lines 7-15: the treatment for one model-task pair.
 
@@ -62,7 +67,7 @@ def route(
     em = _check("em_nf", em_nf, 0.0, 1.0, " (a fraction, e.g. 0.42 for 42%)")
     rs = _check("rho_star", rho_star, -1.0, 1.0)
     r1 = _check("rho_1", rho_1, -1.0, 1.0)
-    if em < tau_nf:
+    if em < tau_nf or uninformative:
         return "PDE"
     if rs > QUALITY_ORDERED_RHO_STAR + _RHO_STAR_EPS:
         return "SDA"
@@ -99,10 +104,16 @@ def decide(
     tau_nf: float = TAU_NF,
     rho1_threshold: float = RHO1_THRESHOLD,
     profile_id: str | None = None,
+    uninformative: bool = False,
 ) -> RoutingDecision:
     """``route`` plus a human-readable reason naming the branch taken."""
-    mode = route(em_nf, rho_star, rho_1, tau_nf, rho1_threshold)
-    if mode == "PDE":
+    mode = route(em_nf, rho_star, rho_1, tau_nf, rho1_threshold, uninformative)
+    if mode == "PDE" and em_nf >= tau_nf:
+        reason = (
+            f"EM_NF={em_nf:.3f} >= tau_NF={tau_nf:.2f} but the RSC profile is uninformative (every rho_hat_k "
+            "equal: degenerate scores, Table 4 ‡): isolate documents (PDE)"
+        )
+    elif mode == "PDE":
         reason = f"EM_NF={em_nf:.3f} < tau_NF={tau_nf:.2f}: weak baseline, isolate documents (PDE)"
     elif mode == "SDA":
         reason = (

@@ -21,6 +21,11 @@ Outcomes:
   environment variable that holds the key, never the key itself, and every server
   message is redacted of the key before it is shown.
 
+Off the ledger: the 1-token chat request of step 2 (one per server, so two in a session
+whose judge is served apart from the model) answers no item and is on no record, so
+no summary, price or per-query call count includes it; it costs a 3-word prompt and at
+most one completion token per server (``docs/fidelity.md``).
+
 The result also carries what identifies the served model (:mod:`bcas.llm.served`): the
 id the server reports for it, what ``/models`` and ``/props`` report about it (model
 path, ``root``, weights, chat template, context length) and the ``system_fingerprint``

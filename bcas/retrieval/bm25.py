@@ -252,11 +252,14 @@ def lucene_idf(doc_freq: np.ndarray, n_docs: int) -> np.ndarray:
     return np.log1p((n_docs - df + 0.5) / (df + 0.5))
 
 
-def top_k(scores: np.ndarray, k: int, exclude: np.ndarray | None = None, positive_only: bool = False) -> np.ndarray:
+def top_k(
+    scores: np.ndarray, k: int, exclude: np.ndarray | None = None, positive_only: bool = False, ties: bool = False
+) -> np.ndarray:
     """Indices of the ``k`` highest scores, best first (ties: lower index first).
 
     ``exclude`` lists indices never returned; ``positive_only`` drops scores <= 0
-    (chunks that share no term with the query).
+    (chunks that share no term with the query).  ``ties``: also every index whose score
+    equals the ``k``-th's (so a caller can break the ties itself; more than ``k`` then).
     """
     if exclude is not None and len(exclude):
         scores = scores.astype(np.float64, copy=True)
@@ -264,7 +267,11 @@ def top_k(scores: np.ndarray, k: int, exclude: np.ndarray | None = None, positiv
     candidates = np.flatnonzero(scores > 0) if positive_only else np.flatnonzero(scores > -np.inf)
     if len(candidates) > k:
         part = np.argpartition(-scores[candidates], k - 1)[:k]
-        candidates = candidates[part]
+        if ties:
+            kth = scores[candidates[part]].min()
+            candidates = candidates[scores[candidates] >= kth]
+        else:
+            candidates = candidates[part]
     order = np.lexsort((candidates, -scores[candidates]))
     return candidates[order]
 
@@ -367,10 +374,12 @@ class BM25Index:
         bigram_boost: float = 0.0,
         trigram_boost: float = 0.0,
         exclude: np.ndarray | None = None,
+        ties: bool = False,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Top ``k`` chunks sharing at least one term with the query: (indices, scores), best first."""
+        """Top ``k`` chunks sharing at least one term with the query: (indices, scores), best first
+        (``ties``: with every chunk tied with the ``k``-th, :func:`top_k`)."""
         scores = self.scores(query, bigram_boost, trigram_boost)
-        idx = top_k(scores, k, exclude, positive_only=True)
+        idx = top_k(scores, k, exclude, positive_only=True, ties=ties)
         return idx, scores[idx]
 
 

@@ -29,6 +29,7 @@ from synchronous code only; inside a running event loop use ``await asearch``.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -72,6 +73,11 @@ class Hit:
     title: str
     text: str
     score: float
+
+
+def _content_key(chunk: Chunk) -> str:
+    """A tie-break key of ``chunk`` that depends on its title and text only (never its id or place)."""
+    return hashlib.sha256(f"{chunk.title}\x00{chunk.text}".encode()).hexdigest()
 
 
 class Retriever:
@@ -130,8 +136,29 @@ class Retriever:
         assert self.bm25 is not None
         cfg = self.config
         boost2, boost3 = (cfg.bigram_boost, cfg.trigram_boost) if cfg.phrase_boost else (0.0, 0.0)
-        idx, scores = self.bm25.search(query, n, bigram_boost=boost2, trigram_boost=boost3, exclude=exclude)
-        return [(int(i), float(s)) for i, s in zip(idx, scores, strict=True)]
+        idx, scores = self.bm25.search(query, n, bigram_boost=boost2, trigram_boost=boost3, exclude=exclude, ties=True)
+        return self.untied([(int(i), float(s)) for i, s in zip(idx, scores, strict=True)], n)
+
+    def untied(self, ranked: Sequence[tuple[int, float]], n: int) -> list[tuple[int, float]]:
+        """``ranked`` (best first, every chunk tied with the ``n``-th included) cut to ``n``, each run
+        of equal scores ordered by a hash of its chunks' title and text.
+
+        Equal BM25 scores are common over short passages; broken by position they would follow
+        the file's layout (ConflictQA lists its memory side first), so the order, and which of
+        the tied chunks make the cut, depend on the text alone.
+        """
+        out: list[tuple[int, float]] = []
+        i = 0
+        while i < len(ranked) and len(out) < n:
+            j = i
+            while j < len(ranked) and ranked[j][1] == ranked[i][1]:
+                j += 1
+            run = list(ranked[i:j])
+            if len(run) > 1:
+                run.sort(key=lambda ps: _content_key(self.chunks[ps[0]]))
+            out.extend(run[: n - len(out)])
+            i = j
+        return out
 
     def semantic(self, query: str, n: int, exclude: np.ndarray | None = None) -> list[tuple[int, float]]:
         """Top ``n`` (chunk position, cosine similarity) pairs."""

@@ -407,9 +407,8 @@ def complete_session(
                 datasets.setdefault(str(ds.name), set()).add(str(ds.hash))
         entry["datasets"] = {k: sorted(v) for k, v in sorted(datasets.items())}
         tasks: dict[str, Any] = dict(entry.get("dataset_tasks") or {})
-        for ds in (getattr(session, "_datasets", None) or {}).values():
-            if str(ds.name) in entry["datasets"]:
-                tasks[str(ds.name)] = {"task": ds.task, "scoring": ds.scoring, "task_source": ds.task_source}
+        for ds in (getattr(session, "_datasets", None) or {}).values():  # every dataset a prompt was made for
+            tasks[str(ds.name)] = {"task": ds.task, "scoring": ds.scoring, "task_source": ds.task_source}
         entry["dataset_tasks"] = dict(sorted(tasks.items()))
         loaded = {spec.label: m for spec, m in (getattr(session, "_models", None) or {}).items()}
         for label, model in (entry.get("models") or {}).items():

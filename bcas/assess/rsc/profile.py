@@ -1,5 +1,11 @@
 """The RSC profile of a model-task pair (MADARA §3.2, Appendix F.2-F.4, G.2): pooled
-rho_hat_k, rho*, rho_bar, bootstrap stability and the split-half check; saved as JSON."""
+rho_hat_k, rho*, rho_bar, bootstrap stability and the split-half check; saved as JSON.
+
+``rho_hat_k`` pools the (normal, perturbed) score pairs of every calibration query, document
+and assessment agent in ``AssessConfig.rsc_agents`` into one Spearman per level (Eq. 1; the
+paper's Table 13 calls the pooled values canonical; whether it pools the three agents is
+not stated, ``docs/fidelity.md``).  A profile whose three ``rho_hat_k`` are equal is
+``uninformative`` (Table 4, ‡: degenerate scores), never ``stochastic``."""
 
 from __future__ import annotations
 
@@ -12,7 +18,15 @@ from typing import Any
 import numpy as np
 
 from bcas.assess.router import RoutingDecision, decide
-from bcas.assess.rsc.stats import LEVEL_NAMES, classify, coupling_state, spearman, trend_coefficient
+from bcas.assess.rsc.stats import (
+    LEVEL_NAMES,
+    UNINFORMATIVE,
+    classify,
+    coupling_state,
+    is_uninformative,
+    spearman,
+    trend_coefficient,
+)
 
 
 @dataclass(frozen=True)
@@ -76,7 +90,8 @@ class RSCProfile:
             raise ValueError("this profile has no EM_NF; probe with AssessConfig(probe_nf=True) or route() by hand")
         tau = self.config.get("tau_nf", 0.30) if tau_nf is None else tau_nf
         r1t = self.config.get("rho1_threshold", 0.5) if rho1_threshold is None else rho1_threshold
-        return decide(self.em_nf, self.rho_star, self.rho_1, tau, r1t, profile_id=self.id)
+        uninformative = self.classification == UNINFORMATIVE
+        return decide(self.em_nf, self.rho_star, self.rho_1, tau, r1t, profile_id=self.id, uninformative=uninformative)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -190,6 +205,7 @@ def profile_from_triples(
     rho_hat = pooled_rhos(triples)
     rho_star = trend_coefficient(rho_hat)
     normal = [t.normal for t in triples if t.normal is not None]
+    degenerate = is_uninformative(rho_hat)  # Table 4 (‡): not stochastic, uninformative
     missing = {"normal": sum(t.normal is None for t in triples)}
     for k in range(3):
         missing[LEVEL_NAMES[k + 1]] = sum(t.normal is not None and t.perturbed[k] is None for t in triples)
@@ -199,8 +215,8 @@ def profile_from_triples(
         rho_hat=rho_hat,
         rho_star=rho_star,
         rho_bar=float(np.mean(rho_hat)),
-        classification=classify(rho_star),
-        state=coupling_state(rho_star, rho_hat[0], rho1_threshold),
+        classification=UNINFORMATIVE if degenerate else classify(rho_star),
+        state=UNINFORMATIVE if degenerate else coupling_state(rho_star, rho_hat[0], rho1_threshold),
         em_nf=em_nf,
         n_queries=len({t.query for t in triples}),
         n_triples=len(triples),

@@ -12,6 +12,9 @@ from bcas.assess.aggregate import average_ranks
 LEVEL_NAMES = {1: "shuffled", 2: "contradicted", 3: "random"}
 QUALITY_ORDERED = "quality-ordered"
 STOCHASTIC = "stochastic"
+# MADARA Table 4 (‡): every rho_hat_k equal (scores degenerate, e.g. all at the floor), so
+# perturbation tells nothing; rho* = 0 would otherwise read as stochastic.
+UNINFORMATIVE = "uninformative"
 
 
 def spearman(x: Sequence[float], y: Sequence[float], undefined: float = 0.0) -> float:
@@ -59,6 +62,13 @@ def trend_coefficient(rhos: Sequence[float]) -> float:
 def classify(rho_star: float) -> str:
     """``quality-ordered`` iff rho* = -1 (MADARA Definition 1), else ``stochastic``."""
     return QUALITY_ORDERED if rho_star <= -1.0 + 1e-9 else STOCHASTIC
+
+
+def is_uninformative(rho_hat: Sequence[float]) -> bool:
+    """Whether a profile's per-level correlations are all equal (MADARA Table 4, ‡): degenerate
+    scores (constant, so every Spearman is undefined) leave perturbation uninformative."""
+    r = [float(v) for v in rho_hat]
+    return len(r) == 3 and r[0] == r[1] == r[2]
 
 
 def coupling_state(rho_star: float, rho_1: float, rho1_threshold: float = 0.5) -> str:
