@@ -168,7 +168,13 @@ class _Abort(Exception):
 
 class _Run:
     def __init__(
-        self, item: Item, model: ChatModel, retriever: Retriever, config: RunConfig, keep_requests: bool, task: str | None
+        self,
+        item: Item,
+        model: ChatModel,
+        retriever: Retriever,
+        config: RunConfig,
+        keep_requests: bool,
+        task: str | None,
     ):
         self.item = item
         self.task = task  # the dataset's task: the assessment treatments' generator prompt

@@ -108,7 +108,10 @@ def test_run_json_records_each_datasets_task(tmp_path: Path) -> None:
 
 def _conflict_item(i: int) -> Item:
     """An item listed as ConflictQA lists them: the two memory-side documents first."""
-    docs = tuple(Document(f"c{i}::{j}", "", f"Document {j} of item {i}: side {'memory' if j < 2 else 'counter'}.") for j in range(4))
+    docs = tuple(
+        Document(f"c{i}::{j}", "", f"Document {j} of item {i}: side {'memory' if j < 2 else 'counter'}.")
+        for j in range(4)
+    )
     return Item(f"c{i}", f"Question {i}?", ("yes",), docs)
 
 
@@ -147,7 +150,9 @@ def test_equal_bm25_scores_are_ordered_by_text_not_by_place_in_the_collection() 
     forward = [Document(f"d{j}", "", t) for j, t in enumerate(texts)]
     backward = [Document(f"e{j}", "", t) for j, t in enumerate(reversed(texts))]
     config = RetrievalConfig(mode="bm25", phrase_boost=False, k=2)
-    hits = [[h.text for h in build_retriever(docs, config).search("Shirley Temple film")] for docs in (forward, backward)]
+    hits = [
+        [h.text for h in build_retriever(docs, config).search("Shirley Temple film")] for docs in (forward, backward)
+    ]
     assert hits[0] == hits[1], "tied chunks follow the collection's layout"
 
 
@@ -166,7 +171,9 @@ def test_a_degenerate_rsc_profile_is_uninformative_and_isolates() -> None:
     assert profile.classification == "uninformative" and profile.state == "uninformative"
     decision = profile.decision()
     assert decision.mode == "PDE" and "uninformative" in decision.reason
-    informative = [Triple(q, d, "relevance", float(d), (float(d), float(4 - d), float(d % 2))) for q in range(4) for d in range(5)]
+    informative = [
+        Triple(q, d, "relevance", float(d), (float(d), float(4 - d), float(d % 2))) for q in range(4) for d in range(5)
+    ]
     assert profile_from_triples(informative, em_nf=0.9, n_bootstrap=0).classification != "uninformative"
 
 

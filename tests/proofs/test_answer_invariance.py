@@ -12,6 +12,11 @@ consequence instead.  Each shipped dataset is cut to a few items and written twi
   supports_gold, ...) stay where they were: a document's id, position in the file and
   annotations now belong to another text.
 
+Where a grid routes (MADARA Algorithm 2), the calibration items keep their answers: the
+route is learnt from them by design (EvalNF is exact match on the calibration set), and
+they are never evaluated; the ``rsc`` grid, which probes and runs EvalNF without routing,
+moves theirs too, so a calibration prompt chosen from its gold still fails.
+
 Every registered grid runs on both copies through a model whose replies depend on the
 request alone (the ``random`` mock, behind a recording model).  Every request of the two
 runs (messages, tool definitions, JSON schema, token caps) must be byte-identical.  A
@@ -30,13 +35,15 @@ from typing import Any
 import pytest
 
 import bcas
-from bcas.data import DATASETS
+from bcas.data import DATASETS, load_dataset
 from bcas.grids import GRIDS
+from bcas.registry import ROUTED_METHOD
 from bcas.resources import resource_path
 from bcas.testing.recording import RecordingModel, recording_backend
 
-N_ITEMS = 3  # items per copy: 1 calibrates the grids that hold a calibration split out, 2 are evaluated
+N_ITEMS = 4  # items per copy: 1 calibrates the grids that hold a calibration split out, 3 are evaluated
 CALIBRATION_N = 1
+SEED = 0  # the runs' seed (--bcas-seed's default)
 LABELS = {"yes", "no", "supports", "refutes", "not enough info"}
 _MODELS: list[RecordingModel] = []
 
@@ -60,15 +67,13 @@ def _is_label(row: dict[str, Any]) -> bool:
 
 
 def small_copy(rows: list[dict[str, Any]], n: int = N_ITEMS) -> list[dict[str, Any]]:
-    """The first ``n`` items, with one whose gold is a label (yes/no, FEVER's) and one whose gold is
-    not, where the file has both: a permutation then moves golds of both kinds."""
-    kept = rows[:n]
-    for want in (True, False):
-        if not any(_is_label(r) == want for r in kept):
-            found = next((r for r in rows[n:] if _is_label(r) == want), None)
-            if found is not None:
-                kept = [*kept[: n - 1], found] if want else [found, *kept[1:]]
-    return kept
+    """The first ``n`` items; where the file has golds of both kinds (a label: yes/no, FEVER's;
+    anything else), the first of each kind in turn, so moving the golds one item on changes the
+    kind of every item's gold."""
+    kinds = [[r for r in rows if not _is_label(r)], [r for r in rows if _is_label(r)]]
+    if not all(kinds):
+        return rows[:n]
+    return [kinds[j % 2][j // 2] for j in range(n) if j // 2 < len(kinds[j % 2])]
 
 
 def _moved(values: list[Any]) -> list[Any]:
@@ -84,16 +89,23 @@ def _renamed(ids: list[str], source: dict[str, Any], target: dict[str, Any], row
     (an annotation moved to another item keeps naming documents of the item it is in)."""
     place = {d["id"]: j for j, d in enumerate(source.get("documents") or [])}
     theirs = [d["id"] for d in next(r for r in rows if r["id"] == target["id"]).get("documents") or []]
-    return [theirs[place[i]] if i in place and place[i] < len(theirs) else i for i in ids if i not in place or place[i] < len(theirs)]
+    return [
+        theirs[place[i]] if i in place and place[i] < len(theirs) else i
+        for i in ids
+        if i not in place or place[i] < len(theirs)
+    ]
 
 
-def permuted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``rows`` with every answer and annotation moved among the items, and inside each item the
-    document texts moved among the documents' ids, positions and annotations (module docstring)."""
+def permuted(rows: list[dict[str, Any]], held: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """``rows`` with every answer and annotation moved among the items (but those of ``held``),
+    and inside each item the document texts moved among the documents' ids, positions and
+    annotations (module docstring)."""
     item_keys = sorted({k for r in rows for k in r} - {"id", "question", "documents"})
     out = [{"id": r["id"], "question": r["question"]} for r in rows]
     missing = object()
-    sources = _moved(rows)
+    moving = [r for r in rows if r["id"] not in held]
+    after = dict(zip([r["id"] for r in moving], _moved(moving), strict=True))
+    sources = [after.get(r["id"], r) for r in rows]
     for key in item_keys:
         for row, source in zip(out, sources, strict=True):
             value = source.get(key, missing)
@@ -102,7 +114,9 @@ def permuted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for row, original in zip(out, rows, strict=True):
         docs = original.get("documents") or []
         texts = _moved([(d.get("title", ""), d["text"]) for d in docs])
-        row["documents"] = [{**doc, "title": title, "text": text} for doc, (title, text) in zip(docs, texts, strict=True)]
+        row["documents"] = [
+            {**doc, "title": title, "text": text} for doc, (title, text) in zip(docs, texts, strict=True)
+        ]
     return out
 
 
@@ -139,6 +153,7 @@ def prompts(grid: str, dataset: str, run_dir: Path) -> list[str]:
         out=run_dir,
         no_cache=True,
         calibration_n=CALIBRATION_N,
+        seed=SEED,
     )
     return sorted(seen(r) for model in _MODELS for r in model.requests)
 
@@ -152,24 +167,45 @@ def first_difference(a: list[str], b: list[str]) -> str:
     return f"first differing request, at character {at}:\n  as is:    ...{x[max(0, at - 80) : at + 80]}\n  permuted: ...{y[max(0, at - 80) : at + 80]}"
 
 
+def routes(grid: str) -> bool:
+    """Whether ``grid`` runs the routed MADARA pipeline (Algorithm 2)."""
+    return any(e.kind == "madara" and e.config.assess.method == ROUTED_METHOD for e in GRIDS[grid].entries)
+
+
+def calibration_ids(path: str) -> frozenset[str]:
+    """The ids of the items a run with ``CALIBRATION_N`` calibrates on (the seeded split, ids only)."""
+    calibration, _ = load_dataset(path).calibration_split(CALIBRATION_N, SEED)
+    return frozenset(i.id for i in calibration.items)
+
+
 def assert_invariant(grid: str, source: Path, tmp: Path) -> None:
+    """The routed pipeline learns its route from the calibration items' answers (Algorithm 2, line 6:
+    EvalNF is exact match on C), so where a grid routes, those items keep theirs; the ``rsc`` grid
+    (the probe and EvalNF, no route) moves them like every other item."""
     rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
     small = small_copy(rows)
     name = source.stem.replace("_", "-")
     plain = write(small, tmp / "plain" / f"{name}.jsonl")
-    moved = write(permuted(small), tmp / "moved" / f"{name}.jsonl")
+    held = calibration_ids(plain) if routes(grid) else frozenset()
+    moved = write(permuted(small, held), tmp / "moved" / f"{name}.jsonl")
     first = prompts(grid, plain, tmp / "run-plain")
     second = prompts(grid, moved, tmp / "run-moved")
     assert first, f"no request reached the model: {grid} on {source.name}"
-    assert first == second, f"{grid} on {source.name}: a prompt depends on the answer; {first_difference(first, second)}"
+    assert first == second, (
+        f"{grid} on {source.name}: a prompt depends on the answer; {first_difference(first, second)}"
+    )
+
+
+MIXED = "hotpotqa"  # the shipped dataset whose golds mix yes/no with other answers
 
 
 def pairs() -> Iterator[Any]:
-    """Every (grid, shipped dataset): in the default run each grid on its own datasets and the
-    smoke grid, which runs both pipelines, on every one; the other pairs with ``--runslow``."""
+    """Every (grid, shipped dataset): in the default run each grid on its own datasets, the smoke
+    grid (both pipelines) on every one, and every grid on ``MIXED``, where a task chosen per item
+    from its gold would differ from the dataset's; the other pairs with ``--runslow``."""
     files = {DATASETS[name].path.resolve(): name for name in DATASETS}
     for grid in sorted(GRIDS):
-        own = {DATASETS[d].path.resolve() for d in GRIDS[grid].datasets if d in DATASETS}
+        own = {DATASETS[d].path.resolve() for d in (*GRIDS[grid].datasets, MIXED) if d in DATASETS}
         for source in shipped():
             default = grid == "smoke" or source.resolve() in own
             marks = () if default else (pytest.mark.slow,)

@@ -174,7 +174,9 @@ async def probe_run(
     em_nf = None
     nf_results: list[dict[str, Any]] = []
     if cfg.probe_nf:
-        em_nf, _ = await run_nf_for_probe(model, items, per_item_docs, cfg, results=nf_results, ledger=ledger, task=task)
+        em_nf, _ = await run_nf_for_probe(
+            model, items, per_item_docs, cfg, results=nf_results, ledger=ledger, task=task
+        )
     item_ids = tuple(item.id for item in items)
     usage: dict[str, Any] = ledger.usage().to_dict()
     usage["by_phase"] = {name: u.to_dict() for name, u in usage_by_phase(ledger.entries).items()}
