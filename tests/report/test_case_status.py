@@ -52,7 +52,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.Comp
     return folder / "run", result, uri
 
 
-def test_the_cases_fail_in_pytest_with_the_reason(run: tuple[Path, subprocess.CompletedProcess[str], str | None]) -> None:
+def test_the_cases_fail_in_pytest_with_the_reason(
+    run: tuple[Path, subprocess.CompletedProcess[str], str | None],
+) -> None:
     _, result, _ = run
     out = result.stdout
     assert re.search(r"\b2 failed, 1 passed\b", out), out[-3000:]
@@ -155,7 +157,9 @@ def test_the_terminal_summary_marks_the_failed_cases(
         assert ("FAILED" in line) == failed and ("100.0" in line) == (not failed), line
     for label in FAILED:
         method = label.split("/")[1]
-        assert any(line.startswith(f"FAILED: smoke/mock-gold/onedoc/{label}: {REASON.format(method)}") for line in lines)
+        assert any(
+            line.startswith(f"FAILED: smoke/mock-gold/onedoc/{label}: {REASON.format(method)}") for line in lines
+        )
 
 
 @skip_if_no_mlflow
