@@ -417,9 +417,11 @@ def render_report(
     matrix: dict[str, Any] | None = None,
     manifest: dict[str, Any] | None = None,
     stops: list[dict[str, Any]] | None = None,
+    notes: list[str] | None = None,
 ) -> Path:
     """Write ``index.html`` into ``run_dir`` and return its path (``gate``: a ``GateReport``;
-    ``stops``: cases the session's ``--bcas-max-cost`` stopped, :mod:`bcas.run.cost`)."""
+    ``stops``: cases the session's ``--bcas-max-cost`` stopped, :mod:`bcas.run.cost`; ``notes``:
+    lines shown first among the notes)."""
     grid_order = grid_order or {}
     grids = dict(GRIDS.items())
     results = counting(rows)  # the charts, matrices and beyond-accuracy tables show no case that did not pass
@@ -437,7 +439,7 @@ def render_report(
         failures=failures_section(rows),
         stops=stops_section(stops or []),
         filters=filter_bar(rows),
-        notes=_notes(records, grid_notes(rows, records, grids)),
+        notes=list(notes or []) + _notes(records, grid_notes(rows, records, grids)),
         gate=_gate(gate),
         summary_headers=SUMMARY_HEADERS,
         summary_rows=_summary_rows(rows),
