@@ -88,9 +88,7 @@ def combine_runs(paths: Sequence[str | Path], out: str | Path, allow_mismatch: b
     found = differences(runs)
     if found and not allow_mismatch:
         raise MismatchError(
-            "not comparable (only the model may differ): "
-            + "; ".join(found)
-            + " (--allow-mismatch combines them "
+            "not comparable (only the model may differ): " + "; ".join(found) + " (--allow-mismatch combines them "
             "anyway and says so in the report)"
         )
     if (target / "records.jsonl").is_file():

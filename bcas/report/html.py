@@ -48,7 +48,8 @@ th{background:#f3f3f3;cursor:pointer} td.t{text-align:left}
 tr.sig td{background:#fff3f3} details{margin:2px 0} summary{cursor:pointer}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#fafafa;border:1px solid #eee;padding:4px;max-width:100em}
 summary{overflow-wrap:anywhere}
-td.t{overflow-wrap:normal;word-break:normal;hyphens:none} td{white-space:nowrap} td.t{white-space:normal;min-width:6em}
+td.t{overflow-wrap:normal;word-break:normal;hyphens:none} td{white-space:nowrap}
+td.q{white-space:normal;min-width:24em;max-width:36em} .name{white-space:nowrap}
 .ok{color:#137333}.bad{color:#b3261e} .fig{display:inline-block;margin:4px}
 tr.failed td{background:#fdecea} tr.failed td:nth-child(6){color:#b3261e;font-weight:bold}
 """
