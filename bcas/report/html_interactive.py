@@ -16,8 +16,8 @@ compares and hides rows; it never evaluates, parses as HTML or inserts record co
 - Cost bands (:mod:`bcas.report.html_cost`): "the cheapest configuration within X points of
   the best", recomputed from the panel's points whenever X changes, with the same rule
   and tie-breaks as :func:`bcas.report.pareto.cheapest_within`.
-- Sticky columns: the first ``data-sticky`` columns of a wide table stay in view while the
-  table scrolls inside its own box (each column's offset is the widths of those before it).
+- Sticky columns: the first columns of a wide table (as many as its box's ``data-sticky``)
+  stay in view while the table scrolls inside its own box (each column's offset is the widths of those before it).
 """
 
 from __future__ import annotations
@@ -124,9 +124,9 @@ SCRIPT = """
     box.querySelector('input').addEventListener('input', function(){ applyWithin(box); });
     applyWithin(box);
   });
-  // The first columns of a wide table (data-sticky: how many) stay in view while its box scrolls.
+  // The first columns of a wide table (its box's data-sticky: how many) stay in view while the box scrolls.
   function stick(table){
-    var n = parseInt(table.dataset.sticky || '0', 10), head = table.tHead && table.tHead.rows[0];
+    var n = parseInt(table.parentElement.dataset.sticky || '0', 10), head = table.tHead && table.tHead.rows[0];
     if (!n || !head) return;
     var left = 0;
     for (var i = 0; i < n && i < head.cells.length; i++) {
@@ -136,8 +136,8 @@ SCRIPT = """
       left += head.cells[i].getBoundingClientRect().width;
     }
   }
-  document.querySelectorAll('table[data-sticky]').forEach(stick);
-  window.addEventListener('resize', function(){ document.querySelectorAll('table[data-sticky]').forEach(stick); });
+  document.querySelectorAll('.scroll[data-sticky] > table').forEach(stick);
+  window.addEventListener('resize', function(){ document.querySelectorAll('.scroll[data-sticky] > table').forEach(stick); });
   document.body.dataset.ready = '1';
 })();
 """
