@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from bcas.testing.project import grid_project
 from support.mockruns import REPO, run_pytest
 from support.skips import MLFLOW_IMPORTABLE, skip_if_no_mlflow
+
+from bcas.testing.project import grid_project
 
 FAILED = ("madara/pde", "madara/sda")
 REASON = "items averaged 1.0 documents, fewer than the 2 that {} needs"
