@@ -401,7 +401,7 @@ def _run_command(command: str, pytester: pytest.Pytester, cache_dir: Path, full:
             args = _without(_without(_without(args, "--judge"), "--judge-base-url"), "--api-key-env")
             args += ["--judge", "mock:gold"]  # a hosted judge needs a key: the mock judge grades instead
         elif args[:1] == ["compare"]:
-            for folder in inputs:
+            for folder in (w for w in inputs if w != _value(args, "--report")):  # --report: the folder it writes
                 _prepare(folder, pytester)
         elif args[:2] != ["gate", "write"]:
             raise AssertionError(f"docs command without a rule in tests/test_readme.py: {command}")

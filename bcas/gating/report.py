@@ -19,11 +19,13 @@ from typing import Any
 
 from bcas.gating.baseline import GateResult, holm_families
 from bcas.gating.plan import CasePlan, GatePlan, load_plan
+from bcas.records.case_status import PASSED, CaseStatus, read_case_statuses
 
 VERDICT_FAIL = "FAIL"
 VERDICT_PASS = "pass"
 VERDICT_CANNOT_FAIL = "pass (cannot fail)"
 VERDICT_NOT_RUN = "not run"
+VERDICT_CASE = "case "  # + the case's status: a case that failed, stopped short or raised has no result to gate
 
 
 @dataclass
@@ -43,6 +45,8 @@ class GateRow:
     min_drop: float | None
     verdict: str
     compared_with: str = ""  # the baseline's model when another, and any --bcas-allow-mismatch override
+    case_status: str = ""  # the case's status (bcas.records.case_status), when the run folder has it
+    reason: str = ""  # why a case that did not pass did not
 
 
 @dataclass
@@ -58,7 +62,7 @@ class GateReport:
 
     @property
     def failed(self) -> bool:
-        return any(r.verdict == VERDICT_FAIL for r in self.rows)
+        return any(r.verdict == VERDICT_FAIL or r.verdict.startswith(VERDICT_CASE) for r in self.rows)
 
     @property
     def cannot_fail(self) -> list[GateRow]:
@@ -67,9 +71,13 @@ class GateReport:
     @property
     def overall(self) -> str:
         """FAIL, PASS, or a pass that says how much of the gate could not have failed."""
+        broken = sum(r.verdict.startswith(VERDICT_CASE) for r in self.rows)
         if self.failed:
             n = sum(r.verdict == VERDICT_FAIL for r in self.rows)
-            return f"FAIL: {n} of {len(self.rows)} gated cases significantly worse than the baseline"
+            parts = [f"{n} of {len(self.rows)} gated cases significantly worse than the baseline"] if n else []
+            if broken:
+                parts.append(f"{broken} of {len(self.rows)} gated cases failed, stopped short or raised (no result)")
+            return "FAIL: " + "; ".join(parts)
         if not self.rows:
             return "NOTHING GATED: the baseline matches no case of this run"
         stuck = len(self.cannot_fail)
@@ -100,6 +108,7 @@ class GateReport:
                 f"{_int(r.worse_only):>7}{_int(r.better_only):>7}{_num(r.p_value):>10}{_num(r.holm_threshold):>10}"
                 f"{_num(r.p_holm):>9}{_pct(r.min_drop, '-'):>9}  {r.verdict}"
             )
+        out.extend(f"{r.case_id}: {r.verdict}: {r.reason}" for r in self.rows if r.verdict.startswith(VERDICT_CASE))
         for case_id, reason in self.not_gated[:10]:
             out.append(f"not gated: {case_id}: {reason}")
         if len(self.not_gated) > 10:
@@ -233,8 +242,23 @@ def session_gate_report(run_dir: Path, token: str) -> GateReport | None:
     if report is None:
         path.unlink(missing_ok=True)
         return None
+    with_case_statuses(report, read_case_statuses(Path(run_dir)))
     path.write_text(json.dumps(report.to_dict(), indent=1), encoding="utf-8")
     return report
+
+
+def with_case_statuses(report: GateReport, statuses: list[CaseStatus]) -> None:
+    """Mark each gated case that did not pass (failed, incomplete, error): its accuracy is no
+    result, so its row shows the case's status and reason in place of a verdict and a current accuracy."""
+    by_case = {s.case_id: s for s in statuses}
+    for row in report.rows:
+        found = by_case.get(row.case_id)
+        if found is None:
+            continue
+        row.case_status, row.reason = found.status, found.reason
+        if found.status != PASSED:
+            row.verdict, row.current_acc = VERDICT_CASE + found.status, None
+            row.worse_only = row.better_only = None
 
 
 def junit_properties(result: GateResult | None, plan: CasePlan | None) -> list[tuple[str, str]]:

@@ -42,6 +42,7 @@ from typing import Any
 
 from bcas.harness.merge_checks import Mismatch, mismatches
 from bcas.records import RECORDS_FILE, Record, RecordError, dedupe, read_records_file, record_files
+from bcas.records.case_status import CASES_FILE, append_case_status, read_case_statuses
 from bcas.records.manifest import MANIFEST_FILE, read_manifest
 from bcas.run.finalize import finalize_run
 from bcas.shard import SHARD_FOLDER
@@ -219,6 +220,11 @@ def merge_runs(
     tmp = target / f"{RECORDS_FILE}.tmp"
     tmp.write_text(payload, encoding="utf-8")
     tmp.replace(target / RECORDS_FILE)
+
+    # each shard's case statuses; a case that did not pass on one shard did not pass (its line is last, so it wins)
+    (target / CASES_FILE).unlink(missing_ok=True)
+    for status in sorted((s for run in inputs for s in read_case_statuses(run)), key=lambda s: s.counts is False):
+        append_case_status(target, status)
 
     warnings: list[str] = []
     profiles = 0

@@ -21,11 +21,16 @@ items both groups hold:
 * the flipped items, listed both ways, and in the HTML (``--html OUT``, one
   self-contained file without scripts) each flipped item's two trajectories side by side.
 
-Answers are only comparable when they claim the same model, items and prompts: a pair of
-groups whose model fingerprints, dataset hashes or prompt hashes differ is refused (exit
+Another model is the comparison: two runs of different models on the same items are
+paired and compared without a warning (the models are named).  Anything else that
+differs is not a comparison of models: a pair of groups whose dataset hashes, prompt
+hashes or configuration ids (another seed, say) differ is refused in one line (exit
 status 2, naming each difference) unless ``--allow-mismatch``, which prints every
-difference and writes it into the HTML.  Configuration ids that differ under one label
-(another seed, say) are reported, not refused.
+difference and writes it into the HTML.
+
+Two or more runs (of different models, say) also combine into one report of the usual
+kind (``--report DIR``, :mod:`bcas.report.combine`): every model against every other on
+the same configuration and items, Holm within each grid × dataset.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from bcas.grading.outcomes import METRICS, outcome
 from bcas.metrics.values import VALUES, is_share, value
 from bcas.records import Record, RecordError, load_records
 from bcas.records.manifest import read_manifest
+from bcas.report.combine import COMPARED_ON, combine_runs
 from bcas.report.membership import model_names
 from bcas.report.paired import paired, paired_bootstrap
 from bcas.report.templating import render
@@ -128,13 +134,10 @@ def _values(records: list[Record], name: str) -> list[str]:
 
 
 def identity_differences(recs_a: list[Record], recs_b: list[Record]) -> list[str]:
-    """What makes two groups' answers incomparable: model fingerprint, dataset hash, prompt hash."""
+    """What makes two groups' answers incomparable: the dataset hash, the prompt hash or the
+    configuration id differs (another model is the comparison, not a difference)."""
     out = []
-    for name, what in (
-        ("model_fingerprint", "model fingerprint"),
-        ("dataset_hash", "dataset hash"),
-        ("prompt_hash", "prompt hash"),
-    ):
+    for name, what in COMPARED_ON:
         a, b = _values(recs_a, name), _values(recs_b, name)
         if a != b:
             out.append(f"{what} differs: A {', '.join(a)} vs B {', '.join(b)}")
@@ -205,9 +208,6 @@ def compare_groups(
     for item in a_only + b_only:
         out.records_a[item] = by_item_a[item][0]
         out.records_b[item] = by_item_b[item][0]
-    ids_a, ids_b = _values(recs_a, "config_id"), _values(recs_b, "config_id")
-    if ids_a != ids_b:
-        out.notes.append(f"configuration ids differ under one label: A {', '.join(ids_a)} vs B {', '.join(ids_b)}")
     only_a, only_b = len(set(by_item_a) - set(by_item_b)), len(set(by_item_b) - set(by_item_a))
     if only_a or only_b:
         out.notes.append(f"items in one run only, left out: {only_a} in A, {only_b} in B")
@@ -235,9 +235,6 @@ def compare_values(
         result.diff, result.ci_lo, result.ci_hi, result.p_value, "paired bootstrap",
         max([len(v[i]) for v in by_item for i in shared] + [1]), binary=False, share=is_share(metric),
     )  # fmt: skip
-    ids_a, ids_b = _values(recs_a, "config_id"), _values(recs_b, "config_id")
-    if ids_a != ids_b:
-        out.notes.append(f"configuration ids differ under one label: A {', '.join(ids_a)} vs B {', '.join(ids_b)}")
     unmeasured = len({r.item_id for r in recs_a} | {r.item_id for r in recs_b}) - n
     if unmeasured:
         out.notes.append(f"items left out: {unmeasured} not measured in {metric} in both runs")
@@ -285,9 +282,20 @@ def compare_runs(run_a: Run, run_b: Run, metric: str = "em") -> tuple[list[Group
         paired_b.add(key_b)
         comp = compare_groups(model_a, names_b[key_b[:2]], dataset, label, recs_a, groups_b[key_b], metric)
         comp.mismatches = identity_differences(recs_a, groups_b[key_b])
+        prints_b = _values(groups_b[key_b], "model_fingerprint")
+        if [fp_a] != prints_b:  # the comparison itself: which two models' answers are paired
+            comp.notes.insert(0, f"models compared: A {model_a} ({fp_a}) vs B {comp.model_b} ({', '.join(prints_b)})")
         out.append(comp)
     unmatched += [f"only in B: {names_b[k[:2]]} / {k[2]} / {k[3]}" for k in sorted(groups_b) if k not in paired_b]
     return out, unmatched
+
+
+def refusal(differences: list[str]) -> str:
+    """The one line that refuses answers that are not a comparison of models."""
+    return (
+        "error: not comparable (only the model may differ): " + "; ".join(differences) + " "
+        "(--allow-mismatch compares them anyway and says so in the output)"
+    )
 
 
 # -- text ------------------------------------------------------------------------------------
@@ -316,13 +324,16 @@ def table_lines(comps: list[GroupComparison]) -> list[str]:
     binary = all(c.binary for c in comps)
     a, b, d = ("A %", "B %", "B-A pts") if all(c.share for c in comps) else ("A", "B", "B-A")
     only = ("A only", "B only") if binary else ("A >", "B >")
+    # text columns as wide as their longest cell: two models' names are never cut
+    mw, dw, lw = (max([len(head), *(len(getattr(c, attr)) for c in comps)]) + 2 for head, attr in (
+        ("model", "model"), ("dataset", "dataset"), ("config", "label")))  # fmt: skip
     lines = [
-        f"{'model':<24}{'dataset':<16}{'config':<24}{'n':>5}{a:>9}{b:>9}{d:>9}"
+        f"{'model':<{mw}}{'dataset':<{dw}}{'config':<{lw}}{'n':>5}{a:>9}{b:>9}{d:>9}"
         f"{'95% CI':>18}{only[0]:>8}{only[1]:>8}{'p':>9}"
     ]
     for c in comps:
         lines.append(
-            f"{c.model[:23]:<24}{c.dataset[:15]:<16}{c.label[:23]:<24}{c.n:>5}{c.shown(c.acc_a):>9}"
+            f"{c.model:<{mw}}{c.dataset:<{dw}}{c.label:<{lw}}{c.n:>5}{c.shown(c.acc_a):>9}"
             f"{c.shown(c.acc_b):>9}{c.shown(c.diff, True):>9}{f'{c.shown(c.ci_lo, True)} {c.shown(c.ci_hi, True)}':>18}"
             f"{len(c.a_only):>8}{len(c.b_only):>8}{c.p_value:>9.4f}"
         )
@@ -475,7 +486,15 @@ def main(argv: Sequence[str] | None = None, prog: str = "bcas compare") -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("run_a", help="run folder (or records file) A")
     parser.add_argument("run_b", help="run folder (or records file) B")
+    parser.add_argument("more", nargs="*", help="further run folders, combined with A and B by --report")
     parser.add_argument("--html", default=None, help="write the comparison page here")
+    parser.add_argument(
+        "--report",
+        default=None,
+        metavar="DIR",
+        help="combine the runs (two or more, of different models) into one run folder DIR with the usual "
+        "report: every two models paired on the same configuration and items",
+    )
     parser.add_argument(
         "--allow-mismatch",
         action="store_true",
@@ -489,6 +508,17 @@ def main(argv: Sequence[str] | None = None, prog: str = "bcas compare") -> int:
         "(McNemar) or a registered value metric such as f1, evidence_recall, cost_usd, tokens (paired bootstrap)",
     )
     args = parser.parse_args(argv)
+    if args.report is not None:
+        try:
+            combined = combine_runs([args.run_a, args.run_b, *args.more], args.report, args.allow_mismatch)
+        except (OSError, RecordError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print("\n".join(combined.lines()))
+        return 0
+    if args.more:
+        print("error: more than two runs are combined into one report: give --report DIR", file=sys.stderr)
+        return 2
     try:
         run_a, run_b = load_run(args.run_a), load_run(args.run_b)
     except (OSError, RecordError) as exc:
@@ -500,10 +530,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "bcas compare") -> int:
         return 2
     differences = [f"{c.title}: {m}" for c in comps for m in c.mismatches]
     if differences and not args.allow_mismatch:
-        print("refusing to compare answers that are not comparable:", file=sys.stderr)
-        for line in differences:
-            print(f"  {line}", file=sys.stderr)
-        print("(--allow-mismatch compares them anyway and says so in the output)", file=sys.stderr)
+        print(refusal(differences), file=sys.stderr)
         return 2
     for line in run_lines(run_a, run_b):
         print(line)

@@ -34,7 +34,9 @@ from bcas.report.html_items import items_section
 from bcas.report.html_metrics import metrics_section, trajectory_panel
 from bcas.report.html_models import model_sections
 from bcas.report.html_run import manifest_section
+from bcas.report.html_status import failures_section
 from bcas.report.membership import GroupKey, group_key
+from bcas.report.status import counting, mark
 from bcas.report.summary import Comparison, SummaryRow, grid_notes, served_beside
 from bcas.report.templating import render
 
@@ -46,8 +48,10 @@ th{background:#f3f3f3;cursor:pointer} td.t{text-align:left}
 tr.sig td{background:#fff3f3} details{margin:2px 0} summary{cursor:pointer}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#fafafa;border:1px solid #eee;padding:4px;max-width:100em}
 summary{overflow-wrap:anywhere}
-td.t{overflow-wrap:normal;word-break:normal;hyphens:none} td{white-space:nowrap} td.t{white-space:normal;min-width:6em}
+td.t{overflow-wrap:normal;word-break:normal;hyphens:none} td{white-space:nowrap}
+td.q{white-space:normal;min-width:24em;max-width:36em} .name{white-space:nowrap}
 .ok{color:#137333}.bad{color:#b3261e} .fig{display:inline-block;margin:4px}
+tr.failed td{background:#fdecea} tr.failed td:nth-child(6){color:#b3261e;font-weight:bold}
 """
 
 
@@ -107,7 +111,7 @@ def _cost_cell(r: SummaryRow) -> str:
 def _summary_rows(rows: list[SummaryRow]) -> list[dict[str, Any]]:
     return [
         {
-            "cls": "fr",
+            "cls": "fr" if r.counts else "fr failed",
             "data": _filter_data(r),
             "cells": [
                 r.grid,
@@ -115,11 +119,12 @@ def _summary_rows(rows: list[SummaryRow]) -> list[dict[str, Any]]:
                 r.dataset,
                 r.label + (" (ref)" if r.reference else ""),
                 r.n,
-                _pct(r.accuracy),
-                f"{_pct(r.ci_lo)}–{_pct(r.ci_hi)}",
-                _pct(r.judge_accuracy) if r.judge_n else "—",
+                # a case that did not pass: its mark and reason where its accuracy would be
+                _pct(r.accuracy) if r.counts else {"text": mark(r), "title": r.reason},
+                f"{_pct(r.ci_lo)}–{_pct(r.ci_hi)}" if r.counts else "—",
+                _pct(r.judge_accuracy) if r.judge_n and r.counts else "—",
                 r.judge_n if r.judge_n else "—",
-                f"{r.mean_f1:.3f}",
+                f"{r.mean_f1:.3f}" if r.counts else "—",
                 f"{r.mean_searches:.2f}",
                 f"{r.mean_tokens_in:.0f}",
                 f"{r.mean_tokens_out:.0f}",
@@ -129,7 +134,7 @@ def _summary_rows(rows: list[SummaryRow]) -> list[dict[str, Any]]:
                 _pct(r.invalid_turn_rate),
                 r.context_window_stops,
                 getattr(r, "metric", "correct_em"),
-                _pct(getattr(r, "em_squad", None)),
+                _pct(getattr(r, "em_squad", None)) if r.counts else "—",
             ],
         }
         for r in rows
@@ -192,7 +197,9 @@ MADARA_HEADERS = [
 ]
 
 
-def _madara_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _madara_rows(records: list[dict[str, Any]], marks: dict[GroupKey, str] | None = None) -> list[dict[str, Any]]:
+    """One row per MADARA case; ``marks``: the cases that did not pass, shown with their mark, not strict EM."""
+    marks = marks or {}
     groups: dict[GroupKey, list[dict[str, Any]]] = defaultdict(list)
     for rec in records:
         extra = rec.get("extra") or {}
@@ -214,7 +221,8 @@ def _madara_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     dataset,
                     label,
                     n,
-                    _pct(sum(bool(outcome(r, "strict_em")) for r in recs) / n),
+                    marks.get((grid, model, dataset, label))
+                    or _pct(sum(bool(outcome(r, "strict_em")) for r in recs) / n),
                     f"{sum(r.get('llm_calls') or 0 for r in recs) / n:.1f}",
                     f"{sum(e.get('assessment_calls') or 0 for e in ex) / n:.1f}",
                     f"{sum(e.get('generation_calls') or 0 for e in ex) / n:.1f}",
@@ -410,11 +418,15 @@ def render_report(
     matrix: dict[str, Any] | None = None,
     manifest: dict[str, Any] | None = None,
     stops: list[dict[str, Any]] | None = None,
+    notes: list[str] | None = None,
 ) -> Path:
     """Write ``index.html`` into ``run_dir`` and return its path (``gate``: a ``GateReport``;
-    ``stops``: cases the session's ``--bcas-max-cost`` stopped, :mod:`bcas.run.cost`)."""
+    ``stops``: cases the session's ``--bcas-max-cost`` stopped, :mod:`bcas.run.cost`; ``notes``:
+    lines shown first among the notes)."""
     grid_order = grid_order or {}
     grids = dict(GRIDS.items())
+    results = counting(rows)  # the charts, matrices and beyond-accuracy tables show no case that did not pass
+    marks = {(r.grid, r.model, r.dataset, r.label): mark(r) for r in rows if not r.counts}
     html = render(
         "report.html",
         title=title,
@@ -425,20 +437,21 @@ def render_report(
         n_records=len(records),
         run_name=run_dir.name,
         test_doubles=test_doubles(records),
+        failures=failures_section(rows),
         stops=stops_section(stops or []),
         filters=filter_bar(rows),
-        notes=_notes(records, grid_notes(rows, records, grids)),
+        notes=list(notes or []) + _notes(records, grid_notes(rows, records, grids)),
         gate=_gate(gate),
         summary_headers=SUMMARY_HEADERS,
         summary_rows=_summary_rows(rows),
-        metrics=metrics_section(rows),
+        metrics=metrics_section(results),
         comparison_headers=COMPARISON_HEADERS,
         comparison_rows=_comparison_rows(comparisons),
         models=model_sections(model_comparisons or [], matrix),
-        figures=figures(rows, comparisons, grid_order, records, grids),
+        figures=figures(results, comparisons, grid_order, records, grids),
         madara_headers=MADARA_HEADERS,
-        madara_rows=_madara_rows(records),
-        cost=cost_section(rows),
+        madara_rows=_madara_rows(records, marks),
+        cost=cost_section(results),
         profile_headers=PROFILE_HEADERS,
         profile_rows=_profile_rows(profiles or []),
         items=items_section(records, grids),

@@ -16,6 +16,8 @@ compares and hides rows; it never evaluates, parses as HTML or inserts record co
 - Cost bands (:mod:`bcas.report.html_cost`): "the cheapest configuration within X points of
   the best", recomputed from the panel's points whenever X changes, with the same rule
   and tie-breaks as :func:`bcas.report.pareto.cheapest_within`.
+- Sticky columns: the first columns of a wide table (as many as its box's ``data-sticky``)
+  stay in view while the table scrolls inside its own box (each column's offset is the widths of those before it).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ CSS = """
 td.ok{background:#eef8ee} td.bad{background:#fbeeee} td.none{color:#999}
 .flip label,.within label{margin-right:1em} .count{color:#555} .answer{font-weight:bold}
 td .cell{max-width:16em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.stick{position:sticky;z-index:1;background:#fff} th.stick{background:#f3f3f3} .stick-last{box-shadow:2px 0 0 #ccc}
 .banner{background:#fff4d6;border:1px solid #e0b84c;padding:6px 10px;margin:0.5em 0;font-weight:bold}
 """
 
@@ -121,6 +124,20 @@ SCRIPT = """
     box.querySelector('input').addEventListener('input', function(){ applyWithin(box); });
     applyWithin(box);
   });
+  // The first columns of a wide table (its box's data-sticky: how many) stay in view while the box scrolls.
+  function stick(table){
+    var n = parseInt(table.parentElement.dataset.sticky || '0', 10), head = table.tHead && table.tHead.rows[0];
+    if (!n || !head) return;
+    var left = 0;
+    for (var i = 0; i < n && i < head.cells.length; i++) {
+      table.querySelectorAll('tr > :nth-child(' + (i + 1) + ')').forEach(function(c){
+        c.style.left = left + 'px'; c.classList.add('stick'); if (i === n - 1) c.classList.add('stick-last');
+      });
+      left += head.cells[i].getBoundingClientRect().width;
+    }
+  }
+  document.querySelectorAll('.scroll[data-sticky] > table').forEach(stick);
+  window.addEventListener('resize', function(){ document.querySelectorAll('.scroll[data-sticky] > table').forEach(stick); });
   document.body.dataset.ready = '1';
 })();
 """

@@ -94,7 +94,15 @@ def _table(i: int, dataset: str, cols: list[dict[str, Any]]) -> dict[str, Any]:
         "id": f"items-{i}",
         "dataset": dataset,
         "more": f" (first {ITEM_LIMIT} of {len(item_ids)} items)" if len(item_ids) > ITEM_LIMIT else "",
-        "columns": [{"heading": f"{c['model']} · {c['label']}", "grids": ", ".join(c["grids"])} for c in cols],
+        "columns": [
+            {
+                "heading": f"{c['model']} · {c['label']}",
+                "model": c["model"],
+                "config": c["label"],
+                "grids": ", ".join(c["grids"]),
+            }
+            for c in cols
+        ],
         "rows": rows,
     }
 

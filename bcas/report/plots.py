@@ -13,6 +13,7 @@ Figure 3).  ``cost_scatter`` draws accuracy against cost with the Pareto frontie
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from markupsafe import Markup
@@ -52,8 +53,57 @@ def _accuracy_scale(left: float, right: float, top: float, ph: float) -> tuple[C
     return y, grid
 
 
-def _legend(x: float, y: float, color: str, name: str) -> Markup:
-    return el("text", {"x": x, "y": y, "font_size": 10, "text_anchor": "end", "fill": color}, [name])
+LEGEND_ROW = 14.0  # pixels per row of the legend under a chart
+
+
+def _legend_layout(names: list[str], width: float, left: float) -> list[tuple[float, int]]:
+    """Each name's x and row in a legend under the plot, wrapped at ``width`` (about 6 px a character)."""
+    out, x, row = [], left, 0
+    for name in names:
+        span = 18 + 6.2 * len(name)
+        if x > left and x + span > width - 8:
+            x, row = left, row + 1
+        out.append((x, row))
+        x += span + 14
+    return out
+
+
+def _legend(names: list[str], width: float, left: float, top: float) -> tuple[list[Markup], float]:
+    """A legend under the plot, starting at ``top``: a coloured dot and the name per series,
+    so it never covers a point; returns its elements and its height."""
+    if not names:
+        return [], 0.0
+    placed = _legend_layout(names, width, left)
+    parts = []
+    for idx, (name, (x, row)) in enumerate(zip(names, placed, strict=True)):
+        color = PALETTE[idx % len(PALETTE)]
+        y = top + LEGEND_ROW * row
+        parts.append(el("circle", {"class_": "legend", "cx": _f(x + 5), "cy": _f(y - 3.5), "r": 4, "fill": color}))
+        parts.append(el("text", {"x": _f(x + 13), "y": _f(y), "font_size": 10, "fill": "#222"}, [name]))
+    return parts, LEGEND_ROW * (placed[-1][1] + 1)
+
+
+def _axis_titles(left: float, top: float, pw: float, ph: float, x_y: float, x_title: str, y_title: str) -> list[Markup]:
+    """The axis titles: ``x_title`` centred under the plot at ``x_y``, ``y_title`` up the left edge."""
+    cy = top + ph / 2
+    y_attrs = {"class_": "axis-title", "x": 12, "y": _f(cy), "font_size": 11, "text_anchor": "middle"}
+    x_attrs = {"class_": "axis-title", "x": _f(left + pw / 2), "y": _f(x_y), "font_size": 11, "text_anchor": "middle"}
+    return [
+        el("text", {**y_attrs, "transform": f"rotate(-90 12 {_f(cy)})"}, [y_title]),
+        el("text", x_attrs, [x_title]),
+    ]
+
+
+def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """Round tick values (1, 2, 2.5 or 5 times a power of ten apart) from at or below ``lo`` to
+    at or above ``hi``, about ``count`` of them."""
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / max(count - 1, 1)
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
+    return [round(k * step, 12) for k in range(first, last + 1)]
 
 
 def scaling_chart(
@@ -70,7 +120,8 @@ def scaling_chart(
     line per model with its interval band; each ``categorical`` one is a dot with an
     interval whisker, models side by side, after a separator.
     """
-    left, right, top, bottom = 48.0, 16.0, 28.0, 78.0
+    left, right, top, bottom = 56.0, 16.0, 28.0, 96.0
+    legend, legend_h = _legend(sorted(series), width, left, height + 4)
     pw, ph = width - left - right, height - top - bottom
     n_ord, n_cat = len(ordered), len(categorical)
     slots = n_ord + n_cat + (0.5 if n_ord and n_cat else 0.0)
@@ -115,8 +166,8 @@ def scaling_chart(
             tip = el("title", {}, [f"{name} · {cat}: {est[0]:.3f} [{est[1]:.3f}, {est[2]:.3f}]"])
             dot = {"class_": "category-dot", "cx": cx, "cy": _f(y(est[0])), "r": "3.5", "fill": color}
             parts.append(el("circle", dot, [tip]))
-        parts.append(_legend(width - right, top + 12 * idx, color, name))
-    return _svg(title, width, height, parts)
+    parts += _axis_titles(left, top, pw, ph, height - 8, "configuration", "accuracy (%)")
+    return _svg(title, width, int(height + legend_h + 8), parts + legend)
 
 
 def shift_bars(
@@ -126,18 +177,24 @@ def shift_bars(
     height: int = 280,
 ) -> Markup:
     """Net accuracy shift bars ``(label, diff, lo, hi)`` with interval whiskers, in points."""
-    left, right, top, bottom = 48.0, 16.0, 28.0, 80.0
+    left, right, top, bottom = 56.0, 16.0, 28.0, 96.0
     pw, ph = width - left - right, height - top - bottom
-    lo_axis = min([-0.1] + [b[2] for b in bars])
-    hi_axis = max([0.1] + [b[3] for b in bars])
+    # round ticks in points over every interval and zero (a shift of 0 is always on the axis)
+    ticks = [
+        t / 100 for t in nice_ticks(min([-10.0] + [b[2] * 100 for b in bars]), max([10.0] + [b[3] * 100 for b in bars]))
+    ]
+    lo_axis, hi_axis = ticks[0], ticks[-1]
 
     def y(v: float) -> float:
         return top + ph * (hi_axis - v) / (hi_axis - lo_axis)
 
-    parts = [el("line", {"x1": left, "x2": width - right, "y1": _f(y(0)), "y2": _f(y(0)), "stroke": "#444"})]
-    for tick in (lo_axis, 0.0, hi_axis):
-        at = {"x": left - 6, "y": _f(y(tick) + 4), "text_anchor": "end", "font_size": 10}
-        parts.append(el("text", at, [f"{tick * 100:+.0f}"]))
+    parts = []
+    for tick in ticks:
+        line = {"x1": left, "x2": width - right, "y1": _f(y(tick)), "y2": _f(y(tick)), "stroke": "#eee"}
+        parts.append(el("line", line))
+        at = {"class_": "y-tick", "x": left - 6, "y": _f(y(tick) + 4), "text_anchor": "end", "font_size": 10}
+        parts.append(el("text", at, [f"{tick * 100:+.0f}" if tick else "0"]))
+    parts.append(el("line", {"x1": left, "x2": width - right, "y1": _f(y(0)), "y2": _f(y(0)), "stroke": "#444"}))
     n = max(1, len(bars))
     slot = pw / n
     for i, (label, diff, lo, hi) in enumerate(bars):
@@ -150,6 +207,7 @@ def shift_bars(
         parts.append(el("rect", rect, [tip]))
         parts.append(el("line", {"x1": _f(cx), "x2": _f(cx), "y1": _f(y(lo)), "y2": _f(y(hi)), "stroke": "#000"}))
         parts.append(_tick_label(cx, top + ph + 14, label))
+    parts += _axis_titles(left, top, pw, ph, height - 8, "configuration", "shift vs reference (pts)")
     return _svg(title, width, height, parts)
 
 
@@ -172,22 +230,27 @@ def cost_scatter(
     Frontier points are ringed and joined by a step line in cost order (everything to its
     lower right costs more for less); one colour per model.
     """
-    left, right, top, bottom = 56.0, 16.0, 28.0, 44.0
+    left, right, top, bottom = 56.0, 36.0, 36.0, 44.0
     pw, ph = width - left - right, height - top - bottom
+    models = sorted({p[0] for p in points})
+    legend, legend_h = _legend(models, width, left, height + 4)  # under the plot: never on a point
     xs = [p[2] for p in points] or [0.0]
-    pad = (max(xs) - min(xs)) * 0.05 or abs(max(xs)) * 0.05 or 1.0
-    x_min, x_max = max(0.0, min(xs) - pad), max(xs) + pad
+    pad = (max(xs) - min(xs)) * 0.08 or abs(max(xs)) * 0.08 or 1.0
+    ticks = nice_ticks(max(0.0, min(xs) - pad), max(xs) + pad)
+    x_min, x_max = ticks[0], ticks[-1]  # the axis starts and ends on round ticks
+    if x_max <= x_min:
+        x_max = x_min + 1.0
 
     def x(v: float) -> float:
         return left + pw * (v - x_min) / (x_max - x_min)
 
     y, parts = _accuracy_scale(left, width - right, top, ph)
-    for frac in (0.0, 0.25, 0.5, 0.75, 1.0):
-        tick = x_min + frac * (x_max - x_min)
-        at = {"x": _f(x(tick)), "y": top + ph + 14, "font_size": 10, "text_anchor": "middle"}
-        parts.append(el("text", at, [_fmt_axis(tick, money)]))
-    axis = {"x": left + pw / 2, "y": height - 6, "font_size": 11, "text_anchor": "middle"}
-    parts.append(el("text", axis, [axis_label]))
+    decimals = max(0, -math.floor(math.log10(ticks[1] - ticks[0]) + 1e-9) + 1) if len(ticks) > 1 else 2
+    for tick in ticks:
+        at = {"class_": "x-tick", "x": _f(x(tick)), "y": top + ph + 14, "font_size": 10, "text_anchor": "middle"}
+        shown = f"{tick:.{decimals}f}".rstrip("0").rstrip(".") if money else _fmt_axis(tick, False)
+        parts.append(el("text", at, [shown]))
+    parts += _axis_titles(left, top, pw, ph, height - 6, axis_label, "accuracy (%)")
     front = sorted((p for p in points if p[6]), key=lambda p: (p[2], -p[3]))
     if len(front) > 1:
         steps = []
@@ -197,7 +260,7 @@ def cost_scatter(
             steps.append(f"{x(p[2]):.1f},{y(p[3]):.1f}")
         line = {"class_": "frontier", "points": " ".join(steps), "fill": "none", "stroke": "#444"}
         parts.append(el("polyline", {**line, "stroke_dasharray": "4,2"}))
-    models = sorted({p[0] for p in points})
+    labels = _point_labels(points, x, y, left + pw)
     for idx, model in enumerate(models):
         color = PALETTE[idx % len(PALETTE)]
         for _, label, xv, acc, lo, hi, on in (p for p in points if p[0] == model):
@@ -208,5 +271,35 @@ def cost_scatter(
             dot = {"class_": "on-frontier" if on else "point", "cx": cx, "cy": _f(y(acc)), "r": 4, "fill": color}
             ring = {"stroke": "#000", "stroke_width": "1.5"} if on else {}
             parts.append(el("circle", {**dot, **ring}, [tip]))
-        parts.append(_legend(width - right, top + 12 * idx, color, model))
-    return _svg(title, width, height, parts)
+    for lx, ly, anchor, text in labels:
+        tag = {"class_": "point-label", "x": _f(lx), "y": _f(ly), "font_size": 9, "text_anchor": anchor}
+        parts.append(el("text", tag, [text]))
+    return _svg(title, width, int(height + legend_h + 8), parts + legend)
+
+
+Scaled = Callable[[float], float]
+
+
+def _point_labels(
+    points: list[tuple[str, str, float, float, float, float, bool]], x: Scaled, y: Scaled, x_end: float
+) -> list[tuple[float, float, str, str]]:
+    """Labels (x, y, anchor, configuration) beside the points, frontier points first; a label that
+    would cover one already placed is left out (the point's tooltip and the table below name it)."""
+    placed: list[tuple[float, float, float, float]] = []
+    out = []
+    for _, label, xv, acc, *_rest in sorted(points, key=lambda p: (not p[6], p[2], -p[3])):
+        px, py = x(xv), y(acc)
+        span = 5.2 * len(label)
+        for dx, dy in ((7, -5), (7, 12), (-7, -5), (-7, 12)):
+            x0 = px + dx if dx > 0 else px + dx - span
+            box = (x0, py + dy - 9, x0 + span, py + dy + 2)
+            inside = x0 >= 0 and box[2] <= x_end + 30
+            if inside and not any(_overlap(box, other) for other in placed):
+                placed.append(box)
+                out.append((px + dx, py + dy, "start" if dx > 0 else "end", label))
+                break
+    return out
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]

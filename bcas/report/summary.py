@@ -41,7 +41,9 @@ from bcas.data import DATASETS
 from bcas.grading.outcomes import METRIC_NAMES, outcome, outcome_fn, resolve, token_f1_of
 from bcas.identity import same_model
 from bcas.metrics.columns import MetricColumns, metric_columns
+from bcas.records.case_status import PASSED, CaseStatus, StatusIndex
 from bcas.report.paired import PairedResult, accuracy, epochs_of, paired, per_item_means
+from bcas.report.status import counting, row_fields, status_lines, with_status
 from bcas.stats import holm_bonferroni
 
 
@@ -118,6 +120,13 @@ class SummaryRow(MetricColumns):
     docs_per_item: float | None = None  # MADARA: documents an item chose among (mean; None: not a MADARA row)
     retrieved_per_item: float | None = None  # MADARA: of those, retrieved ones (the rest padded from the collection)
     served: str | None = None  # what answered, when known: a GGUF's file name, vLLM's root (run.json; bcas.run.served)
+    status: str | None = None  # the case's status (bcas.records.case_status); None: the run folder names none
+    reason: str = ""  # why a case that did not pass did not
+
+    @property
+    def counts(self) -> bool:
+        """Whether the row's accuracy is a result: its case passed (or the run wrote no status)."""
+        return self.status in (None, PASSED)
 
 
 def _documents(recs: list[dict[str, Any]]) -> tuple[float | None, float | None]:
@@ -414,7 +423,7 @@ def rows_to_csv(rows: list[SummaryRow]) -> str:
     writer.writeheader()
     for row in rows:
         writer.writerow(
-            {k: ";".join(f"{x:g}" for x in v) if isinstance(v, list) else v for k, v in asdict(row).items()}
+            {k: ";".join(f"{x:g}" for x in v) if isinstance(v, list) else v for k, v in row_fields(row).items()}
         )
     return buf.getvalue()
 
@@ -508,14 +517,19 @@ def build_summaries(
     grids: Mapping[str, Any] | None = None,
     only: Iterable[str] | None = None,
     judge: bool | None = None,
+    statuses: Iterable[CaseStatus] = (),
 ) -> Summaries:
-    rows = summarize(records, grids, only, judge)
+    """Rows, comparisons, the model matrix and notes; ``statuses``: each case's status
+    (``cases.jsonl``): the records of a case that did not pass take part in no comparison."""
+    index = StatusIndex(statuses)
+    rows = with_status(summarize(records, grids, only, judge), index)
+    kept = [r for r in records if (s := index.of_record(r)) is None or s.counts]
     return Summaries(
         rows,
-        compare_to_reference(records, grids=grids, only=only, judge=judge),
-        compare_models(records, grids=grids, only=only, judge=judge),
-        model_matrix(rows),
-        grid_notes(rows, records, grids),
+        compare_to_reference(kept, grids=grids, only=only, judge=judge),
+        compare_models(kept, grids=grids, only=only, judge=judge),
+        model_matrix(counting(rows)),
+        status_lines(rows) + grid_notes(rows, records, grids),
     )
 
 
@@ -533,6 +547,7 @@ def write_summaries(
     judge: bool | None = None,
     routing: list[dict[str, Any]] | None = None,
     served: Mapping[str, str] | None = None,
+    statuses: Iterable[CaseStatus] = (),
 ) -> Summaries:
     """Write ``summary.csv`` and ``summary.json`` into the run directory.
 
@@ -540,14 +555,16 @@ def write_summaries(
     probe it made (``bcas.run.rsc_files.routing_rows``), written as ``routing``.
     ``served``: model fingerprint -> the name of what answered (``run.json``'s ``served``,
     :func:`served_by_fingerprint`), set on each row of that fingerprint.
+    ``statuses``: each case's status (:func:`bcas.records.case_status.read_case_statuses`), set
+    on its rows; a row whose case did not pass is written without accuracy.
     """
-    result = build_summaries(records, grids, only, judge)
+    result = build_summaries(records, grids, only, judge, statuses)
     if served:
         result.rows[:] = [replace(r, served=served.get(r.model_fingerprint)) for r in result.rows]
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "summary.csv").write_text(rows_to_csv(result.rows), encoding="utf-8")
     payload = {
-        "rows": [asdict(r) for r in result.rows],
+        "rows": [row_fields(r) for r in result.rows],  # a case that did not pass: no accuracy
         "comparisons": [asdict(c) for c in result.comparisons],
         "model_comparisons": [asdict(c) for c in result.model_comparisons],
         "model_matrix": result.matrix,

@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from bcas.records.case_status import MARKS, read_case_statuses
 from bcas.report.html_metrics import metric_lines
+from bcas.report.status import counting
+from bcas.report.status import mark as status_mark
 from bcas.run.cost import read_stops, stop_lines
 from bcas.run.exports import PYARROW_MISSING, write_parquet
 from bcas.run.rsc_files import routing_lines, routing_rows
@@ -79,7 +82,10 @@ def finalize_run(
 
     routing = routing_rows(profiles, records)  # the routed pipeline's probe cost beside its accuracy
     served = served_by_fingerprint(read_manifest(settings.run_dir))  # what answered, beside the label
-    summaries = write_summaries(settings.run_dir, records, grids, settings.grids, routing=routing, served=served)
+    statuses = read_case_statuses(settings.run_dir)  # each case's passed/failed/incomplete/error (cases.jsonl)
+    summaries = write_summaries(
+        settings.run_dir, records, grids, settings.grids, routing=routing, served=served, statuses=statuses
+    )
     rows, comps = summaries.rows, summaries.comparisons
     order = {name: [e.label for e in grid.entries] for name, grid in GRIDS.items()}
     gate = gate_report(settings.run_dir, token) if gate_report is not None else None  # Holm per family
@@ -113,13 +119,22 @@ def finalize_run(
         f"{'tok out':>9}{'cost $':>10}"
     ]
     for r in rows:
+        # a case that did not pass shows its mark where the accuracy would be, never a number
+        acc = (
+            f"{r.accuracy * 100:>7.1f}{f'{r.ci_lo * 100:.0f}-{r.ci_hi * 100:.0f}':>14}"
+            if r.counts
+            else f"{status_mark(r):>21}"
+        )
         lines.append(
-            f"{r.grid:<{gw}}{shown[id(r)]:<{mw}}{r.dataset:<{dw}}{r.label:<{lw}}{r.n:>4}{r.accuracy * 100:>7.1f}"
-            f"{f'{r.ci_lo * 100:.0f}-{r.ci_hi * 100:.0f}':>14}{r.mean_searches:>6.2f}{r.mean_tokens_out:>9.0f}"
+            f"{r.grid:<{gw}}{shown[id(r)]:<{mw}}{r.dataset:<{dw}}{r.label:<{lw}}{r.n:>4}{acc}"
+            f"{r.mean_searches:>6.2f}{r.mean_tokens_out:>9.0f}"
             f"{'—' if r.cost_usd is None else f'{r.cost_usd:.4f}':>10}"  # unknown cost: no number, never 0
         )
-    lines.extend(metric_lines(rows))  # evidence, abstention, pass@k / pass^k, cost-of-pass
-    lines.extend(f"note: {note}" for note in getattr(summaries, "notes", []))  # each grid's metric, retrieval models
+    lines.extend(metric_lines(counting(rows)))  # evidence, abstention, pass@k / pass^k, cost-of-pass
+    # a case that did not pass: "FAILED: grid/model/dataset/config: reason" (first among the notes)
+    lines.extend(
+        note if note.split(":", 1)[0] in MARKS.values() else f"note: {note}" for note in summaries.notes
+    )  # each grid's metric, retrieval models
     if summaries.model_comparisons:
         lines.append(
             "models compared on the same items (exact McNemar or paired t on per-item means; Holm per grid x dataset):"

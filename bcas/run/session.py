@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 from bcas.config import RunConfig
 from bcas.llm import backend_meta
 from bcas.records import Answer, reprice_record
+from bcas.records.case_status import ERROR, FAILED, INCOMPLETE, PASSED, CaseStatus, append_case_status
 from bcas.records.executor import run_items
 from bcas.registry import mode_uses, per_item
 from bcas.run.context import CaseContext, _teach
-from bcas.run.cost import CostGuard
+from bcas.run.cost import CaseStopped, CostGuard
 from bcas.run.invariants import check_invariants
 from bcas.run.observe import QUIET, Observer
 from bcas.run.pipelines import whole_case_kind
@@ -106,6 +107,8 @@ class BcasSession:
         self.observer = observer or QUIET
         self.loop = asyncio.new_event_loop()
         self.store = ResultStore(settings.run_dir, worker=worker)
+        # case id -> (answer identity, dataset name) of the case running, for its line in cases.jsonl
+        self._case_identities: dict[str, tuple[CaseIdentity, str]] = {}
         # Checked with the options (bcas.run.checks.resolve_prices); None: --bcas-prices none.
         self.prices = load_price_sheet(settings.prices, settings.price_sheet) if settings.prices is not None else None
         # (name, limit, seed, holdout) or ("calibration", name, n, seed)
@@ -401,12 +404,41 @@ class BcasSession:
         return get_grid(case.grid).limit or DEFAULT_LIMIT
 
     def run_case(self, case: Case) -> CaseOutcome:
+        """Run ``case``; its status (passed, failed, incomplete, error) goes to the run folder's
+        ``cases.jsonl`` (:mod:`bcas.records.case_status`), which every view of the run reads."""
         task = self.loop.create_task(self._run_case(case))
         try:
-            return self.loop.run_until_complete(task)
+            outcome = self.loop.run_until_complete(task)
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (bcas.harness.interrupt): stop the items in flight
             self._cancel_pending(task)
+            self._case_ended(case, INCOMPLETE, "interrupted before the case finished; rerun to resume")
             raise
+        except CaseStopped as stop:  # --bcas-max-cost cut it short
+            self._case_ended(case, INCOMPLETE, str(stop))
+            raise
+        except Exception as exc:
+            first = (str(exc).strip().splitlines() or [""])[0]
+            self._case_ended(case, ERROR, f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
+            raise
+        self._case_ended(case, FAILED if outcome.violations else PASSED, "; ".join(outcome.violations))
+        return outcome
+
+    def _case_ended(self, case: Case, status: str, reason: str) -> None:
+        known = self._case_identities.pop(case.id, None)
+        identity, dataset = (known[0], known[1]) if known is not None else (None, case.dataset)
+        entry = CaseStatus(
+            case_id=case.id,
+            grid=case.grid,
+            model=case.model.label,
+            dataset=dataset,
+            label=case.entry.label,
+            status=status,
+            reason=reason,
+            fingerprint=identity.fingerprint if identity is not None else "",
+            config_id=identity.config_id if identity is not None else "",
+            session=self.token,
+        )
+        append_case_status(self.settings.run_dir, entry)
 
     def _cancel_pending(self, main: asyncio.Task[CaseOutcome]) -> None:
         """Cancel the loop's tasks and collect their ends, so none is reported lost at exit.
@@ -463,6 +495,7 @@ class BcasSession:
             self.cases_run += 1 if ran else 0
             return CaseOutcome(case.id, [], ran, skipped_whole, time.perf_counter() - t0, violations)
         identity, epochs = plan.identity, self.settings.epochs
+        self._case_identities[case.id] = (identity, ds.name)  # its status line names the answers (cases.jsonl)
         config_id, fingerprint, phash = identity.config_id, identity.fingerprint, identity.prompt_hash
         wanted, todo, skipped = plan.wanted, plan.todo, plan.skipped
         self.spend.before_case(case, len(wanted), skipped)  # --bcas-max-cost: skipped once the session stopped

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bcas.report.html import is_test_double
+
 # Files of the run folder published as artifacts, when present.
 ARTIFACTS = ("records.jsonl", "records.parquet", "summary.json", "summary.csv", "run.json", "index.html")
 # Summary-row fields that are a case's metrics (numbers; a missing one is left out, never 0).
@@ -54,14 +56,19 @@ CASE_METRICS = (
 )
 
 
+# A case's metrics that are money: left out where the model has no price.
+COST_METRICS = ("cost_usd", "mean_cost_usd", "cost_of_pass", "cost_of_pass_lo", "cost_of_pass_hi")
+
+
 @dataclass(frozen=True)
 class CaseResult:
     """One case of the run: its key, params, tags and metrics."""
 
-    key: str  # grid/model/dataset/config_id: the case's name within its run
+    key: str  # grid/model/dataset/config_id: the case's identity within its run (tag ``bcas.case``)
     params: dict[str, str]
     tags: dict[str, str]
     metrics: dict[str, float]
+    name: str = ""  # what the tracker shows: the configuration's label (bm25/s3/t2k/plan); its hash is a tag
 
 
 @dataclass(frozen=True)
@@ -122,6 +129,8 @@ def read_run_folder(run_dir: Path) -> RunFolder:
 
     params: dict[str, str] = {}
     for name, entry in sorted((first.get("options") or {}).items()):
+        if isinstance(entry, dict) and entry.get("source") == "default":
+            continue  # only the options that were set (a default is the code's, not the run's choice)
         value = entry.get("value") if isinstance(entry, dict) else entry
         if value is not None and value != [] and "key" not in name:  # never an API key's name or value
             params[f"option.{name}"] = json.dumps(value) if not isinstance(value, str) else value
@@ -138,6 +147,8 @@ def read_run_folder(run_dir: Path) -> RunFolder:
         if not isinstance(model, dict):
             continue
         tags[f"bcas.model.{label}.fingerprint"] = str(model.get("fingerprint"))
+        if model.get("backend"):  # the backend that answered (mock for a test double), not the option's default
+            tags[f"bcas.model.{label}.backend"] = str(model["backend"])
         if model.get("base_url") or model.get("endpoints"):
             tags[f"bcas.model.{label}.served_name"] = str(model.get("model"))
     for dataset, hashes in sorted((first.get("datasets") or {}).items()):
@@ -163,17 +174,28 @@ def read_run_folder(run_dir: Path) -> RunFolder:
         }
         if one.get("config") is not None:
             case_params["config"] = json.dumps(one["config"], sort_keys=True)[:6000]  # MLflow's param limit
+        fingerprint = str(row.get("model_fingerprint") or one.get("model_fingerprint"))
+        model_entry = models.get(str(row.get("model")).split(" [", 1)[0])
+        if isinstance(model_entry, dict) and model_entry.get("backend"):
+            case_params["backend"] = str(model_entry["backend"])
         case_tags = {
             "bcas.run_id": run_id,
             "bcas.case": key,
-            "bcas.model_fingerprint": str(row.get("model_fingerprint") or one.get("model_fingerprint")),
+            "bcas.model_fingerprint": fingerprint,
             "bcas.config_id": str(row.get("config_id")),
         }
+        if row.get("status"):  # passed, failed, incomplete, error (bcas.records.case_status)
+            case_tags["bcas.status"] = str(row["status"])
+            if row.get("reason"):
+                case_tags["bcas.status_reason"] = str(row["reason"])[:5000]  # MLflow's tag value limit
         if one.get("dataset_hash"):
             case_tags["bcas.dataset_hash"] = str(one["dataset_hash"])
         if one.get("prompt_hash"):
             case_tags["bcas.prompt_hash"] = str(one["prompt_hash"])
         metrics = {name: v for name in CASE_METRICS if (v := _number(row.get(name))) is not None}
+        if is_test_double(fingerprint):  # a test double has no price: no cost, as the report shows
+            row = {**row, "cost_usd": None}
+            metrics = {k: v for k, v in metrics.items() if k not in COST_METRICS}
         tokens_in = sum(float(r.get("tokens_in") or 0) for r in case_records)
         tokens_out = sum(float(r.get("tokens_out") or 0) for r in case_records)
         metrics["tokens_in"], metrics["tokens_out"] = tokens_in, tokens_out
@@ -182,8 +204,11 @@ def read_run_folder(run_dir: Path) -> RunFolder:
             cost_known = False
         else:
             total_cost += cost
-        cases.append(CaseResult(key, case_params, case_tags, metrics))
+        cases.append(CaseResult(key, case_params, case_tags, metrics, str(row.get("label") or key)))
     run_metrics = {"cases": float(len(cases)), "answers": float(len(records)), "tokens_in": total_in}
+    statuses = [c.tags.get("bcas.status") for c in cases]
+    if any(statuses):  # the cases that failed, stopped short or raised: none of their accuracies is logged
+        run_metrics["cases_not_passed"] = float(sum(1 for st in statuses if st and st != "passed"))
     run_metrics["tokens_out"] = total_out
     if cost_known and cases:
         run_metrics["cost_usd"] = total_cost  # an unknown price leaves the total out, never 0

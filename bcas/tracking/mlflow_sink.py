@@ -4,9 +4,11 @@ Where a bcas run goes (the issue's design, MLflow's own data model): the parent 
 the run's options as params, its answer identity as tags (model fingerprints, served
 names, dataset hashes), the run totals (cases, answers, tokens, cost) as metrics and the
 run folder (records, summary, report, manifest) as artifacts; each case is a nested run
-(tag ``mlflow.parentRunId``) with its configuration as params, its identity as tags
-(``bcas.case``, model fingerprint, dataset hash, prompt hash, config id) and its summary
-metrics with their intervals.  A run is found again by its tag ``bcas.run_dir`` (the
+named by its configuration's label (``bm25/s3/t2k/plan``), with its configuration and
+backend as params, its identity as tags (``bcas.case``, model fingerprint, dataset hash,
+prompt hash, config id), its status and reason as tags (``bcas.status``:
+passed/failed/incomplete/error) and its summary metrics with their intervals; a case
+that did not pass logs no accuracy, and a model without a price no cost.  A run is found again by its tag ``bcas.run_dir`` (the
 run folder's absolute path), a case by ``bcas.case`` under its parent, so publishing a
 resumed or repeated run updates the runs it made before instead of adding new ones.
 """
@@ -125,9 +127,10 @@ class MlflowSink:
         run = self._find(client, experiment_id, query)
         if run is None:
             tags = {**case.tags, "mlflow.parentRunId": parent_id}
-            run = client.create_run(experiment_id, tags=tags, run_name=case.key)
+            run = client.create_run(experiment_id, tags=tags, run_name=case.name or case.key)
         run_id = str(run.info.run_id)
-        self._log(client, run_id, case.params, case.tags, case.metrics, run.data.params)
+        tags = {**case.tags, "mlflow.runName": case.name} if case.name else case.tags  # a run published before
+        self._log(client, run_id, case.params, tags, case.metrics, run.data.params)
         client.set_terminated(run_id, "FINISHED")
 
     @staticmethod

@@ -31,10 +31,10 @@ B_ONLY = ["q4", "q6", "q7"]  # A wrong, B right
 
 def _rec(item: int, right: bool, *, label: str = "bm25/s1/t2k", epoch: int = 0, **identity: str) -> Record:
     fields = {"model_fingerprint": "gguf:sha256:aaaa", "dataset_hash": "d" * 64, "prompt_hash": "p" * 16}
+    fields["config_id"] = f"cfg-{label}"
     fields.update(identity)
     return Record(
         run_id="r",
-        config_id=f"cfg-{label}",
         model="smollm2-135m",
         dataset="hotpotqa",
         item_id=f"q{item}",
@@ -94,7 +94,7 @@ def test_flipped_items_match_the_hand_count(tmp_path: Path, capsys: pytest.Captu
 
 @pytest.mark.parametrize(
     ("field", "named"),
-    [("dataset_hash", "dataset hash"), ("prompt_hash", "prompt hash"), ("model_fingerprint", "model fingerprint")],
+    [("dataset_hash", "dataset hash"), ("prompt_hash", "prompt hash"), ("config_id", "configuration id")],
 )
 def test_incomparable_answers_are_refused_naming_the_difference(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, named: str
@@ -102,6 +102,7 @@ def test_incomparable_answers_are_refused_naming_the_difference(
     a, b = _pair(tmp_path, {field: "other-" + field})
     assert main([str(a), str(b)]) == 2
     err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1  # one line
     assert f"{named} differs" in err and f"other-{field}" in err and "--allow-mismatch" in err
 
     out_html = tmp_path / "cmp.html"
@@ -177,10 +178,13 @@ def test_mock_gold_against_mock_random_end_to_end(
     assert len(outcome["gold"]) == 5 and set(outcome["gold"]) == set(outcome["random"])
     capsys.readouterr()
 
-    # One model each, different fingerprints: refused, then compared on request.
-    assert main([str(runs["gold"]), str(runs["random"])]) == 2
-    assert "model fingerprint differs: A mock:gold vs B mock:random" in capsys.readouterr().err
-    assert main([str(runs["gold"]), str(runs["random"]), "--allow-mismatch"]) == 0
+    # One model each, different fingerprints: the models are the comparison, no warning.
+    out_html = tmp_path / "models.html"
+    assert main([str(runs["gold"]), str(runs["random"]), "--html", str(out_html)]) == 0
+    captured = capsys.readouterr()
+    assert "MISMATCH" not in captured.out and captured.err == ""
+    assert "models compared: A mock-gold (mock:gold) vs B mock-random (mock:random)" in captured.out
+    assert 'id="override"' not in out_html.read_text() and "despite" not in out_html.read_text()
     [comp], _ = compare_runs(load_run(runs["gold"]), load_run(runs["random"]))
     assert comp.a_only == sorted(i for i in outcome["gold"] if outcome["gold"][i] and not outcome["random"][i])
     assert comp.b_only == sorted(i for i in outcome["gold"] if outcome["random"][i] and not outcome["gold"][i])

@@ -164,13 +164,14 @@ def test_compare_pairs_equal_fingerprints_and_never_pools_two_models() -> None:
         by_model["qwen [served:Qwen/Qwen3-8B]"].diff == 0.0 and not by_model["qwen [served:Qwen/Qwen3-8B]"].mismatches
     )
     assert by_model["qwen [served:Qwen/Qwen3-8B#]"].diff == 1.0 and by_model["qwen [served:Qwen/Qwen3-8B#]"].epochs == 1
-    # One fingerprint in each run, different: still paired, and the difference is named.
+    # One fingerprint in each run, different: still paired, the two models named (the model is the comparison).
     lone_a, lone_b = (
         Run(Path("a"), _records("qwen", QWEN, right), None),
         Run(Path("b"), _records("qwen", QWEN_X, right), None),
     )
     (comp,), unmatched = compare_runs(lone_a, lone_b)
-    assert not unmatched and any("model fingerprint differs" in m for m in comp.mismatches)
+    assert not unmatched and not comp.mismatches
+    assert any(n.startswith("models compared: A qwen") and QWEN in n and QWEN_X in n for n in comp.notes)
     # Two fingerprints in A, the other one only in B: only the equal fingerprint is paired.
     half_b = Run(Path("b"), _records("qwen", QWEN_X, right), None)
     (comp,), unmatched = compare_runs(run_a, half_b)

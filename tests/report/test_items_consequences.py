@@ -139,7 +139,10 @@ def test_the_table_lists_every_item_of_any_column_once_with_the_question_from_it
     ]
     table = _table(4, "hotpotqa", columns(recs, {})["hotpotqa"])
     assert table["id"] == "items-4" and table["dataset"] == "hotpotqa" and table["more"] == ""
-    assert table["columns"] == [{"heading": "m · bm25/s1", "grids": "g"}, {"heading": "other · bm25/s1", "grids": "g"}]
+    assert table["columns"] == [
+        {"heading": "m · bm25/s1", "model": "m", "config": "bm25/s1", "grids": "g"},
+        {"heading": "other · bm25/s1", "model": "other", "config": "bm25/s1", "grids": "g"},
+    ]
     rows = table["rows"]
     assert [r["item"] for r in rows] == ["q1", "q2", "q3"]
     assert rows[0]["question"] == "first?"
@@ -189,4 +192,4 @@ def test_an_item_without_a_question_shows_none_and_a_configuration_two_grids_ran
     del recs[1]["question"]
     table = _table(0, "hotpotqa", columns(recs, {})["hotpotqa"])
     assert table["rows"][0]["question"] == ""
-    assert table["columns"] == [{"heading": "m · bm25/s1", "grids": "g, h"}]
+    assert table["columns"] == [{"heading": "m · bm25/s1", "model": "m", "config": "bm25/s1", "grids": "g, h"}]

@@ -1,0 +1,143 @@
+"""The report at a laptop's width (1,280 px) in headless Chromium, with two models whose
+names are long and hyphenated (``llama-3.1-8b-instruct-q8_0``) over two grids, priced.
+
+What a reader sees: the page itself never scrolls sideways; the summary's key columns
+(grid, model, dataset, configuration, n, accuracy, its interval) are in view without
+scrolling; a wide table scrolls inside its own box with its first columns kept in view;
+no model name breaks across lines; the items table gives a question room (no 3-4 words a
+line); every chart has axis titles; the cost chart keeps its legend under the points,
+labels points and uses round, evenly spaced ticks.  A screenshot of the page's top is
+written beside the report for a person to look at.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from bcas.grids import GRIDS
+from bcas.report.html import render_report
+from bcas.report.summary import write_summaries
+from tests.support.browser import load_page, skip_if_no_chromium
+from tests.support.reports import grid_records
+
+pytestmark = [pytest.mark.browser, skip_if_no_chromium]
+
+WIDTH = 1280
+MODELS = (("llama-3.1-8b-instruct-q8_0", "gguf:sha256:aaaa"), ("qwen3-8b-instruct-q4_k_m", "gguf:sha256:bbbb"))
+QUESTION = "Which American actress, who portrayed Corliss Archer in the film Kiss and Tell, later held which position?"
+
+FACTS = r"""
+(() => {
+  const lines = (el) => {
+    const range = document.createRange(); range.selectNodeContents(el);
+    return new Set(Array.from(range.getClientRects()).filter((r) => r.width > 0).map((r) => Math.round(r.top))).size;
+  };
+  const summary = document.getElementById('summary'), box = summary.parentElement;
+  const heads = Array.from(summary.tHead.rows[0].cells);
+  const boxRight = box.getBoundingClientRect().right;
+  const key = heads.slice(0, 7).map((th) => ({name: th.textContent, right: th.getBoundingClientRect().right}));
+  const modelCells = Array.from(document.querySelectorAll('#summary tbody td:nth-child(2), .name'));
+  const broken = modelCells.filter((c) => lines(c) > 1).map((c) => c.textContent);
+  // scroll the summary's box: the first two columns stay where they were
+  const before = [0, 1].map((i) => summary.tBodies[0].rows[0].cells[i].getBoundingClientRect().left);
+  box.scrollLeft = 400;
+  const after = [0, 1].map((i) => summary.tBodies[0].rows[0].cells[i].getBoundingClientRect().left);
+  const third = summary.tBodies[0].rows[0].cells[2].getBoundingClientRect().left;
+  box.scrollLeft = 0;
+  const questions = Array.from(document.querySelectorAll('table.items td.q'))
+    .map((c) => ({width: c.getBoundingClientRect().width, lines: lines(c), words: c.textContent.trim().split(/\s+/).length}));
+  const charts = Array.from(document.querySelectorAll('svg')).map((svg) => ({
+    title: svg.getAttribute('aria-label'),
+    axis_titles: Array.from(svg.querySelectorAll('text.axis-title')).map((t) => t.textContent),
+  }));
+  const cost = Array.from(document.querySelectorAll('svg')).filter((s) => s.querySelector('circle.on-frontier, circle.point'));
+  const costFacts = cost.map((svg) => ({
+    lowest_legend: Math.min(...Array.from(svg.querySelectorAll('circle.legend')).map((c) => +c.getAttribute('cy'))),
+    lowest_point: Math.max(...Array.from(svg.querySelectorAll('circle.on-frontier, circle.point')).map((c) => +c.getAttribute('cy'))),
+    labels: svg.querySelectorAll('text.point-label').length,
+    points: svg.querySelectorAll('circle.on-frontier, circle.point').length,
+    ticks: Array.from(svg.querySelectorAll('text.x-tick')).map((t) => ({text: t.textContent, x: +t.getAttribute('x')})),
+    width: +svg.getAttribute('width'),
+  }));
+  return {page_width: document.documentElement.scrollWidth, box_right: boxRight, key: key, broken: broken,
+          before: before, after: after, third: third, questions: questions, charts: charts, cost: costFacts,
+          box_scrolls: box.scrollWidth > box.clientWidth};
+})()
+"""
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    run_dir = tmp_path_factory.mktemp("laptop")
+    records = []
+    for seed, (model, fingerprint) in enumerate(MODELS):
+        for grid in ("search_scaling", "ablation"):
+            records += [
+                {**r, "model": model, "model_fingerprint": fingerprint, "question": QUESTION}
+                for r in grid_records(grid, n_items=6, seed=seed)
+            ]
+    summaries = write_summaries(run_dir, records)
+    order = {name: [e.label for e in grid.entries] for name, grid in GRIDS.items()}
+    path = render_report(
+        run_dir,
+        records,
+        summaries.rows,
+        summaries.comparisons,
+        order,
+        model_comparisons=summaries.model_comparisons,
+        matrix=summaries.matrix,
+    )
+    shot = run_dir / "top-1280.png"
+    top = "(() => ({x: 0, y: 0, width: 1280, height: 1400}))()"
+    loaded = load_page(path, FACTS, width=WIDTH, screenshots=[(shot, top)])
+    assert loaded.errors == []
+    assert shot.stat().st_size > 1000
+    return loaded.value, run_dir
+
+
+def test_no_page_level_horizontal_scroll_at_1280px(page: tuple[dict, Path]) -> None:
+    facts, _ = page
+    assert facts["page_width"] <= WIDTH, f"the page is {facts['page_width']} px wide at {WIDTH} px"
+
+
+def test_the_summary_key_columns_fit_and_the_first_columns_stay_in_view(page: tuple[dict, Path]) -> None:
+    facts, _ = page
+    assert [k["name"] for k in facts["key"]] == ["grid", "model", "dataset", "config", "n", "acc %", "95% CI"]
+    for column in facts["key"]:
+        assert column["right"] <= facts["box_right"] + 0.5, f"{column['name']} is behind the scroll"
+    assert facts["box_scrolls"]  # the rest scrolls inside the table's own box
+    assert facts["after"] == pytest.approx(facts["before"], abs=1)  # grid and model stayed put
+    assert facts["third"] < facts["before"][1]  # while the dataset column scrolled under them
+
+
+def test_model_names_never_break_and_questions_have_room(page: tuple[dict, Path]) -> None:
+    facts, _ = page
+    assert facts["broken"] == [], f"names broken across lines: {facts['broken'][:5]}"
+    assert facts["questions"]
+    for q in facts["questions"]:
+        assert q["width"] >= 280, q  # about 24 characters' em; not 3-4 words a line
+        assert q["words"] / q["lines"] >= 5, q
+
+
+def test_every_chart_has_axis_titles_and_the_cost_chart_keeps_its_legend_off_the_points(
+    page: tuple[dict, Path],
+) -> None:
+    facts, _ = page
+    assert len(facts["charts"]) >= 4
+    for chart in facts["charts"]:
+        assert len(chart["axis_titles"]) == 2 and all(chart["axis_titles"]), chart
+    assert facts["cost"]  # cost against accuracy, and cost of a correct answer
+    for cost in facts["cost"]:
+        assert cost["lowest_legend"] > cost["lowest_point"]  # under the plot, not on it
+        assert 0 < cost["labels"] <= cost["points"]
+        ticks = cost["ticks"]
+        values = [float(t["text"]) for t in ticks]
+        steps = {round(b - a, 12) for a, b in zip(values, values[1:], strict=False)}
+        assert len(ticks) >= 3 and len(steps) == 1, ticks  # evenly spaced
+        step = steps.pop()
+        assert round(step / 10 ** math.floor(math.log10(step)), 6) in (1, 2, 2.5, 5), ticks  # round numbers
+        assert all(len(t["text"]) <= 8 and "e" not in t["text"] for t in ticks), ticks  # no 8e-05
+        assert all(0 <= t["x"] <= cost["width"] for t in ticks)
