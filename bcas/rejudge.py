@@ -39,6 +39,11 @@ def _judge_model(spec: str, base_url: str | None, api_key_env: str | None, cache
     from bcas.llm import backend_meta, load_model
     from bcas.llm.fingerprint import model_fingerprint
 
+    from bcas.keys import key_name_problem
+
+    problem = key_name_problem(api_key_env)
+    if problem is not None:
+        raise ValueError(f"--api-key-env: the value {problem}")
     backend, _, name = spec.partition(":")
     options: dict[str, Any] = {}
     if backend_meta(backend, "needs_base_url"):
@@ -83,9 +88,14 @@ def rejudge(
     from bcas.grading import LLMJudge
     from bcas.identity import grade_id
 
+    from bcas.run.rebuild import check_run_folder
+
+    if repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {repeats}")
+    check_run_folder(run_dir)  # a folder that is not a run is never created (nor its lock)
+    model, fingerprint = _judge_model(judge_spec, base_url, api_key_env, cache)  # a bad judge: before any write
     store = ResultStore(run_dir)
     store.merge()
-    model, fingerprint = _judge_model(judge_spec, base_url, api_key_env, cache)
     gid = grade_id(fingerprint, repeats, three_way)
     records = store.records()
     todo = [r for r in records if gid not in (r.grades or {})]
