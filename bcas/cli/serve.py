@@ -13,8 +13,11 @@ own); ``bcas models --gguf`` prints the shipped GGUF's path for ``--model``::
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
+from unittest import mock
 
 import click
 
@@ -32,8 +35,15 @@ def serve(args: Sequence[str]) -> int:
     """Run the server in this process until it is stopped; llama_cpp.server reads ``sys.argv``."""
     from bcas.llm.llama_server import main as server_main
 
+    def one_line(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+        fail(f"{parser.prog}: {message}")  # the server's parser would print its usage over many lines
+
     sys.argv = ["bcas serve", *args]
-    server_main()
+    with mock.patch.object(argparse.ArgumentParser, "error", one_line):
+        try:
+            server_main()
+        except (ValueError, OSError) as exc:  # e.g. a --model file that is not there
+            fail(exc)
     return 0
 
 
