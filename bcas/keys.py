@@ -13,7 +13,9 @@ import re
 # Slack, Google, AWS).
 KEY_PREFIXES = ("sk-", "sk_", "hf_", "ghp_", "gho_", "ghs_", "github_pat_", "glpat-", "xoxb-", "xoxp-", "AIza", "AKIA")
 VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-KEY_LIKE = "looks like a key, not a variable name (give the NAME of the variable that holds the key, e.g. OPENAI_API_KEY)"
+KEY_LIKE = (
+    "looks like a key, not a variable name (give the NAME of the variable that holds the key, e.g. OPENAI_API_KEY)"
+)
 NOT_A_NAME = "is not an environment variable name (letters, digits and _, not starting with a digit)"
 
 

@@ -39,11 +39,6 @@ def _judge_model(spec: str, base_url: str | None, api_key_env: str | None, cache
     from bcas.llm import backend_meta, load_model
     from bcas.llm.fingerprint import model_fingerprint
 
-    from bcas.keys import key_name_problem
-
-    problem = key_name_problem(api_key_env)
-    if problem is not None:
-        raise ValueError(f"--api-key-env: the value {problem}")
     backend, _, name = spec.partition(":")
     options: dict[str, Any] = {}
     if backend_meta(backend, "needs_base_url"):
@@ -87,9 +82,12 @@ def rejudge(
     """Grade every answer of ``run_dir`` that ``judge_spec`` has not graded (module docstring)."""
     from bcas.grading import LLMJudge
     from bcas.identity import grade_id
-
+    from bcas.keys import key_name_problem
     from bcas.run.rebuild import check_run_folder
 
+    problem = key_name_problem(api_key_env)
+    if problem is not None:
+        raise ValueError(f"--api-key-env: the value {problem}")  # never the value itself
     if repeats < 1:
         raise ValueError(f"--repeats must be >= 1, got {repeats}")
     check_run_folder(run_dir)  # a folder that is not a run is never created (nor its lock)

@@ -41,7 +41,9 @@ def one_line(text: str) -> str:
 class Group(click.Group):
     """A group whose unknown subcommand is answered with the closest name."""
 
-    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
         name = args[0] if args else ""
         if name and not name.startswith("-") and self.get_command(ctx, name) is None:
             hint = did_you_mean(name, self.list_commands(ctx))

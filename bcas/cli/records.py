@@ -17,36 +17,34 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from bcas.cli.framework import BadInput, chosen_sinks, fail, key_env_name, sink_options
-from bcas.llm.base import ModelError
-from bcas.llm.preflight import PreflightError
-from bcas.records import (
-    PriceError,
-    PriceSheet,
-    Record,
-    RecordError,
-    ResultStore,
-    load_price_sheet,
-    load_records,
-    missing_price_note,
-)
-from bcas.records import reprice as reprice_records
-from bcas.registry import RegistryError
-from bcas.run.rebuild import check_run_folder, rebuild_run
-from bcas.tracking import SinkError
 
-# What a bad input raises below the command: each is one line, exit status 2.
-INPUT_ERRORS = (PriceError, RecordError, RegistryError, ModelError, PreflightError, SinkError, ValueError, OSError)
+if TYPE_CHECKING:
+    from bcas.records import PriceSheet, Record
+
+
+def input_errors() -> tuple[type[Exception], ...]:
+    """What a bad input raises below the command: each is one line, exit status 2 (imported when
+    a command runs, so ``bcas --help`` starts at once)."""
+    from bcas.llm.base import ModelError
+    from bcas.llm.preflight import PreflightError
+    from bcas.records import PriceError, RecordError
+    from bcas.registry import RegistryError
+    from bcas.tracking import SinkError
+
+    return (PriceError, RecordError, RegistryError, ModelError, PreflightError, SinkError, ValueError, OSError)
 
 
 def _rebuild(run_dir: Path, sinks: dict[str, str | None]) -> None:
+    from bcas.run.rebuild import rebuild_run
+
     try:
         click.echo("\n".join(rebuild_run(run_dir, sinks).lines()))
-    except INPUT_ERRORS as exc:
+    except input_errors() as exc:
         fail(exc)
 
 
@@ -58,6 +56,9 @@ def _rebuild(run_dir: Path, sinks: dict[str, str | None]) -> None:
 @click.argument("runs", nargs=-1, required=True, metavar="RUN...")
 @sink_options
 def report(runs: Sequence[str], **options: Any) -> int:
+    from bcas.records import RecordError
+    from bcas.run.rebuild import check_run_folder
+
     folders = []
     for run in runs:  # every folder is checked before any is written
         try:
@@ -69,7 +70,9 @@ def report(runs: Sequence[str], **options: Any) -> int:
     return 0
 
 
-@click.command("rejudge", help="Grade recorded answers with another judge (answers are not regenerated).")  # pragma: no mutate
+@click.command(
+    "rejudge", help="Grade recorded answers with another judge (answers are not regenerated)."
+)  # pragma: no mutate
 @click.argument("run_dir", metavar="RUN")
 @click.option(
     "--judge",
@@ -77,7 +80,9 @@ def report(runs: Sequence[str], **options: Any) -> int:
     metavar="BACKEND:MODEL",
     help="the judge, e.g. openai:gpt-4o-mini, embedded, mock:gold",  # pragma: no mutate
 )
-@click.option("--judge-base-url", default=None, metavar="URL", help="the judge server's /v1 URL (openai backend)")  # pragma: no mutate
+@click.option(
+    "--judge-base-url", default=None, metavar="URL", help="the judge server's /v1 URL (openai backend)"
+)  # pragma: no mutate
 @click.option(
     "--api-key-env",
     default=None,
@@ -125,7 +130,7 @@ def rejudge(
             cache=not no_cache,
             three_way=three_way,
         )
-    except INPUT_ERRORS as exc:
+    except input_errors() as exc:
         fail(exc)
     click.echo("\n".join(summary.lines()))
     if not no_report:
@@ -134,6 +139,8 @@ def rejudge(
 
 
 def _summarise(before: Sequence[Record], after: Sequence[Record], sheet: PriceSheet) -> str:
+    from bcas.records import missing_price_note
+
     groups: dict[tuple[str, str], list[tuple[Record, Record]]] = {}
     for old, new in zip(before, after, strict=True):
         groups.setdefault((old.label or old.config_id, old.model), []).append((old, new))
@@ -174,7 +181,13 @@ def _summarise(before: Sequence[Record], after: Sequence[Record], sheet: PriceSh
 )
 @click.option("--no-report", is_flag=True, help="leave the summaries and the report as they are")  # pragma: no mutate
 @sink_options
-def reprice_command(records: str, prices: str, sheet: str | None, out: str | None, no_report: bool, **options: Any) -> int:
+def reprice_command(
+    records: str, prices: str, sheet: str | None, out: str | None, no_report: bool, **options: Any
+) -> int:
+    from bcas.records import RecordError, ResultStore, load_price_sheet, load_records
+    from bcas.records import reprice as reprice_records
+    from bcas.run.rebuild import check_run_folder
+
     source = Path(records)
     try:
         price_sheet = load_price_sheet(prices, sheet)
@@ -186,7 +199,7 @@ def reprice_command(records: str, prices: str, sheet: str | None, out: str | Non
             raise RecordError("--out must differ from the input: stored records are never rewritten")
         before = load_records(source)
         after = reprice_records(before, price_sheet)
-    except INPUT_ERRORS as exc:
+    except input_errors() as exc:
         fail(exc)
     if out is not None:
         target = Path(out)
@@ -231,6 +244,7 @@ reprice = reprice_command
 @click.option("--keep", is_flag=True, help="keep the worker files (one run folder, no --out)")  # pragma: no mutate
 def merge(run_dirs: Sequence[str], out: str | None, partial: bool, allow_mismatch: bool, keep: bool) -> int:
     from bcas.harness.merge import find_shards, merge_runs
+    from bcas.records import RecordError, ResultStore
 
     for run in run_dirs:  # nothing is created for a folder that is not there
         if not Path(run).is_dir():
@@ -242,7 +256,7 @@ def merge(run_dirs: Sequence[str], out: str | None, partial: bool, allow_mismatc
             click.echo(ResultStore(run_dirs[0]).merge(remove_worker_files=not keep))
             return 0
         merged = merge_runs(list(run_dirs), out, partial=partial, allow_mismatch=allow_mismatch)
-    except INPUT_ERRORS as exc:
+    except input_errors() as exc:
         fail(exc)
     click.echo("\n".join(merged.lines()))
     return 0
@@ -255,7 +269,7 @@ def _metric_names() -> list[str]:
     return ["em", "judge", *METRICS.names(), *VALUES.names()]
 
 
-class _Metric(click.ParamType):
+class _Metric(click.ParamType[str]):
     """``--metric``: one of the registered names (read when used: plugins may add some)."""
 
     name = "metric"

@@ -13,15 +13,16 @@ own); ``bcas models --gguf`` prints the shipped GGUF's path for ``--model``::
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
-from unittest import mock
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
 from bcas.cli.framework import Group, fail
+
+if TYPE_CHECKING:
+    import argparse
 
 
 @click.command(
@@ -33,6 +34,9 @@ from bcas.cli.framework import Group, fail
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def serve(args: Sequence[str]) -> int:
     """Run the server in this process until it is stopped; llama_cpp.server reads ``sys.argv``."""
+    import argparse
+    from unittest import mock
+
     from bcas.llm.llama_server import main as server_main
 
     def one_line(parser: argparse.ArgumentParser, message: str) -> NoReturn:
@@ -68,7 +72,9 @@ def _modes() -> tuple[str, ...]:
     show_default=True,
     help="registered dataset name or JSONL path",  # pragma: no mutate
 )
-@click.option("--k", type=click.IntRange(min=1), default=5, show_default=True, help="documents retrieved")  # pragma: no mutate
+@click.option(
+    "--k", type=click.IntRange(min=1), default=5, show_default=True, help="documents retrieved"
+)  # pragma: no mutate
 @click.option(
     "--limit",
     type=click.IntRange(min=1),
@@ -145,7 +151,9 @@ def evaluate(
 
 @index.command("milvus", help="Start a Milvus Lite server for the search-engine index.")  # pragma: no mutate
 @click.option("--data-dir", required=True, metavar="DIR", help="where the server keeps its data")  # pragma: no mutate
-@click.option("--port", type=click.IntRange(0, 65535), default=19530, show_default=True, help="0: a free port")  # pragma: no mutate
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=19530, show_default=True, help="0: a free port"
+)  # pragma: no mutate
 @click.option("--check", is_flag=True, help="start, answer one request, stop (CI's smoke check)")  # pragma: no mutate
 def milvus(data_dir: str, port: int, check: bool) -> int:
     from bcas.retrieval.milvus_lite import MilvusLiteServer

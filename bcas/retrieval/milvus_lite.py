@@ -127,4 +127,3 @@ class MilvusLiteServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-

@@ -105,7 +105,8 @@ def rebuild_run(run_dir: str | os.PathLike[str], sinks: Mapping[str, str | None]
 
     path = check_run_folder(run_dir)
     opened = open_sinks(dict(sinks)) if sinks else {}  # a tracker that is down stops before any write
-    final = finalize_run(_settings(path, read_manifest(path)), None, token="report", gate_report=read_gate_report)
+    settings = _settings(path, read_manifest(path))
+    final = finalize_run(settings, None, token="report", gate_report=read_gate_report)  # type: ignore[arg-type]
     published = publish_all(opened, path) if opened and final is not None else []
     return RebuildResult(path, final, published)
 
