@@ -26,6 +26,13 @@ class RejudgeSummary:
     correct: int
     incorrect: int
     unknown: int
+    fingerprint: str = ""  # the judge's
+    spec: str = ""
+    repeats: int = 1
+
+    def manifest_entry(self) -> dict[str, Any]:
+        """The judge as a session entry of run.json describes it (:func:`bcas.run.manifest.record_command`)."""
+        return {"spec": self.spec, "repeats": self.repeats, "fingerprint": self.fingerprint, "grade_id": self.grade_id}
 
     def lines(self) -> list[str]:
         return [
@@ -110,4 +117,7 @@ def rejudge(
         sum(v is True for v in verdicts),
         sum(v is False for v in verdicts),
         sum(v is None for v in verdicts),
+        fingerprint,
+        judge_spec,
+        repeats,
     )

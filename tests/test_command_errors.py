@@ -35,6 +35,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("compare", ["compare", "RUN", "RUN", "--metric", "evidnce_recall"], "did you mean 'evidence_recall'?"),
     ("report", ["report", "missing-run"], "missing-run: no such run folder"),
     ("report", ["report", "RUN", "missing-run"], "missing-run: no such run folder"),  # checked before any write
+    ("report", ["report", "RUN", "--mlflow", "DEADROOT"], "is not reachable"),  # the sink is reached first
     ("rejudge", ["rejudge", "missing-run", "--judge", "mock:gold"], "missing-run: no such run folder"),
     ("rejudge", ["rejudge", "RUN", "--judge", "mock:glod"], "unknown mock variant 'glod'"),
     (
@@ -103,7 +104,7 @@ def test_bad_input_is_one_line_exit_2_and_creates_nothing(
     shutil.copyfile(GOLDEN, run / "records.jsonl")
     monkeypatch.chdir(tmp_path)
     dead = _dead_url()
-    argv = [{"RUN": str(run), "DEAD": dead}.get(a, a) for a in argv]
+    argv = [{"RUN": str(run), "DEAD": dead, "DEADROOT": dead.removesuffix("/v1")}.get(a, a) for a in argv]
     before = _tree(tmp_path)
     assert main(argv) == 2
     captured = capsys.readouterr()

@@ -133,6 +133,10 @@ def rejudge(
     except input_errors() as exc:
         fail(exc)
     click.echo("\n".join(summary.lines()))
+    if summary.graded:
+        from bcas.run.manifest import record_command
+
+        record_command(Path(run_dir), "bcas rejudge", {"judge": summary.manifest_entry()}, summary.graded)
     if not no_report:
         _rebuild(Path(run_dir), chosen_sinks(options))
     return 0
@@ -157,6 +161,16 @@ def _summarise(before: Sequence[Record], after: Sequence[Record], sheet: PriceSh
     for model in unpriced:
         lines.append(missing_price_note(model, sheet.name))
     return "\n".join(lines)
+
+
+def _record_sheet(run_dir: Path, prices: str, sheet: str | None, changed: int) -> None:
+    """run.json: the sheet the records are now priced under (the report's "Run" section shows it)."""
+    from bcas.records.pricing import price_source
+    from bcas.run.manifest import file_sha256, record_command
+
+    path, name = price_source(prices, sheet)
+    entry = {"path": str(path), "sheet": name, "sha256": file_sha256(path)}
+    record_command(run_dir, "bcas reprice", {"price_sheet": entry}, changed)
 
 
 @click.command(
@@ -208,6 +222,8 @@ def reprice_command(
     elif source.is_dir():
         changed = [new for old, new in zip(before, after, strict=True) if new.to_dict() != old.to_dict()]
         ResultStore(source).extend(changed)
+        if changed:
+            _record_sheet(source, prices, sheet, len(changed))
     click.echo(_summarise(before, after, price_sheet))
     if source.is_dir() and out is None and not no_report:
         _rebuild(source, chosen_sinks(options))

@@ -78,6 +78,10 @@ def test_rejudge_shows_the_judge_in_the_summary_and_the_report(finished: Path, t
     assert _summary_cells(run, "judge n") == ["3", "3"]
     frame = pytest.importorskip("pandas").read_parquet(run / "records.parquet")
     assert frame["judge_verdict"].tolist() == frame["correct_em"].tolist()
+    last = json.loads((run / "run.json").read_text(encoding="utf-8"))["sessions"][-1]  # what the records now hold
+    assert last["command"] == "bcas rejudge" and last["judge"]["spec"] == "mock:gold"
+    assert {gid for r in load_records(run) for gid in r.grades or {}} >= {last["judge"]["grade_id"]}
+    assert f"mock:gold · {last['judge']['grade_id']}" in (run / "index.html").read_text(encoding="utf-8")
 
 
 def test_no_report_leaves_the_views_as_they_were(finished: Path, tmp_path: Path) -> None:
@@ -105,6 +109,10 @@ def test_reprice_shows_the_cost_in_the_summary_and_the_report(finished: Path, tm
     assert {row["label"]: row["cost_usd"] for row in rows} == pytest.approx(expected)
     assert _summary_cells(run, "cost $") == [f"{row['cost_usd']:.4f}" for row in rows]  # type: ignore[str-format]
     assert {r.price_sheet for r in load_records(run)} == {"test"}
+    last = json.loads((run / "run.json").read_text(encoding="utf-8"))["sessions"][-1]
+    assert last["command"] == "bcas reprice" and last["price_sheet"]["path"] == str(finished / "prices.toml")
+    assert last["records_written"] == 6
+    assert str(finished / "prices.toml") in (run / "index.html").read_text(encoding="utf-8")
 
 
 def test_a_session_resumed_under_a_new_sheet_prices_the_whole_summary(finished: Path, tmp_path: Path) -> None:
