@@ -76,8 +76,8 @@ def test_rejudge_shows_the_judge_in_the_summary_and_the_report(finished: Path, t
     assert [row["judge_accuracy"] for row in rows] == [row["accuracy"] for row in rows]
     assert _summary_cells(run, "judge %") == [f"{row['accuracy'] * 100:.1f}" for row in rows]  # type: ignore[operator]
     assert _summary_cells(run, "judge n") == ["3", "3"]
-    frame = pytest.importorskip("pandas").read_parquet(run / "records.parquet")
-    assert frame["judge_verdict"].tolist() == frame["correct_em"].tolist()
+    table = pytest.importorskip("pyarrow.parquet").read_table(run / "records.parquet")
+    assert table.column("judge_verdict").to_pylist() == table.column("correct_em").to_pylist()
     last = json.loads((run / "run.json").read_text(encoding="utf-8"))["sessions"][-1]  # what the records now hold
     assert last["command"] == "bcas rejudge" and last["judge"]["spec"] == "mock:gold"
     assert {gid for r in load_records(run) for gid in r.grades or {}} >= {last["judge"]["grade_id"]}
