@@ -130,6 +130,15 @@ def test_a_key_given_as_a_variable_name_is_never_echoed(capsys: pytest.CaptureFi
         assert looks_like_key(key), key
     for name in ("OPENAI_API_KEY", "HF_TOKEN", "my_key", "KEY2"):
         assert not looks_like_key(name), name
+    from bcas.llm.base import ModelError
+    from bcas.llm.openai_compat import OpenAICompatModel
+    from bcas.llm.preflight import PreflightError, preflight
+
     with pytest.raises(ValueError, match="looks like a key") as info:
         rejudge(".", "mock:gold", api_key_env=KEY)
     assert KEY not in str(info.value)
+    with pytest.raises(ModelError, match="looks like a key") as model_info:
+        OpenAICompatModel("m", base_url="http://127.0.0.1:9/v1", api_key_env=KEY)
+    with pytest.raises(PreflightError, match="looks like a key") as preflight_info:
+        preflight("http://127.0.0.1:9/v1", "m", api_key_env=KEY)
+    assert KEY not in str(model_info.value) + str(preflight_info.value)
