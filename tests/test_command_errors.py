@@ -34,6 +34,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("compare", ["compare", "RUN", "missing-run"], "missing-run: no such run folder"),
     ("compare", ["compare", "RUN", "RUN", "--metric", "evidnce_recall"], "did you mean 'evidence_recall'?"),
     ("report", ["report", "missing-run"], "missing-run: no such run folder"),
+    ("report", ["report", "."], "holds no records.jsonl"),
     ("report", ["report", "RUN", "missing-run"], "missing-run: no such run folder"),  # checked before any write
     ("report", ["report", "RUN", "--mlflow", "DEADROOT"], "is not reachable"),  # the sink is reached first
     ("rejudge", ["rejudge", "missing-run", "--judge", "mock:gold"], "missing-run: no such run folder"),
@@ -142,3 +143,16 @@ def test_a_key_given_as_a_variable_name_is_never_echoed(capsys: pytest.CaptureFi
     with pytest.raises(PreflightError, match="looks like a key") as preflight_info:
         preflight("http://127.0.0.1:9/v1", "m", api_key_env=KEY)
     assert KEY not in str(model_info.value) + str(preflight_info.value)
+
+
+def test_a_folder_of_shards_is_named_as_such(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shard = tmp_path / "run" / "shard-1-of-2"
+    shard.mkdir(parents=True)
+    shutil.copyfile(GOLDEN, shard / "records.jsonl")
+    before = _tree(tmp_path)
+    assert main(["report", str(tmp_path / "run")]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"error: {tmp_path / 'run'}: holds the shards of a run, not its records: join them first " + (
+        f"(bcas merge {tmp_path / 'run'})"
+    )
+    assert _tree(tmp_path) == before

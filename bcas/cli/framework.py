@@ -71,7 +71,7 @@ def sink_options(command: F) -> F:
             flag_value="",
             default=None,
             metavar="[TARGET]",
-            help=f"{SINKS.meta(name, 'help')} (default target {SINKS.meta(name, 'default_target')})",  # pragma: no mutate
+            help=str(SINKS.meta(name, "help")) + "; after the run folders (TARGET is optional)",  # pragma: no mutate
         )(command)
     return command
 

@@ -61,6 +61,10 @@ def check_run_folder(run_dir: str | os.PathLike[str]) -> Path:
     if not path.is_dir():
         raise RebuildError(f"{path}: not a run folder (a folder holding records.jsonl)")
     if not record_files(path):
+        if any(path.glob("shard-*-of-*/records*.jsonl")):
+            raise RebuildError(
+                f"{path}: holds the shards of a run, not its records: join them first (bcas merge {path})"
+            )
         raise RebuildError(f"{path}: holds no records.jsonl (not a run folder, or a run that answered nothing)")
     return path
 
