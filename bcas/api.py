@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bcas.registry import did_you_mean
 from bcas.run.options import DEFAULTS, KINDS, OptionError, RawValue
 from bcas.run.plan import Plan, make_plan
 from bcas.run.settings import Case, Settings, build_settings, check_baseline
@@ -98,7 +99,11 @@ def raw_options(
         if name not in KINDS or name in RENAMED:
             names = {n.replace("-", "_") for n in KINDS if n not in PYTEST_ONLY} | set(RENAMED.values())
             known = sorted(names | {sink_option(n).replace("-", "_") for n in SINKS.names()})
-            hint = f" (use {RENAMED[name]}=)" if name in RENAMED else ""
+            hint = (
+                f" (use {RENAMED[name]}=)"
+                if name in RENAMED
+                else did_you_mean(key, [*known, "limit", "progress", "root"])
+            )
             raise ValueError(f"{key}: not an option of bcas.evaluate{hint}; known: {', '.join(known)}")
         if name in PYTEST_ONLY:
             raise ValueError(f"{key}: only the pytest front door has it (pytest benchmarks --bcas-{name})")

@@ -15,16 +15,15 @@ count and content hash (``--formats`` lists the layouts, ``--help`` the usage).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import re
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bcas.formats import FORMATS, Format, describe, detect_format, infer_task, lookup_format, read_format, split_spec
 from bcas.formats.native import parse_items
 from bcas.items import DatasetError, Document, Item, content_hash
+from bcas.registry import did_you_mean
 from bcas.resources import resource_path
 
 __all__ = [
@@ -328,7 +327,7 @@ def resolve_spec(name_or_path: str | Path) -> DatasetSpec:
     raise DatasetError(
         key,
         None,
-        f"unknown dataset; registered names are {sorted(DATASETS)}, or give a file path "
+        f"unknown dataset{did_you_mean(key, DATASETS)}; registered names are {sorted(DATASETS)}, or give a file path "
         "or FORMAT:PATH (bcas data check --formats lists the formats)",
     )
 
@@ -417,35 +416,24 @@ def _cached_format(path: str, fmt: Format) -> tuple[tuple[Item, ...], str, str]:
     return _FORMAT_CACHE[key]
 
 
-def main(argv: list[str] | None = None, prog: str = "bcas data check") -> int:
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Item count, document count and content hash of datasets (every registered one by default).",
-    )
-    parser.add_argument(
-        "datasets", nargs="*", metavar="NAME|PATH|FORMAT:PATH", help=f"a registered name ({', '.join(DATASETS)}), "
-        "a file whose layout is detected, or FORMAT:PATH (see --formats)"
-    )  # fmt: skip
-    parser.add_argument("--formats", action="store_true", help="list the dataset formats FORMAT:PATH accepts")
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    if args.formats:
-        for row in describe():
-            aliases = f" (also {', '.join(row['aliases'])})" if row["aliases"] else ""
-            print(f"{row['name']:<18}{row['description']}{aliases}")
-        return 0
-    names = args.datasets or list(DATASETS)
-    loaded = []
-    for name in names:
-        try:
-            loaded.append(load_dataset(name))
-        except DatasetError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+def check_lines(names: list[str] | None = None) -> list[str]:
+    """``bcas data check``: item count, document count and content hash of each dataset (every
+    registered one by default); :class:`DatasetError` on the first that cannot be read."""
+    loaded = [load_dataset(name) for name in (names or list(DATASETS))]
     # columns as wide as their longest cell plus two spaces: a long name never runs into its task
     name_w = max([len("dataset"), *(len(ds.name) for ds in loaded)]) + 2
     task_w = max([len("task"), *(len(ds.task) for ds in loaded)]) + 2
-    print(f"{'dataset':<{name_w}}{'task':<{task_w}}{'items':>7}{'docs':>8}  sha256")
+    lines = [f"{'dataset':<{name_w}}{'task':<{task_w}}{'items':>7}{'docs':>8}  sha256"]
     for ds in loaded:
         n_docs = sum(len(i.documents) for i in ds.items)
-        print(f"{ds.name:<{name_w}}{ds.task:<{task_w}}{len(ds):>7}{n_docs:>8}  {ds.hash}")
-    return 0
+        lines.append(f"{ds.name:<{name_w}}{ds.task:<{task_w}}{len(ds):>7}{n_docs:>8}  {ds.hash}")
+    return lines
+
+
+def format_lines() -> list[str]:
+    """``bcas data check --formats``: the dataset formats ``FORMAT:PATH`` accepts."""
+    lines = []
+    for row in describe():
+        aliases = f" (also {', '.join(row['aliases'])})" if row["aliases"] else ""
+        lines.append(f"{row['name']:<18}{row['description']}{aliases}")
+    return lines

@@ -18,8 +18,9 @@ Extensions register in one line, from anywhere that runs before they are used:
 
 from __future__ import annotations
 
+import difflib
 import importlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -27,6 +28,12 @@ T = TypeVar("T")
 ENTRY_POINT_GROUP = "bcas.plugins"
 _plugins_loaded = False
 _MISSING = object()
+
+
+def did_you_mean(given: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` naming the known name closest to a mistyped one, or ``""``."""
+    close = difflib.get_close_matches(given, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class RegistryError(LookupError):
@@ -118,7 +125,10 @@ class Registry(Generic[T]):
         if entry is None and load_plugins():
             entry = self._entries.get(name)
         if entry is None:
-            raise RegistryError(f"unknown {self.kind} {name!r}; registered: {', '.join(self.names()) or '(none)'}")
+            names = self.names()
+            raise RegistryError(
+                f"unknown {self.kind} {name!r}{did_you_mean(str(name), names)}; registered: {', '.join(names) or '(none)'}"
+            )
         return entry
 
     def get(self, name: str, default: Any = _MISSING) -> T:
@@ -290,6 +300,7 @@ __all__ = [
     "ROUTED_METHOD",
     "RUN_KINDS",
     "TREATMENTS",
+    "did_you_mean",
     "documents_needed",
     "Registry",
     "RegistryError",

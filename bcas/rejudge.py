@@ -26,6 +26,13 @@ class RejudgeSummary:
     correct: int
     incorrect: int
     unknown: int
+    fingerprint: str = ""  # the judge's
+    spec: str = ""
+    repeats: int = 1
+
+    def manifest_entry(self) -> dict[str, Any]:
+        """The judge as a session entry of run.json describes it (:func:`bcas.run.manifest.record_command`)."""
+        return {"spec": self.spec, "repeats": self.repeats, "fingerprint": self.fingerprint, "grade_id": self.grade_id}
 
     def lines(self) -> list[str]:
         return [
@@ -82,10 +89,18 @@ def rejudge(
     """Grade every answer of ``run_dir`` that ``judge_spec`` has not graded (module docstring)."""
     from bcas.grading import LLMJudge
     from bcas.identity import grade_id
+    from bcas.keys import key_name_problem
+    from bcas.run.rebuild import check_run_folder
 
+    problem = key_name_problem(api_key_env)
+    if problem is not None:
+        raise ValueError(f"--api-key-env: the value {problem}")  # never the value itself
+    if repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {repeats}")
+    check_run_folder(run_dir)  # a folder that is not a run is never created (nor its lock)
+    model, fingerprint = _judge_model(judge_spec, base_url, api_key_env, cache)  # a bad judge: before any write
     store = ResultStore(run_dir)
     store.merge()
-    model, fingerprint = _judge_model(judge_spec, base_url, api_key_env, cache)
     gid = grade_id(fingerprint, repeats, three_way)
     records = store.records()
     todo = [r for r in records if gid not in (r.grades or {})]
@@ -102,4 +117,7 @@ def rejudge(
         sum(v is True for v in verdicts),
         sum(v is False for v in verdicts),
         sum(v is None for v in verdicts),
+        fingerprint,
+        judge_spec,
+        repeats,
     )

@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 SUBCOMMANDS = (
     "merge",
     "compare",
+    "report",
     "rejudge",
     "reprice",
     "gate write",
@@ -49,14 +50,14 @@ def test_help_lists_every_subcommand() -> None:
     done = _run("--help")
     assert done.returncode == 0, done.stderr
     listed = {line.split()[0] for line in done.stdout.split("Commands:")[1].splitlines() if line.strip()}
-    assert listed == {"merge", "compare", "rejudge", "reprice", "gate", "data", "models", "serve", "index"}
+    assert listed == {"merge", "compare", "report", "rejudge", "reprice", "gate", "data", "models", "serve", "index"}
 
 
 @pytest.mark.parametrize("sub", SUBCOMMANDS)
 def test_help_prints_the_usage_and_runs_nothing(sub: str) -> None:
     done = _run(*sub.split(), "--help")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith(f"usage: bcas {sub}"), done.stdout[:300]
+    assert done.stdout.startswith(f"Usage: bcas {sub} "), done.stdout[:300]  # click's, as every subcommand
     assert "error" not in done.stderr.lower(), done.stderr
 
 
@@ -68,7 +69,7 @@ def test_serve_help_is_the_servers_own() -> None:
 
 def test_data_reads_names_not_options() -> None:
     done = _run("data", "check", "--no-such-option")
-    assert done.returncode == 2 and "unrecognized arguments: --no-such-option" in done.stderr, done.stderr
+    assert done.returncode == 2 and "No such option '--no-such-option'" in done.stderr, done.stderr
     assert "DatasetError" not in done.stderr and "no such file" not in done.stderr
 
 
@@ -98,7 +99,9 @@ def test_models_prints_the_shipped_gguf_and_the_backends() -> None:
 
 def test_an_unknown_subcommand_is_a_usage_error() -> None:
     done = _run("mrege")
-    assert done.returncode == 2 and "No such command 'mrege'" in done.stderr, done.stderr
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("error: bcas: No such command 'mrege' (did you mean 'merge'?)"), line
 
 
 def test_the_installed_entry_point_is_this_command() -> None:

@@ -30,10 +30,8 @@ Everything here is a function of records and baseline files; nothing imports pyt
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-import sys
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -445,34 +443,20 @@ def check_baseline(value: str | None) -> None:
         ) from None
 
 
-def write_main(argv: list[str] | None = None, prog: str = "bcas gate write") -> int:
-    """``bcas gate write RUN OUT.json``: a baseline file from a run folder or records file."""
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Write a baseline file from a run folder or records file.",  # pragma: no mutate (help text)
-    )
-    parser.add_argument(
-        "run",
-        help="reports/<run> directory or a records.jsonl file",  # pragma: no mutate (help text)
-    )
-    parser.add_argument(
-        "out",
-        help="baseline JSON to write, e.g. fixtures/baselines/smoke.json",  # pragma: no mutate (help text)
-    )
-    args = parser.parse_args(argv)
-    src = Path(args.run)
+def write_baseline_file(run: str | Path, out: str | Path) -> str:
+    """``bcas gate write RUN OUT.json``: a baseline file from a run folder or records file; returns
+    the line saying what was written.  :class:`BaselineError` (nothing written) on a bad input."""
+    src = Path(run)
     if src.is_dir():
         src = src / "records.jsonl"
     try:
         data = build_baseline(_read_records(src))
-    except (OSError, BaselineError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+    except OSError as exc:
+        raise BaselineError(f"{src}: {exc.strerror or exc}") from None
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
     sizes = sorted({case["n"] for case in data["cases"].values()})
-    print(
-        f"wrote {args.out}: {len(data['cases'])} cases, {'/'.join(map(str, sizes))} items each; "
+    return (
+        f"wrote {out}: {len(data['cases'])} cases, {'/'.join(map(str, sizes))} items each; "
         "`bcas gate power` prints the drop each case size can detect"
     )
-    return 0

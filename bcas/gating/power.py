@@ -11,7 +11,6 @@ documentation's tables (docs/gating.md): the smallest drop each number of paired
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 
 import numpy as np
@@ -71,41 +70,10 @@ def power_tables(alpha: float, families: list[int], sizes: list[int], p_better: 
     return "\n".join(out)
 
 
-def main(argv: list[str] | None = None, prog: str = "bcas gate power") -> int:
-    """Print the power tables (and, with ``--tango-size``, the tolerance test's exact size)."""
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="What the regression gate can detect, by paired items and family size",  # pragma: no mutate (help text)
-    )
-    parser.add_argument("--alpha", type=float, default=0.05)
-    parser.add_argument(
-        "--cases",
-        default="1,7,30",
-        help="gated cases per Holm family, comma-separated",  # pragma: no mutate (help text)
-    )
-    parser.add_argument(
-        "--n",
-        default="5,10,20,30,50,100,200,300,500,1000",
-        help="paired items, comma-separated",  # pragma: no mutate (help text)
-    )
-    parser.add_argument(
-        "--p-better",
-        type=float,
-        default=0.05,
-        help="share of items flipping to correct in the power table (default 0.05)",  # pragma: no mutate (help text)
-    )
-    parser.add_argument(
-        "--tango-size",
-        action="store_true",
-        help="also print the tolerance test's exact size",  # pragma: no mutate (help text)
-    )
-    args = parser.parse_args(argv)
-    families = [int(x) for x in args.cases.split(",") if x.strip()]
-    sizes = [int(x) for x in args.n.split(",") if x.strip()]
-    print(power_tables(args.alpha, families, sizes, args.p_better))
-    if args.tango_size:
-        print(f"\nExact size of the tolerance test at nominal {args.alpha:g} (true drop = tolerance):\n")
-        print("| paired items | 5 pts | 10 pts |\n|---:|---:|---:|")
-        for n in (20, 50, 100, 200):
-            print(f"| {n} | " + " | ".join(f"{tango_exact_size(n, m, args.alpha):.4f}" for m in (0.05, 0.10)) + " |")
-    return 0
+def tango_size_lines(alpha: float) -> list[str]:
+    """The tolerance test's exact size at nominal ``alpha`` (``bcas gate power --tango-size``)."""
+    out = [f"\nExact size of the tolerance test at nominal {alpha:g} (true drop = tolerance):\n"]
+    out.append("| paired items | 5 pts | 10 pts |\n|---:|---:|---:|")
+    for n in (20, 50, 100, 200):
+        out.append(f"| {n} | " + " | ".join(f"{tango_exact_size(n, m, alpha):.4f}" for m in (0.05, 0.10)) + " |")
+    return out

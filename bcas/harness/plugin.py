@@ -69,6 +69,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     tracking.add_options(parser)  # --bcas-mlflow and every other registered result sink
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser, args: list[str]
+) -> Iterator[None]:
+    """A mistyped ``--bcas-*`` option is a usage error naming the closest one (after the initial
+    conftests, whose options count too); pytest alone would say only "unrecognized arguments"."""
+    from bcas.run.options import mistyped_option
+
+    result = yield
+    groups = [*getattr(parser, "_groups", []), getattr(parser, "_anonymous", None)]
+    known = [name for group in groups if group is not None for opt in group.options for name in opt.names()]
+    problem = mistyped_option(args, known)
+    if problem is not None:
+        raise pytest.UsageError(problem)
+    return result
+
+
 def _xdist_workers(config: pytest.Config) -> int:
     n = getattr(config.option, "numprocesses", None)
     if n in (None, 0):

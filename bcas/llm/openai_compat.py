@@ -69,6 +69,7 @@ from typing import Any
 
 import httpx
 
+from bcas.keys import key_name_problem
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, ModelError, split_reasoning
 from bcas.llm.served import context_exceeded, parse_logprobs, read_server_facts
 from bcas.llm.tool_calls import TOOLS_HINT, calls_from_message
@@ -417,6 +418,9 @@ class OpenAICompatModel(ChatModel):
 def _read_api_key(env_name: str | None) -> str | None:
     if env_name is None:
         return None
+    problem = key_name_problem(env_name)
+    if problem is not None:  # a key given in place of its variable's name: never repeated
+        raise ModelError(f"api_key_env: the value {problem}")
     value = os.environ.get(env_name)
     if not value:
         raise ModelError(f"api_key_env names the environment variable {env_name!r}, which is not set or empty")

@@ -44,6 +44,7 @@ from typing import Any
 import httpx
 
 from bcas.identity import server_fingerprint
+from bcas.keys import key_name_problem
 from bcas.llm.openai_compat import server_message
 from bcas.llm.served import ServerFacts, read_server_facts
 
@@ -119,6 +120,9 @@ def preflight(
     base = base_url.rstrip("/")
     key: str | None = None
     if api_key_env:
+        problem = key_name_problem(api_key_env)
+        if problem is not None:  # a key given in place of its variable's name: never repeated
+            raise PreflightError(f"{base}: api_key_env: the value {problem}")
         key = os.environ.get(api_key_env)
         if not key:
             raise PreflightError(f"{base}: model {model!r}: the API key variable {api_key_env} is not set or empty")

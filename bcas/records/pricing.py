@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bcas.records.schema import Record
+from bcas.registry import did_you_mean
 from bcas.resources import resource_path
 
 DEFAULT_PRICES = resource_path("prices.toml")  # package data: a non-editable install has it too
@@ -149,7 +150,7 @@ def load_price_sheet(spec: str | os.PathLike[str] | None = None, sheet: str | No
     if name is None:
         raise PriceError(f"{path}: several sheets {sorted(sheets)} and no 'default'; choose one")
     if name not in sheets:
-        raise PriceError(f"{path}: no sheet {name!r}; sheets: {sorted(sheets)}")
+        raise PriceError(f"{path}: no sheet {name!r}{did_you_mean(str(name), sheets)}; sheets: {sorted(sheets)}")
     return sheets[name]
 
 

@@ -21,7 +21,6 @@ candidate pool (``--rerank-candidates``); the table says how many items each row
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import time
@@ -162,39 +161,3 @@ def format_table(results: Sequence[ModeScores]) -> str:
             f"| {r.mode} | {r.items} | {r.recall:.3f} | {r.mrr:.3f} | {cand} | {1000 * r.seconds_per_query:.1f} |"
         )
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None, prog: str = "bcas index evaluate") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
-    parser.add_argument("--dataset", default="hotpotqa", help="registered dataset name or JSONL path")
-    parser.add_argument("--k", type=int, default=5)
-    parser.add_argument("--limit", type=int, default=None, help="seeded subset of items used as queries")
-    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
-    parser.add_argument("--rerank-limit", type=int, default=40, help="items for hybrid_rerank (0: all)")
-    parser.add_argument("--rerank-candidates", type=int, default=None, help="candidate pool for hybrid_rerank")
-    parser.add_argument("--fusion", choices=("rrf", "convex"), default="rrf")
-    parser.add_argument(
-        "--no-phrase-boost", action="store_true", help="hybrid modes fuse plain BM25 instead of phrase-boosted BM25"
-    )
-    parser.add_argument("--embedder", default="minilm")
-    parser.add_argument("--reranker", default="llm")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args(argv)
-    base = RetrievalConfig(
-        fusion=args.fusion, embedder=args.embedder, reranker=args.reranker, phrase_boost=not args.no_phrase_boost
-    )
-    results = evaluate_retrieval(
-        args.dataset,
-        modes=args.modes,
-        k=args.k,
-        limit=args.limit,
-        rerank_limit=args.rerank_limit or None,
-        rerank_candidates=args.rerank_candidates,
-        config=base,
-        seed=args.seed,
-        progress=not args.no_progress,
-    )
-    print(f"dataset: {args.dataset}  (collection: all documents of the dataset; k = {args.k})")
-    print(format_table(results))
-    return 0

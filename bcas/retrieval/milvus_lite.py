@@ -12,7 +12,6 @@ Nothing here reaches beyond 127.0.0.1.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import os
 import socket
@@ -128,26 +127,3 @@ class MilvusLiteServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def main(argv: list[str] | None = None, prog: str = "bcas index milvus") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", required=True)
-    parser.add_argument("--port", type=int, default=19530, help="0: a free port")
-    parser.add_argument("--check", action="store_true", help="start, answer one request, stop (CI's smoke check)")
-    args = parser.parse_args(argv)
-    server = MilvusLiteServer(args.data_dir, args.port).start()
-    print(f"milvus-lite serving {server.url} (data in {server.data_dir}; started in {server.started_in_s:.1f} s)")
-    try:
-        if not args.check:
-            assert server.process is not None
-            server.process.wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

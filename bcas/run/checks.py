@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bcas.grids import HOLM_SCOPES, get_grid
 from bcas.llm import BACKENDS, backend_meta
+from bcas.registry import did_you_mean
 from bcas.run.options import OptionError, RawValue
 
 # --bcas-limit all: every item.  Dataset.subset keeps a dataset whole for any limit at
@@ -78,7 +79,9 @@ _BACKEND_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.+-]+")
 
 
 def unknown_backend(option: str, name: str) -> OptionError:
-    return usage(option, f"unknown backend {name!r}; known: {', '.join(sorted(BACKENDS))}")
+    return usage(
+        option, f"unknown backend {name!r}{did_you_mean(name, BACKENDS)}; known: {', '.join(sorted(BACKENDS))}"
+    )
 
 
 def check_backend_prefix(option: str, raw: str | None, backend: str) -> None:

@@ -24,6 +24,7 @@ from bcas.run.rsc_files import routing_lines, routing_rows
 from bcas.run.settings import Settings
 
 if TYPE_CHECKING:
+    from bcas.records import ResultStore
     from bcas.report.summary import Summaries
     from bcas.run.session import BcasSession
 
@@ -70,6 +71,7 @@ def finalize_run(
         session.close()  # flushes this process's gate results
     store = ResultStore(settings.run_dir)
     store.merge()
+    repriced = price_in_force(store, getattr(settings, "prices", None), getattr(settings, "price_sheet", None))
     if status is not None and settings.run_dir.is_dir():
         store.path.touch(exist_ok=True)  # an interrupted run leaves its records file, even with none finished
     records = [r.to_dict() for r in store.records()]
@@ -158,7 +160,29 @@ def finalize_run(
             f"rho*={prof.get('rho_star')} class={prof.get('classification')} -> {dec.get('mode')}"
         )
     lines.extend(routing_lines(routing))
+    if repriced:
+        lines.append(f"repriced: {repriced} record(s) priced under another sheet were priced under this run's sheet")
     return FinalResult(store.path, report, lines, holm_failures, gate, summaries)
+
+
+def price_in_force(store: ResultStore, prices: Path | None, sheet_name: str | None = None) -> int:
+    """Price every record of the run under the sheet in force (``--bcas-prices``); returns how many changed.
+
+    A session that resumes a run under a new price sheet answers only its new items, so the
+    resumed records still carry the old sheet's cost (or none).  The summaries are views of
+    the records, so the records themselves are repriced: each one whose cost under the sheet
+    in force differs is appended again with the new cost (as ``bcas reprice RUN`` does; the
+    newest version of an answer wins), and every view agrees with records.jsonl.
+    ``prices`` ``None`` (``--bcas-prices none``, a merge, a rebuild): nothing changes.
+    """
+    if prices is None:
+        return 0
+    from bcas.records import load_price_sheet, reprice_record
+
+    sheet = load_price_sheet(prices, sheet_name)
+    changed = [new for old in store.records() if (new := reprice_record(old, sheet)).to_dict() != old.to_dict()]
+    store.extend(changed)
+    return len(changed)
 
 
 def cache_lines(manifest: dict[str, Any] | None, token: str) -> list[str]:

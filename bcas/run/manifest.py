@@ -375,6 +375,45 @@ def start_session(run_dir: Path, entry: dict[str, Any]) -> dict[str, Any]:
     return _update(run_dir, change)
 
 
+def record_command(run_dir: Path, command: str, changes: dict[str, Any], records_written: int) -> dict[str, Any] | None:
+    """Add the entry of a command that changed the records after the sessions (``bcas rejudge``,
+    ``bcas reprice``): the last session's entry with this process's versions and host, the
+    command, and what it changed (``changes``: its ``judge``, its ``price_sheet``), so that
+    run.json and the report's "Run" section say what the records now hold.  A folder
+    without run.json is left without one."""
+    if read_manifest(run_dir) is None:
+        return None
+    started = now()
+
+    def change(data: dict[str, Any]) -> None:
+        sessions = [s for s in data["sessions"] if isinstance(s, dict)]
+        last = dict(sessions[-1]) if sessions else {}
+        last.update(
+            session=f"{command.split()[-1]}-{started}",
+            command=command,
+            started_at=started,
+            ended_at=now(),
+            exit_status=0,
+            status="finished",
+            bcas=bcas_version(),
+            python=platform.python_version(),
+            packages=package_versions(),
+            host={
+                "cpu": cpu_name(),
+                "cpu_features": cpu_features(),
+                "gpus": gpu_names(),
+                "platform": platform.platform(),
+                "cpus": os.cpu_count(),
+            },
+            records_written=records_written,
+            answers_from_cache=0,
+            **changes,
+        )
+        data["sessions"].append(last)
+
+    return _update(run_dir, change)
+
+
 def complete_session(
     run_dir: Path, token: str, records: list[dict[str, Any]], session: Any = None, status: str | None = None
 ) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ front door, :mod:`bcas.harness.settings`), and the keyword argument ``NAME`` wit
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 OptionKind = Literal["append", "str", "int", "float", "bool"]
@@ -283,3 +284,21 @@ def coerce(name: str, value: RawValue) -> RawValue:
         expected = {"int": "a whole number", "float": "a number"}.get(kind, kind)
         raise OptionError(f"expected {expected}, got {value!r}", name) from None
     return value
+
+
+def mistyped_option(args: Sequence[str], known: Iterable[str], prefix: str = "--bcas-") -> str | None:
+    """The first ``--bcas-*`` argument of ``args`` that is no option in ``known``, with the closest
+    known one (``--bcas-gird``: did you mean ``--bcas-grid``?); ``None`` when all are known.
+
+    The value after ``=`` is never shown: it may be a key pasted in the wrong place.
+    """
+    from bcas.registry import did_you_mean
+
+    names = sorted({name for name in known if name.startswith(prefix)})
+    for arg in args:
+        if arg == "--":
+            break
+        flag = arg.split("=", 1)[0]
+        if flag.startswith(prefix) and flag not in names:
+            return f"unknown option {flag}{did_you_mean(flag, names)}; pytest --help lists the {prefix}* options"
+    return None

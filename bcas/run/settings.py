@@ -102,9 +102,13 @@ def parse_model_spec(value: str | None, default_backend: str, backends: Collecti
 
 
 def _model_specs(values: Values, backend: str, base_url: str | None) -> list[ModelSpec]:
+    from bcas.keys import key_name_problem
     from bcas.run.checks import check_backend_prefix, check_key_env, check_model
 
     key_env = values.text("api-key-env")
+    problem = key_name_problem(key_env)
+    if problem is not None:  # a key pasted where its variable's name goes: refused, never echoed
+        raise OptionError(f"the value {problem}", "api-key-env")
     check_key_env(key_env)
     specs: list[ModelSpec] = []
     raws: list[str | None] = [*values.texts("model")] or [None]

@@ -345,17 +345,17 @@ def test_dataset_names_and_labels(tmp_path: Path) -> None:
 
 
 def test_command_line_lists_formats_and_loads_a_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from bcas.data import main
+    from bcas.cli import main as bcas_main
     from bcas.formats import FORMATS
 
-    assert main(["--formats"]) == 0
+    assert bcas_main(["data", "check", "--formats"]) == 0
     listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert listed == list(FORMATS)
     path = _write(tmp_path / "mine.jsonl", [_item(i) for i in range(2)])
-    assert main([f"bcas:{path}"]) == 0
+    assert bcas_main(["data", "check", f"bcas:{path}"]) == 0
     out = capsys.readouterr().out
     assert load_dataset(path).hash in out
-    assert main([f"hotpotqa:{path}"]) == 2  # read as the wrong layout: a field error, exit 2
+    assert bcas_main(["data", "check", f"hotpotqa:{path}"]) == 2  # read as the wrong layout: a field error, exit 2
     assert "missing field '_id'" in capsys.readouterr().err
 
 

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from scipy.stats import multinomial
 
+from bcas.cli import main as bcas_main
 from bcas.gating.baseline import BaselineCase, GateResult, holm_session, min_detectable
 from bcas.gating.case import floor_failure
 from bcas.gating.plan import CasePlan, GateOptions, _items_needed, fingerprint_note
-from bcas.gating.power import main as power_main
 from bcas.gating.power import tango_exact_size
 from bcas.stats import tango_pvalues
 from tests.support.locale import ascii_locale
@@ -82,7 +82,7 @@ def test_a_test_that_never_rejects_has_size_zero():
 def _power(argv: list[str]) -> str:
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        assert power_main(argv) == 0
+        assert bcas_main(["gate", "power", *argv]) == 0
     return buf.getvalue()
 
 
@@ -117,10 +117,9 @@ def test_gate_power_reads_its_level_and_families_from_the_command_line():
 
 
 def test_a_bad_gate_power_option_names_the_command(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        power_main(["--alpha", "often"])
-    assert exit_info.value.code == 2
-    assert capsys.readouterr().err.startswith("usage: bcas gate power")
+    assert bcas_main(["gate", "power", "--alpha", "often"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: bcas gate power: ") and "--alpha" in line
 
 
 def _result(case: str, p: float, family: str = "session", size: int = 2, alpha: float = 0.05) -> GateResult:
@@ -179,12 +178,9 @@ def test_a_baseline_of_another_model_is_named_with_its_fingerprint_only_when_it_
 
 
 def test_gate_write_without_its_arguments_names_the_command(capsys):
-    from bcas.gating.baseline import write_main
-
-    with pytest.raises(SystemExit) as exit_info:
-        write_main([])
-    assert exit_info.value.code == 2
-    assert capsys.readouterr().err.startswith("usage: bcas gate write")
+    assert bcas_main(["gate", "write"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: bcas gate write: ") and "RUN" in line
 
 
 def _run_records(tmp_path: Path, order: list[int], flip: str | None = None) -> Path:
@@ -206,16 +202,16 @@ def _run_records(tmp_path: Path, order: list[int], flip: str | None = None) -> P
 
 def test_a_baseline_written_twice_from_the_same_outcomes_is_the_same_file(tmp_path, capsys):
     """A committed baseline diffs only where outcomes changed, whatever order the records were written in."""
-    from bcas.gating.baseline import write_main
-
     first, second, changed = tmp_path / "out" / "new" / "a.json", tmp_path / "b.json", tmp_path / "c.json"
-    assert write_main([str(_run_records(tmp_path, list(range(8)))), str(first)]) == 0  # a new nested folder
+    assert (
+        bcas_main(["gate", "write", str(_run_records(tmp_path, list(range(8)))), str(first)]) == 0
+    )  # a new nested folder
     assert capsys.readouterr().out == (
         f"wrote {first}: 2 cases, 4 items each; `bcas gate power` prints the drop each case size can detect\n"
     )
-    assert write_main([str(_run_records(tmp_path, list(reversed(range(8))))), str(second)]) == 0
+    assert bcas_main(["gate", "write", str(_run_records(tmp_path, list(reversed(range(8))))), str(second)]) == 0
     assert first.read_bytes() == second.read_bytes()
-    assert write_main([str(_run_records(tmp_path, list(range(8)), flip="1:2")), str(changed)]) == 0
+    assert bcas_main(["gate", "write", str(_run_records(tmp_path, list(range(8)), flip="1:2")), str(changed)]) == 0
     before, after = first.read_text().splitlines(), changed.read_text().splitlines()
     assert len(before) == len(after) > 10  # one field per line
     differing = [i for i, (x, y) in enumerate(zip(before, after, strict=True)) if x != y]
@@ -225,9 +221,7 @@ def test_a_baseline_written_twice_from_the_same_outcomes_is_the_same_file(tmp_pa
 
 
 def test_gate_write_from_a_missing_run_is_one_error_line(tmp_path, capsys):
-    from bcas.gating.baseline import write_main
-
-    assert write_main([str(tmp_path / "nope"), str(tmp_path / "b.json")]) == 2
+    assert bcas_main(["gate", "write", str(tmp_path / "nope"), str(tmp_path / "b.json")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and str(tmp_path / "nope") in err and err.count("\n") == 1
     assert not (tmp_path / "b.json").exists()
@@ -271,10 +265,10 @@ def test_a_saved_plan_is_the_plan_loaded_and_leaves_no_temporary_file(tmp_path):
 
 
 def test_gate_write_names_each_case_size_it_wrote(tmp_path, capsys):
-    from bcas.gating.baseline import write_main
-
     out = tmp_path / "b.json"
-    assert write_main([str(_run_records(tmp_path, list(range(7)))), str(out)]) == 0  # 4 items and 3 items
+    assert (
+        bcas_main(["gate", "write", str(_run_records(tmp_path, list(range(7)))), str(out)]) == 0
+    )  # 4 items and 3 items
     assert f"wrote {out}: 2 cases, 3/4 items each;" in capsys.readouterr().out
 
 

@@ -460,14 +460,14 @@ def test_html_gate_section_is_escaped(tmp_path: Path) -> None:
 
 
 def test_docs_power_table_is_what_the_code_computes() -> None:
-    from bcas.gating.power import main as power_main
+    from bcas.cli import main as bcas_main
 
     readme = (Path(__file__).resolve().parents[2] / "docs" / "gating.md").read_text(encoding="utf-8")
     start = readme.index("<!-- gate-power-table -->") + len("<!-- gate-power-table -->")
     end = readme.index("<!-- /gate-power-table -->")
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        assert power_main([]) == 0
+        assert bcas_main(["gate", "power"]) == 0
     assert readme[start:end].strip() == buf.getvalue().strip()
     # The 1/7/30-case columns at alpha 0.05 include the case: 5 items, 7 cases: cannot fail.
     assert "| 5 | 100.0 | cannot fail | cannot fail |" in readme

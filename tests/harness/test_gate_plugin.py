@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bcas.gating.baseline import write_main as gate_main
+from bcas.cli import main as bcas_main
 from bcas.testing.project import backends, budget_grid, codename_items, grid_project, preload, read_records
 
 preload()
@@ -58,7 +58,7 @@ def test_a_gate_that_cannot_fail_says_so_and_strict_stops_the_session(project: p
     five = ("--bcas-limit", "5")  # 5 paired items: the most that still cannot reach 0.05/3
     project.runpytest(*SMOKE_HOTPOTQA, *five, "--bcas-report", str(base_dir)).assert_outcomes(passed=3)
     baseline = project.path / "base.json"
-    assert gate_main([str(base_dir), str(baseline)]) == 0
+    assert bcas_main(["gate", "write", str(base_dir), str(baseline)]) == 0
     _claim_all_correct(baseline)
 
     run_dir = project.path / "run"
@@ -244,7 +244,7 @@ def test_gate_new_model_gates_another_model_and_fails_without_a_traceback(projec
     assert "E   " not in out  # pytest's error-line prefix: no assertion rewriting, no source
     # the prompt is not what is compared: a baseline recorded under another prompt is still refused
     baseline = project.path / "baseline.json"
-    assert gate_main([str(gold_dir), str(baseline)]) == 0
+    assert bcas_main(["gate", "write", str(gold_dir), str(baseline)]) == 0
     data = json.loads(baseline.read_text())
     for case in data["cases"].values():
         case["prompt_hash"] = "0" * 16
@@ -324,7 +324,7 @@ def test_the_gate_decides_p_equal_to_alpha_as_significant_in_place_and_in_holm_s
     base_dir = project.path / "gold6"
     project.runpytest(*six, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)
     baseline = project.path / "six.json"
-    assert gate_main([str(base_dir), str(baseline)]) == 0
+    assert bcas_main(["gate", "write", str(base_dir), str(baseline)]) == 0
     data = json.loads(baseline.read_text())
     key_a, key_b = sorted(data["cases"])
     first_item = sorted(data["cases"][key_b]["items"])[0]

@@ -102,9 +102,9 @@ def test_baseline_gate_fails_on_regression_and_passes_on_equal(
     base_dir = suite.path / "base"
     suite.runpytest(*BASE, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)
     baseline = suite.path / "baseline.json"
-    from bcas.gating.baseline import write_main as gate_main
+    from bcas.cli import main as bcas_main
 
-    assert gate_main([str(base_dir), str(baseline)]) == 0
+    assert bcas_main(["gate", "write", str(base_dir), str(baseline)]) == 0
 
     same = suite.runpytest(*BASE, "--bcas-report", str(suite.path / "same"), "--bcas-baseline", str(baseline))
     same.assert_outcomes(passed=2)

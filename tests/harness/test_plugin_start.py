@@ -262,9 +262,9 @@ def test_collect_help_markers_and_failed_starts_leave_the_run_folder_untouched(p
     run_dir = project.path / "run"
     project.runpytest(*MOCK, "--bcas-report", str(run_dir)).assert_outcomes(passed=2)
     baseline = project.path / "base.json"
-    from bcas.gating.baseline import write_main as gate_main
+    from bcas.cli import main as bcas_main
 
-    assert gate_main([str(run_dir), str(baseline)]) == 0
+    assert bcas_main(["gate", "write", str(run_dir), str(baseline)]) == 0
     assert {"records.jsonl", "index.html", "summary.csv", "summary.json", "run.json"} <= {
         p.name for p in run_dir.iterdir()
     }

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bcas.cli.records import merge_main
+from bcas.cli import main as bcas_main
 from bcas.shard import Shard, ShardError, parse_shard, shard_number
 from bcas.testing.project import budget_grid, codename_items, grid_project, preload, read_records
 
@@ -108,7 +108,7 @@ def test_two_shards_merged_equal_the_unsharded_run(project: pytest.Pytester) -> 
     assert json.loads((one / "run.json").read_text())["sessions"][0]["shard"] == "1/2"
     assert json.loads((whole / "run.json").read_text())["sessions"][0]["shard"] is None
 
-    assert merge_main([str(one), str(two), "--out", str(merged)]) == 0
+    assert bcas_main(["merge", str(one), str(two), "--out", str(merged)]) == 0
     expected = {_key(r): _answer(r) for r in read_records(whole)}
     got = {_key(r): _answer(r) for r in read_records(merged)}
     assert len(read_records(merged)) == len(got) == 2 * 2 * 16 * 2  # models x configs x items x epochs, once each
@@ -131,17 +131,17 @@ def test_merge_refuses_a_missing_or_repeated_shard(project: pytest.Pytester, cap
     small = ["--bcas-model", "mock:gold", "--bcas-grid", "shardy", "-p", "no:cacheprovider"]
     project.runpytest(*small, "--bcas-report", str(one), "--bcas-shard", "1/2").assert_outcomes(passed=2)
     project.runpytest(*small, "--bcas-report", str(two), "--bcas-shard", "1/3").assert_outcomes(passed=2)
-    assert merge_main([str(one), "--out", str(project.path / "m")]) == 2
+    assert bcas_main(["merge", str(one), "--out", str(project.path / "m")]) == 2
     assert "shards ['2/2'] are missing" in capsys.readouterr().err
-    assert merge_main([str(one), str(one), "--out", str(project.path / "m")]) == 2
+    assert bcas_main(["merge", str(one), str(one), "--out", str(project.path / "m")]) == 2
     assert "shard 1/2 is given twice" in capsys.readouterr().err
-    assert merge_main([str(one), str(two), "--out", str(project.path / "m")]) == 2
+    assert bcas_main(["merge", str(one), str(two), "--out", str(project.path / "m")]) == 2
     assert "shards of different counts [2, 3]" in capsys.readouterr().err
-    assert merge_main([str(one), str(two)]) == 2
+    assert bcas_main(["merge", str(one), str(two)]) == 2
     assert "give --out DIR" in capsys.readouterr().err
     assert not (project.path / "m" / "records.jsonl").exists()
     # --partial joins what is there: shard 1/2's answers, nothing invented.
-    assert merge_main([str(one), "--out", str(project.path / "m"), "--partial"]) == 0
+    assert bcas_main(["merge", str(one), "--out", str(project.path / "m"), "--partial"]) == 0
     assert {r["item_id"] for r in read_records(project.path / "m")} == {r["item_id"] for r in read_records(one)}
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bcas.cli.records import merge_main
+from bcas.cli import main as bcas_main
 from bcas.harness.merge import find_shards
 from bcas.shard import Shard, ShardError, parse_shard, shard_number
 from bcas.testing.fault_server import FaultServer
@@ -229,7 +229,7 @@ def test_kubernetes_indexed_job_played_locally_merges_to_the_unsharded_run(home:
             r["item_id"] for r in read_records(unsharded) if shard_number(r["item_id"], 2) == k
         }
 
-    assert merge_main([str(run)]) == 0  # the parent folder: its shards are found
+    assert bcas_main(["merge", str(run)]) == 0  # the parent folder: its shards are found
     assert answers(run) == answers(unsharded)
     assert json.loads((run / "summary.json").read_text()) == json.loads((unsharded / "summary.json").read_text())
     assert any(not r["correct_em"] for r in read_records(run))  # random spans: a real comparison
@@ -368,18 +368,18 @@ def test_merge_refuses_shards_of_another_model_or_option_naming_shard_and_field(
     shutil.copytree(odd_model / "shard-1-of-2", odd_option / "shard-1-of-2")  # the same first shard
     _shard(project, monkeypatch, odd_option, 1, *gold, "--bcas-limit", "10")
 
-    assert merge_main([str(odd_model)]) == 2
+    assert bcas_main(["merge", str(odd_model)]) == 2
     err = capsys.readouterr().err
     assert f"shard 2/2 ({odd_model / 'shard-2-of-2'}): models is " in err
     assert "option --bcas-model is" in err and "shard 1/2" in err
-    assert merge_main([str(odd_option)]) == 2
+    assert bcas_main(["merge", str(odd_option)]) == 2
     err = capsys.readouterr().err
     assert f'shard 2/2 ({odd_option / "shard-2-of-2"}): option --bcas-limit is "10"' in err
     assert "dataset hash of" in err  # a limit draws another subset: another dataset hash
     assert not (odd_option / "records.jsonl").exists()
 
     # --allow-mismatch merges and writes what differed into the merged run.json.
-    assert merge_main([str(odd_option), "--allow-mismatch"]) == 0
+    assert bcas_main(["merge", str(odd_option), "--allow-mismatch"]) == 0
     assert "mismatch (--allow-mismatch): shard 2/2" in capsys.readouterr().out
     manifest = json.loads((odd_option / "run.json").read_text())
     assert {m["field"] for m in manifest["mismatches"]} >= {"option --bcas-limit"}
@@ -392,14 +392,14 @@ def test_merge_partial_names_the_missing_shard(
 ) -> None:
     run = project.path / "run"
     _shard(project, monkeypatch, run, 1, "--bcas-model", "mock:gold")
-    assert merge_main([str(run)]) == 2
+    assert bcas_main(["merge", str(run)]) == 2
     assert "shards ['1/2'] are missing" in capsys.readouterr().err
-    assert merge_main([str(run), "--partial"]) == 0
+    assert bcas_main(["merge", str(run), "--partial"]) == 0
     assert "missing shards (--partial): 1/2" in capsys.readouterr().out
     assert json.loads((run / "run.json").read_text())["missing_shards"] == ["1/2"]
     # The other shard arrives: merging again replaces the partial merge.
     _shard(project, monkeypatch, run, 0, "--bcas-model", "mock:gold")
-    assert merge_main([str(run)]) == 0
+    assert bcas_main(["merge", str(run)]) == 0
     assert len(read_records(run)) == 24 and "missing_shards" not in json.loads((run / "run.json").read_text())
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -127,6 +128,13 @@ def test_a_second_call_resumes_and_writes_nothing(tmp_path: Path, monkeypatch: p
         ({"seed": "x"}, "seed: expected a whole number, got 'x'"),
         ({"no_such_option": 1}, "no_such_option: not an option of bcas.evaluate"),
         ({"grid": "smoke"}, "grid: not an option of bcas.evaluate (use grids=)"),
+        ({"limt": 2}, "limt: not an option of bcas.evaluate (did you mean 'limit'?)"),
+        ({"prics": "list"}, "prics: not an option of bcas.evaluate (did you mean 'prices'?)"),
+        ({"models": ["opneai:gpt-4o-mini"]}, "models: unknown backend 'opneai' (did you mean 'openai'?)"),
+        (
+            {"models": ["openai:m"], "base_url": "http://127.0.0.1:9/v1", "api_key_env": "sk-proj-abc123XYZ"},
+            "api_key_env: the value looks like a key, not a variable name",
+        ),
         ({"estimate": True}, "estimate: only the pytest front door has it"),
         ({"baseline": "/no/such/run"}, "baseline: "),
     ],
@@ -140,6 +148,15 @@ def test_a_bad_argument_is_one_line_naming_it(kwargs: dict[str, object], message
     text = str(caught.value)
     assert text.startswith(message) and "\n" not in text, text
     assert not (tmp_path / "run").exists()  # nothing written before the options hold
+
+
+def test_a_mistyped_sheet_or_dataset_is_answered_with_the_closest_name(tmp_path: Path) -> None:
+    import bcas
+
+    for kwargs, hint in (({"prices": "lsit"}, "(did you mean 'list'?)"), ({"datasets": "hotpotq"}, "'hotpotqa'?")):
+        with pytest.raises(ValueError, match=re.escape(hint)):
+            bcas.evaluate(models="mock:gold", out=tmp_path / "run", **kwargs)  # type: ignore[arg-type]
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_real_model_answers_through_the_api(tmp_path: Path, smollm2_gguf: Path) -> None:
