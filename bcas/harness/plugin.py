@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from bcas.harness import state
-from bcas.harness.session_start import _check_run_dir, _preflight, _warn_context_windows
+from bcas.harness.session_start import _check_run_dir, _preflight, _warn_context_windows, check_selected_cases
 from bcas.harness.settings import KIND_MARKER, REQUIREMENT_MARKERS, _get, _opt_name, read_settings
 from bcas.llm import backend_meta
 from bcas.run.options import OPTIONS
@@ -216,16 +216,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """The regression gate's power, once the cases and their Holm families are known (before any runs)."""
     config = session.config
     _warn_without_cases(config)
-    settings = config.stash.get(state.SETTINGS, None)
-    if settings is None or not settings.baseline or _get(config, "estimate"):
-        return
     cases = [
         cast(Case, item.callspec.params["bcas_case"])  # pytest_generate_tests parametrises it with cases
         for item in session.items
         if isinstance(item, pytest.Function)  # only a function is parametrised
         and "bcas_case" in getattr(getattr(item, "callspec", None), "params", {})
     ]
-    if not cases:
+    check_selected_cases(config, cases)  # the grid can run on the data given; calibration calls said up front
+    settings = config.stash.get(state.SETTINGS, None)
+    if settings is None or not settings.baseline or _get(config, "estimate") or not cases:
         return
     from bcas.harness.gate_hooks import collected_plan
 
