@@ -7,11 +7,13 @@ returns its stored result, so an item whose every call is cached gives exactly t
 tokens, calls and cost (under the run's price sheet, BCAS §3.7) the run would record.  A
 backend that declares generation not worth caching (``cacheable = False``: instant and
 free, the ``mock`` backend) is simply asked.  An item with a call the cache lacks stops
-at that call and is extrapolated from the mean of the case's replayed items (or, when
-none replayed, of the same model's replayed items in other cases of the same kind);
-with neither, its cost is unknown and the estimate says so.  Indexes are built (or read
-from their disk cache) as the run would; no model is called, nothing is written to the
-run folder.  With ``--bcas-shard`` (K/N or ``auto``) every item of the run is planned,
+at that call and is extrapolated from the mean of the case's replayed items.  A case
+with none replayed is based, in this order, on the model's replayed items of any other
+case, its recorded answers in the run folder (any case), its calls in the generation
+cache (any case) at an assumed number of calls per item, else the prompt sizes alone; the
+table names the basis.  An index is opened at an item's first search, so an item whose
+first call the cache lacks builds none (a replayed item reads the index its run built);
+no model is called, nothing is written to the run folder.  With ``--bcas-shard`` (K/N or ``auto``) every item of the run is planned,
 whatever K, and a second table gives each of the N shards' items, calls and expected
 wall time (:mod:`bcas.harness.estimate_shards`), to size an array before submitting it.
 """
