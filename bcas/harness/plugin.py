@@ -318,6 +318,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         config.stash[state.SERVED] = served
         config.stash[state.PLAN] = config.stash[state.PLAN].with_served(served)
     _warn_context_windows(config, settings)
+    if _xdist_workers(config):  # the controller collects no cases: it checks every planned one, before workers run
+        check_selected_cases(config, list(config.stash[state.PLAN].cases))
 
 
 def _cases_started(config: pytest.Config) -> bool:

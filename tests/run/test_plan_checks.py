@@ -32,14 +32,15 @@ def _items(path: Path, n: int) -> Path:
     return path
 
 
-def test_the_madara_grid_on_50_items_stops_the_pytest_session_with_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", ["0", "2"])  # without xdist: after collection; with it: at session start
+def test_the_madara_grid_on_50_items_stops_the_pytest_session_with_one_line(tmp_path: Path, workers: str) -> None:
     data, run = _items(tmp_path / "mine.jsonl", 50), tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(REPO), "BCAS_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("PYTEST_ADDOPTS", None)
     done = subprocess.run(
         [
             sys.executable, "-m", "pytest", "benchmarks", "-p", "no:cacheprovider", "--bcas-grid", "madara",
-            "--bcas-model", "mock:gold", "--bcas-datasets", str(data), "--bcas-report", str(run),
+            "--bcas-model", "mock:gold", "--bcas-datasets", str(data), "--bcas-report", str(run), "-n", workers,
         ],  # fmt: skip
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
