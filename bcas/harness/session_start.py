@@ -55,8 +55,8 @@ def check_selected_cases(config: pytest.Config, cases: list[Any]) -> None:
     given (one usage error naming the option, :mod:`bcas.run.plan_checks`), and the calibration
     probes they will make are said up front."""
     settings: Settings | None = config.stash.get(state.SETTINGS, None)
-    if settings is None or not cases or hasattr(config, "workerinput"):
-        return  # an xdist worker: its controller checked the planned cases at session start
+    if settings is None or not cases or hasattr(config, "workerinput") or config.option.collectonly:
+        return  # an xdist worker: its controller checked the planned cases; --collect-only lists, runs nothing
     from bcas.run.plan_checks import calibration_notes, check_cases
 
     preflight: list[dict[str, Any]] = config.stash.get(state.PREFLIGHT, [])
