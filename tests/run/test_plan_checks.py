@@ -105,3 +105,20 @@ def test_the_api_refuses_the_paper_budget_on_the_embedded_default(tmp_path: Path
         bcas.evaluate(grids="search_scaling", models="embedded", datasets="hotpotqa", limit=1, out=run)
     assert str(caught.value).startswith("models: ") and "8,192" in str(caught.value)
     assert not run.exists()
+
+
+def test_the_calls_said_up_front_are_the_calls_the_probe_makes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The RSC probe on ``mock:gold`` (every chain scored, so every perturbation re-scored): the
+    bound printed before the run is the probe's own count of its calls (``rsc/*.json``)."""
+    import json
+    import re
+
+    data, run = _items(tmp_path / "mine.jsonl", 8), tmp_path / "run"
+    bcas.evaluate(grids="rsc", models="mock:gold", datasets=[str(data)], calibration_n=3, out=run, progress=True)
+    said = re.search(r"up to ([\d,]+) model calls", capsys.readouterr().out)
+    assert said, "no calibration line before the run"
+    (profile,) = (run / "rsc").glob("*--*[0-9a-f].json")
+    made = json.loads(profile.read_text())["usage"]["llm_calls"]
+    assert int(said.group(1).replace(",", "")) == made == 3 * 121
