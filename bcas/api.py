@@ -216,6 +216,15 @@ def _run(
         from bcas.run.served import served_names
 
         plan = plan.with_served(served_names(settings.models, preflight))  # case ids name what was served
+    from bcas.run.plan_checks import calibration_notes, check_cases
+    from bcas.run.windows import context_windows
+
+    try:  # the grid can run on the data and models given: one ValueError naming the argument, before any answer
+        check_cases(settings, plan.cases, context_windows(settings, preflight))
+    except OptionError as exc:
+        raise _argument_error(exc) from None
+    for line in calibration_notes(settings, plan.cases, option="calibration_n="):
+        observer.message(f"[bcas] {line}")
     session = BcasSession(settings, token=token, observer=observer)
     try:
         gate_plan = _plan_gate(session, plan, given, token) if settings.baseline else None

@@ -7,11 +7,13 @@ returns its stored result, so an item whose every call is cached gives exactly t
 tokens, calls and cost (under the run's price sheet, BCAS §3.7) the run would record.  A
 backend that declares generation not worth caching (``cacheable = False``: instant and
 free, the ``mock`` backend) is simply asked.  An item with a call the cache lacks stops
-at that call and is extrapolated from the mean of the case's replayed items (or, when
-none replayed, of the same model's replayed items in other cases of the same kind);
-with neither, its cost is unknown and the estimate says so.  Indexes are built (or read
-from their disk cache) as the run would; no model is called, nothing is written to the
-run folder.  With ``--bcas-shard`` (K/N or ``auto``) every item of the run is planned,
+at that call and is extrapolated from the mean of the case's replayed items.  A case
+with none replayed is based, in this order, on the model's replayed items of any other
+case, its recorded answers in the run folder (any case), its calls in the generation
+cache (any case) at an assumed number of calls per item, else the prompt sizes alone; the
+table names the basis.  An index is opened at an item's first search, so an item whose
+first call the cache lacks builds none (a replayed item reads the index its run built);
+no model is called, nothing is written to the run folder.  With ``--bcas-shard`` (K/N or ``auto``) every item of the run is planned,
 whatever K, and a second table gives each of the N shards' items, calls and expected
 wall time (:mod:`bcas.harness.estimate_shards`), to size an array before submitting it.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
+import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,6 +124,28 @@ def _means(rows: list[tuple[float, float, float, float | None]]) -> tuple[float,
     return (sum(r[0] for r in rows) / n, sum(r[1] for r in rows) / n, sum(r[2] for r in rows) / n, cost)
 
 
+class _LazyIndex:
+    """A case's index, opened at its first search: an item whose first call the cache lacks stops
+    before it searches, so an estimate of a case never run builds no index (an index a run built
+    is read from its disk cache when a replayed item searches)."""
+
+    engine_url = None  # the estimate records nothing: which engine served is not asked
+
+    def __init__(self, open_index: Any) -> None:
+        self._open = open_index
+        self._index: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._index is None:
+            self._index = self._open()
+        return getattr(self._index, name)
+
+
+class _EstimateSession(BcasSession):
+    def retriever(self, dataset_name: str, rconfig: Any, model: Any) -> Any:
+        return _LazyIndex(lambda: BcasSession.retriever(self, dataset_name, rconfig, model))
+
+
 async def _estimate_case(sess: BcasSession, case: Any) -> CaseEstimate:
     est = CaseEstimate(case.id, case.entry.kind, case.model.label)
     plan = sess.plan_case(case)
@@ -184,19 +209,97 @@ def estimate(settings: Any, cases: list[Any]) -> list[CaseEstimate]:
         # An absent run folder is not created: resume keys come from an empty scratch folder instead.
         run_dir = settings.run_dir if Path(settings.run_dir).is_dir() else Path(scratch)
         # With a shard, every shard's items are planned: the per-shard table splits them (estimate_shards).
-        sess = BcasSession(dataclasses.replace(settings, run_dir=run_dir, shard=None))
+        sess = _EstimateSession(dataclasses.replace(settings, run_dir=run_dir, shard=None))
         try:
             out = [sess.loop.run_until_complete(_estimate_case(sess, case)) for case in cases]
+            for est, case in zip(out, cases, strict=True):
+                if est.basis == "no basis" and per_item(est.kind) and est.replayed == 0 and est.items:
+                    _fallback(est, case, out, sess)
         finally:
             sess.close()
-    for est in out:
-        if est.basis == "no basis" and per_item(est.kind) and est.replayed == 0 and est.items:
-            similar = [
-                row for other in out if other.model == est.model and other.kind == est.kind for row in other.known
-            ]
-            est.basis = "replayed"
-            est.extrapolate(_means(similar), f"other {est.kind} cases of {est.model} (rough)")
     return out
+
+
+def _named(case_ids: list[str]) -> str:
+    shown = sorted(set(case_ids))
+    return ", ".join(shown[:3]) + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
+
+
+def assumed_calls(kind: str, config: Any) -> tuple[int, float]:
+    """(model calls, completion tokens per call) an item makes when nothing of its model is known,
+    a stated assumption: BCAS, one call per search (3 for an unlimited budget) and the answer, one
+    more to plan and to reflect, each at its per-call cap (else 256); MADARA, three agents on every
+    document at the scoring cap and the generation."""
+    if kind == "bcas":
+        b, a = config.budget, config.agent
+        searches = b.max_searches if b.max_searches is not None else 3
+        return int(searches) + 1 + int(a.planning) + int(a.reflection), float(b.per_turn_max_tokens or 256)
+    return 3 * int(config.assess.n_docs) + 1, float(config.assess.score_max_tokens)
+
+
+def _fallback(est: CaseEstimate, case: Any, out: list[CaseEstimate], sess: BcasSession) -> None:
+    """A case with nothing replayed: the model's replayed items of any other case; else its
+    recorded answers in the run folder (any case); else its calls in the generation cache (any
+    case) at an assumed number of calls per item; else the prompt sizes alone.  The basis says which."""
+    rows = {other.case_id: other.known for other in out if other.model == est.model and other.known}
+    if rows:
+        similar = [row for known in rows.values() for row in known]
+        est.basis = "replayed"
+        return est.extrapolate(_means(similar), f"replayed items of {_named(list(rows))} (rough)")
+    recorded = [r for r in sess.store.records() if r.model == est.model]
+    if recorded:
+        spent = [(float(r.llm_calls), float(r.tokens_in), float(r.tokens_out), record_spend(r)[1]) for r in recorded]
+        est.basis = "replayed"
+        cases = [f"{r.model}-{r.dataset}-{r.label}" for r in recorded]
+        return est.extrapolate(_means(spent), f"{len(recorded)} recorded answers of {_named(cases)} (rough)")
+    plan = sess.plan_case(case)
+    calls, out_per_call = assumed_calls(est.kind, plan.config)
+    model = sess.model(case.model)
+    cached = _cached_calls(model)
+    if cached is not None:
+        n, tin, tout = cached
+        est.basis = "replayed"
+        basis = f"{n} cached calls of {est.model} (any case), assuming {calls} calls per item (rough)"
+        return est.extrapolate(
+            (calls, calls * tin, calls * tout, _price(sess, est.model, calls * tin, calls * tout)), basis
+        )
+    items = [it for it, _ in plan.todo]
+    chars = sum(len(it.question) + sum(len(d.text) for d in it.documents[:5]) for it in items) / max(len(items), 1)
+    tin, tout = chars / 4 + PROMPT_TOKENS, out_per_call
+    est.basis = "replayed"
+    basis = (
+        f"prompt sizes alone: {calls} calls per item, each the question and 5 documents at 4 characters a "
+        f"token plus {PROMPT_TOKENS} of instructions in, its per-call cap out (nothing of {est.model} cached)"
+    )
+    est.extrapolate((calls, calls * tin, calls * tout, _price(sess, est.model, calls * tin, calls * tout)), basis)
+
+
+PROMPT_TOKENS = 400  # the instructions of a prompt, a stated assumption of the prompt-size basis
+
+
+def _cached_calls(model: Any) -> tuple[int, float, float] | None:
+    """(calls, mean prompt tokens, mean completion tokens) of ``model``'s calls in the generation cache."""
+    inner = model.inner if isinstance(model, ReplayModel) else model
+    if not isinstance(inner, CachedModel) or not inner.cache.enabled:
+        return None
+    identity = inner.identity or inner.inner.model_id
+    conn = inner.cache._connection()
+    rows = conn.execute("SELECT result FROM generations WHERE model_id = ?", (identity,)).fetchall()
+    if not rows:
+        return None
+    parsed = [json.loads(row[0]) for row in rows]
+    tin = sum(float(p.get("prompt_tokens") or 0) for p in parsed) / len(parsed)
+    tout = sum(float(p.get("completion_tokens") or 0) for p in parsed) / len(parsed)
+    return len(parsed), tin, tout
+
+
+def _price(sess: BcasSession, label: str, tokens_in: float, tokens_out: float) -> float | None:
+    if sess.prices is None:
+        return None
+    try:
+        return float(sess.prices.cost(label, int(tokens_in), int(tokens_out)))
+    except Exception:  # noqa: BLE001 - an unpriced model: its cost is unknown, never 0
+        return None
 
 
 def _cost(value: float | None) -> str:
@@ -215,7 +318,7 @@ def lines(estimates: list[CaseEstimate], settings: Any) -> list[str]:
             ""
             if e.replayed == e.items
             else "  (no basis: nothing of this model cached)"
-            if e.cost is None
+            if e.basis == "no basis"
             else f"  (rest from {e.basis})"
         )
         out.append(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from bcas.harness import state
-from bcas.harness.session_start import _check_run_dir, _preflight, _warn_context_windows
+from bcas.harness.session_start import _check_run_dir, _preflight, _warn_context_windows, check_selected_cases
 from bcas.harness.settings import KIND_MARKER, REQUIREMENT_MARKERS, _get, _opt_name, read_settings
 from bcas.llm import backend_meta
 from bcas.run.options import OPTIONS
@@ -233,16 +233,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """The regression gate's power, once the cases and their Holm families are known (before any runs)."""
     config = session.config
     _warn_without_cases(config)
-    settings = config.stash.get(state.SETTINGS, None)
-    if settings is None or not settings.baseline or _get(config, "estimate"):
-        return
     cases = [
         cast(Case, item.callspec.params["bcas_case"])  # pytest_generate_tests parametrises it with cases
         for item in session.items
         if isinstance(item, pytest.Function)  # only a function is parametrised
         and "bcas_case" in getattr(getattr(item, "callspec", None), "params", {})
     ]
-    if not cases:
+    check_selected_cases(config, cases)  # the grid can run on the data given; calibration calls said up front
+    settings = config.stash.get(state.SETTINGS, None)
+    if settings is None or not settings.baseline or _get(config, "estimate") or not cases:
         return
     from bcas.harness.gate_hooks import collected_plan
 
@@ -336,6 +335,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         config.stash[state.SERVED] = served
         config.stash[state.PLAN] = config.stash[state.PLAN].with_served(served)
     _warn_context_windows(config, settings)
+    if _xdist_workers(config):  # the controller collects no cases: it checks every planned one, before workers run
+        check_selected_cases(config, list(config.stash[state.PLAN].cases))
 
 
 def _cases_started(config: pytest.Config) -> bool:

@@ -48,3 +48,23 @@ def _warn_context_windows(config: pytest.Config, settings: Settings) -> None:
     for line in context_warnings(settings, context_windows(settings, preflight)):
         if tr is not None:
             tr.write_line(f"[bcas] warning: {line}", yellow=True)
+
+
+def check_selected_cases(config: pytest.Config, cases: list[Any]) -> None:
+    """After collection, before any case runs: the selected cases can run on the data and models
+    given (one usage error naming the option, :mod:`bcas.run.plan_checks`), and the calibration
+    probes they will make are said up front."""
+    settings: Settings | None = config.stash.get(state.SETTINGS, None)
+    if settings is None or not cases or hasattr(config, "workerinput") or config.option.collectonly:
+        return  # an xdist worker: its controller checked the planned cases; --collect-only lists, runs nothing
+    from bcas.run.plan_checks import calibration_notes, check_cases
+
+    preflight: list[dict[str, Any]] = config.stash.get(state.PREFLIGHT, [])
+    try:
+        check_cases(settings, cases, context_windows(settings, preflight))
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    tr = config.pluginmanager.getplugin("terminalreporter")
+    if tr is not None:
+        for line in calibration_notes(settings, cases):
+            tr.write_line(f"[bcas] {line}")

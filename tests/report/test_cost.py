@@ -181,3 +181,24 @@ def test_max_cost_reserves_what_items_in_flight_will_cost(
     assert 2 <= len(recs) <= int(cap / min(costs)), (len(recs), cap, costs)
     assert spend(recs) <= cap + max(costs)
     assert (pytester.path / "capped" / "stops.jsonl").is_file()
+
+
+def test_an_estimate_of_cases_never_run_builds_no_index_and_names_its_basis(project: Path) -> None:
+    """Issue 47: an estimate with the model's calls cached from *other* cases bases itself on them
+    (saying so) and builds no index for cases whose first call the cache lacks; with nothing of
+    the model cached, on the prompt sizes alone, with the assumption stated."""
+    warm = run_pytest(project, *PACED, "--bcas-report", "paced-c", "-q")
+    assert warm.returncode == 0, warm.stdout[-3000:]
+    planned = ["--bcas-backend", "paced", "--bcas-grid", "pages", "-k", "hotpotqa and plan", "--bcas-prices",
+               "prices.toml", "--bcas-estimate", "--bcas-report", "never-run"]  # fmt: skip
+    indexes = project / "fresh-indexes"
+    est = run_pytest(project, *planned, env={"BCAS_INDEX_DIR": str(indexes)})
+    assert est.returncode == 0, est.stdout[-3000:]
+    items, calls, _, _ = estimate_total(est.stdout)
+    assert items == 12 and calls > 0
+    assert re.search(r"rest from \d+ cached calls of paced \(any case\), assuming 5 calls per item", est.stdout)
+    assert not indexes.exists() or not any(indexes.rglob("*")), "the estimate built an index"
+    cold = run_pytest(project, *planned, env={"BCAS_INDEX_DIR": str(indexes), "BCAS_CACHE_DIR": str(project / "c0")})
+    assert cold.returncode == 0, cold.stdout[-3000:]
+    assert "rest from prompt sizes alone: 5 calls per item" in cold.stdout, cold.stdout[-2000:]
+    assert estimate_total(cold.stdout)[1] == 12 * 5
