@@ -4,8 +4,9 @@
 # [tool.bcas-mutation]).  The seed is the commit hash, so each submission checks another
 # sample.  Where .ci/mutation-baseline.json has a group, the sample is drawn from the
 # mutants its score found caught in functions unchanged since, and any of them surviving
-# fails the stage (a regression); elsewhere a survivor is printed with its diff and fails
-# only with BCAS_MUTATION_STRICT=1.  Fails when nothing could be checked in time.
+# fails the stage (a regression); a survivor of a function changed since the score is
+# printed with its diff and fails nothing.  BCAS_MUTATION_STRICT=1 (.ci/run sets it) also
+# fails a sample that held no mutant to the baseline.  Fails when nothing could be checked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seed=${BCAS_MUTATION_SEED:-$(git rev-parse HEAD 2>/dev/null || date +%s)}

@@ -132,12 +132,28 @@ def test_the_baseline_holds_the_sample_to_what_the_score_found_caught() -> None:
         "bcas.m.x_f": {"hash": "aaa", "caught": "1-2", "survived": "3,5"},
         "bcas.m.xǁCǁg": {"hash": "bbb", "caught": "12", "survived": ""},
     }
-    names = sorted(status)
-    assert driver.guarded(names, hashes, entry) == [
-        "bcas.m.x_f__mutmut_1", "bcas.m.x_f__mutmut_2", "bcas.m.xǁCǁg__mutmut_12",
-    ]  # fmt: skip
+    names = sorted([*status, "bcas.m.x_f__mutmut_7", "bcas.m.new__mutmut_1"])
+    stand = driver.standing(names, hashes, entry)
+    assert stand == {
+        "bcas.m.x_f__mutmut_1": "caught", "bcas.m.x_f__mutmut_2": "caught", "bcas.m.x_f__mutmut_3": "survived",
+        "bcas.m.x_f__mutmut_4": "unscored", "bcas.m.x_f__mutmut_5": "survived", "bcas.m.x_f__mutmut_6": "unscored",
+        "bcas.m.x_f__mutmut_7": "unscored", "bcas.m.xǁCǁg__mutmut_12": "caught", "bcas.m.new__mutmut_1": "changed",
+    }  # fmt: skip
     # g's source changed since the score: its mutants may be other mutants now
-    assert driver.guarded(names, {**hashes, "bcas.m.xǁCǁg": "ccc"}, entry) == names[:2]
+    assert driver.standing(names, {**hashes, "bcas.m.xǁCǁg": "ccc"}, entry)["bcas.m.xǁCǁg__mutmut_12"] == "changed"
+    # Only a survivor the baseline found caught fails the sample; a survivor of a changed
+    # function, one the score did not reach or one it saw survive is reported.
+    now = {name: "survived" for name in names} | {"bcas.m.x_f__mutmut_2": "killed"}
+    assert driver.failing(now, stand) == ["bcas.m.x_f__mutmut_1", "bcas.m.xǁCǁg__mutmut_12"]
+    assert driver.failing({"bcas.m.x_f__mutmut_1": "timeout", "bcas.m.new__mutmut_1": "no tests"}, stand) == []
+    # The exit status: a regression fails; strict also fails a sample that held nothing to the baseline.
+    fresh = {"bcas.m.new__mutmut_1": "survived", "bcas.m.x_f__mutmut_4": "survived"}
+    for strict in (False, True):
+        assert driver.exit_status(now, stand, strict) == 1
+        assert driver.exit_status({}, stand, strict) == 2
+        assert driver.exit_status({**fresh, "bcas.m.x_f__mutmut_1": "killed"}, stand, strict) == 0
+    assert driver.exit_status(fresh, stand, strict=False) == 0
+    assert driver.exit_status(fresh, stand, strict=True) == 1
 
 
 def test_the_committed_baseline_matches_the_table_and_todays_sources() -> None:

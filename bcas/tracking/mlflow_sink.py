@@ -30,8 +30,16 @@ DEFAULT_EXPERIMENT = "bcas"
 MLFLOW_MISSING = "the MLflow sink needs mlflow: pip install 'bcas[mlflow]'"
 
 
-def _quote(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+def _clause(tag: str, value: str) -> str:
+    """A search-filter clause matching tag ``tag`` equal to ``value``.  MLflow's filter takes a
+    quoted string verbatim (no escapes): quote with the mark ``value`` lacks; a value with
+    both marks is matched by ``LIKE`` with each mark as a one-character wildcard, and the
+    runs found are then compared exactly (:meth:`MlflowSink._find`)."""
+    if "'" not in value:
+        return f"tags.`{tag}` = '{value}'"
+    if '"' not in value:
+        return f'tags.`{tag}` = "{value}"'
+    return f"tags.`{tag}` LIKE '{value.replace(chr(39), '_').replace(chr(34), '_')}'"
 
 
 def absolute_sqlite(uri: str) -> str:
@@ -101,16 +109,18 @@ class MlflowSink:
             location = (db.resolve().parent / "mlartifacts").as_uri()
         return str(client.create_experiment(self.experiment, artifact_location=location))
 
-    def _find(self, client: Any, experiment_id: str, query: str) -> Any:
-        runs = client.search_runs([experiment_id], filter_string=query, max_results=2)
-        return runs[0] if runs else None
+    def _find(self, client: Any, experiment_id: str, tags: dict[str, str]) -> Any:
+        """The run whose tags hold ``tags`` exactly, or None."""
+        query = " and ".join(_clause(tag, value) for tag, value in tags.items())
+        runs = client.search_runs([experiment_id], filter_string=query, max_results=1000)
+        return next((r for r in runs if all(r.data.tags.get(t) == v for t, v in tags.items())), None)
 
     def publish(self, run_dir: Path) -> str:
         """Create or update the MLflow runs of ``run_dir``; returns a line naming the parent run."""
         folder = read_run_folder(run_dir)
         client = self._mlflow()
         experiment_id = self._experiment_id(client)
-        parent = self._find(client, experiment_id, f"tags.`bcas.run_dir` = {_quote(str(folder.run_dir))}")
+        parent = self._find(client, experiment_id, {"bcas.run_dir": str(folder.run_dir)})
         if parent is None:
             parent = client.create_run(experiment_id, tags=folder.tags, run_name=folder.run_id)
         parent_id = str(parent.info.run_id)
@@ -123,8 +133,7 @@ class MlflowSink:
         return f"mlflow: run {parent_id} ({len(folder.cases)} cases) in experiment {self.experiment!r} at {self.uri}"
 
     def _publish_case(self, client: Any, experiment_id: str, parent_id: str, case: CaseResult) -> None:
-        query = f"tags.`mlflow.parentRunId` = {_quote(parent_id)} and tags.`bcas.case` = {_quote(case.key)}"
-        run = self._find(client, experiment_id, query)
+        run = self._find(client, experiment_id, {"mlflow.parentRunId": parent_id, "bcas.case": case.key})
         if run is None:
             tags = {**case.tags, "mlflow.parentRunId": parent_id}
             run = client.create_run(experiment_id, tags=tags, run_name=case.name or case.key)

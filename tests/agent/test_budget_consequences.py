@@ -193,3 +193,20 @@ def test_the_forced_answer_allowance_is_spent_once_and_only_by_a_forced_answer()
     with pytest.raises(BudgetError) as spent:
         exhausted.turn_max_tokens()
     assert str(spent.value) == "the completion-token budget is spent; only the forced answer may run"
+
+
+def test_the_budget_line_shows_searches_and_tokens_left_every_turn() -> None:
+    """BCAS §3.3: each turn tells the model what it has *left*, both halves of the line.  On the
+    first turn nothing is spent (all searches, all tokens); after each search one search and
+    that turn's completion tokens are gone.  A line that showed tokens used would read
+    ``0 of 2000`` on the first turn."""
+    first, second = search("capital of France"), search("France capital city")
+    model = ScriptedModel([first, second, READY, ANSWER])
+    config = RunConfig(budget=Budget(max_searches=3, max_total_tokens=2000), retrieval=RetrievalConfig(k=2))
+    asyncio.run(run_bcas(ITEM, model, FakeRetriever(PASSAGES, k=2), config, keep_requests=True))
+    lines = [r.messages[-1]["content"] for r in model.requests]
+    spent_first, spent_second = count_tokens(first), count_tokens(second)
+    assert "Budget: 3 of 3 searches left. 2000 of 2000 output tokens left" in lines[0], lines[0]
+    assert f"Budget: 2 of 3 searches left. {2000 - spent_first} of 2000 output tokens left" in lines[1], lines[1]
+    left = 2000 - spent_first - spent_second
+    assert f"Budget: 1 of 3 searches left. {left} of 2000 output tokens left" in lines[2], lines[2]

@@ -94,8 +94,9 @@ def test_runs_with_different_seeds_sample_every_epoch_differently() -> None:
     for seed in seeds:
         run = [epoch_seed(seed, e) for e in range(5)]
         assert run[0] == seed and len(set(run)) == 5
-    # and a given seed and epoch always give the same sampling seed
-    assert epoch_seed(3, 2) == epoch_seed(3, 2)
+    # and a given seed and epoch always give the same sampling seed, in every process and on every
+    # machine (a value pinned here, not a second call in this process: a per-process salt would pass that)
+    assert epoch_seed(3, 2) == 3896045312
 
 
 def test_a_served_model_identity_does_not_depend_on_the_order_of_its_facts() -> None:

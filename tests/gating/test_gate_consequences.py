@@ -374,12 +374,15 @@ def test_a_paired_result_counts_every_cell_of_the_paired_table():
     now = [1, 1, 1, 1, 1, 0, 0, 0, 0, 0]
     records = [{"item_id": f"q{i}", "prediction": "x", "correct_em": bool(ok)} for i, ok in enumerate(now)]
     records.append({"item_id": "q99", "prediction": "x", "correct_em": True})  # not in the baseline: not paired
-    r = paired_result("smoke/c", "k", records, {k: bool(v) for k, v in base.items()}, 1)
+    r = paired_result("smoke/c", "k", records, {k: bool(v) for k, v in base.items()}, 3)
     assert r is not None
     assert (r.n_paired, r.current_acc, r.baseline_acc, r.worse_only, r.better_only) == (10, 0.5, 0.7, 4, 2)
-    # the defaults: alpha 0.05 in one family named "session", no grid, the same model
-    assert (r.alpha, r.threshold, r.family, r.family_size, r.grid, r.baseline) == (0.05, 0.05, "session", 1, "", "")
-    assert r.test == "one-sided exact McNemar" and r.failed_now is (r.p_value <= 0.05)
+    # the defaults: alpha 0.05 in one family named "session", no grid, the same model; a family
+    # of three cases, so the first-step threshold is alpha / 3 (alpha * 3 or alpha alone is wrong)
+    assert (r.alpha, r.threshold, r.family, r.family_size, r.grid, r.baseline) == (
+        0.05, pytest.approx(0.05 / 3), "session", 3, "", "")  # fmt: skip
+    # one-sided towards a loss: P(at least 4 of the 6 discordant items go to the baseline) = 22/64
+    assert r.test == "one-sided exact McNemar" and r.p_value == pytest.approx(22 / 64) and r.failed_now is False
     with_drop = paired_result("smoke/c", "k", records, {k: bool(v) for k, v in base.items()}, 1, max_drop=0.1)
     assert with_drop.max_drop == 0.1 and with_drop.min_drop != r.min_drop  # the tolerance moves the detectable drop
     one = paired_result("c", "k", records[:1], {"q0": True}, 1)

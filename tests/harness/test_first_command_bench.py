@@ -15,9 +15,11 @@ SCRIPT = REPO / "benchmarks" / "perf" / "bench_first_command.py"
 def test_grid_figures_come_from_the_clones_records(tmp_path):
     # The timing harness without the install (an install is minutes of compiling): the dry-run
     # grid of one HotpotQA item per case in a clone of HEAD, from an empty cache.
+    # README command 2 on one small test module of the clone stands in for the whole suite.
     out = subprocess.run(
         [sys.executable, str(SCRIPT), "--python", sys.executable, "--skip-install", "--model", "mock:gold",
-         "--pytest-args", "-m hotpotqa --bcas-limit 1", "--keep", str(tmp_path)],
+         "--pytest-args", "-m hotpotqa --bcas-limit 1", "--keep", str(tmp_path),
+         "--tests-args", "tests/foundations/test_registry.py -p no:xdist"],
         cwd=REPO, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -43,6 +45,13 @@ def test_grid_figures_come_from_the_clones_records(tmp_path):
     assert grid["value"] == round(wall, 1) and grid["met"] == (wall <= 180)
     # the grid ran on an empty cache of its own: its indexes were built there
     assert any((tmp_path / "cache-grid-n0").iterdir())
+    # command 2 ran in the clone, after command 1: its wall time is the figure, its outcome line is the log's
+    tests = next(f for f in figures if f["name"] == "README command 2 (python3 -m pytest tests)")
+    wall = float(re.search(r"tests\s+([\d.]+) s\s+rc 0", out.stdout).group(1))
+    assert tests["value"] == round(wall, 1) and tests["target"] == "<= 600"
+    log = (tmp_path / "tests.log").read_text()
+    passed = re.search(r"(\d+) passed", log)
+    assert passed and f"{passed.group(1)} passed" in out.stdout and str(tmp_path / "repo") in log
 
 
 def test_skip_install_needs_an_environment():

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bcas.cli import main as bcas
 from bcas.records import Record, ResultStore, load_records
 
 GRADE = "judge:sha256:abc|prompt:0123456789abcdef|x1"
@@ -100,3 +101,22 @@ def test_records_of_two_models_from_the_first_schema_stay_apart(tmp_path: Path) 
     (tmp_path / "records.jsonl").write_text("\n".join(lines) + "\n")
     first, second = load_records(tmp_path)
     assert first.model_fingerprint == "legacy:smollm2-135m" and second.model_fingerprint == "legacy:qwen3-8b"
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_bcas_merge_removes_the_worker_files_unless_asked_to_keep_them(
+    tmp_path: Path, keep: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``bcas merge RUN``: the worker files are folded into records.jsonl and removed; with
+    ``--keep`` they are left as they were.  Either way records.jsonl holds every answer."""
+    root = tmp_path / "run"
+    ResultStore(root).append(_answer("q0"))
+    ResultStore(root, worker="gw0").append(_answer("q1"))
+    ResultStore(root, worker="gw1").append(_answer("q2"))
+    workers = {"records.gw0.jsonl": (root / "records.gw0.jsonl").read_bytes(),
+               "records.gw1.jsonl": (root / "records.gw1.jsonl").read_bytes()}  # fmt: skip
+    assert bcas(["merge", str(root), *(["--keep"] if keep else [])]) == 0
+    assert capsys.readouterr().out.strip() == str(root / "records.jsonl")
+    left = {p.name: p.read_bytes() for p in root.glob("records.*.jsonl")}
+    assert left == (workers if keep else {}), sorted(left)
+    assert sorted(r.item_id for r in load_records(root / "records.jsonl", deduplicate=False)) == ["q0", "q1", "q2"]

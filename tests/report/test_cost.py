@@ -202,3 +202,31 @@ def test_an_estimate_of_cases_never_run_builds_no_index_and_names_its_basis(proj
     assert cold.returncode == 0, cold.stdout[-3000:]
     assert "rest from prompt sizes alone: 5 calls per item" in cold.stdout, cold.stdout[-2000:]
     assert estimate_total(cold.stdout)[1] == 12 * 5
+
+
+def test_the_judges_spend_counts_toward_the_cap(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, project: Path
+) -> None:
+    """A run graded by a priced judge: the session's total spend (each item's answer and its
+    judge's, read from the records) stops at the cap, not at the cap plus the judge's share.
+    The judge here costs more than the answers, so a cap that counted the answers alone would
+    let every item run."""
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(project / "cache"))
+    make_project(pytester.path)
+    sheet = pytester.path / "prices.toml"  # the judge's calls are recorded under the mock's model id
+    sheet.write_text(sheet.read_text().replace('models."mock-gold"]', 'models."mock-gold"]\naliases = ["mock:gold"]'))
+    one_case = [*PACED, "-k", "s1", "--bcas-limit", "8", "--bcas-no-cache", "-p", "no:cacheprovider"]
+    judged = [*one_case, "--bcas-judge", "mock:gold", "--bcas-concurrency", "1"]
+    pytester.runpytest(*judged, "--bcas-report", "full").assert_outcomes(passed=1)
+    full = records(pytester.path / "full")
+    totals = [float(r["cost_usd"]) + float(r["judge"]["cost_usd"]) for r in full]
+    answers = [float(r["cost_usd"]) for r in full]
+    assert len(totals) == 8 and min(answers) > 0
+    assert sum(totals) - sum(answers) > sum(answers)  # the judge is most of the spend
+    cap = 1.05 * sum(answers)
+    assert cap < sum(totals) - max(totals)  # answers alone fit; the whole spend does not
+    capped = pytester.runpytest(*judged, "--bcas-report", "capped", "--bcas-max-cost", f"{cap:.8f}")
+    capped.assert_outcomes(skipped=1)  # the case stopped at the cap
+    recs = records(pytester.path / "capped")
+    spent = sum(float(r["cost_usd"]) + float(r["judge"]["cost_usd"]) for r in recs)
+    assert 2 <= len(recs) < 8 and spent <= cap + max(totals), (len(recs), spent, cap)

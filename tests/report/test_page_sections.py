@@ -49,7 +49,9 @@ def test_each_section_given_reaches_the_page_written_where_asked(tmp_path: Path)
     for name, markup in sections.items():
         assert str(markup).strip(), f"{name}: the builder made nothing of this run"
         assert str(markup) in page, f"the {name} section is not on the page"
-    for note in _notes(records, grid_notes(rows, records, grids)):
+    notes = _notes(records, grid_notes(rows, records, grids))
+    assert notes, "this run has run notes to show"
+    for note in notes:
         assert f"<li>{note}</li>" in page or note.replace("'", "&#39;") in page
     assert 'id="regression-gate"' in page and "PASS: nothing dropped" in page and "no baseline" in page
     assert f"Items ({len(records)} of {len(records)})" in page

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -58,6 +59,24 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path
 RUN = ["--bcas-model", "mock:gold", "--bcas-model", "mock:random", "--bcas-grid", "tracked", "-p", "no:cacheprovider"]
 
 
+@pytest.fixture(scope="module")
+def empty_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty SQLite tracking store, made once: a new store runs MLflow's schema migrations
+    (seconds on 2 cores), so each test starts from a copy of this one."""
+    from mlflow.tracking import MlflowClient
+
+    path = tmp_path_factory.mktemp("store") / "mlruns.db"
+    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
+    return path
+
+
+def fresh_store(empty_store: Path, folder: Path) -> str:
+    """A copy of the empty store as ``folder/mlruns.db`` (where the default store goes); its URI."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(empty_store, folder / "mlruns.db")
+    return f"sqlite:///{folder / 'mlruns.db'}"
+
+
 def _runs(uri: str) -> list:
     from mlflow.tracking import MlflowClient
 
@@ -95,8 +114,10 @@ def _check_published(uri: str, run_dir: Path) -> None:
     assert parent.data.params["option.model"] == json.dumps(["mock:gold", "mock:random"])
 
 
-def test_sqlite_store_one_run_nested_cases_and_no_duplicate_on_rerun(project: pytest.Pytester, tmp_path: Path) -> None:
-    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+def test_sqlite_store_one_run_nested_cases_and_no_duplicate_on_rerun(
+    project: pytest.Pytester, tmp_path: Path, empty_store: Path
+) -> None:
+    uri = fresh_store(empty_store, tmp_path)
     run_dir = tmp_path / "run"
     args = [*RUN, "--bcas-report", str(run_dir), f"--bcas-mlflow={uri}"]
     first = project.runpytest(*args)
@@ -116,10 +137,58 @@ def test_sqlite_store_one_run_nested_cases_and_no_duplicate_on_rerun(project: py
     _check_published(uri, run_dir)
 
 
-def test_default_store_is_sqlite_in_the_current_folder(project: pytest.Pytester, tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["it's a \\ run", 'it\'s a "quoted" run'], ids=["quote", "both-quotes"])
+def test_a_run_folder_whose_path_has_a_quote_is_published_once(
+    project: pytest.Pytester, tmp_path: Path, name: str, empty_store: Path
+) -> None:
+    """The run is found again by its folder's path in a search filter: a quote in the path
+    (``it's``, or both marks) must not break the filter, or publishing the run again adds a
+    second run."""
+    uri = fresh_store(empty_store, tmp_path)
+    run_dir = tmp_path / name
+    args = [*RUN, "--bcas-report", str(run_dir), f"--bcas-mlflow={uri}"]
+    project.runpytest(*args).assert_outcomes(passed=4)
+    ids = sorted(r.info.run_id for r in _runs(uri))
+    project.runpytest(*args).assert_outcomes(passed=4)
+    assert sorted(r.info.run_id for r in _runs(uri)) == ids
+    _check_published(uri, run_dir)
+
+
+PRICES_GOLD_ONLY = """
+default = "gold-only"
+[sheets.gold-only]
+description = "prices mock-gold only: mock-random's cost is unknown"
+[sheets.gold-only.models."mock-gold"]
+input_per_mtok = 10.0
+output_per_mtok = 40.0
+"""
+
+
+def test_a_run_whose_cost_is_partly_unknown_logs_no_total_cost(
+    project: pytest.Pytester, tmp_path: Path, empty_store: Path
+) -> None:
+    """One model priced, the other not: each priced case logs its cost, the unpriced ones none,
+    and the run logs no total (a sum of the priced cases alone would pass for the run's cost)."""
+    uri = fresh_store(empty_store, tmp_path)
     run_dir = tmp_path / "run"
+    (project.path / "prices.toml").write_text(PRICES_GOLD_ONLY)
+    args = [*RUN, "--bcas-report", str(run_dir), "--bcas-prices", "prices.toml", f"--bcas-mlflow={uri}"]
+    project.runpytest(*args).assert_outcomes(passed=4)
+    runs = _runs(uri)
+    (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    cost = sorted((r.data.params["model"], r.data.metrics.get("cost_usd") or 0.0) for r in runs if r is not parent)
+    assert [(m, c > 0) for m, c in cost] == [("mock-gold", True)] * 2 + [("mock-random", False)] * 2, cost
+    assert not any("cost_usd" in r.data.metrics for r in runs if r.data.params.get("model") == "mock-random")
+    assert "cost_usd" not in parent.data.metrics, parent.data.metrics
+    assert parent.data.metrics["answers"] == 24  # the totals that are known are logged
+
+
+def test_default_store_is_sqlite_in_the_current_folder(
+    project: pytest.Pytester, tmp_path: Path, empty_store: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    fresh_store(empty_store, project.path)  # the default store's place, so the runs below are found there
     project.runpytest(*RUN, "--bcas-report", str(run_dir), "--bcas-mlflow").assert_outcomes(passed=4)
-    assert (project.path / "mlruns.db").is_file()
     _check_published(f"sqlite:///{project.path / 'mlruns.db'}", run_dir)
 
 
@@ -252,10 +321,10 @@ def api_grid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return name
 
 
-def test_api_publishes_one_run_and_a_resumed_call_adds_none(api_grid: str, tmp_path: Path) -> None:
+def test_api_publishes_one_run_and_a_resumed_call_adds_none(api_grid: str, tmp_path: Path, empty_store: Path) -> None:
     import bcas
 
-    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    uri = fresh_store(empty_store, tmp_path)
     run_dir = tmp_path / "run"
     first = bcas.evaluate(api_grid, ["mock:gold", "mock:random"], out=run_dir, mlflow=uri)
     assert first.written == 24 and len(first.published) == 1
@@ -269,20 +338,20 @@ def test_api_publishes_one_run_and_a_resumed_call_adds_none(api_grid: str, tmp_p
     _check_published(uri, run_dir)
 
 
-def test_api_mlflow_true_is_the_default_store(api_grid: str, tmp_path: Path) -> None:
+def test_api_mlflow_true_is_the_default_store(api_grid: str, tmp_path: Path, empty_store: Path) -> None:
     import bcas
 
+    fresh_store(empty_store, tmp_path)  # the default store's place: the runs below must be found there
     res = bcas.evaluate(api_grid, ["mock:gold", "mock:random"], out=tmp_path / "run", mlflow=True)
-    assert (tmp_path / "mlruns.db").is_file() and len(res.published) == 1
+    assert len(res.published) == 1
     _check_published(f"sqlite:///{tmp_path / 'mlruns.db'}", tmp_path / "run")
     plain = bcas.evaluate(api_grid, "mock:gold", out=tmp_path / "plain", mlflow=False)
     assert plain.published == []
     # the default store of another folder, in the same process: its own file, not the first one's
     other = tmp_path / "elsewhere"
-    other.mkdir()
+    fresh_store(empty_store, other)
     os.chdir(other)  # the fixture's monkeypatch.chdir restores the folder
     bcas.evaluate(api_grid, "mock:gold", out=other / "run", mlflow=True)
-    assert (other / "mlruns.db").is_file()
     assert len([r for r in _runs(f"sqlite:///{other / 'mlruns.db'}") if "mlflow.parentRunId" not in r.data.tags]) == 1
     _check_published(f"sqlite:///{tmp_path / 'mlruns.db'}", tmp_path / "run")  # the first store unchanged
 
