@@ -27,6 +27,7 @@ from markupsafe import Markup
 from bcas.grading.outcomes import outcome
 from bcas.grids import GRIDS
 from bcas.report.html_cost import cost_section, stops_section
+from bcas.report.html_methods import methods_section
 from bcas.report.html_figures import figures
 from bcas.report.html_interactive import CSS as INTERACTIVE_CSS
 from bcas.report.html_interactive import SCRIPT, SCRIPT_HASH, filter_bar, fr_data
@@ -439,6 +440,7 @@ def render_report(
         madara_headers=MADARA_HEADERS,
         madara_rows=_madara_rows(records),
         cost=cost_section(rows),
+        methods=methods_section(records, rows, comparisons, grids),
         profile_headers=PROFILE_HEADERS,
         profile_rows=_profile_rows(profiles or []),
         items=items_section(records, grids),

@@ -41,6 +41,7 @@ from bcas.data import DATASETS
 from bcas.grading.outcomes import METRIC_NAMES, outcome, outcome_fn, resolve, token_f1_of
 from bcas.identity import same_model
 from bcas.metrics.columns import MetricColumns, metric_columns
+from bcas.report.methods import methods_of_run, to_payload
 from bcas.report.paired import PairedResult, accuracy, epochs_of, paired, per_item_means
 from bcas.stats import holm_bonferroni
 
@@ -553,6 +554,10 @@ def write_summaries(
         "model_matrix": result.matrix,
         "notes": result.notes,
         "routing": routing or [],
+        # The BCAS loop against the methods beside it (bcas.report.methods): rows and extra cost per extra correct answer.
+        "methods": to_payload(
+            *methods_of_run(records, result.rows, result.comparisons, *_scope(records, grids, only, judge)[::2])
+        ),
     }
     (run_dir / "summary.json").write_text(json.dumps(payload, indent=1, sort_keys=True), encoding="utf-8")
     return result

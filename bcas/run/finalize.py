@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from bcas.report.html_methods import method_results
 from bcas.report.html_metrics import metric_lines
+from bcas.report.methods import method_lines
 from bcas.run.cost import read_stops, stop_lines
 from bcas.run.exports import PYARROW_MISSING, write_parquet
 from bcas.run.rsc_files import routing_lines, routing_rows
@@ -119,6 +121,7 @@ def finalize_run(
             f"{'—' if r.cost_usd is None else f'{r.cost_usd:.4f}':>10}"  # unknown cost: no number, never 0
         )
     lines.extend(metric_lines(rows))  # evidence, abstention, pass@k / pass^k, cost-of-pass
+    lines.extend(method_lines(*method_results(records, rows, comps, grids, settings.grids)))  # agent vs methods
     lines.extend(f"note: {note}" for note in getattr(summaries, "notes", []))  # each grid's metric, retrieval models
     if summaries.model_comparisons:
         lines.append(
