@@ -55,29 +55,31 @@ def baselines_grid(
     name: str | None = None,
     methods: tuple[str, ...] = BASELINE_METHODS,
     datasets: tuple[str, ...] = BASELINE_DATASETS,
+    modes: tuple[tuple[str, RetrievalConfig], ...] = BASELINE_MODES,
 ) -> Grid:
     """The baselines table at a budget of ``searches`` and ``tokens`` (see the module docstring).
 
     ``name`` defaults to ``baselines`` at the matched budget (3 searches, 2K tokens) and to
-    ``baselines_s<searches>_t<tokens>`` otherwise; ``methods`` may name any registered method.
+    ``baselines_s<searches>_t<tokens>`` otherwise; ``methods`` may name any registered method;
+    ``modes``: (label tag, retrieval) pairs, the loop of each being its methods' reference.
     """
     budget = Budget(max_searches=searches, max_total_tokens=tokens)
     if name is None:
         tag = f"s{'u' if searches is None else searches}_t{_tokens_tag(tokens)}"
         name = "baselines" if (searches, tokens) == (3, 2000) else f"baselines_{tag}"
     entries: list[GridEntry] = []
-    agents = [f"{AGENT}/{tag}" for tag, _ in BASELINE_MODES]
-    for i, (_tag, retrieval) in enumerate(BASELINE_MODES):
+    agents = [f"{AGENT}/{tag}" for tag, _ in modes]
+    for i, (_tag, retrieval) in enumerate(modes):
         agent = RunConfig(budget=budget, retrieval=retrieval, agent=AgentConfig())
         entries.append(GridEntry(AGENT, agent, reference=i == 0, name=agents[i]))
     for method in methods:
         spend = replace(budget, max_searches=method_searches(method, searches))
         if spend.max_searches == 0:  # it retrieves nothing: one entry, compared with the loop of each mode
-            config = RunConfig(budget=spend, retrieval=BASELINE_MODES[0][1])
+            config = RunConfig(budget=spend, retrieval=modes[0][1])
             compare = tuple((a, AGENT_VS_METHOD) for a in agents)
             entries.append(GridEntry(method, config, name=method, compare=compare))
             continue
-        for (tag, retrieval), agent_label in zip(BASELINE_MODES, agents, strict=True):
+        for (tag, retrieval), agent_label in zip(modes, agents, strict=True):
             config = RunConfig(budget=spend, retrieval=retrieval)
             entries.append(GridEntry(method, config, name=f"{method}/{tag}", compare=((agent_label, AGENT_VS_METHOD),)))
     return Grid(
