@@ -164,9 +164,9 @@ async def ircot(run: MethodRun) -> str:
             return "max_total_tokens"
         schema = _object(sentence=_string(_fit(allowance, QUERY_MAX_CHARS)))
         result = await run.generate(prompt, schema, stop=None if run.schema else ("\n",), note="reasoning sentence")
-        sentence = run.read_field(result.text, "sentence")
-        sentence = (sentence if sentence is not None else result.text).strip().splitlines()[0:1]
-        text = sentence[0].strip() if sentence else ""
+        field = run.read_field(result.text, "sentence")
+        lines = (field if field is not None else result.text).strip().splitlines()
+        text = lines[0].strip() if lines else ""
         if text:
             sentences.append(text)
         if _ANSWER_IS.search(text):

@@ -27,11 +27,11 @@ from markupsafe import Markup
 from bcas.grading.outcomes import outcome
 from bcas.grids import GRIDS
 from bcas.report.html_cost import cost_section, stops_section
-from bcas.report.html_methods import methods_section
 from bcas.report.html_figures import figures
 from bcas.report.html_interactive import CSS as INTERACTIVE_CSS
 from bcas.report.html_interactive import SCRIPT, SCRIPT_HASH, filter_bar, fr_data
 from bcas.report.html_items import items_section
+from bcas.report.html_methods import methods_section
 from bcas.report.html_metrics import metrics_section, trajectory_panel
 from bcas.report.html_models import model_sections
 from bcas.report.html_run import manifest_section

@@ -79,7 +79,10 @@ def _figure(i: int, cell: tuple[str, str, str], rows: list[Any]) -> dict[str, An
         [(p.label, p.label, p.x, p.accuracy, p.ci_lo, p.ci_hi, p.label in on) for p in points],
         axis == COST,
     )
-    unit = (lambda x: f"${x:.6g}") if axis == COST else (lambda x: f"{x:,.0f} tokens")
+
+    def unit(x: float) -> str:
+        return f"${x:.6g}" if axis == COST else f"{x:,.0f} tokens"
+
     return {
         "id": f"methods-fig-{i}",
         "data": fr_data(model=model, dataset=dataset, grid=grid),

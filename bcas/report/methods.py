@@ -97,17 +97,17 @@ def _fmt(value: float, unit: str) -> str:
 
 def extra_cost_text(e: ExtraCost | Mapping[str, Any]) -> str:
     """The extra cost per extra correct answer said plainly (from an :class:`ExtraCost` or its dict)."""
-    get = (lambda k: e.get(k)) if isinstance(e, Mapping) else (lambda k: getattr(e, k))
-    verdict, unit = str(get("verdict")), str(get("unit"))
+    data: Mapping[str, Any] = e if isinstance(e, Mapping) else asdict(e)
+    verdict, unit = str(data.get("verdict")), str(data.get("unit"))
     if verdict == "cheaper":
         return "cheaper: the agent is at least as accurate for no more cost"
     if verdict == "∞":
         return "∞: the agent costs more and answers no more items correctly"
     if verdict == "cheaper, less accurate":
         return "cheaper, less accurate: the agent saves cost and loses correct answers"
-    lo, hi = get("lo"), get("hi")
+    lo, hi, value = data.get("lo"), data.get("hi"), data.get("value")
     band = f" (95% CI {'−∞' if lo is None else _fmt(float(lo), unit)} – {'∞' if hi is None else _fmt(float(hi), unit)})"
-    return f"{_fmt(float(get('value')), unit)} per extra correct answer{band}"
+    return f"{_fmt(float(value or 0.0), unit)} per extra correct answer{band}"
 
 
 def _per_item(recs: Iterable[dict[str, Any]], outcome: Any, unit: str) -> dict[str, tuple[float, float]]:
@@ -125,7 +125,8 @@ def _per_item(recs: Iterable[dict[str, Any]], outcome: Any, unit: str) -> dict[s
 
 def _unit(*groups: list[dict[str, Any]]) -> str:
     costs = [r.get("cost_usd") for g in groups for r in g]
-    return "usd" if costs and all(c is not None for c in costs) and any(float(c) > 0 for c in costs) else "tokens"
+    priced = [float(c) for c in costs if c is not None]
+    return "usd" if costs and len(priced) == len(costs) and any(c > 0 for c in priced) else "tokens"
 
 
 def extra_cost(

@@ -47,7 +47,9 @@ def test_the_grid_holds_every_method_at_the_matched_budget_against_the_agent_of_
     assert grid.datasets == BASELINE_DATASETS == ("hotpotqa", "2wikimultihopqa", "triviaqa")
     by_label = {e.label: e for e in grid.entries}
     tags = [tag for tag, _ in BASELINE_MODES]
-    assert [m for _, m in BASELINE_MODES][0].mode == "bm25" and [m for _, m in BASELINE_MODES][1].mode == "hybrid_rerank"
+    assert [m for _, m in BASELINE_MODES][0].mode == "bm25" and [m for _, m in BASELINE_MODES][
+        1
+    ].mode == "hybrid_rerank"
     for tag in tags:
         agent = by_label[f"bcas/{tag}"]
         assert agent.kind == "bcas" and agent.config.budget.max_searches == 3
