@@ -324,10 +324,16 @@ class RunConfig:
     agent: AgentConfig = field(default_factory=AgentConfig)
     assess: AssessConfig = field(default_factory=AssessConfig)
     seed: int = 0
+    # The method beside the BCAS loop that answers under this configuration (bcas.methods; a grid
+    # entry of a method's run kind sets it), "" for the loop and MADARA: part of the id, so two
+    # methods at the same budget and retrieval are two configurations.  Left out of the id while "".
+    method: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field, but the :data:`OPTIONAL_FIELDS` at their default left out."""
+        """Every field, but the :data:`OPTIONAL_FIELDS` at their default (and an empty ``method``) left out."""
         data = dataclasses.asdict(self)
+        if not data["method"]:
+            del data["method"]
         for part, defaults in OPTIONAL_FIELDS.items():
             for name, default in defaults.items():
                 if data[part].get(name) == default:
@@ -345,6 +351,7 @@ class RunConfig:
             agent=AgentConfig(**data.get("agent", {})),
             assess=AssessConfig(**assess),
             seed=data.get("seed", 0),
+            method=str(data.get("method") or ""),
         )
 
     @property

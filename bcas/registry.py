@@ -262,6 +262,31 @@ RUN_KINDS.register(
 RUN_KINDS.register("rsc", "bcas.run.pipelines:RSC", per_item=False, prompts=("assess/prompts",), label="rsc")
 
 
+METHODS: Registry[Any] = Registry("method")
+"""Methods beside the BCAS loop (:mod:`bcas.methods`): ``async (MethodRun) -> stop reason``.
+
+Each is also a run kind of the same name (one :func:`bcas.methods.register_method` call
+registers both), answered through :data:`bcas.run.pipelines.METHOD`.  Metadata: ``paper``
+(the citation), ``searches`` (``"none"``, ``"one"`` or ``"budget"``: what it spends of
+``max_searches``)."""
+for _name, _paper, _searches in (
+    ("closed_book", "FlashRAG naive generation (Jin et al. 2024): the model alone", "none"),
+    ("retrieve_read", "Lewis et al. 2020, retrieval-augmented generation: retrieve once, then read", "one"),
+    ("iter_retgen", "Shao et al. 2023, Iter-RetGen (Findings of EMNLP 2023)", "budget"),
+    ("ircot", "Trivedi et al. 2023, IRCoT (ACL 2023)", "budget"),
+    ("self_ask", "Press et al. 2023, Self-Ask (Findings of EMNLP 2023)", "budget"),
+):
+    METHODS.register(_name, f"bcas.methods.builtin:{_name}", paper=_paper, searches=_searches)
+    RUN_KINDS.register(
+        _name,
+        "bcas.run.pipelines:METHOD",
+        per_item=True,
+        prompts=("methods/prompts", f"methods/prompts/{_name}"),
+        label=f"{_name}/{{config.label}}",
+        budgeted=_searches == "budget",
+    )
+
+
 def per_item(kind: str) -> bool:
     """Whether run kind ``kind`` writes one record per item (an unknown kind: yes)."""
     return kind not in RUN_KINDS or bool(RUN_KINDS.meta(kind, "per_item", True))
@@ -296,6 +321,7 @@ def routed_modes() -> dict[str, str]:
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "METHODS",
     "RETRIEVAL_MODES",
     "ROUTED_METHOD",
     "RUN_KINDS",

@@ -72,7 +72,13 @@ MAX_TURNS_SAFETY = 64
 #                  candidate, on the evaluated model): on the ledger and in the cost,
 #                  but not charged to ``max_total_tokens`` (the paper's re-ranker is a
 #                  cross-encoder outside the agent's completion budget)
-STEP_KINDS = ("plan", "search", "ready", "abstain", "reflect", "invalid", "answer", "forced_answer", "assess", "rerank")
+#   generate       a model call of a method beside the loop (bcas.methods) that is not its final
+#                  answer: an Iter-RetGen round, an IRCoT reasoning sentence, a Self-Ask step
+#                  (a method's retrieval is a ``search`` step of its own, ``calls=0``)
+STEP_KINDS = (
+    "plan", "search", "ready", "abstain", "reflect", "invalid", "answer", "forced_answer", "assess", "rerank",
+    "generate",
+)  # fmt: skip
 # Steps whose tokens are not the agent's completion tokens (not charged to the budget).
 UNBUDGETED_KINDS = ("rerank",)
 # Step flags (``Step.flag``); ``None`` for an ordinary step.

@@ -32,6 +32,9 @@ Adding an experiment means adding a table here, not a new test function.
   ``Thought/Action/Query`` text and native tool calls on the same items and budget.
 - ``evidence``: the formats grid's JSON case as the reference, with a cite list in the
   final answer (citation precision / recall) and with an abstain action (not attempted).
+- ``baselines``: BCAS §6.1 / §7 -- the BCAS loop against closed-book, retrieve-then-read,
+  Iter-RetGen, IRCoT and Self-Ask (:mod:`bcas.methods`) at 3 searches and 2K tokens, BM25 and
+  hybrid + re-ranking, on the paper's three datasets (:mod:`bcas.grids.baselines`).
 - ``smoke``: a handful of configurations on a few items, the README's main job on
   the embedded CPU default.
 
@@ -66,6 +69,7 @@ its derived turn bound (searches + 3 unusable turns) is below the former fixed c
 
 from __future__ import annotations
 
+from bcas.grids.baselines import AGENT_VS_METHOD, BASELINES, baselines_grid
 from bcas.grids.paper import (
     ABLATION,
     BCAS_PAPER_RETRIEVAL,
@@ -104,6 +108,8 @@ from bcas.grids.table import (
 
 __all__ = [
     "ABLATION",
+    "AGENT_VS_METHOD",
+    "BASELINES",
     "BCAS_PAPER_RETRIEVAL",
     "CALIBRATION_N",
     "CONTEXT_SCALING",
@@ -128,6 +134,7 @@ __all__ = [
     "SEARCH_SCALING",
     "SMOKE",
     "axis_extremes",
+    "baselines_grid",
     "extreme_cases",
     "get_grid",
     "register_grid",

@@ -11,7 +11,7 @@ from typing import Any
 
 from bcas.config import RunConfig
 from bcas.grading.outcomes import JUDGE, resolve
-from bcas.registry import RUN_KINDS, Registry, RegistryError, mode_uses
+from bcas.registry import METHODS, RUN_KINDS, Registry, RegistryError, mode_uses
 
 HOLM_SCOPES = ("cell", "grid")
 """``grid``: one Holm family per declared family, pooled over the grid's models and datasets
@@ -37,6 +37,12 @@ class GridEntry:
     name: str = ""
     datasets: tuple[str, ...] = ()
     compare: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        # A method's entry names its method in the configuration (RunConfig.method), so its answers
+        # never share a configuration id with the loop's, or another method's, at the same budget.
+        if self.kind in METHODS and self.config.method != self.kind:
+            object.__setattr__(self, "config", replace(self.config, method=self.kind))
 
     @property
     def label(self) -> str:

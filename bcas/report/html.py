@@ -31,6 +31,7 @@ from bcas.report.html_figures import figures
 from bcas.report.html_interactive import CSS as INTERACTIVE_CSS
 from bcas.report.html_interactive import SCRIPT, SCRIPT_HASH, filter_bar, fr_data
 from bcas.report.html_items import items_section
+from bcas.report.html_methods import methods_section
 from bcas.report.html_metrics import metrics_section, trajectory_panel
 from bcas.report.html_models import model_sections
 from bcas.report.html_run import manifest_section
@@ -452,6 +453,7 @@ def render_report(
         madara_headers=MADARA_HEADERS,
         madara_rows=_madara_rows(records, marks),
         cost=cost_section(results),
+        methods=methods_section(records, results, comparisons, grids),
         profile_headers=PROFILE_HEADERS,
         profile_rows=_profile_rows(profiles or []),
         items=items_section(records, grids),

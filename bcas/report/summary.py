@@ -42,6 +42,7 @@ from bcas.grading.outcomes import METRIC_NAMES, outcome, outcome_fn, resolve, to
 from bcas.identity import same_model
 from bcas.metrics.columns import MetricColumns, metric_columns
 from bcas.records.case_status import PASSED, CaseStatus, StatusIndex
+from bcas.report.methods import methods_of_run, to_payload
 from bcas.report.paired import PairedResult, accuracy, epochs_of, paired, per_item_means
 from bcas.report.status import counting, row_fields, status_lines, with_status
 from bcas.stats import holm_bonferroni
@@ -570,6 +571,12 @@ def write_summaries(
         "model_matrix": result.matrix,
         "notes": result.notes,
         "routing": routing or [],
+        # The BCAS loop against the methods beside it (bcas.report.methods): rows and extra cost per extra correct answer.
+        "methods": to_payload(
+            *methods_of_run(
+                records, counting(result.rows), result.comparisons, *_scope(records, grids, only, judge)[::2]
+            )
+        ),
     }
     (run_dir / "summary.json").write_text(json.dumps(payload, indent=1, sort_keys=True), encoding="utf-8")
     return result

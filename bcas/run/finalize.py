@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bcas.records.case_status import MARKS, read_case_statuses
+from bcas.report.html_methods import method_results
 from bcas.report.html_metrics import metric_lines
+from bcas.report.methods import method_lines
 from bcas.report.status import counting
 from bcas.report.status import mark as status_mark
 from bcas.run.cost import read_stops, stop_lines
@@ -133,6 +135,9 @@ def finalize_run(
             f"{'—' if r.cost_usd is None else f'{r.cost_usd:.4f}':>10}"  # unknown cost: no number, never 0
         )
     lines.extend(metric_lines(counting(rows)))  # evidence, abstention, pass@k / pass^k, cost-of-pass
+    lines.extend(
+        method_lines(*method_results(records, counting(rows), comps, grids, settings.grids))
+    )  # agent vs methods
     # a case that did not pass: "FAILED: grid/model/dataset/config: reason" (first among the notes)
     lines.extend(
         note if note.split(":", 1)[0] in MARKS.values() else f"note: {note}" for note in summaries.notes

@@ -8,7 +8,9 @@ are the executor's (:func:`bcas.records.executor.run_items`).  A whole-case kind
 RSC probe) runs its case at once and writes its own artefact.
 
 Built in: ``bcas`` (the BCAS agent loop, BCAS §3), ``madara`` (a MADARA treatment or the
-routed pipeline, MADARA §4-§5) and ``rsc`` (the RSC probe, MADARA §3).
+routed pipeline, MADARA §4-§5), ``rsc`` (the RSC probe, MADARA §3) and one kind per method
+beside the loop (``closed_book``, ``retrieve_read``, ``iter_retgen``, ``ircot``, ``self_ask``
+and any registered with :func:`bcas.methods.register_method`), all answered by :data:`METHOD`.
 """
 
 from __future__ import annotations
@@ -308,9 +310,46 @@ class RscKind(WholeCaseKind):
         return len(ds.items), 0, empty
 
 
+class MethodKind(ItemKind):
+    """A method beside the BCAS loop (:data:`bcas.registry.METHODS`; :mod:`bcas.methods`): the run kind
+    named after the method answers each item with it, on the loop's ledger and budgets."""
+
+    def needs_retriever(self, config: RunConfig) -> bool:
+        return True
+
+    async def answer(self, ctx: KindContext, item: Item, config: RunConfig) -> Answer:
+        from bcas.methods import run_method
+
+        answer, _ = await run_method(ctx.case.entry.kind, item, ctx.model, ctx.retriever_for(item), config)
+        titles = ctx.session.titles(ctx.case.dataset)
+        steps = [
+            {**step, "titles": [titles.get(d, d) for d in step.get("docs") or []]} if step.get("docs") else step
+            for step in answer.steps
+        ]
+        return answer.replace(steps=steps)
+
+    def finish(self, ctx: KindContext, item: Item, answer: Answer) -> Answer:
+        with_recall: Answer = ctx.session.with_evidence_recall(ctx.case.dataset, item, answer)
+        return with_recall
+
+    def check(self, config: RunConfig, records: list[dict[str, Any]]) -> list[str]:
+        """Searches within ``max_searches``; completion tokens within ``max_total_tokens`` (a method
+        holds the answer's tokens back inside the budget, :mod:`bcas.methods.base`)."""
+        b = config.budget
+        problems = []
+        for r in records:
+            if b.max_searches is not None and int(r.get("searches_used") or 0) > b.max_searches:
+                problems.append(f"{r.get('item_id')}: searches_used {r.get('searches_used')} > {b.max_searches}")
+            spent = int((r.get("extra") or {}).get("agent_tokens_out", r.get("tokens_out") or 0))
+            if spent > b.max_total_tokens:
+                problems.append(f"{r.get('item_id')}: completion tokens {spent} > budget {b.max_total_tokens}")
+        return problems
+
+
 BCAS = BcasKind()
 MADARA = MadaraKind()
 RSC = RscKind()
+METHOD = MethodKind()
 
 
 async def run_item_record(ctx: KindContext, item: Item, epoch: int = 0) -> Record:
@@ -380,10 +419,12 @@ def answered_from_cache(record: dict[str, Any]) -> bool:
 __all__ = [
     "BCAS",
     "MADARA",
+    "METHOD",
     "RSC",
     "BcasKind",
     "ItemKind",
     "MadaraKind",
+    "MethodKind",
     "RscKind",
     "RunKind",
     "WholeCaseKind",
