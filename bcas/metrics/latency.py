@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -97,14 +98,15 @@ def latency_columns(recs: Sequence[dict[str, Any]]) -> LatencyColumns:
     times = [float(t["item_s"]) for _, t in timed]
     out = LatencyColumns(latency_n=len(timed))
     for q in PERCENTILES:
-        lo, hi = bootstrap_ci(times, stat=lambda a, q=q: np.percentile(a, q), n_resamples=1000, seed=0)
+        lo, hi = bootstrap_ci(times, stat=partial(np.percentile, q=q), n_resamples=1000, seed=0)
         setattr(out, f"latency_p{q}", percentile(times, q))
         setattr(out, f"latency_p{q}_lo", lo)
         setattr(out, f"latency_p{q}_hi", hi)
     sources = {str(t.get("source") or "live") for _, t in timed}
     out.latency_source = sources.pop() if len(sources) == 1 else "mixed"
     levels = {t.get("concurrency") for _, t in timed}
-    out.concurrency = int(next(iter(levels))) if len(levels) == 1 and None not in levels else None
+    level = next(iter(levels)) if len(levels) == 1 else None
+    out.concurrency = int(level) if level is not None else None
     live = [(r, t) for r, t in timed if t.get("wait_s") is not None]
     waits = [float(t["wait_s"]) for _, t in live]
     out.mean_wait_s = sum(waits) / len(waits) if waits else None
@@ -155,4 +157,28 @@ def load_curve(recs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-__all__ = ["PERCENTILES", "LatencyColumns", "latency_columns", "load_curve", "percentile"]
+def latency_lines(rows: Sequence[Any]) -> list[str]:
+    """The terminal's latency line of each summary row that has timed records."""
+
+    def s(v: float | None, fmt: str = ".3f") -> str:
+        return "—" if v is None else format(v, fmt)
+
+    def pct(v: float | None) -> str:
+        return "—" if v is None else f"{100 * v:.0f}%"
+
+    lines = []
+    for r in rows:
+        if not getattr(r, "latency_n", 0):
+            continue
+        level = "several levels" if r.concurrency is None else f"concurrency {r.concurrency}"
+        lines.append(
+            f"latency {r.grid}/{r.model}/{r.dataset}/{r.label}: p50 {s(r.latency_p50)} s "
+            f"[{s(r.latency_p50_lo)}, {s(r.latency_p50_hi)}], p95 {s(r.latency_p95)} s, p99 {s(r.latency_p99)} s; "
+            f"wait {s(r.mean_wait_s)} s, {s(r.mean_model_call_s)} s/call, {s(r.mean_search_s)} s/search, "
+            f"{s(r.items_per_min, '.1f')} items/min; model {pct(r.share_model)}, search {pct(r.share_search)}, "
+            f"wait {pct(r.share_wait)}, harness {pct(r.share_harness)} ({level}, {r.latency_source})"
+        )
+    return lines
+
+
+__all__ = ["PERCENTILES", "LatencyColumns", "latency_columns", "latency_lines", "load_curve", "percentile"]

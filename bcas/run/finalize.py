@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from bcas.metrics.latency import latency_lines
 from bcas.report.html_metrics import metric_lines
 from bcas.run.cost import read_stops, stop_lines
 from bcas.run.exports import PYARROW_MISSING, write_parquet
@@ -119,6 +120,7 @@ def finalize_run(
             f"{'—' if r.cost_usd is None else f'{r.cost_usd:.4f}':>10}"  # unknown cost: no number, never 0
         )
     lines.extend(metric_lines(rows))  # evidence, abstention, pass@k / pass^k, cost-of-pass
+    lines.extend(latency_lines(rows))  # p50/p95/p99, waits, throughput, where the time went
     lines.extend(f"note: {note}" for note in getattr(summaries, "notes", []))  # each grid's metric, retrieval models
     if summaries.model_comparisons:
         lines.append(
