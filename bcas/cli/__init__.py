@@ -28,6 +28,10 @@ LEAVES: dict[tuple[str, ...], tuple[str, str]] = {
     ("rejudge",): ("Grade recorded answers with another judge.", "bcas.cli.records:rejudge_main"),
     ("reprice",): ("Recompute record costs under another price sheet.", "bcas.cli.records:reprice_main"),
     ("compare",): ("Compare two runs item by item (paired statistics).", "bcas.report.compare:main"),
+    ("latency",): (
+        "Throughput against p95 latency of run folders at several concurrency levels.",
+        "bcas.report.latency_runs:main",
+    ),
     ("gate", "write"): ("Write a baseline file from a run folder.", "bcas.gating.baseline:write_main"),
     ("gate", "power"): ("Print what the gate can detect by paired items.", "bcas.gating.power:main"),
     ("data", "check"): ("Count items and documents and hash datasets.", "bcas.data:main"),

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -63,7 +63,7 @@ class LatencyColumns:
     share_search: float | None = None
     share_wait: float | None = None
     share_harness: float | None = None
-    latency_measured: list[str] = field(default_factory=list)
+    latency_measured: str = ""  # the per-call times every call reported, comma-separated (ttft_s,prompt_s,...)
 
 
 def _timing(rec: dict[str, Any]) -> dict[str, Any] | None:
@@ -125,7 +125,7 @@ def latency_columns(recs: Sequence[dict[str, Any]]) -> LatencyColumns:
     if total > 0:
         out.share_model, out.share_search = model / total, search / total
         out.share_wait, out.share_harness = sum(waits) / total, harness / total
-    out.latency_measured = [k for k in CALL_FIELDS if all(k in (t.get("measured") or ()) for _, t in timed)]
+    out.latency_measured = ",".join(k for k in CALL_FIELDS if all(k in (t.get("measured") or ()) for _, t in timed))
     return out
 
 
