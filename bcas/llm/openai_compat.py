@@ -51,6 +51,16 @@ Tool calling: ``ChatRequest.tools`` goes as ``tools`` with ``tool_choice: "auto"
 message's ``tool_calls`` come back in ``ChatResult.tool_calls``; the server needs a
 tool-call parser (:data:`bcas.llm.tool_calls.TOOLS_HINT`, quoted when it refuses).
 
+Timing (:mod:`bcas.timing`): every call records its wall time (``latency_s``) and, where
+the server sends llama.cpp's ``timings``, its prompt and decode seconds
+(``timing.prompt_s``, ``timing.decode_s``).  With ``stream=True`` (or ``BCAS_STREAM=1``)
+a request without tools or logprobs is streamed (``stream_options.include_usage``) and
+its time to the first generated token is kept (``timing.ttft_s``); the usage and
+``timings`` come from the last chunks.  Stream only against servers that send usage in a
+stream (llama.cpp's ``llama-server``, vLLM): llama-cpp-python's server sends none, and a
+call without usage counts no tokens (``extra["usage_missing"]``).  A stream cut before
+``[DONE]`` is a malformed body (retried).
+
 The API key is read from the environment variable named by ``api_key_env``.  It is
 sent only in the ``Authorization`` header; it is never logged, never part of ``repr``
 and is removed from every error message.
@@ -78,6 +88,7 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 SCHEMA_MODES = ("json_schema", "json_object", "none")
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 SCHEMA_REJECT_STATUS = frozenset({400, 422})
+STREAM_ENV = "BCAS_STREAM"
 
 
 @dataclass
@@ -138,7 +149,7 @@ class OpenAICompatModel(ChatModel):
         extra_body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         context_window: int | None = None,
-        stream: bool = False,
+        stream: bool | None = None,
     ) -> None:
         if not model:
             raise ModelError(
@@ -174,7 +185,8 @@ class OpenAICompatModel(ChatModel):
         self._rng = random.Random()
         self._window: int | None = context_window
         self._window_known = context_window is not None
-        self.stream = bool(stream)
+        # None: the environment decides (BCAS_STREAM=1), so a harness run can stream without a new option.
+        self.stream = os.environ.get(STREAM_ENV, "") == "1" if stream is None else bool(stream)
 
     def __repr__(self) -> str:
         key = f", api_key_env={self._api_key_env!r}" if self._api_key_env else ""
