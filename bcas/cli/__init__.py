@@ -29,7 +29,7 @@ LEAVES: dict[tuple[str, ...], tuple[str, str]] = {
     ("reprice",): ("Recompute record costs under another price sheet.", "bcas.cli.records:reprice_main"),
     ("compare",): ("Compare two runs item by item (paired statistics).", "bcas.report.compare:main"),
     ("latency",): (
-        "Throughput against p95 latency of run folders at several concurrency levels.",
+        "Throughput against p95 latency by concurrency level.",
         "bcas.report.latency_runs:main",
     ),
     ("gate", "write"): ("Write a baseline file from a run folder.", "bcas.gating.baseline:write_main"),
