@@ -11,8 +11,9 @@ production concurrency constraints".  From each record's ``timing``
   (:func:`bcas.stats.bootstrap_ci`, 1000 resamples, seed 0);
 * ``mean_wait_s``, ``mean_model_call_s`` (per call), ``mean_search_s`` (per search),
   ``mean_ttft_s`` (per call, where the backend streamed);
-* ``items_per_min``: answers per minute of wall time, the wall time of each run that
-  wrote the row's records being from its first submission to its last answer;
+* ``items_per_min``: answers per minute of wall time, the wall time of each batch of
+  items submitted together (a session's case) being from its submission to its last
+  answer (the time between a run and its resumption does not count);
 * ``share_model`` / ``share_search`` / ``share_wait`` / ``share_harness``: where the
   summed time per item went;
 * ``latency_source``: ``live``, or ``cache`` when the calls came from the generation
@@ -77,16 +78,18 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def _throughput(timed: list[tuple[dict[str, Any], dict[str, Any]]]) -> float | None:
-    """Answers per minute over the wall time of each run (first submission to last answer)."""
-    spans: dict[str, list[float]] = defaultdict(lambda: [float("inf"), float("-inf")])
-    for rec, t in timed:
-        end = float(rec.get("created_at") or 0.0)
-        if not end:
+    """Answers per minute over the wall time of each batch of submitted items (its start to its last answer).
+
+    A resumed case ran in several batches (sessions): only their own wall times count, not
+    the time between them.
+    """
+    spans: dict[float, float] = {}
+    for _, t in timed:
+        start, end = t.get("batch_start"), t.get("finished_at")
+        if not isinstance(start, int | float) or not isinstance(end, int | float):
             return None
-        span = spans[str(rec.get("run_id"))]
-        span[0] = min(span[0], end - float(t["item_s"]))
-        span[1] = max(span[1], end)
-    wall = sum(hi - lo for lo, hi in spans.values())
+        spans[float(start)] = max(spans.get(float(start), float(start)), float(end))
+    wall = sum(end - start for start, end in spans.items())
     return 60.0 * len(timed) / wall if wall > 0 else None
 
 

@@ -56,6 +56,7 @@ async def run_items(
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     gate = asyncio.Semaphore(concurrency)
     made: list[Record] = []
+    batch = time.time()  # when these jobs were submitted: the throughput's clock starts here
 
     async def one(job: Job) -> None:
         item, epoch = job
@@ -69,7 +70,9 @@ async def run_items(
                 record = await produce(item, epoch)
             service = time.perf_counter() - started
             spent = item_timing(meter, wait_s=started - submitted, service_s=service, concurrency=concurrency)
-            record = record.replace(timing=spent)
+            record = record.replace(
+                timing={**spent, "batch_start": round(batch, 3), "finished_at": round(time.time(), 3)}
+            )
             if grade is not None and record.error is None and record.prediction:
                 record = await grade(record)
             if price is not None:
