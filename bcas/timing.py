@@ -61,6 +61,8 @@ class TimingMeter:
     search_s: float = 0.0
     sums: dict[str, float] = field(default_factory=dict)  # per CALL_FIELDS key: the sum over calls reporting it
     counts: dict[str, int] = field(default_factory=dict)  # per key: how many calls reported it
+    calls: list[dict[str, Any]] = field(default_factory=list)  # each call's times, in the order made
+    search_times: list[float] = field(default_factory=list)  # each search's wall time, in order
 
     def add_call(self, result: TimedResult, replay_s: float | None = None) -> None:
         """Count one call; ``replay_s``: the call was a cache hit that took that long to replay."""
@@ -71,15 +73,21 @@ class TimingMeter:
             self.cached_calls += 1
             self.replay_s += max(0.0, replay_s)
             self.recorded_s += wall
+        call: dict[str, Any] = {"wall_s": round(wall, 6)}
         for key in CALL_FIELDS:
             value = (result.timing or {}).get(key)
             if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
                 self.sums[key] = self.sums.get(key, 0.0) + float(value)
                 self.counts[key] = self.counts.get(key, 0) + 1
+                call[key] = round(float(value), 6)
+        if replay_s is not None:
+            call["cached"] = True
+        self.calls.append(call)
 
     def add_search(self, seconds: float) -> None:
         self.searches += 1
         self.search_s += max(0.0, seconds)
+        self.search_times.append(round(max(0.0, seconds), 6))
 
 
 _CURRENT: ContextVar[TimingMeter | None] = ContextVar("bcas_timing_meter", default=None)
@@ -151,6 +159,8 @@ def item_timing(meter: TimingMeter, *, wait_s: float, service_s: float, concurre
         "measured": measured,
         "partial": partial,
         "unmeasured": [k for k in CALL_FIELDS if k not in measured and k not in partial],
+        "calls": meter.calls,  # each model call: wall_s and what its backend reported (cached: a replay)
+        "search_times": meter.search_times,
     }
     for key in CALL_FIELDS:  # the sum over the calls that reported it, and how many did
         if meter.counts.get(key):

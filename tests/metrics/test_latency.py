@@ -2,11 +2,15 @@
 
 A :class:`bcas.testing.slotted.SlottedServer` serves ``c`` requests at a time for ``s``
 seconds each.  ``N`` items submitted at once to the real executor with ``c`` slots, each
-making one call through the real ``openai`` backend, form a deterministic queue: the
-``k``-th item (in completion order) waits ``(ceil(k/c) - 1) * s`` and completes at
-``ceil(k/c) * s``.  The reported waits, p50 and p95 must match what that queue gives
-within ``TOLERANCE_S`` (the scheduling and HTTP overhead of a shared 2-core machine),
-and the time must be booked where it went: model calls, not searches or the harness.
+making one call through the real ``openai`` backend, form a deterministic queue (M/D/c,
+all arrivals at 0): the ``k``-th item (in completion order) waits ``(ceil(k/c) - 1) * S``
+and completes at ``ceil(k/c) * S``, ``S`` the service time of one item.  ``S`` is ``s``
+plus what the client, the loopback HTTP and the harness add to each call: a few ms on a
+quiet machine, tens on a loaded one.  So the test measures ``S`` (the items' mean
+service time, which must lie within ``[s, s + SERVICE_SLACK_S]``) and checks the reported
+waits, p50 and p95 against the queue of that ``S`` within ``TOLERANCE_S`` plus
+``TOLERANCE_SHARE`` of each time; and the time must be booked where it went: model calls,
+not searches or the harness.
 """
 
 from __future__ import annotations
@@ -27,10 +31,10 @@ from bcas.records.schema import Record
 from bcas.testing.slotted import PROMPT_SHARE, SlottedServer
 
 SERVICE_S = 0.2
-# Each time may be off by 100 ms plus 10% of itself: loopback HTTP and thread wake-ups add a
-# few ms to every call (tens on a loaded 2-core machine), and a queued item's wait holds the
-# overhead of every call before it.  Half a service step: a queue of another shape still fails.
-TOLERANCE_S = 0.1
+SERVICE_SLACK_S = 0.15  # what one call may add to the server's service time on a loaded 2-core machine
+# Each time may be off by 50 ms plus 10% of itself from the queue of the measured service time:
+# items do not all take the same time.  Well under one service step: another queue fails.
+TOLERANCE_S = 0.05
 TOLERANCE_SHARE = 0.10
 
 
@@ -63,10 +67,10 @@ def _run(model: Any, n: int, concurrency: int) -> list[Record]:
     return asyncio.run(main())
 
 
-def _expected(n: int, c: int) -> tuple[list[float], list[float]]:
-    """Completion times and waits of ``n`` jobs at once on ``c`` slots of ``SERVICE_S`` (M/D/c, arrivals at 0)."""
-    done = [math.ceil(k / c) * SERVICE_S for k in range(1, n + 1)]
-    return done, [t - SERVICE_S for t in done]
+def _expected(n: int, c: int, service: float) -> tuple[list[float], list[float]]:
+    """Completion times and waits of ``n`` jobs at once on ``c`` slots of ``service`` s (M/D/c, arrivals at 0)."""
+    done = [math.ceil(k / c) * service for k in range(1, n + 1)]
+    return done, [t - service for t in done]
 
 
 @pytest.mark.parametrize(("slots", "n"), [(1, 5), (4, 12)])
@@ -75,8 +79,10 @@ def test_waits_and_percentiles_match_the_queue(slots: int, n: int, stream: bool)
     with SlottedServer(slots=slots, service_s=SERVICE_S) as server:
         model = OpenAICompatModel("slotted", base_url=server.base_url, concurrency=64, stream=stream)
         records = _run(model, n, concurrency=slots)
-    done, waits = _expected(n, slots)
     timings = [r.timing for r in records]
+    service = sum(t["service_s"] for t in timings) / n
+    assert SERVICE_S <= service <= SERVICE_S + SERVICE_SLACK_S, service
+    done, waits = _expected(n, slots, service)
     got_waits = sorted(t["wait_s"] for t in timings)
     assert all(_close(g, w) for g, w in zip(got_waits, waits, strict=True)), list(zip(got_waits, waits, strict=True))
     # the server saw no queue of its own: the executor's slots are the only waiting
@@ -88,7 +94,7 @@ def test_waits_and_percentiles_match_the_queue(slots: int, n: int, stream: bool)
         assert _close(getattr(cols, f"latency_p{q}"), expected), (q, cols, expected)
         assert getattr(cols, f"latency_p{q}_lo") <= getattr(cols, f"latency_p{q}") <= getattr(cols, f"latency_p{q}_hi")
     assert _close(cols.mean_wait_s, sum(waits) / n)
-    assert _close(cols.mean_model_call_s, SERVICE_S)
+    assert SERVICE_S <= cols.mean_model_call_s <= service
     # throughput: c items every s seconds
     expected_rate = 60.0 * n / done[-1]
     assert cols.items_per_min == pytest.approx(expected_rate, rel=0.25)
@@ -100,9 +106,12 @@ def test_waits_and_percentiles_match_the_queue(slots: int, n: int, stream: bool)
     assert {"prompt_s", "decode_s"} <= set(cols.latency_measured.split(","))
     for t in timings:
         assert t["prompt_s"] + t["decode_s"] == pytest.approx(SERVICE_S, abs=1e-6)
+        (call,) = t["calls"]  # one call per item, its own times beside the sums
+        assert call["wall_s"] == t["model_s"] and call["decode_s"] == t["decode_s"]
     if stream:  # the first word comes once the prompt part is served
         assert "ttft_s" in cols.latency_measured.split(",")
-        assert _close(cols.mean_ttft_s, PROMPT_SHARE * SERVICE_S)
+        assert PROMPT_SHARE * SERVICE_S <= cols.mean_ttft_s <= PROMPT_SHARE * SERVICE_S + SERVICE_SLACK_S
+        assert cols.mean_ttft_s < cols.mean_model_call_s
     else:
         assert "ttft_s" in timings[0]["unmeasured"] and cols.mean_ttft_s is None
 
@@ -124,7 +133,8 @@ def test_a_cache_replay_reports_the_recorded_times(tmp_path: Any) -> None:
         assert t["prompt_s"] == pytest.approx(SERVICE_S * PROMPT_SHARE, abs=1e-6)
     cols = latency_columns([r.to_dict() for r in again])
     assert cols.latency_source == "cache" and cols.items_per_min is None and cols.mean_wait_s is None
-    assert _close(cols.latency_p50, SERVICE_S)  # the recorded service time, not the replay's ~0
+    recorded_p50 = percentile([t["service_s"] for t in recorded.values()], 50)
+    assert _close(cols.latency_p50, recorded_p50) and cols.latency_p50 >= SERVICE_S  # recorded, not the replay's ~0
 
 
 def test_load_curve_and_identity_across_levels() -> None:
