@@ -113,14 +113,20 @@ def record_call(result: TimedResult, replay_s: float | None = None) -> None:
 
 @contextlib.contextmanager
 def timed_search() -> Iterator[None]:
-    """Time the search run inside the ``with`` block on the current meter (a failed search counts too)."""
+    """Time the search run inside the ``with`` block on the current meter (a failed search counts too).
+
+    The model calls made inside it (the ``llm`` reranker asks the evaluated model) are
+    booked as model calls and taken out of the search's time, so the shares add up.
+    """
+    meter = _CURRENT.get()
     started = time.perf_counter()
+    inside = meter.model_s if meter is not None else 0.0
     try:
         yield
     finally:
-        meter = _CURRENT.get()
         if meter is not None:
-            meter.add_search(time.perf_counter() - started)
+            # Model calls made by the search (the llm reranker's) are model time, not search time.
+            meter.add_search(time.perf_counter() - started - (meter.model_s - inside))
 
 
 def item_timing(meter: TimingMeter, *, wait_s: float, service_s: float, concurrency: int) -> dict[str, Any]:

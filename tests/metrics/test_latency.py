@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from typing import Any
 
 import pytest
@@ -170,3 +171,21 @@ def test_throughput_counts_each_batch_not_the_pause_before_a_resume() -> None:
     resumed = [rec(4600.0, 4600.0 + 10 * k) for k in (1, 2)]  # 2 items in 20 s, an hour later
     cols = latency_columns(first + resumed)
     assert cols.items_per_min == pytest.approx(60.0 * 5 / 50.0)
+
+
+def test_a_search_that_calls_the_model_books_those_calls_as_model_time() -> None:
+    """The llm reranker asks the model inside a search: model time once, search time without it."""
+    from bcas.llm.base import ChatResult
+    from bcas.timing import item_timing, record_call, timed_search, timing
+
+    with timing() as meter:
+        with timed_search():
+            time.sleep(0.05)  # the search's own work
+            started = time.perf_counter()
+            time.sleep(0.1)  # a reranker call the model answers in 0.1 s
+            wall = time.perf_counter() - started
+            record_call(ChatResult(text="", prompt_tokens=1, completion_tokens=1, finish_reason="stop", latency_s=wall))
+    spent = item_timing(meter, wait_s=0.0, service_s=0.2, concurrency=1)
+    assert spent["model_s"] == pytest.approx(wall, abs=1e-5) and spent["model_calls"] == 1 and spent["searches"] == 1
+    assert 0.05 <= spent["search_s"] < 0.05 + 0.04  # its own work, not the model call's 0.1 s
+    assert spent["model_s"] + spent["search_s"] + spent["harness_s"] == pytest.approx(0.2, abs=1e-5)
