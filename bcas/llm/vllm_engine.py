@@ -61,6 +61,7 @@ from bcas.llm.base import (
     split_reasoning,
 )
 from bcas.llm.tool_calls import parse_tool_calls_text, template_supports_tools
+from bcas.timing import record_call
 
 T = TypeVar("T")
 
@@ -202,7 +203,9 @@ class VLLMModel(ChatModel):
         if self._closed:
             raise ModelError("this vllm model was closed; create a new one with load_model('vllm', ...)")
         future = self._thread.submit(self._generate(request))
-        return await asyncio.wrap_future(future)
+        result = await asyncio.wrap_future(future)
+        record_call(result)
+        return result
 
     async def _generate(self, request: ChatRequest) -> ChatResult:
         started = time.perf_counter()
@@ -216,9 +219,12 @@ class VLLMModel(ChatModel):
         params = self.sampling_params(request)
         request_id = f"bcas-{next(self._ids)}"
         final = None
+        first: float | None = None
         try:
             engine_input = await self._engine_input(prompt_ids)
             async for output in self._engine.generate(engine_input, params, request_id):
+                if first is None and output.outputs and output.outputs[0].token_ids:
+                    first = time.perf_counter()  # the engine streams its outputs: the first token's time
                 final = output
         except Exception as exc:
             raise ModelError(f"vLLM failed on request {request_id}: {type(exc).__name__}: {exc}") from exc
@@ -241,6 +247,7 @@ class VLLMModel(ChatModel):
             latency_s=time.perf_counter() - started,
             logprobs=self._top_logprobs(completion.logprobs, request.top_logprobs),
             extra={"backend": "vllm", "request_id": request_id},
+            timing={**({"ttft_s": first - started} if first is not None else {}), **engine_timing(final)},
         )
 
     async def _engine_input(self, prompt_ids: list[int]) -> Any:
@@ -388,3 +395,30 @@ def create(model: str | None = None, **options: Any) -> VLLMModel:
             model_id = f"{model_id}+{template[0]}"
     options.setdefault("disable_log_stats", True)
     return VLLMModel(model, str(model_id), options, chat_template=template[1] if template else None)
+
+
+def engine_timing(output: Any) -> dict[str, float]:
+    """Queue, prompt and decode seconds from a vLLM ``RequestOutput.metrics``, where it has them.
+
+    vLLM's ``RequestMetrics`` holds wall-clock stamps (``arrival_time``,
+    ``first_scheduled_time``, ``first_token_time``, ``last_token_time``) and
+    ``time_in_queue``; an engine that reports none (V1 without stats) gives ``{}``.
+    """
+    metrics = getattr(output, "metrics", None)
+    if metrics is None:
+        return {}
+
+    def stamp(name: str) -> float | None:
+        value = getattr(metrics, name, None)
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    out: dict[str, float] = {}
+    queue = stamp("time_in_queue")
+    scheduled, first, last = stamp("first_scheduled_time"), stamp("first_token_time"), stamp("last_token_time")
+    if queue is not None:
+        out["queue_s"] = max(0.0, queue)
+    if scheduled is not None and first is not None:
+        out["prompt_s"] = max(0.0, first - scheduled)
+    if first is not None and last is not None:
+        out["decode_s"] = max(0.0, last - first)
+    return out

@@ -6,7 +6,7 @@ evidence and trajectory means (:mod:`bcas.metrics.trajectory`, read from the fie
 the harness stored in each record's ``extra``), SimpleQA's three-way counts and
 scores (:mod:`bcas.grading.abstention`), pass@k / pass^k / flip share over epochs
 (:mod:`bcas.metrics.reliability`) and cost-of-pass / tokens-of-pass
-(:mod:`bcas.metrics.cost`).  ``None`` means "not measurable here" (no gold, no
+(:mod:`bcas.metrics.cost`), and the latency columns (:mod:`bcas.metrics.latency`).  ``None`` means "not measurable here" (no gold, no
 epochs, no price), never 0.
 """
 
@@ -14,17 +14,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bcas.grading.abstention import CORRECT, INCORRECT, NOT_ATTEMPTED, simpleqa_scores, three_way
 from bcas.grading.outcomes import abstained, failed, outcome
 from bcas.metrics.cost import cost_of_pass_interval
+from bcas.metrics.latency import LatencyColumns, latency_columns
 from bcas.metrics.reliability import flip_share, over_items
 
 
 @dataclass(kw_only=True)
-class MetricColumns:
+class MetricColumns(LatencyColumns):  # the latency columns (bcas.metrics.latency) first
     gold_n: int = 0  # records whose item has mapped gold evidence
     gold_unmapped: int = 0  # gold references of the row's items that name no document (per item, once)
     evidence_recall: float | None = None
@@ -162,7 +163,11 @@ def _of_pass(recs: Sequence[dict[str, Any]], metric: str) -> dict[str, Any]:
 def metric_columns(recs: Sequence[dict[str, Any]], metric: str = "correct_em") -> MetricColumns:
     """The beyond-accuracy columns of one summary row's records, in the row's pass/fail ``metric``."""
     return MetricColumns(
-        **_trajectory(recs), **_abstention(recs, metric), **_reliability(recs, metric), **_of_pass(recs, metric)
+        **_trajectory(recs),
+        **_abstention(recs, metric),
+        **_reliability(recs, metric),
+        **_of_pass(recs, metric),
+        **asdict(latency_columns(recs)),
     )
 
 

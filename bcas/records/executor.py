@@ -15,16 +15,26 @@ appends behave the same everywhere:
 5. ``price(record)`` sets the cost (never raises: an unpriced model's cost is ``None``);
 6. the record is appended to the store (one fsynced line, off the event loop) and
    handed to ``on_record`` (progress, warnings).
+
+Timing (BCAS §6.1, :mod:`bcas.llm.timing`): every job is submitted at once, so the time a
+job waits for one of the ``concurrency`` slots is its queueing delay; it is recorded
+apart (``timing.wait_s``) from the time ``produce`` took (``timing.service_s``), whose
+model calls and searches the meter opened around ``produce`` counts.  The judge's calls
+are outside it: grading is the evaluation's cost, not the answer's.  The level
+``concurrency`` is kept in ``timing.concurrency``, a run condition outside the answer's
+identity.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from bcas.records.schema import Record
 from bcas.records.store import ResultStore
+from bcas.timing import item_timing, timing
 
 Job = tuple[Any, int]
 
@@ -46,14 +56,23 @@ async def run_items(
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     gate = asyncio.Semaphore(concurrency)
     made: list[Record] = []
+    batch = time.time()  # when these jobs were submitted: the throughput's clock starts here
 
     async def one(job: Job) -> None:
         item, epoch = job
+        submitted = time.perf_counter()
         async with gate:
+            started = time.perf_counter()
             token = await admit() if admit is not None else True
             if token is None:
                 return
-            record = await produce(item, epoch)
+            with timing() as meter:
+                record = await produce(item, epoch)
+            service = time.perf_counter() - started
+            spent = item_timing(meter, wait_s=started - submitted, service_s=service, concurrency=concurrency)
+            record = record.replace(
+                timing={**spent, "batch_start": round(batch, 3), "finished_at": round(time.time(), 3)}
+            )
             if grade is not None and record.error is None and record.prediction:
                 record = await grade(record)
             if price is not None:

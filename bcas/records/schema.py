@@ -81,6 +81,10 @@ class Record:
     epoch: int = 0
     seed: int | None = None
     schema_version: int = RECORD_SCHEMA_VERSION
+    # Where the item's time went (bcas.llm.timing.item_timing): slot wait, model calls,
+    # searches, the harness, what the backend measured; {} in records written before it.
+    # A run condition, not part of the answer's identity (key).
+    timing: dict[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> Key:

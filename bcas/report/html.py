@@ -31,6 +31,7 @@ from bcas.report.html_figures import figures
 from bcas.report.html_interactive import CSS as INTERACTIVE_CSS
 from bcas.report.html_interactive import SCRIPT, SCRIPT_HASH, filter_bar, fr_data
 from bcas.report.html_items import items_section
+from bcas.report.html_latency import latency_section
 from bcas.report.html_methods import methods_section
 from bcas.report.html_metrics import metrics_section, trajectory_panel
 from bcas.report.html_models import model_sections
@@ -452,7 +453,7 @@ def render_report(
         figures=figures(results, comparisons, grid_order, records, grids),
         madara_headers=MADARA_HEADERS,
         madara_rows=_madara_rows(records, marks),
-        cost=cost_section(results),
+        cost=cost_section(results) + latency_section(results, records),
         methods=methods_section(records, results, comparisons, grids),
         profile_headers=PROFILE_HEADERS,
         profile_rows=_profile_rows(profiles or []),

@@ -3,7 +3,7 @@
 ``records.parquet`` holds the same records as ``records.jsonl``, one row each: scalar
 fields as typed columns (``cost_usd`` stays null where the cost is unknown, never 0),
 ``answers`` as a list of strings, and the nested fields (``config``, ``judge``,
-``steps``, ``extra``, ``grades``) as JSON text columns ending in ``_json``, since their
+``steps``, ``extra``, ``grades``, ``timing``) as JSON text columns ending in ``_json``, since their
 shape differs between BCAS and MADARA records.  It needs pyarrow (``pip install
 'bcas[parquet]'``); without it the run says so and writes the JSONL alone.
 
@@ -24,7 +24,7 @@ from bcas.records import Record
 from bcas.run.cost import cost_text
 
 PARQUET_FILE = "records.parquet"
-NESTED = ("config", "judge", "steps", "extra", "grades")
+NESTED = ("config", "judge", "steps", "extra", "grades", "timing")
 PYARROW_MISSING = "pyarrow is not installed (pip install 'bcas[parquet]'); records.jsonl holds every record"
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from bcas.metrics.latency import latency_lines
 from bcas.records.case_status import MARKS, read_case_statuses
 from bcas.report.html_methods import method_results
 from bcas.report.html_metrics import metric_lines
@@ -135,6 +136,7 @@ def finalize_run(
             f"{'—' if r.cost_usd is None else f'{r.cost_usd:.4f}':>10}"  # unknown cost: no number, never 0
         )
     lines.extend(metric_lines(counting(rows)))  # evidence, abstention, pass@k / pass^k, cost-of-pass
+    lines.extend(latency_lines(counting(rows)))  # p50/p95/p99, waits, throughput, where the time went
     lines.extend(
         method_lines(*method_results(records, counting(rows), comps, grids, settings.grids))
     )  # agent vs methods

@@ -266,6 +266,13 @@ class FaultServer:
 
     # -- answers -----------------------------------------------------------------------
 
+    def begin_service(self, body: dict[str, Any] | None) -> Callable[[], None]:
+        """Start serving a chat request: waits ``latency``; returns what ends the service (nothing here;
+        :class:`bcas.testing.slotted.SlottedServer` holds a slot until it is called)."""
+        if self.latency > 0:
+            time.sleep(self.latency)
+        return lambda: None
+
     def completion(self, body: dict[str, Any], text: str | None = None) -> dict[str, Any]:
         reply = text if text is not None else self.reply(body)
         prompt_words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or [])
@@ -321,6 +328,9 @@ class _FaultHandler(BaseHTTPRequestHandler):
 
     owner: FaultServer
     protocol_version = "HTTP/1.1"
+    # Headers and body go out as separate writes: with Nagle's algorithm the body waits for
+    # the client's delayed ACK (~40 ms a response), which would blur every timed test.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature fixed by http.server
         return
@@ -441,8 +451,10 @@ class _FaultHandler(BaseHTTPRequestHandler):
         if body is None:
             self._send(400, _error_body("request body is not JSON"))
             return
-        if self.owner.latency > 0:
-            time.sleep(self.owner.latency)
+        finish = self.owner.begin_service(body)
+        streamed = bool(body.get("stream")) and fault.kind == "ok"
+        if not streamed:
+            finish()
         if fault.kind == "drop":
             self._drop()
             return
@@ -461,5 +473,41 @@ class _FaultHandler(BaseHTTPRequestHandler):
             self._send(200, completion[: len(completion) // 2])
         elif fault.kind == "malformed":
             self._send(200, json.dumps({"unexpected": "shape", "choices": []}).encode())
+        elif streamed:
+            self._send_stream(json.loads(completion), finish)
         else:
             self._send(200, completion)
+
+    def _send_stream(self, completion: dict[str, Any], finish: Callable[[], None]) -> None:
+        """A completion as server-sent events (``stream: true``): the first word, then ``finish()``
+        (the rest of the service time), the other words, the finish reason, usage and timings, ``[DONE]``."""
+        choice = completion["choices"][0]
+        words = str(choice["message"]["content"]).split(" ")
+        base = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+
+        def chunk(delta: dict[str, Any], reason: Any = None) -> bytes:
+            event = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": reason}]}
+            return b"data: " + json.dumps(event).encode() + b"\n\n"
+
+        def send(data: bytes) -> None:  # one HTTP/1.1 chunk, so the connection stays open after the stream
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            send(chunk({"role": "assistant", "content": words[0]}))
+            self.wfile.flush()
+            finish()
+            for word in words[1:]:
+                send(chunk({"content": " " + word}))
+            send(chunk({}, choice["finish_reason"]))
+            tail = {**base, "choices": [], "usage": completion["usage"]}
+            if "timings" in completion:
+                tail["timings"] = completion["timings"]
+            send(b"data: " + json.dumps(tail).encode() + b"\n\ndata: [DONE]\n\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True

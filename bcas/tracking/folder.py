@@ -53,6 +53,26 @@ CASE_METRICS = (
     "pass_hat_k",
     "pass_hat_k_lo",
     "pass_hat_k_hi",
+    # latency and throughput (bcas.metrics.latency)
+    "latency_p50",
+    "latency_p50_lo",
+    "latency_p50_hi",
+    "latency_p95",
+    "latency_p95_lo",
+    "latency_p95_hi",
+    "latency_p99",
+    "latency_p99_lo",
+    "latency_p99_hi",
+    "mean_wait_s",
+    "mean_model_call_s",
+    "mean_search_s",
+    "mean_ttft_s",
+    "items_per_min",
+    "share_model",
+    "share_search",
+    "share_wait",
+    "share_harness",
+    "concurrency",
 )
 
 
@@ -192,6 +212,8 @@ def read_run_folder(run_dir: Path) -> RunFolder:
             case_tags["bcas.dataset_hash"] = str(one["dataset_hash"])
         if one.get("prompt_hash"):
             case_tags["bcas.prompt_hash"] = str(one["prompt_hash"])
+        if row.get("latency_source"):  # live, or cache: the latency metrics are the recorded times
+            case_tags["bcas.latency_source"] = str(row["latency_source"])
         metrics = {name: v for name in CASE_METRICS if (v := _number(row.get(name))) is not None}
         if is_test_double(fingerprint):  # a test double has no price: no cost, as the report shows
             row = {**row, "cost_usd": None}

@@ -36,6 +36,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "bench_agent": ["--trajectories", "100", "--rounds", "2"],
     "bench_dense_build": ["--chunks", "32", "--repeats", "1"],
     "bench_grid": ["--items", "64"],
+    "bench_latency": ["--items", "4"],
     "bench_harness_efficiency": ["--limit", "1"],
     "bench_llm": ["--rounds", "2"],
     "bench_madara": ["--items", "1", "--methods", "nf,sda,pde"],

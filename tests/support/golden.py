@@ -20,7 +20,7 @@ from typing import Any
 
 from bcas.run.manifest import cpu_features, cpu_name
 
-RUN_FIELDS = ("latency_s", "created_at", "run_id")
+RUN_FIELDS = ("latency_s", "created_at", "run_id", "timing")
 RUN_EXTRA = ("worker", "case_id")
 STEP_TIMING = ("latency_s", "cached")
 
