@@ -19,10 +19,10 @@ import pytest
 from support.skips import MLFLOW_IMPORTABLE
 
 import bcas
+from bcas.cli import main as bcas_main
 from bcas.config import Budget, RetrievalConfig, RunConfig
 from bcas.grids import GRIDS, Grid, GridEntry, register_grid
 from bcas.metrics.latency import latency_lines
-from bcas.cli import main as bcas_main
 from bcas.testing.mock_server import mock_reply
 from bcas.testing.project import codename_items, read_records, write_jsonl
 from bcas.testing.slotted import SlottedServer
