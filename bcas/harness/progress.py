@@ -421,6 +421,8 @@ def end_line(props: dict[str, Any], gateway: Any = None) -> str:
         if acc not in (None, "")
         else ""
     )
+    if props.get("bcas_status") == "failed":  # no accuracy for a case that failed its checks: why it failed
+        score = f"; FAILED: {props.get('bcas_reason')}"
     stop = "; stopped at the cost cap" if props.get("bcas_stopped") == "true" else ""
     return (
         f"[bcas] {prefix}{case_id}: {resumed + ran}/{total} items{tail} in {format_duration(wall)}{rate}, "

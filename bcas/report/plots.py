@@ -28,7 +28,9 @@ def _f(v: float) -> str:
 
 
 def _svg(title: str, width: int, height: int, parts: list[Markup]) -> Markup:
-    head = el("text", {"x": width / 2, "y": 16, "text_anchor": "middle", "font_size": 13}, [title])
+    # a long title is set smaller (about 0.58 em a character) rather than cut at the chart's edges
+    size = max(9.0, min(13.0, (width - 8) / (0.58 * max(len(title), 1))))
+    head = el("text", {"x": width / 2, "y": 16, "text_anchor": "middle", "font_size": f"{size:.1f}"}, [title])
     attrs = {"xmlns": "http://www.w3.org/2000/svg", "width": width, "height": height, "role": "img"}
     return el("svg", {**attrs, "aria_label": title}, [head, *parts])
 

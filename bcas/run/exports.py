@@ -43,6 +43,11 @@ def case_result(stats: Any, outcome: Any, grid: str, label: str) -> dict[str, st
         "bcas_run_cost": cost_text(stats.cost, stats.unpriced, stats.priced),
         "bcas_stopped": "true" if stats.stopped else "false",
     }
+    violations = list(getattr(outcome, "violations", None) or [])
+    props["bcas_status"] = "failed" if violations else "passed"  # bcas.records.case_status
+    if violations:  # a failed case has no accuracy to show: its reason instead
+        props["bcas_reason"] = "; ".join(violations)
+        return props
     records = list(getattr(outcome, "records", None) or [])
     if not records:
         return props

@@ -160,6 +160,12 @@ def test_the_terminal_summary_marks_the_failed_cases(
         assert any(
             line.startswith(f"FAILED: smoke/mock-gold/onedoc/{label}: {REASON.format(method)}") for line in lines
         )
+    # the end-of-case line while the run goes on: the reason, not an accuracy
+    for label in FAILED:
+        ends = [line for line in lines if line.startswith("[bcas] ") and f"-{label}:" in line]
+        assert ends and all("FAILED: " in line and "100.0%" not in line for line in ends), ends
+    nf = [line for line in lines if line.startswith("[bcas] ") and "-madara/nf:" in line]
+    assert nf and "100.0%" in nf[0], nf
 
 
 @skip_if_no_mlflow
