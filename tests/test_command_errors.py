@@ -156,3 +156,10 @@ def test_a_folder_of_shards_is_named_as_such(tmp_path: Path, capsys: pytest.Capt
         f"(bcas merge {tmp_path / 'run'})"
     )
     assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize("argv", [[], ["gate"], ["data"], ["index"]])
+def test_a_group_without_its_subcommand_prints_its_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith(f"Usage: {' '.join(['bcas', *argv])} [OPTIONS] COMMAND") and captured.err == ""

@@ -92,6 +92,9 @@ def run_group(group: click.Group, args: Sequence[str], prog: str) -> int:
     """Run ``group`` on ``args``; every error is one line on standard error; returns the exit status."""
     try:
         result = group.main(args=list(args), prog_name=prog, standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:  # `bcas`, `bcas gate`: the group's help, as --help
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+        return 0
     except click.UsageError as exc:
         where = exc.ctx.command_path if exc.ctx is not None else prog
         click.echo(f"error: {where}: {one_line(exc.format_message())}", err=True)

@@ -50,6 +50,7 @@ def _rebuild(run_dir: Path, sinks: dict[str, str | None]) -> None:
 
 @click.command(
     "report",
+    short_help="Rebuild the summaries, report and parquet from the records.",  # pragma: no mutate
     help="Rebuild summary.json/csv, index.html and records.parquet of run folders from their records, "  # pragma: no mutate
     "with no model call; with --mlflow, publish them too.",  # pragma: no mutate
 )
@@ -71,8 +72,10 @@ def report(runs: Sequence[str], **options: Any) -> int:
 
 
 @click.command(
-    "rejudge", help="Grade recorded answers with another judge (answers are not regenerated)."
-)  # pragma: no mutate
+    "rejudge",
+    short_help="Grade recorded answers with another judge.",  # pragma: no mutate
+    help="Grade recorded answers with another judge (answers are not regenerated).",  # pragma: no mutate
+)
 @click.argument("run_dir", metavar="RUN")
 @click.option(
     "--judge",
@@ -81,8 +84,11 @@ def report(runs: Sequence[str], **options: Any) -> int:
     help="the judge, e.g. openai:gpt-4o-mini, embedded, mock:gold",  # pragma: no mutate
 )
 @click.option(
-    "--judge-base-url", default=None, metavar="URL", help="the judge server's /v1 URL (openai backend)"
-)  # pragma: no mutate
+    "--judge-base-url",
+    default=None,
+    metavar="URL",
+    help="the judge server's /v1 URL (openai backend)",  # pragma: no mutate
+)
 @click.option(
     "--api-key-env",
     default=None,
@@ -175,6 +181,7 @@ def _record_sheet(run_dir: Path, prices: str, sheet: str | None, changed: int) -
 
 @click.command(
     "reprice",
+    short_help="Price the records under another price sheet.",  # pragma: no mutate
     help="Recompute record costs under another price sheet. A run folder's records are priced anew "  # pragma: no mutate
     "(each changed record is appended again, the newest version wins) and its report rebuilt; "  # pragma: no mutate
     "with --out, or given a records file, the repriced records are written there or printed only.",  # pragma: no mutate
@@ -235,6 +242,7 @@ reprice = reprice_command
 
 @click.command(
     "merge",
+    short_help="Merge worker record files, or join the shard runs of one run.",  # pragma: no mutate
     help="Merge per-worker records.<worker>.jsonl files into records.jsonl; with several run folders "  # pragma: no mutate
     "(the shards of a --bcas-shard run) and --out, join them into one run; a run folder holding "  # pragma: no mutate
     "shard-K-of-N folders (--bcas-shard auto) is joined into itself.",  # pragma: no mutate

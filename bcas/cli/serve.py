@@ -73,8 +73,12 @@ def _modes() -> tuple[str, ...]:
     help="registered dataset name or JSONL path",  # pragma: no mutate
 )
 @click.option(
-    "--k", type=click.IntRange(min=1), default=5, show_default=True, help="documents retrieved"
-)  # pragma: no mutate
+    "--k",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="documents retrieved",  # pragma: no mutate
+)
 @click.option(
     "--limit",
     type=click.IntRange(min=1),
@@ -152,8 +156,12 @@ def evaluate(
 @index.command("milvus", help="Start a Milvus Lite server for the search-engine index.")  # pragma: no mutate
 @click.option("--data-dir", required=True, metavar="DIR", help="where the server keeps its data")  # pragma: no mutate
 @click.option(
-    "--port", type=click.IntRange(0, 65535), default=19530, show_default=True, help="0: a free port"
-)  # pragma: no mutate
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=19530,
+    show_default=True,
+    help="0: a free port",  # pragma: no mutate
+)
 @click.option("--check", is_flag=True, help="start, answer one request, stop (CI's smoke check)")  # pragma: no mutate
 def milvus(data_dir: str, port: int, check: bool) -> int:
     from bcas.retrieval.milvus_lite import MilvusLiteServer

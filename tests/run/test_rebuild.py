@@ -6,8 +6,11 @@ prices the whole summary under it."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -126,3 +129,43 @@ def test_a_session_resumed_under_a_new_sheet_prices_the_whole_summary(finished: 
     assert {row["label"]: row["cost_usd"] for row in _rows(resumed)} == pytest.approx(_priced(repriced))
     for name in ("summary.json", "summary.csv"):
         assert (resumed / name).read_bytes() == (repriced / name).read_bytes(), name
+
+
+SINK_SCRIPT = """
+import json, sys
+from pathlib import Path
+from bcas.tracking import register_sink
+
+class Sink:
+    def __init__(self, target):
+        self.target = target
+    def check(self):
+        pass
+    def publish(self, run_dir):
+        Path(self.target).write_text(json.dumps({"run": str(run_dir), "summary": (run_dir / "summary.json").is_file()}))
+        return f"fake: {self.target}"
+
+register_sink("fake", Sink, default_target="unused", help="a sink that writes where it published")
+from bcas.cli import main  # the command's sink options are the sinks registered when it is imported
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_sink_is_published_to_only_when_asked(finished: Path, tmp_path: Path) -> None:
+    run = _copy(finished, tmp_path)
+    target = tmp_path / "published.json"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    plain = subprocess.run(
+        [sys.executable, "-c", SINK_SCRIPT, "report", str(run)], env=env, capture_output=True, text=True
+    )
+    assert plain.returncode == 0 and not target.exists(), plain.stderr
+    asked = subprocess.run(
+        [sys.executable, "-c", SINK_SCRIPT, "report", str(run), "--fake", str(target)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert asked.returncode == 0, asked.stderr
+    assert f"published: fake: {target}" in asked.stdout
+    assert json.loads(target.read_text()) == {"run": str(run), "summary": True}
