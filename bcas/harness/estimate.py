@@ -241,6 +241,7 @@ def _fallback(est: CaseEstimate, case: Any, out: list[CaseEstimate], sess: BcasS
     """A case with nothing replayed: the model's replayed items of any other case; else its
     recorded answers in the run folder (any case); else its calls in the generation cache (any
     case) at an assumed number of calls per item; else the prompt sizes alone.  The basis says which."""
+    est.cost = 0.0  # nothing was replayed: the first pass's "unknown" is replaced by the basis found here
     rows = {other.case_id: other.known for other in out if other.model == est.model and other.known}
     if rows:
         similar = [row for known in rows.values() for row in known]

@@ -122,3 +122,23 @@ def test_the_calls_said_up_front_are_the_calls_the_probe_makes(
     (profile,) = (run / "rsc").glob("*--*[0-9a-f].json")
     made = json.loads(profile.read_text())["usage"]["llm_calls"]
     assert int(said.group(1).replace(",", "")) == made == 3 * 121
+
+
+def test_the_old_first_example_stops_in_one_line_naming_the_model(tmp_path: Path) -> None:
+    """``search_scaling -k s3`` on the embedded default (issue 47: 30 minutes, two items ended at
+    the context window with no search) stops before any model loads."""
+    run = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "BCAS_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("PYTEST_ADDOPTS", None)
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "pytest", "benchmarks", "-p", "no:cacheprovider", "--bcas-grid", "search_scaling",
+            "-m", "hotpotqa", "-k", "s3", "--bcas-limit", "2", "--bcas-report", str(run),
+        ],  # fmt: skip
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, out
+    errors = [line for line in out.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and errors[0].startswith("ERROR: --bcas-model: smollm2-135m has a context window of 8,192")
+    assert "Traceback" not in out and not run.exists()
