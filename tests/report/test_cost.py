@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from bcas.testing.project import preload
-from tests.support.mockruns import make_project, run_pytest
+from tests.support.mockruns import make_project
 
 preload()
 
@@ -35,6 +35,19 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_project(tmp_path_factory.mktemp("cost"))
 
 
+@pytest.fixture
+def here(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """The grids' project in this test's folder, run in this process (a fresh interpreter per run
+    costs seconds each), with its own generation cache."""
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(pytester.path / "cache"))
+    make_project(pytester.path)
+    return pytester
+
+
+def run(here: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return here.runpytest("test_grids.py", "-p", "no:cacheprovider", *args)
+
+
 def records(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run_dir / "records.jsonl").read_text(encoding="utf-8").splitlines() if line]
 
@@ -44,61 +57,45 @@ def spend(recs: list[dict[str, Any]]) -> float:
     return sum(float(r["cost_usd"]) for r in recs)
 
 
-@pytest.fixture(scope="module")
-def full_run(project: Path) -> list[dict[str, Any]]:
-    result = run_pytest(project, *GOLD, "--bcas-report", "full", "-q")
-    assert result.returncode == 0, result.stdout[-3000:]
-    recs = records(project / "full")
-    assert len(recs) == 7 * 12 and spend(recs) > 0
-    return recs
-
-
-def test_max_cost_stops_within_one_item_of_the_cap_and_resumes(project: Path, full_run: list[dict[str, Any]]) -> None:
+def test_max_cost_stops_within_one_item_of_the_cap_and_resumes(here: pytest.Pytester) -> None:
+    full = run(here, *GOLD, "--bcas-report", "full", "-q")
+    assert full.ret == 0, full.stdout.str()[-3000:]
+    full_run = records(here.path / "full")
+    assert len(full_run) == 7 * 12 and spend(full_run) > 0
     total = spend(full_run)
     cap = 0.4 * total
     biggest = max(float(r["cost_usd"]) for r in full_run)
-    capped = run_pytest(project, *GOLD, "--bcas-report", "capped", "--bcas-max-cost", f"{cap:.6f}", "-rs")
-    assert capped.returncode == 0, capped.stdout[-3000:]
-    out = capped.stdout
+    capped = run(here, *GOLD, "--bcas-report", "capped", "--bcas-max-cost", f"{cap:.6f}", "-rs")
+    assert capped.ret == 0, capped.stdout.str()[-3000:]
+    out = capped.stdout.str()
     assert re.search(r"\d+ passed, \d+ skipped", out), out[-2000:]
     assert "--bcas-max-cost" in out and "run the same command again to resume" in out
-    recs = records(project / "capped")
+    recs = records(here.path / "capped")
     spent = spend(recs)
     assert cap - biggest <= spent <= cap + biggest, (cap, spent, biggest)
     assert len(recs) < len(full_run)
     # The stop is in the run folder and the report.
-    stops = [json.loads(line) for line in (project / "capped" / "stops.jsonl").read_text().splitlines()]
+    stops = [json.loads(line) for line in (here.path / "capped" / "stops.jsonl").read_text().splitlines()]
     assert stops and all(s["cap_usd"] == pytest.approx(cap) for s in stops)
-    assert 'id="cost-stop"' in (project / "capped" / "index.html").read_text(encoding="utf-8")
+    assert 'id="cost-stop"' in (here.path / "capped" / "index.html").read_text(encoding="utf-8")
     # Rerunning without the cap resumes: the missing items run, none twice, and all of them match the full run.
-    resumed = run_pytest(project, *GOLD, "--bcas-report", "capped", "-q")
-    assert resumed.returncode == 0, resumed.stdout[-3000:]
-    recs = records(project / "capped")
+    resumed = run(here, *GOLD, "--bcas-report", "capped", "-q")
+    assert resumed.ret == 0, resumed.stdout.str()[-3000:]
+    recs = records(here.path / "capped")
     keys = [(r["config_id"], r["item_id"], r["epoch"]) for r in recs]
     assert len(keys) == len(set(keys)) == len(full_run)
     assert spend(recs) == pytest.approx(total)
 
 
-def test_cost_options_are_checked_before_anything_runs(project: Path) -> None:
-    off = run_pytest(
-        project,
-        "--bcas-model",
-        "mock:gold",
-        "--bcas-grid",
-        "brief",
-        "--bcas-prices",
-        "none",
-        "--bcas-max-cost",
-        "1",
-        "--bcas-report",
-        "refused",
-    )
-    assert off.returncode == pytest.ExitCode.USAGE_ERROR and "pricing is off" in off.stderr
-    zero = run_pytest(project, *GOLD, "--bcas-max-cost", "0", "--bcas-report", "refused")
-    assert zero.returncode == pytest.ExitCode.USAGE_ERROR and "above 0" in zero.stderr
-    workers = run_pytest(project, *GOLD, "--bcas-estimate", "-n", "2", "--bcas-report", "refused")
-    assert workers.returncode == pytest.ExitCode.USAGE_ERROR and "one process" in workers.stderr
-    assert not (project / "refused").exists()
+def test_cost_options_are_checked_before_anything_runs(here: pytest.Pytester) -> None:
+    off = run(here, "--bcas-model", "mock:gold", "--bcas-grid", "brief", "--bcas-prices", "none",
+              "--bcas-max-cost", "1", "--bcas-report", "refused")  # fmt: skip
+    assert off.ret == pytest.ExitCode.USAGE_ERROR and "pricing is off" in off.stderr.str()
+    zero = run(here, *GOLD, "--bcas-max-cost", "0", "--bcas-report", "refused")
+    assert zero.ret == pytest.ExitCode.USAGE_ERROR and "above 0" in zero.stderr.str()
+    workers = run(here, *GOLD, "--bcas-estimate", "-n", "2", "--bcas-report", "refused")
+    assert workers.ret == pytest.ExitCode.USAGE_ERROR and "one process" in workers.stderr.str()
+    assert not (here.path / "refused").exists()
 
 
 def estimate_total(stdout: str) -> tuple[int, int, float, int]:
@@ -107,51 +104,46 @@ def estimate_total(stdout: str) -> tuple[int, int, float, int]:
     return int(m.group(1)), int(m.group(2).replace(",", "")), float(m.group(5)), int(m.group(7) or 0)
 
 
-def test_estimate_matches_the_spend_of_the_run_on_mock(project: Path) -> None:
-    est = run_pytest(project, *GOLD, "--bcas-report", "estimated", "--bcas-estimate")
-    assert est.returncode == 0, est.stdout[-3000:]
-    items, calls, cost, unknown = estimate_total(est.stdout)
-    assert not (project / "estimated").exists(), "the estimate wrote into the run folder"
-    assert "bcas summary" not in est.stdout
-    run = run_pytest(project, *GOLD, "--bcas-report", "estimated", "-q")
-    assert run.returncode == 0
-    recs = records(project / "estimated")
+def test_estimate_matches_the_spend_of_the_run_on_mock(here: pytest.Pytester) -> None:
+    est = run(here, *GOLD, "--bcas-report", "estimated", "--bcas-estimate")
+    assert est.ret == 0, est.stdout.str()[-3000:]
+    items, calls, cost, unknown = estimate_total(est.stdout.str())
+    assert not (here.path / "estimated").exists(), "the estimate wrote into the run folder"
+    assert "bcas summary" not in est.stdout.str()
+    done = run(here, *GOLD, "--bcas-report", "estimated", "-q")
+    assert done.ret == 0
+    recs = records(here.path / "estimated")
     assert items == len(recs) and unknown == 0
     assert calls == sum(int(r["llm_calls"]) for r in recs)
     assert cost == pytest.approx(spend(recs), rel=0.01)
     # Everything is recorded now: nothing left to spend.
-    again = run_pytest(project, *GOLD, "--bcas-report", "estimated", "--bcas-estimate")
-    assert estimate_total(again.stdout)[:3] == (0, 0, 0.0)
+    again = run(here, *GOLD, "--bcas-report", "estimated", "--bcas-estimate")
+    assert estimate_total(again.stdout.str())[:3] == (0, 0, 0.0)
 
 
-def test_estimate_replays_the_generation_cache_and_extrapolates_the_rest(project: Path) -> None:
+def test_estimate_replays_the_generation_cache_and_extrapolates_the_rest(
+    here: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A cached backend: the run stores every generation, the estimate replays them without calling it.
-    warm = run_pytest(project, *PACED, "--bcas-report", "paced-a", "-q")
-    assert warm.returncode == 0, warm.stdout[-3000:]
-    spent = spend(records(project / "paced-a"))
-    est = run_pytest(project, *PACED, "--bcas-report", "paced-b", "--bcas-estimate")
-    items, _, cost, unknown = estimate_total(est.stdout)
+    warm = run(here, *PACED, "--bcas-report", "paced-a", "-q")
+    assert warm.ret == 0, warm.stdout.str()[-3000:]
+    spent = spend(records(here.path / "paced-a"))
+    est = run(here, *PACED, "--bcas-report", "paced-b", "--bcas-estimate")
+    items, _, cost, unknown = estimate_total(est.stdout.str())
     assert items == 12 and unknown == 0 and cost == pytest.approx(spent, rel=0.01)
-    assert re.search(r"paced-hotpotqa-bm25/s1/t2k\s+6\s+6\s", est.stdout)  # all 6 items replayed
+    assert re.search(r"paced-hotpotqa-bm25/s1/t2k\s+6\s+6\s", est.stdout.str())  # all 6 items replayed
     # Four more items per case: six replay, the others are extrapolated from them.
-    more = run_pytest(project, *PACED, "--bcas-report", "paced-b", "--bcas-limit", "10", "--bcas-estimate")
-    items, _, cost, unknown = estimate_total(more.stdout)
+    more = run(here, *PACED, "--bcas-report", "paced-b", "--bcas-limit", "10", "--bcas-estimate")
+    items, _, cost, unknown = estimate_total(more.stdout.str())
     assert items == 20 and unknown == 0 and cost > spent
-    assert re.search(r"paced-hotpotqa-bm25/s1/t2k\s+10\s+6\s.*rest from the case's replayed items", more.stdout)
+    text = more.stdout.str()
+    assert re.search(r"paced-hotpotqa-bm25/s1/t2k\s+10\s+6\s.*rest from the case's replayed items", text)
     # An empty cache: the prompt sizes alone, the assumption stated (a priced estimate, never a silent 0).
-    cold = run_pytest(
-        project,
-        *PACED,
-        "--bcas-report",
-        "paced-b",
-        "--bcas-limit",
-        "10",
-        "--bcas-estimate",
-        env={"BCAS_CACHE_DIR": str(project / "empty-cache")},
-    )
-    items, calls, cost, unknown = estimate_total(cold.stdout)
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(here.path / "empty-cache"))
+    cold = run(here, *PACED, "--bcas-report", "paced-b", "--bcas-limit", "10", "--bcas-estimate")
+    items, calls, cost, unknown = estimate_total(cold.stdout.str())
     assert items == 20 and unknown == 0 and cost > 0 and calls > 0
-    assert cold.stdout.count("rest from prompt sizes alone") == 2, cold.stdout[-3000:]
+    assert cold.stdout.str().count("rest from prompt sizes alone") == 2, cold.stdout.str()[-3000:]
 
 
 def test_max_cost_reserves_what_items_in_flight_will_cost(
@@ -183,25 +175,29 @@ def test_max_cost_reserves_what_items_in_flight_will_cost(
     assert (pytester.path / "capped" / "stops.jsonl").is_file()
 
 
-def test_an_estimate_of_cases_never_run_builds_no_index_and_names_its_basis(project: Path) -> None:
+def test_an_estimate_of_cases_never_run_builds_no_index_and_names_its_basis(
+    here: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 47: an estimate with the model's calls cached from *other* cases bases itself on them
     (saying so) and builds no index for cases whose first call the cache lacks; with nothing of
     the model cached, on the prompt sizes alone, with the assumption stated."""
-    warm = run_pytest(project, *PACED, "--bcas-report", "paced-c", "-q")
-    assert warm.returncode == 0, warm.stdout[-3000:]
+    warm = run(here, *PACED, "--bcas-report", "paced-c", "-q")
+    assert warm.ret == 0, warm.stdout.str()[-3000:]
     planned = ["--bcas-backend", "paced", "--bcas-grid", "pages", "-k", "hotpotqa and plan", "--bcas-prices",
                "prices.toml", "--bcas-estimate", "--bcas-report", "never-run"]  # fmt: skip
-    indexes = project / "fresh-indexes"
-    est = run_pytest(project, *planned, env={"BCAS_INDEX_DIR": str(indexes)})
-    assert est.returncode == 0, est.stdout[-3000:]
-    items, calls, _, _ = estimate_total(est.stdout)
+    indexes = here.path / "fresh-indexes"
+    monkeypatch.setenv("BCAS_INDEX_DIR", str(indexes))
+    est = run(here, *planned)
+    assert est.ret == 0, est.stdout.str()[-3000:]
+    items, calls, _, _ = estimate_total(est.stdout.str())
     assert items == 12 and calls > 0
-    assert re.search(r"rest from \d+ cached calls of paced \(any case\), assuming 5 calls per item", est.stdout)
+    assert re.search(r"rest from \d+ cached calls of paced \(any case\), assuming 5 calls per item", est.stdout.str())
     assert not indexes.exists() or not any(indexes.rglob("*")), "the estimate built an index"
-    cold = run_pytest(project, *planned, env={"BCAS_INDEX_DIR": str(indexes), "BCAS_CACHE_DIR": str(project / "c0")})
-    assert cold.returncode == 0, cold.stdout[-3000:]
-    assert "rest from prompt sizes alone: 5 calls per item" in cold.stdout, cold.stdout[-2000:]
-    assert estimate_total(cold.stdout)[1] == 12 * 5
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(here.path / "c0"))
+    cold = run(here, *planned)
+    assert cold.ret == 0, cold.stdout.str()[-3000:]
+    assert "rest from prompt sizes alone: 5 calls per item" in cold.stdout.str(), cold.stdout.str()[-2000:]
+    assert estimate_total(cold.stdout.str())[1] == 12 * 5
 
 
 def test_the_judges_spend_counts_toward_the_cap(
