@@ -25,7 +25,7 @@ def test_parquet_holds_the_records_field_for_field(tmp_path: Path) -> None:
     assert len(rows) == len(records)
     for row, rec in zip(rows, records, strict=True):
         for name, value in rec.items():
-            if name in ("config", "judge", "steps", "extra", "grades"):
+            if name in ("config", "judge", "steps", "extra", "grades", "timing"):
                 assert (None if row[name + "_json"] is None else json.loads(row[name + "_json"])) == value, name
             else:
                 assert row[name] == value, name
