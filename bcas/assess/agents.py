@@ -208,8 +208,9 @@ def parse_score(text: str) -> ParsedScore:
 def score_schema(cot: bool, step_chars: int = STEP_MAX_CHARS) -> dict[str, Any]:
     """JSON schema of an agent's reply (constrained decoding).
 
-    Property order is decoding order under constrained decoding (it is also the
-    alphabetical order, for backends that sort properties): base replies require
+    Property order is decoding order under constrained decoding (a backend that sorts
+    properties keeps reasoning before the score: ``confidence``, ``reasoning_steps``,
+    ``score``): base replies require
     only ``score``, so it comes before the optional ``reason`` and survives
     truncation; CoT replies require ``reasoning_steps``, ``score`` and ``confidence``
     (in that order: reasoning before the score, MADARA §4.1; the CoT prompt asks for

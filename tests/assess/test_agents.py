@@ -118,7 +118,10 @@ def test_schemas_keep_their_order_even_when_properties_are_sorted():
         return req + sorted(p for p in schema["properties"] if p not in req)
 
     cot = score_schema(True, step_chars=40)
-    assert emitted_order(cot) == ["reasoning_steps", "score", "confidence"]
+    assert list(cot["properties"]) == ["reasoning_steps", "score", "confidence"]  # in order
+    sorted_order = emitted_order(cot)  # sorted: the required confidence first, reasoning still before the score
+    assert sorted_order == ["confidence", "reasoning_steps", "score"]
+    assert sorted_order.index("reasoning_steps") < sorted_order.index("score")
     assert cot["properties"]["reasoning_steps"]["minItems"] == 5
     assert cot["properties"]["reasoning_steps"]["items"]["maxLength"] == 40
     base = score_schema(False)
