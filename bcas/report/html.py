@@ -54,6 +54,7 @@ td.t{overflow-wrap:normal;word-break:normal;hyphens:none} td{white-space:nowrap}
 td.q{white-space:normal;min-width:24em;max-width:36em} .name{white-space:nowrap}
 .ok{color:#137333}.bad{color:#b3261e} .fig{display:inline-block;margin:4px}
 tr.failed td{background:#fdecea} tr.failed td:nth-child(6){color:#b3261e;font-weight:bold}
+#case-failures{background:#fdecea;border-color:#b3261e;font-weight:normal} #case-failures h2{margin:0.2em 0}
 """
 
 

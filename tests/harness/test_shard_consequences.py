@@ -18,6 +18,7 @@ from bcas.config import Budget, RetrievalConfig, RunConfig
 from bcas.grids import GRIDS, Grid, GridEntry, register_grid
 from bcas.harness.merge import MergeError, MergeSummary, find_shards, merge_runs
 from bcas.records import Record
+from bcas.records.case_status import CaseStatus, append_case_status, read_case_statuses
 from bcas.shard import Shard, ShardError, parse_shard, shard_from_env, shard_number
 from tests.support.locale import ascii_locale
 
@@ -414,3 +415,18 @@ def test_a_merge_reads_every_kind_of_input_and_writes_where_it_is_told(tmp_path:
     (bare / "run.json").write_text('{"schema_version": 1, "sessions": []}')  # a run.json and nothing else
     both = merge_runs([only_rsc, bare], tmp_path / "out2")
     assert both.profiles == 1 and both.records_out == 0 and both.shards == [None, None]
+
+
+def test_a_case_that_failed_on_one_shard_failed_in_the_merged_run(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    for k, items, status in ((1, ["a", "b"], "failed"), (2, ["c"], "passed")):
+        folder = _run(run / f"shard-{k}-of-2", f"{k}/2", items, settings={"grids": ["g1"]})
+        reason = "1 items ended in error" if status == "failed" else ""
+        append_case_status(
+            folder, CaseStatus("m-toy-bm25/s1/t2k", "g1", "m", "toy", "bm25/s1/t2k", status, reason, "fp", "cfg")
+        )
+    merge_runs([run])
+    (merged,) = read_case_statuses(run)
+    assert (merged.status, merged.reason) == ("failed", "1 items ended in error")
+    (row,) = json.loads((run / "summary.json").read_text())["rows"]
+    assert row["status"] == "failed" and row["accuracy"] is None
