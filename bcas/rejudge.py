@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from bcas.records import Record, ResultStore
+from bcas.records import PriceSheet, Record, ResultStore
 
 
 @dataclass
@@ -58,14 +58,35 @@ def _judge_model(spec: str, base_url: str | None, api_key_env: str | None, cache
     return load_model(backend, name or None, cache=cache, **options), fingerprint
 
 
-async def _grade_all(records: list[Record], judge: Any, gid: str, store: ResultStore, concurrency: int) -> list[Record]:
+def sheet_in_force(run_dir: str | os.PathLike[str]) -> PriceSheet | None:
+    """The price sheet of the run's last session (``run.json``), or None: pricing off, no manifest,
+    or a sheet file that is no longer there (the judge's cost then stays unknown)."""
+    from bcas.records import PriceError, load_price_sheet
+    from bcas.records.manifest import read_manifest
+
+    sessions = [s for s in (read_manifest(run_dir) or {}).get("sessions") or [] if isinstance(s, dict)]
+    entry = sessions[-1].get("price_sheet") if sessions else None
+    if not isinstance(entry, dict) or not entry.get("path"):
+        return None
+    try:
+        return load_price_sheet(str(entry["path"]), entry.get("sheet"))
+    except PriceError:
+        return None
+
+
+async def _grade_all(
+    records: list[Record], judge: Any, gid: str, store: ResultStore, concurrency: int, sheet: PriceSheet | None
+) -> list[Record]:
     from bcas.grading import grade_record
+    from bcas.records import reprice_record
 
     gate = asyncio.Semaphore(concurrency)
 
     async def one(rec: Record) -> Record:
         async with gate:
             graded: Record = await grade_record(rec, judge, gid)
+        if sheet is not None:  # the judge's cost under the run's sheet, as a session prices its grades
+            graded = reprice_record(graded, sheet)
         await asyncio.to_thread(store.append, graded)
         return graded
 
@@ -105,7 +126,16 @@ def rejudge(
     records = store.records()
     todo = [r for r in records if gid not in (r.grades or {})]
     graded = (
-        asyncio.run(_grade_all(todo, LLMJudge(model, repeats=repeats, three_way=three_way), gid, store, concurrency))
+        asyncio.run(
+            _grade_all(
+                todo,
+                LLMJudge(model, repeats=repeats, three_way=three_way),
+                gid,
+                store,
+                concurrency,
+                sheet_in_force(run_dir),
+            )
+        )
         if todo
         else []
     )

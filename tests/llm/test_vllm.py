@@ -22,6 +22,7 @@ from llm_cases import ACTION_SCHEMA, PARIS_MESSAGES
 from support.round_trip import LOGPROB_TOL, NEAR_TIE, compare_greedy
 from support.skips import skip_if_no_vllm
 
+from bcas.cli import main as bcas_main
 from bcas.llm import load_model
 from bcas.llm.base import ChatRequest, ModelError
 from bcas.llm.convert import (
@@ -31,7 +32,6 @@ from bcas.llm.convert import (
     default_output_dir,
     find_shipped_gguf,
     is_checkpoint,
-    main,
 )
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def test_bad_gguf_paths_are_refused_clearly(
     path = _bad_gguf(kind, tmp_path)
     with pytest.raises(ConversionError, match=message):
         convert(tmp_path / "out", path)
-    assert main(["--gguf", str(path), "--out", str(tmp_path / "out")]) == 2
+    assert bcas_main(["models", "convert", "--gguf", str(path), "--out", str(tmp_path / "out")]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from bcas.cli import main as bcas_main
 from bcas.data import Dataset, Document, Item, content_hash
 from bcas.retrieval import Hit
 from bcas.retrieval.evaluate import (
     canonical_ids,
     evaluate_retrieval,
     format_table,
-    main,
     mode_config,
     recall_and_rr,
     supporting_in_collection,
@@ -63,6 +63,23 @@ def test_bm25_evaluation_on_hotpotqa_subset(tmp_path):
 
 def test_cli_prints_a_table(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path))
-    assert main(["--dataset", "hotpotqa", "--modes", "bm25", "--limit", "5", "--k", "3", "--no-progress"]) == 0
+    assert (
+        bcas_main(
+            [
+                "index",
+                "evaluate",
+                "--dataset",
+                "hotpotqa",
+                "--modes",
+                "bm25",
+                "--limit",
+                "5",
+                "--k",
+                "3",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "| mode | items | recall@3 | MRR@3 |" in out and "| bm25 | 5 |" in out
