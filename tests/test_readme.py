@@ -19,7 +19,10 @@ checkout is), the pages' own files and small samples at the data paths the pages
     its cases are cheap: BM25 cases.  MADARA/RSC cases (100 calibration items probed) and
     hybrid cases on the small 2WikiMultihopQA collection run for real only with
     ``--runslow``; dense and hybrid cases on larger collections are only collected (a
-    MiniLM index of the whole collection takes minutes to hours on a CPU).
+    MiniLM index of the whole collection takes minutes to hours on a CPU).  A command
+    that runs on the embedded default must select no case whose token budget and forced
+    answer its declared window cannot hold (the session would refuse it before it
+    starts, naming ``--bcas-model``: :mod:`bcas.run.plan_checks`).
   - ``bcas ...`` commands run as written (as ``python -m bcas ...``), once their input folders exist (made
     by a cheap mock run when no earlier command of the block made them); ``rejudge``
     runs with the judge ``mock:gold`` in place of a hosted judge that needs a key.
@@ -269,6 +272,37 @@ def _needs_a_server(args: list[str]) -> bool:
     )
 
 
+def _on_the_embedded_default(args: list[str]) -> bool:
+    """Whether a command runs on the embedded backend (no model named: the default), whatever
+    retrieval server it names."""
+    if "--bcas-base-url" in args:
+        return False
+    backends = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--bcas-backend"]
+    models = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--bcas-model"]
+    if not models:
+        return all(b == "embedded" for b in backends)
+    return any(m.startswith("embedded") or m.endswith(".gguf") for m in models)
+
+
+def _past_the_embedded_window(args: list[str], cases: list[str]) -> list[str]:
+    """The collected cases of ``args``' grids that the embedded default's window cannot hold."""
+    from bcas.grids import GRIDS
+    from bcas.llm import backend_meta
+    from bcas.run.plan_checks import window_need
+
+    window = int(backend_meta("embedded", "context_window"))
+    grids = (_value(args, "--bcas-grid") or "").split(",")
+    labels = {
+        e.label
+        for g in grids
+        if g in GRIDS
+        for e in GRIDS.get(g).entries
+        if (window_need(e.kind, e.config) or 0) > window
+    }
+    # pytest numbers an id two grids share (``...-hs/sinf/t16k1]``)
+    return [c for c in cases if any(re.search(rf"-{re.escape(label)}\d*\]$", c) for label in labels)]
+
+
 def _on_mock(args: list[str]) -> list[str]:
     """The command with every non-mock model replaced by an unused mock variant, and a tiny limit."""
     out, used = [], {a for a in args if a.startswith("mock:")}
@@ -328,6 +362,12 @@ def _collect_and_run(args: list[str], collect: list[str], pytester: pytest.Pytes
     assert result.ret == 0, f"pytest {shlex.join(args)} --collect-only exited {result.ret}:\n{out[-3000:]}"
     cases = _CASE.findall(out)
     assert cases, f"pytest {shlex.join(args)} selects no case:\n{out[-3000:]}"
+    if _on_the_embedded_default(args):
+        past = _past_the_embedded_window(args, cases)
+        assert not past, (
+            f"pytest {shlex.join(args)} runs on the embedded default, whose window cannot hold these cases' "
+            f"budgets (the session refuses them before it starts): {past[:4]}"
+        )
     if _needs_a_server(args):
         return f"collected {len(cases)} cases (needs a server)"
     if any(_DENSE.search(c) and not _SMALL_DENSE.search(c) for c in cases):

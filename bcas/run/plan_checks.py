@@ -80,12 +80,17 @@ def _check_calibration(case: Case, settings: Settings, full: Dataset) -> None:
         )
 
 
+def window_need(kind: str, config: RunConfig) -> int | None:
+    """Tokens a case of ``kind`` under ``config`` needs the window to hold before its first prompt:
+    its token budget and forced answer (BCAS §3.3); None for a kind without a token budget."""
+    if kind not in RUN_KINDS or not RUN_KINDS.meta(kind, "budgeted", False):
+        return None
+    return int(config.budget.max_total_tokens) + int(config.budget.forced_answer_tokens)
+
+
 def _check_window(case: Case, config: RunConfig, window: int | None) -> None:
-    kind = case.entry.kind
-    if not window or kind not in RUN_KINDS or not RUN_KINDS.meta(kind, "budgeted", False):
-        return
-    need = int(config.budget.max_total_tokens) + int(config.budget.forced_answer_tokens)
-    if need > window:
+    need = window_need(case.entry.kind, config)
+    if window and need is not None and need > window:
         raise usage(
             "model",
             f"{case.model.label} has a context window of {window:,} tokens, and {case.grid}/{case.entry.label}'s "
@@ -127,4 +132,4 @@ def calibration_notes(settings: Settings, cases: Sequence[Case], option: str = "
     return lines
 
 
-__all__ = ["OptionError", "calibration_notes", "check_cases", "probe_calls"]
+__all__ = ["OptionError", "calibration_notes", "check_cases", "probe_calls", "window_need"]

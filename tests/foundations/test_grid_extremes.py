@@ -4,11 +4,16 @@ across every grid takes, computed from the tables; and the ``-m``/``-k`` selecti
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from support.extremes import select
+from support.extremes import refusal_args, select
 
 from bcas.config import AssessConfig, Budget, RetrievalConfig, RunConfig
 from bcas.grids import GRIDS, Grid, GridEntry, axis_extremes, extreme_cases
+from bcas.run.options import OptionError
+from bcas.run.plan_checks import check_cases, window_need
+from bcas.run.settings import Case, ModelSpec, build_settings
 from bcas.testing.project import grid_project, preload
 
 pytest_plugins = ["pytester"]
@@ -99,3 +104,43 @@ def test_the_command_line_selection_collects_exactly_the_extreme_cases(grid: str
     assert len(collected) == len(selection.cases), result.stdout.str()
     for suffix in selection.suffixes:
         assert sum(line.endswith(suffix) for line in collected) == 1, (suffix, collected)
+
+
+SMOLLM2_WINDOW = 8192  # the embedded default's declared window
+
+
+def test_a_window_leaves_out_exactly_the_extremes_the_run_would_refuse(tmp_path: Path) -> None:
+    """On SmolLM2's 8,192 tokens every t16k extreme is kept apart -- all of search_scaling and
+    ablation, the 16K end of context_scaling -- and each kept apart is what the run refuses
+    (bcas.run.plan_checks, naming --bcas-model) while each kept runs; no window keeps all."""
+    model = ModelSpec("mock", "gold")
+    settings = build_settings({"grid": "smoke", "model": ["mock:gold"]}, tmp_path)
+    split = {grid: select(grid, window=SMOLLM2_WINDOW) for grid in sorted(GRIDS.names())}
+    assert not split["search_scaling"].cases and not split["ablation"].cases
+    assert [e.label for _, e in split["context_scaling"].cases] == ["hs/sinf/t500"]
+    assert [e.label for _, e in split["context_scaling"].refused] == labels("context_scaling")[1:]
+    assert not split["smoke"].refused and not split["madara"].refused  # 2K budgets; MADARA has no token budget
+    for grid, selection in split.items():
+        everything = extreme_cases(GRIDS.get(grid), ("hotpotqa",))
+        assert sorted(map(id, [e for _, e in selection.cases + selection.refused])) == sorted(
+            id(e) for _, e in everything
+        )
+        assert select(grid).cases == tuple(everything) and not select(grid).refused
+        window = {model.label: SMOLLM2_WINDOW}
+        budgeted = [Case(model, ds, grid, e) for ds, e in selection.cases if window_need(e.kind, e.config)]
+        check_cases(settings, budgeted, window)  # (the others' calibration size is checked elsewhere)
+        for ds, entry in selection.refused:
+            with pytest.raises(OptionError) as caught:
+                check_cases(settings, [Case(model, ds, grid, entry)], window)
+            assert caught.value.option == "model", caught.value
+
+
+def test_the_refusal_command_selects_the_one_case_it_names(pytester: pytest.Pytester) -> None:
+    (case, *_) = select("context_scaling", window=SMOLLM2_WINDOW).refused
+    grid_project(pytester.path)
+    result = pytester.runpytest_inprocess(
+        "--collect-only", "-q", "-p", "no:cacheprovider", "--bcas-model", "mock:gold",
+        *refusal_args("context_scaling", case),
+    )  # fmt: skip
+    collected = [line for line in result.stdout.lines if line.startswith("test_grids.py::")]
+    assert len(collected) == 1 and collected[0].endswith(f"hotpotqa-{case[1].label}]"), result.stdout.str()

@@ -6,6 +6,12 @@ The cases are :func:`bcas.grids.extreme_cases` of the grid; the command line sel
 with ``-m`` (their datasets' markers) and ``-k`` (the end of each case id,
 ``<dataset>-<entry label>]``), so the run is ``python -m pytest benchmarks --bcas-grid G
 --bcas-limit 1 -m ... -k ...`` as a user would type it.
+
+A model's context window decides which of them can run: a budgeted case whose token
+budget and forced answer alone exceed the window is refused before anything runs
+(:func:`bcas.run.plan_checks.window_need`, issue 46 item 6), so :func:`select` leaves it
+out of the run and keeps it apart (``Selection.refused``); :func:`run_refusal` shows one of
+them refused in one line naming ``--bcas-model``, before any record is written.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from typing import Any
 from bcas.data import dataset_label
 from bcas.grids import GRIDS, GridEntry, extreme_cases
 from bcas.registry import RUN_KINDS, per_item
+from bcas.run.plan_checks import window_need
 from bcas.testing.project import read_records
 
 REPO = Path(__file__).resolve().parents[2]
@@ -33,15 +40,18 @@ PREFER = ("hotpotqa",)
 
 @dataclass(frozen=True)
 class Selection:
-    """The extreme cases of one grid and the ``-m`` / ``-k`` expressions that select them."""
+    """The extreme cases of one grid that the model's window can hold (``cases``), the
+    ``-m`` / ``-k`` expressions that select them, and those it cannot (``refused``)."""
 
     grid: str
     cases: tuple[tuple[str, GridEntry], ...]
+    refused: tuple[tuple[str, GridEntry], ...] = ()
+    window: int | None = None
 
     @property
     def suffixes(self) -> tuple[str, ...]:
         """The end of each chosen case id (``<model>-<dataset>-<label>``), with pytest's closing bracket."""
-        return tuple(f"{dataset_label(ds)}-{entry.label}]" for ds, entry in self.cases)
+        return tuple(_suffix(ds, entry) for ds, entry in self.cases)
 
     @property
     def markers(self) -> str:
@@ -55,8 +65,22 @@ class Selection:
         return ["--bcas-grid", self.grid, "--bcas-limit", "1", "-m", self.markers, "-k", self.keywords]
 
 
-def select(grid: str, prefer: tuple[str, ...] = PREFER) -> Selection:
-    return Selection(grid, tuple(extreme_cases(GRIDS.get(grid), prefer)))
+def _suffix(ds: str, entry: GridEntry) -> str:
+    return f"{dataset_label(ds)}-{entry.label}]"
+
+
+def fits(entry: GridEntry, window: int | None) -> bool:
+    """Whether a model of ``window`` tokens (None: unknown) may run ``entry``: the rule the run
+    checks before anything starts (:mod:`bcas.run.plan_checks`)."""
+    need = window_need(entry.kind, entry.config)
+    return not window or need is None or need <= window
+
+
+def select(grid: str, prefer: tuple[str, ...] = PREFER, window: int | None = None) -> Selection:
+    """The extreme cases of ``grid``, split by whether a model of ``window`` tokens can hold their budget."""
+    cases = extreme_cases(GRIDS.get(grid), prefer)
+    kept = tuple((ds, e) for ds, e in cases if fits(e, window))
+    return Selection(grid, kept, tuple((ds, e) for ds, e in cases if not fits(e, window)), window)
 
 
 @dataclass
@@ -95,6 +119,42 @@ def run_grid(
         for case in ET.parse(junit).getroot().iter("testcase"):
             seconds[case.get("name", "")] = float(case.get("time") or 0.0)
     return proc, wall, seconds
+
+
+def refusal_args(grid: str, case: tuple[str, GridEntry]) -> list[str]:
+    """The command-line selection of one case of ``grid``: ``-m`` its dataset, ``-k`` the end of its id."""
+    ds, entry = case
+    return ["--bcas-grid", grid, "--bcas-limit", "1", "-m", dataset_label(ds), "-k", _suffix(ds, entry)]
+
+
+def run_refusal(
+    grid: str, case: tuple[str, GridEntry], run_dir: Path, extra: list[str], env: dict[str, str], timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run one case the model's window cannot hold, as a user would select it, into ``run_dir``."""
+    command = [
+        sys.executable, "-m", "pytest", "benchmarks", *refusal_args(grid, case), *extra,
+        "--bcas-report", str(run_dir), "-p", "no:cacheprovider", "-q",
+    ]  # fmt: skip
+    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def refusal_problems(proc: subprocess.CompletedProcess[str], run_dir: Path, window: int) -> list[str]:
+    """What is wrong with a refusal: it must be a usage error (exit 4) of one line naming
+    ``--bcas-model`` and the window, no traceback, and no run folder written."""
+    out = proc.stdout + proc.stderr
+    errors = [line for line in out.splitlines() if line.startswith("ERROR")]
+    found = []
+    if proc.returncode != 4:  # pytest.ExitCode.USAGE_ERROR
+        found.append(f"exit {proc.returncode}, not a usage error (4)")
+    if len(errors) != 1 or not errors[0].startswith("ERROR: --bcas-model: "):
+        found.append(f"not one error line naming --bcas-model: {errors}")
+    elif f"has a context window of {window:,} tokens" not in errors[0]:
+        found.append(f"the error does not name the window of {window:,} tokens: {errors[0]}")
+    if "Traceback" in out:
+        found.append("a traceback")
+    if run_dir.exists():
+        found.append(f"{run_dir} was written")
+    return found
 
 
 def collect(selection: Selection, run_dir: Path, seconds: dict[str, float]) -> list[Row]:

@@ -36,3 +36,11 @@ def recipe_grids() -> list[str]:
     found = re.search(r"--bcas-grid[ =](\S+)", readme_recipe("python3 -m pytest"))
     assert found, "the own-server recipe names no grid"
     return found.group(1).split(",")
+
+
+def recipe_window() -> int:
+    """The context window the recipe's server gives its model (``bcas serve``'s ``--n_ctx``), which
+    the server reports to the preflight and the run checks each budget against."""
+    found = re.search(r"--n_ctx[ =](\d+)", readme_recipe("bcas serve"))
+    assert found, "the own-server recipe sets no --n_ctx"
+    return int(found.group(1))
