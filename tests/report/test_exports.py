@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -10,10 +11,11 @@ import pytest
 
 from bcas.records import to_dataframe
 from bcas.run.exports import PARQUET_FILE, write_parquet
-from tests.support.mockruns import make_project, run_pytest
+from tests.support.mockruns import make_project
 from tests.support.reports import NON_LATIN, grid_records, hostile_records
 
 pq = pytest.importorskip("pyarrow.parquet")
+pytest_plugins = ["pytester"]
 
 
 def test_parquet_holds_the_records_field_for_field(tmp_path: Path) -> None:
@@ -33,29 +35,18 @@ def test_parquet_holds_the_records_field_for_field(tmp_path: Path) -> None:
     assert all(any(sample in row["question"] for row in rows) for sample in NON_LATIN)
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_project(tmp_path_factory.mktemp("exports"))
-
-
-def test_a_run_writes_parquet_and_junit_properties(project: Path) -> None:
+def test_a_run_writes_parquet_and_junit_properties(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # in this process (a fresh interpreter per run costs seconds); its own generation cache
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(pytester.path / "cache"))
+    project = make_project(pytester.path)
     junit = project / "junit.xml"
-    result = run_pytest(
-        project,
-        "--bcas-model",
-        "mock:gold",
-        "--bcas-grid",
-        "brief",
-        "--bcas-prices",
-        "prices.toml",
-        "--bcas-report",
-        "out",
-        f"--junitxml={junit}",
-        "-q",
-    )
-    assert result.returncode == 0, result.stdout[-3000:]
+    result = pytester.runpytest(
+        "test_grids.py", "-p", "no:cacheprovider", "--bcas-model", "mock:gold", "--bcas-grid", "brief",
+        "--bcas-prices", "prices.toml", "--bcas-report", "out", f"--junitxml={junit}", "-q",
+    )  # fmt: skip
+    assert result.ret == 0, result.stdout.str()[-3000:]
     out = project / "out"
-    assert f"parquet: {Path('out') / PARQUET_FILE}" in result.stdout
+    assert f"parquet: {Path('out') / PARQUET_FILE}" in result.stdout.str()
     frame = to_dataframe(out)
     table = pq.read_table(out / PARQUET_FILE).to_pandas()
     assert sorted(table["item_id"] + table["config_id"]) == sorted(frame["item_id"] + frame["config_id"])
@@ -75,23 +66,20 @@ def test_a_run_writes_parquet_and_junit_properties(project: Path) -> None:
         assert float(props["bcas_cost_usd"]) == pytest.approx(row["cost_usd"], abs=1e-6)
 
 
-def test_without_pyarrow_the_run_says_so_and_keeps_the_jsonl(project: Path) -> None:
-    blocker = project / "no-pyarrow" / "pyarrow"
-    blocker.mkdir(parents=True)
-    (blocker / "__init__.py").write_text("raise ImportError('pyarrow is not installed in this test')\n")
-    result = run_pytest(
-        project,
-        "--bcas-model",
-        "mock:gold",
-        "--bcas-grid",
-        "brief",
-        "--bcas-prices",
-        "prices.toml",
-        "--bcas-report",
-        "plain",
-        "-q",
-        env={"PYTHONPATH": f"{blocker.parent}:{Path(__file__).resolve().parents[2]}"},
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "parquet: not written: pyarrow is not installed (pip install 'bcas[parquet]')" in result.stdout
+def test_without_pyarrow_the_run_says_so_and_keeps_the_jsonl(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pyarrow made unimportable for the run (in this process: a None entry in sys.modules
+    # fails its import as an uninstalled package does)
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(pytester.path / "cache"))
+    project = make_project(pytester.path)
+    for name in [m for m in sys.modules if m == "pyarrow" or m.startswith("pyarrow.")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    result = pytester.runpytest(
+        "test_grids.py", "-p", "no:cacheprovider", "--bcas-model", "mock:gold", "--bcas-grid", "brief",
+        "--bcas-prices", "prices.toml", "--bcas-report", "plain", "-q",
+    )  # fmt: skip
+    assert result.ret == 0, result.stdout.str()[-3000:] + result.stderr.str()[-3000:]
+    assert "parquet: not written: pyarrow is not installed (pip install 'bcas[parquet]')" in result.stdout.str()
     assert (project / "plain" / "records.jsonl").is_file() and not (project / "plain" / PARQUET_FILE).exists()
