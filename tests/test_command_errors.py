@@ -33,6 +33,9 @@ CASES: list[tuple[str, list[str], str]] = [
     ("merge", ["merge", "RUN", "RUN"], "give --out DIR"),
     ("compare", ["compare", "RUN", "missing-run"], "missing-run: no such run folder"),
     ("compare", ["compare", "RUN", "RUN", "--metric", "evidnce_recall"], "did you mean 'evidence_recall'?"),
+    ("compare", ["compare", "RUN", "RUN", "RUN"], "combined into one report with --report DIR"),
+    ("latency", ["latency", "missing-run"], "missing-run: no records.jsonl"),
+    ("latency", ["latency", "RUN", "--out", "out/knee.html"], "no such folder"),
     ("report", ["report", "missing-run"], "missing-run: no such run folder"),
     ("report", ["report", "."], "holds no records.jsonl"),
     ("report", ["report", "RUN", "missing-run"], "missing-run: no such run folder"),  # checked before any write

@@ -307,9 +307,20 @@ class _Metric(click.ParamType[str]):
         return str(value)
 
 
-@click.command("compare", help="Compare two runs item by item (paired statistics).")  # pragma: no mutate
-@click.argument("runs", nargs=-1, required=True, metavar="RUN_A RUN_B")
+@click.command(
+    "compare",
+    help="Compare two runs item by item (paired statistics); with --report DIR, combine two or more runs "  # pragma: no mutate
+    "of different models into one report.",  # pragma: no mutate
+)
+@click.argument("runs", nargs=-1, required=True, metavar="RUN_A RUN_B [RUN ...]")
 @click.option("--html", default=None, metavar="OUT", help="write the comparison page here")  # pragma: no mutate
+@click.option(
+    "--report",
+    default=None,
+    metavar="DIR",
+    help="combine the runs (two or more, of different models) into one run folder DIR with the usual "  # pragma: no mutate
+    "report: every two models paired on the same configuration and items",  # pragma: no mutate
+)
 @click.option(
     "--allow-mismatch",
     is_flag=True,
@@ -323,16 +334,18 @@ class _Metric(click.ParamType[str]):
     help="outcome compared: exact match, the recorded judge verdict, a registered pass/fail metric "  # pragma: no mutate
     "(McNemar) or a registered value metric such as f1, evidence_recall, cost_usd, tokens (paired bootstrap)",  # pragma: no mutate
 )
-def compare(runs: Sequence[str], html: str | None, allow_mismatch: bool, metric: str) -> int:
-    from bcas.report.compare import main as compare_runs
+def compare(runs: Sequence[str], html: str | None, report: str | None, allow_mismatch: bool, metric: str) -> int:
+    from bcas.report.compare import compare_command
 
     for run in runs:
         if not Path(run).exists():
             fail(f"{run}: no such run folder or records file")
-    if len(runs) != 2:
-        raise BadInput(f"give two runs to compare (RUN_A RUN_B), got {len(runs)}")
-    argv = [*runs, "--metric", metric, *(["--html", html] if html else []), *(["--allow-mismatch"] * allow_mismatch)]
-    return compare_runs(argv)
+    if len(runs) < 2 or (len(runs) > 2 and report is None):
+        raise BadInput(
+            f"give two runs to compare (RUN_A RUN_B), got {len(runs)}; two or more are combined into one report "
+            "with --report DIR"
+        )
+    return compare_command(runs, html=html, report=report, allow_mismatch=allow_mismatch, metric=metric)
 
 
 __all__ = ["compare", "merge", "rejudge", "report", "reprice"]

@@ -35,7 +35,6 @@ the same configuration and items, Holm within each grid × dataset.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
@@ -45,7 +44,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from bcas.grading.outcomes import METRICS, outcome
+from bcas.grading.outcomes import outcome
 from bcas.metrics.values import VALUES, is_share, value
 from bcas.records import Record, RecordError, load_records
 from bcas.records.manifest import read_manifest
@@ -482,54 +481,43 @@ def _flips(run_a: Run, run_b: Run, comps: list[GroupComparison], metric: str) ->
 # -- command line ------------------------------------------------------------------------------
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "bcas compare") -> int:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
-    parser.add_argument("run_a", help="run folder (or records file) A")
-    parser.add_argument("run_b", help="run folder (or records file) B")
-    parser.add_argument("more", nargs="*", help="further run folders, combined with A and B by --report")
-    parser.add_argument("--html", default=None, help="write the comparison page here")
-    parser.add_argument(
-        "--report",
-        default=None,
-        metavar="DIR",
-        help="combine the runs (two or more, of different models) into one run folder DIR with the usual "
-        "report: every two models paired on the same configuration and items",
-    )
-    parser.add_argument(
-        "--allow-mismatch",
-        action="store_true",
-        help="compare even when model fingerprints, dataset hashes or prompt hashes differ",
-    )
-    parser.add_argument(
-        "--metric",
-        choices=("em", "judge", *METRICS.names(), *VALUES.names()),
-        default="em",
-        help="outcome compared: exact match (default), the recorded judge verdict, a registered pass/fail metric "
-        "(McNemar) or a registered value metric such as f1, evidence_recall, cost_usd, tokens (paired bootstrap)",
-    )
-    args = parser.parse_args(argv)
-    if args.report is not None:
+def compare_command(
+    runs: Sequence[str],
+    html: str | None = None,
+    report: str | None = None,
+    allow_mismatch: bool = False,
+    metric: str = "em",
+) -> int:
+    """What ``bcas compare`` prints and writes for run folders (or records files) ``runs``: two
+    compared item by item, or, with ``report``, two or more combined into one run folder with the
+    usual report (:func:`bcas.report.combine.combine_runs`).  Returns the exit status (2: one line
+    on standard error)."""
+    if report is not None:
         try:
-            combined = combine_runs([args.run_a, args.run_b, *args.more], args.report, args.allow_mismatch)
+            combined = combine_runs(list(runs), report, allow_mismatch)
         except (OSError, RecordError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         print("\n".join(combined.lines()))
         return 0
-    if args.more:
-        print("error: more than two runs are combined into one report: give --report DIR", file=sys.stderr)
+    if len(runs) != 2:
+        print(
+            f"error: give two runs to compare (RUN_A RUN_B), got {len(runs)}; more are combined into one report "
+            "with --report DIR",
+            file=sys.stderr,
+        )
         return 2
     try:
-        run_a, run_b = load_run(args.run_a), load_run(args.run_b)
+        run_a, run_b = load_run(runs[0]), load_run(runs[1])
     except (OSError, RecordError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    comps, unmatched = compare_runs(run_a, run_b, args.metric)
+    comps, unmatched = compare_runs(run_a, run_b, metric)
     if not comps:
         print("error: no model / dataset / configuration is in both runs; " + "; ".join(unmatched), file=sys.stderr)
         return 2
     differences = [f"{c.title}: {m}" for c in comps for m in c.mismatches]
-    if differences and not args.allow_mismatch:
+    if differences and not allow_mismatch:
         print(refusal(differences), file=sys.stderr)
         return 2
     for line in run_lines(run_a, run_b):
@@ -544,9 +532,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "bcas compare") -> int:
     flips = flipped_lines(comps)
     print()
     print("\n".join(flips) if flips else "no flipped items")
-    if args.html:
-        out = Path(args.html)
+    if html:
+        out = Path(html)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(render_html(run_a, run_b, comps, unmatched, differences, args.metric), encoding="utf-8")
+        out.write_text(render_html(run_a, run_b, comps, unmatched, differences, metric), encoding="utf-8")
         print(f"html: {out}")
     return 0

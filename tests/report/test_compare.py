@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from bcas.cli import main as bcas_main
 from bcas.records import Record, ResultStore
-from bcas.report.compare import compare_runs, load_run, main
+from bcas.report.compare import compare_runs, load_run
 from bcas.testing.project import grid_project, preload, read_records
 
 preload()
@@ -82,7 +83,7 @@ def test_flipped_items_match_the_hand_count(tmp_path: Path, capsys: pytest.Captu
     assert (s2.n, s2.a_only, s2.b_only) == (4, [], [])
 
     out_html = tmp_path / "cmp.html"
-    assert main([str(a), str(b), "--html", str(out_html)]) == 0
+    assert bcas_main(["compare", str(a), str(b), "--html", str(out_html)]) == 0
     out = capsys.readouterr().out
     assert "A right, B wrong (2): q1, q3" in out and "A wrong, B right (3): q4, q6, q7" in out
     html = out_html.read_text()
@@ -100,13 +101,13 @@ def test_incomparable_answers_are_refused_naming_the_difference(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, named: str
 ) -> None:
     a, b = _pair(tmp_path, {field: "other-" + field})
-    assert main([str(a), str(b)]) == 2
+    assert bcas_main(["compare", str(a), str(b)]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1  # one line
     assert f"{named} differs" in err and f"other-{field}" in err and "--allow-mismatch" in err
 
     out_html = tmp_path / "cmp.html"
-    assert main([str(a), str(b), "--allow-mismatch", "--html", str(out_html)]) == 0
+    assert bcas_main(["compare", str(a), str(b), "--allow-mismatch", "--html", str(out_html)]) == 0
     out = capsys.readouterr().out
     assert "MISMATCH ALLOWED" in out and f"other-{field}" in out
     assert "A right, B wrong (2): q1, q3" in out
@@ -124,7 +125,7 @@ def test_hostile_text_is_escaped_in_the_page(tmp_path: Path) -> None:
     )
     b = _run(tmp_path / "B", [evil, _rec(1, False)])
     out_html = tmp_path / "cmp.html"
-    assert main([str(a), str(b), "--html", str(out_html)]) == 0
+    assert bcas_main(["compare", str(a), str(b), "--html", str(out_html)]) == 0
     html = out_html.read_text()
     assert "<script" not in html.lower()
     # question, gold answer, B's prediction, step kind, query and document title
@@ -147,7 +148,7 @@ def test_epochs_compare_per_item_means(tmp_path: Path) -> None:
 def test_nothing_in_common_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = _run(tmp_path / "A", [_rec(0, True)])
     b = _run(tmp_path / "B", [_rec(0, True, label="other")])
-    assert main([str(a), str(b)]) == 2
+    assert bcas_main(["compare", str(a), str(b)]) == 2
     assert "no model / dataset / configuration is in both runs" in capsys.readouterr().err
 
 
@@ -180,7 +181,7 @@ def test_mock_gold_against_mock_random_end_to_end(
 
     # One model each, different fingerprints: the models are the comparison, no warning.
     out_html = tmp_path / "models.html"
-    assert main([str(runs["gold"]), str(runs["random"]), "--html", str(out_html)]) == 0
+    assert bcas_main(["compare", str(runs["gold"]), str(runs["random"]), "--html", str(out_html)]) == 0
     captured = capsys.readouterr()
     assert "MISMATCH" not in captured.out and captured.err == ""
     assert "models compared: A mock-gold (mock:gold) vs B mock-random (mock:random)" in captured.out
@@ -190,5 +191,5 @@ def test_mock_gold_against_mock_random_end_to_end(
     assert comp.b_only == sorted(i for i in outcome["gold"] if outcome["random"][i] and not outcome["gold"][i])
     assert comp.a_only  # the gold answers beat random spans somewhere
     # A run against itself: same identity, nothing flips.
-    assert main([str(runs["gold"]), str(runs["gold"])]) == 0
+    assert bcas_main(["compare", str(runs["gold"]), str(runs["gold"])]) == 0
     assert "no flipped items" in capsys.readouterr().out

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bcas.report.compare import main
+from bcas.cli import main as bcas_main
 from bcas.testing.project import grid_project, preload
 
 preload()
@@ -44,16 +44,18 @@ def test_models_compare_and_other_differences_are_refused_in_one_line(
     runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     page = tmp_path / "cmp.html"
-    assert main([str(runs["gold"]), str(runs["random"]), "--html", str(page)]) == 0
+    assert bcas_main(["compare", str(runs["gold"]), str(runs["random"]), "--html", str(page)]) == 0
     out, err = capsys.readouterr()
     assert err == "" and "MISMATCH" not in out
     assert re.search(r"mock-gold vs mock-random\s+\S+\s+bm25/s1/t2k\s+5\s", out), out  # 5 paired items
     assert "compared despite" not in page.read_text().lower()
 
-    assert main([str(runs["gold"]), str(runs["gold-limit4"])]) == 2  # the same model, other items
+    assert bcas_main(["compare", str(runs["gold"]), str(runs["gold-limit4"])]) == 2  # the same model, other items
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1 and "dataset hash differs" in err
-    assert main([str(runs["gold"]), str(runs["gold-seed1"])]) == 2  # another seed: another configuration
+    assert (
+        bcas_main(["compare", str(runs["gold"]), str(runs["gold-seed1"])]) == 2
+    )  # another seed: another configuration
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "configuration id differs" in err
 
@@ -62,7 +64,10 @@ def test_runs_of_several_models_combine_into_one_report(
     runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out_dir = tmp_path / "combined"
-    assert main([str(runs["gold"]), str(runs["random"]), str(runs["verbose"]), "--report", str(out_dir)]) == 0
+    assert (
+        bcas_main(["compare", str(runs["gold"]), str(runs["random"]), str(runs["verbose"]), "--report", str(out_dir)])
+        == 0
+    )
     assert "model comparisons: 3" in capsys.readouterr().out
     summary = json.loads((out_dir / "summary.json").read_text())
     assert sorted(r["model"] for r in summary["rows"]) == ["mock-gold", "mock-random", "mock-verbose"]
@@ -82,9 +87,16 @@ def test_runs_of_several_models_combine_into_one_report(
 
     # Anything but the model differs: refused in one line, nothing written.
     refused = tmp_path / "refused"
-    assert main([str(runs["gold"]), str(runs["random"]), str(runs["gold-seed1"]), "--report", str(refused)]) == 2
+    assert (
+        bcas_main(
+            ["compare", str(runs["gold"]), str(runs["random"]), str(runs["gold-seed1"]), "--report", str(refused)]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "configuration id differs" in err
     assert not refused.exists()
-    assert main([str(runs["gold"]), str(runs["random"]), str(runs["verbose"])]) == 2  # three runs: one report
+    assert (
+        bcas_main(["compare", str(runs["gold"]), str(runs["random"]), str(runs["verbose"])]) == 2
+    )  # three runs: one report
     assert "--report DIR" in capsys.readouterr().err

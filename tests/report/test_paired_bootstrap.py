@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bcas.cli import main as bcas_main
 from bcas.records import Record, ResultStore
-from bcas.report.compare import compare_runs, load_run, main
+from bcas.report.compare import compare_runs, load_run
 from bcas.report.paired import paired_bootstrap
 
 values = st.floats(-5, 5, allow_nan=False, allow_infinity=False, width=32)
@@ -115,7 +116,7 @@ def test_compare_on_f1_evidence_recall_and_cost_uses_the_paired_bootstrap(
     (cost,), _ = compare_runs(run_a, run_b, "cost_usd")
     assert cost.diff == pytest.approx(0.0035) and not cost.share and cost.ci_lo > 0
     html = tmp_path / "cmp.html"
-    assert main([str(a), str(b), "--metric", "cost_usd", "--html", str(html)]) == 0
+    assert bcas_main(["compare", str(a), str(b), "--metric", "cost_usd", "--html", str(html)]) == 0
     out = capsys.readouterr().out
     assert "A >" in out and "+0.0035" in out
     assert "no flipped items" in out  # value metrics list no flips
