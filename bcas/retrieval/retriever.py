@@ -16,7 +16,9 @@ Pipelines per ``RetrievalConfig.mode`` (``k`` = hits returned, ``candidates`` = 
   configured reranker and the top ``k`` by reranker score are returned.
 
 ``Hit.score`` is the score of the stage that ordered the hits (BM25, cosine, fused,
-or reranker score).  ``exclude_ids`` skips chunks before the top ``k`` are taken: an
+or reranker score).  Equal BM25 scores are ordered by a hash of the chunk's title and
+text (:meth:`Retriever.untied`), never by its place in the collection, so which tied
+chunks make the top ``k`` and their order depend on the text alone.  ``exclude_ids`` skips chunks before the top ``k`` are taken: an
 entry that is a chunk id (``<doc_id>#<n>``) excludes that chunk, an entry that is a
 document id excludes every chunk of the document; unknown ids are ignored.
 
