@@ -13,6 +13,7 @@ from bcas.config import RunConfig
 from bcas.llm import BACKENDS, backend_meta
 from bcas.registry import RUN_KINDS
 from bcas.run.plan import expand_cases
+from bcas.run.plan_checks import window_need
 from bcas.run.settings import Settings
 
 # What a BCAS conversation holds besides its completion tokens (which all stay in the
@@ -53,7 +54,8 @@ def budget_need(config: RunConfig) -> int:
 
 
 def context_warnings(settings: Settings, windows: dict[str, int | None]) -> list[str]:
-    """One warning per model whose window is smaller than what some of its configurations may need."""
+    """One warning per model whose window is smaller than what some of its configurations may need
+    (those whose budget alone it cannot hold are refused before the run instead, and not listed)."""
     short: dict[str, dict[str, int]] = {}
     for case in expand_cases(settings):
         window = windows.get(case.model.label)
@@ -61,7 +63,8 @@ def context_warnings(settings: Settings, windows: dict[str, int | None]) -> list
         if not window or kind not in RUN_KINDS or not RUN_KINDS.meta(kind, "budgeted", False):
             continue
         need = budget_need(case.entry.config)
-        if need > window:
+        refused = (window_need(kind, case.entry.config) or 0) > window  # refused before the run (plan_checks)
+        if need > window and not refused:
             short.setdefault(case.model.label, {})[f"{case.grid}/{case.entry.label}"] = need
     lines = []
     for label, needs in short.items():

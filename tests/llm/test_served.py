@@ -208,6 +208,8 @@ def test_one_warning_names_the_configurations_a_small_window_cannot_hold() -> No
     assert "madara" not in line  # the MADARA cases spend no trajectory budget
     assert context_warnings(settings, {"m": 8192}) == []
     assert context_warnings(settings, {"m": None}) == []  # unknown: nothing to say
+    # a window smaller than a budget alone: the case is refused before the run, not warned about
+    assert context_warnings(settings, {"m": 2047}) == []
 
 
 def test_the_judge_is_loaded_and_fingerprinted_from_one_endpoint() -> None:
