@@ -24,7 +24,7 @@ from bcas.gating.case import floor_failure
 from bcas.gating.plan import CasePlan, GateOptions, _items_needed, fingerprint_note
 from bcas.gating.power import tango_exact_size
 from bcas.stats import tango_pvalues
-from tests.support.locale import ascii_locale
+from tests.support.ascii_locale import ascii_locale
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "gating.md"
 

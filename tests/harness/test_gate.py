@@ -33,7 +33,7 @@ from bcas.gating.report import (
     junit_properties,
 )
 from bcas.stats import holm_bonferroni, mcnemar_exact_one_sided
-from tests.support.locale import ascii_locale
+from tests.support.ascii_locale import ascii_locale
 
 
 def _rec(item: str, correct: bool, model: str = "m", config: str = "c1", dhash: str = "h1", **kw) -> dict:

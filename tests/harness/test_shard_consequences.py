@@ -20,7 +20,7 @@ from bcas.harness.merge import MergeError, MergeSummary, find_shards, merge_runs
 from bcas.records import Record
 from bcas.records.case_status import CaseStatus, append_case_status, read_case_statuses
 from bcas.shard import Shard, ShardError, parse_shard, shard_from_env, shard_number
-from tests.support.locale import ascii_locale
+from tests.support.ascii_locale import ascii_locale
 
 SLURM = "SLURM_ARRAY_TASK_"
 

@@ -30,7 +30,7 @@ from bcas.records import (
     to_dataframe,
 )
 from bcas.records.manifest import read_manifest, served_by_fingerprint
-from tests.support.locale import ascii_locale
+from tests.support.ascii_locale import ascii_locale
 
 ANSWER = Answer(
     prediction="Ada Lovelace", method="madara", model="pipeline-model", label="pipeline-label",

@@ -14,7 +14,7 @@ import pytest
 from bcas.report.html import _docs_cell
 from bcas.report.html_models import _matrix_cell, significance_marks
 from bcas.report.summary import Comparison, _compare, _documents_note, holm_family
-from tests.support.locale import ascii_locale
+from tests.support.ascii_locale import ascii_locale
 
 
 def _comparison(model: str, reference: str, diff: float, *, significant: bool = True, p: float = 0.01, **where):
