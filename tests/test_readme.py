@@ -234,6 +234,10 @@ NOT_RUN = {
     ),
     r"^(?:[A-Z_]+=\S+ )*python3? deploy/ray/bcas_ray_job\.py\b": "a Ray job (tests/deploy runs it on a local cluster in the slow stage)",
     r"^(python3? -m )?mkdocs (build|serve)\b": "tests/test_docs.py builds the site with --strict (and .ci/run does)",
+    r"--bcas-grid (mine|baselines_s\w+)\b": (
+        "grids the page's own Python block registers (tests/methods/test_baselines_grid.py registers and runs one)"
+    ),
+    r"^bcas latency\b": "reads one served model's runs at several levels (tests/run/test_latency_run.py runs it)",
 }
 SERVER_OPTIONS = ("--bcas-base-url", "--bcas-retriever")
 MOCK_VARIANTS = ("mock:gold", "mock:random", "mock:verbose")

@@ -154,11 +154,11 @@ def test_a_run_folder_whose_path_has_a_quote_is_published_once(
     _check_published(uri, run_dir)
 
 
-PRICES_GOLD_ONLY = """
-default = "gold-only"
-[sheets.gold-only]
-description = "prices mock-gold only: mock-random's cost is unknown"
-[sheets.gold-only.models."mock-gold"]
+PRICES_COIN_ONLY = """
+default = "coin-only"
+[sheets.coin-only]
+description = "prices coin only: mock-random, a test double, has no cost"
+[sheets.coin-only.models."coin"]
 input_per_mtok = 10.0
 output_per_mtok = 40.0
 """
@@ -167,17 +167,26 @@ output_per_mtok = 40.0
 def test_a_run_whose_cost_is_partly_unknown_logs_no_total_cost(
     project: pytest.Pytester, tmp_path: Path, empty_store: Path
 ) -> None:
-    """One model priced, the other not: each priced case logs its cost, the unpriced ones none,
-    and the run logs no total (a sum of the priced cases alone would pass for the run's cost)."""
+    """One model priced (the ``coin`` double, priced by the project's sheet), the other not (the
+    ``mock`` backend's, a test double, which the report shows without a cost): each priced case
+    logs its cost, the unpriced ones none, and the run logs no total (a sum of the priced cases
+    alone would pass for the run's cost)."""
     uri = fresh_store(empty_store, tmp_path)
     run_dir = tmp_path / "run"
-    (project.path / "prices.toml").write_text(PRICES_GOLD_ONLY)
-    args = [*RUN, "--bcas-report", str(run_dir), "--bcas-prices", "prices.toml", f"--bcas-mlflow={uri}"]
+    (project.path / "prices.toml").write_text(PRICES_COIN_ONLY)
+    conftest = project.path / "conftest.py"
+    conftest.write_text(
+        conftest.read_text(encoding="utf-8")
+        + "\nfrom bcas.llm import register_backend\nregister_backend('coin', 'bcas.testing.coin:create')\n",
+        encoding="utf-8",
+    )
+    models = ["--bcas-model", "coin", "--bcas-model", "mock:random", "--bcas-grid", "tracked", "-p", "no:cacheprovider"]
+    args = [*models, "--bcas-report", str(run_dir), "--bcas-prices", "prices.toml", f"--bcas-mlflow={uri}"]
     project.runpytest(*args).assert_outcomes(passed=4)
     runs = _runs(uri)
     (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     cost = sorted((r.data.params["model"], r.data.metrics.get("cost_usd") or 0.0) for r in runs if r is not parent)
-    assert [(m, c > 0) for m, c in cost] == [("mock-gold", True)] * 2 + [("mock-random", False)] * 2, cost
+    assert [(m, c > 0) for m, c in cost] == [("coin", True)] * 2 + [("mock-random", False)] * 2, cost
     assert not any("cost_usd" in r.data.metrics for r in runs if r.data.params.get("model") == "mock-random")
     assert "cost_usd" not in parent.data.metrics, parent.data.metrics
     assert parent.data.metrics["answers"] == 24  # the totals that are known are logged
