@@ -124,10 +124,14 @@ def latency_columns(recs: Sequence[dict[str, Any]]) -> LatencyColumns:
     if ttft_calls:
         out.mean_ttft_s = sum(float(t.get("ttft_s") or 0.0) for _, t in timed) / ttft_calls
     out.items_per_min = _throughput(live) if len(live) == len(timed) else None
-    total = sum(times)
+    # The parts' own sum, not the summed item_s: each part is rounded to the microsecond
+    # (bcas.timing.item_timing), so the rounded item_s differs from their sum by up to a
+    # few microseconds an item, and shares over it would not add up to 1.
+    wait = sum(waits)
+    total = model + search + wait + harness
     if total > 0:
         out.share_model, out.share_search = model / total, search / total
-        out.share_wait, out.share_harness = sum(waits) / total, harness / total
+        out.share_wait, out.share_harness = wait / total, harness / total
     out.latency_measured = ",".join(k for k in CALL_FIELDS if all(k in (t.get("measured") or ()) for _, t in timed))
     return out
 

@@ -31,7 +31,7 @@ SHARED_CONFTEST = budget_grid("pair_a", ["hotpotqa"], (1, 2), limit=4) + budget_
     "pair_b", ["hotpotqa"], (2, 3), limit=4, reference=1
 )
 
-TIMING = ("latency_s", "created_at", "run_id")
+TIMING = ("latency_s", "created_at", "run_id", "timing")
 
 
 def _answers(run_dir: Path) -> dict[tuple, dict]:

@@ -82,7 +82,7 @@ def test_levels_summary_report_terminal_cache_and_mlflow(
             assert r["mean_model_call_s"] >= SERVICE_S * 0.9  # every call held a slot for the service time
             assert r["mean_search_s"] is not None and r["items_per_min"] > 0
             shares = r["share_model"] + r["share_search"] + r["share_wait"] + r["share_harness"]
-            assert shares == pytest.approx(1.0, abs=1e-6)
+            assert shares == pytest.approx(1.0, abs=1e-9)
         header = next(csv.reader(io.StringIO((runs[level] / "summary.csv").read_text())))
         assert {"latency_p50", "latency_p95", "latency_p99", "items_per_min", "share_wait"} <= set(header)
         page = (runs[level] / "index.html").read_text()

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from bcas.grids import get_grid
 from bcas.records import Record
+from bcas.records.case_status import read_case_statuses
 from bcas.run.session import BcasSession
-from bcas.run.settings import build_settings
+from bcas.run.settings import Case, ModelSpec, build_settings
 
 
 def _session(tmp_path: Path, **given) -> BcasSession:
@@ -97,8 +99,12 @@ def test_ctrl_c_cancels_every_item_in_flight(tmp_path, monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(session, "_run_case", interrupted)
+    case = Case(ModelSpec("mock", "gold"), "hotpotqa", "smoke", get_grid("smoke").entries[0])
     with pytest.raises(KeyboardInterrupt):
-        session.run_case(object())  # type: ignore[arg-type]
+        session.run_case(case)
+    # the case is marked incomplete (rerun to resume), not left without a status
+    [status] = read_case_statuses(session.settings.run_dir)
+    assert (status.case_id, status.status) == (case.id, "incomplete")
     assert tasks["item"].cancelled() and tasks["cleanup"].cancelled()
     # every failure was collected: none prints "Task exception was never retrieved" at exit
     assert [name for name, t in tasks.items() if t._log_traceback] == []
