@@ -23,6 +23,9 @@ Grammar-constrained requests sample check-first (:mod:`bcas.llm.grammar_sampling
 the grammar sees the chain's chosen token and masks the whole vocabulary only when it
 rejects that token.
 
+Each request is evaluated from an empty KV cache (no prefix reuse across requests), so
+its answer depends on its prompt alone, whatever request came before it.
+
 Nothing the model writes is executed: the child returns text and numbers only.
 """
 
@@ -146,6 +149,13 @@ class _Engine:
 
             recorder = _TopLogprobs(self.llm, int(req["top_logprobs"]))
             kwargs["logits_processor"] = LogitsProcessorList([recorder])
+        # Every request from an empty KV cache.  llama-cpp-python would reuse the longest prefix
+        # the previous request left there; a next turn's prefix then holds the previous reply's
+        # tokens as they were decoded, one at a time, whose cached keys and values differ in the
+        # last bits from the same tokens evaluated in one batch.  The logits, and so a greedy
+        # answer, would depend on which request came before (a resumed run, a call replayed
+        # from the generation cache, items interleaved at concurrency > 1), not on the prompt.
+        self.llm.reset()
         try:
             completion = self.complete(kwargs, req.get("tools"))
         except GrammarRejectedError as exc:

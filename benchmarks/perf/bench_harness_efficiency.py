@@ -23,8 +23,9 @@ engine (``BCAS_THREADS`` is set for the child to the count measured here):
   evaluated beforehand, so only generation is timed).
 
 **raw** = prompt tokens / prompt speed + completion tokens / generation speed, and
-**efficiency** = raw / harness wall time (target >= 0.7).  The harness reuses the KV
-prefix across turns and items, which raw does not, so efficiency can exceed 1.
+**efficiency** = raw / harness wall time (target >= 0.7).  Each request is evaluated
+from an empty KV cache, as raw is (bcas.llm.engine_process: no prefix reuse, so that an
+answer does not depend on the request before it): efficiency gains nothing from reuse.
 
 A child run that fails, or a case without records, prints "NOT measured" and exits 1.
 

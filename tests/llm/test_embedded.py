@@ -162,3 +162,28 @@ def test_the_embedded_model_runs_where_llama_cpp_was_built_without_its_multimoda
     assert out.returncode == 0, out.stderr[-2000:]
     free, answer = json.loads(out.stdout.strip().splitlines()[-1])
     assert "Paris" in free and answer.strip()
+
+
+def test_an_answer_does_not_depend_on_the_request_before_it(embedded_model: EmbeddedModel) -> None:
+    """A resumed run, a call replayed from the generation cache or items interleaved at
+    concurrency > 1 change which request the engine served last.  The answer (its very
+    logits) must depend on its own prompt only: a next turn right after the turn it extends
+    (whose generated tokens, decoded one at a time, sit in the KV cache as its prefix)
+    must equal the same turn asked after an unrelated request."""
+    system = {"role": "system", "content": "You answer questions about rivers. " * 40}
+    turn = [system, {"role": "user", "content": "Which river flows through Paris? Answer briefly."}]
+    passage = "Passage: " + "The Seine flows through Paris and into the English Channel at Le Havre. " * 20
+
+    async def conversation() -> tuple:
+        first = await embedded_model.chat(ChatRequest(turn, max_tokens=30))
+        reply = [{"role": "assistant", "content": first.text}, {"role": "user", "content": passage + "Which river?"}]
+        following = ChatRequest([*turn, *reply], max_tokens=12, top_logprobs=3)
+        right_after = await embedded_model.chat(following)
+        await embedded_model.chat(
+            ChatRequest([{"role": "user", "content": "Say something about the sea."}], max_tokens=4)
+        )
+        asked_later = await embedded_model.chat(following)
+        return (right_after.text, right_after.logprobs), (asked_later.text, asked_later.logprobs)
+
+    right_after, asked_later = asyncio.run(conversation())
+    assert right_after == asked_later
