@@ -105,6 +105,7 @@ import time
 from string import Template
 from typing import Any, Protocol
 
+from bcas.agent.assess_tool import AssessToolError, assess_search_hits
 from bcas.agent.budget import BudgetLedger, Step, turn_bound
 from bcas.agent.protocol import (
     ABSTAIN_TOOL,
@@ -327,51 +328,11 @@ class _Run:
             )  # fmt: skip
 
     async def assess(self, hits: list[Any]) -> tuple[list[Any], str]:
-        """Post-process a search's hits with ``AgentConfig.assess`` (sda | atf | pde).
-
-        The treatment's model calls are one ``assess`` step in the ledger and their
-        completion tokens count against ``max_total_tokens``.  When the worst case of
-        those calls (every call at its token cap) would not fit in the tokens left
-        before the forced-answer reserve, the treatment is skipped, the first k hits
-        are kept, and the step is flagged ``assess_skipped``.  Returns the kept hits
-        and an extra observation line (PDE's per-document answers).
-        """
-        method = self.agent.assess
-        k = self.config.retrieval.k
-        if method == "none" or not hits:
-            return hits[:k], ""
-        cfg = self.config.assess
-        worst = 3 * len(hits) * cfg.score_max_tokens
-        if method == "pde":
-            worst += k * cfg.answer_max_tokens
-        reserve = self.config.budget.forced_answer_tokens
-        if worst > self.ledger.tokens_left - reserve:
-            self.ledger.record(
-                Step(kind="assess", calls=0, flag="assess_skipped", retrieved=tuple(h.chunk_id for h in hits[:k]),
-                     note=f"{method}: worst case {worst} tokens > {self.ledger.tokens_left - reserve} left")
-            )  # fmt: skip
-            return hits[:k], ""
-        from bcas.assess import assess_hits
-        from bcas.assess.generate import task_of
-
-        task = task_of(cfg, self.task)
+        """The hits a MADARA treatment on the tool keeps (:mod:`bcas.agent.assess_tool`)."""
         try:
-            kept, usage = await assess_hits(self.item.question, hits, self.model, method, k, config=cfg, task=task)
-        except Exception as exc:  # an assessment failure ends the trajectory like a model failure
-            raise _Abort(f"assess failed: {type(exc).__name__}: {exc}") from exc
-        self.ledger.record(
-            Step(
-                kind="assess", output=str(usage.get("answer") or ""), tokens_in=int(usage.get("tokens_in", 0)),
-                tokens_out=int(usage.get("tokens_out", 0)), calls=int(usage.get("llm_calls", 0)),
-                retrieved=tuple(h.chunk_id for h in kept), docs=tuple(h.doc_id for h in kept),
-                note=f"{method}: kept {len(kept)} of {len(hits)}",
-            )
-        )  # fmt: skip
-        extra = ""
-        if method == "pde" and usage.get("candidates"):
-            answers = "; ".join(str(c) for c in usage["candidates"] if c)
-            extra = f"\nAnswers found in single documents: {answers}"
-        return kept, extra
+            return await assess_search_hits(self.item.question, hits, self.model, self.config, self.ledger, self.task)
+        except AssessToolError as exc:
+            raise _Abort(str(exc)) from exc
 
     # -- phases --------------------------------------------------------------------------
 

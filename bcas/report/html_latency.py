@@ -61,6 +61,19 @@ def _times(records: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
     return out
 
 
+def _svg(title: str, width: float, height: float, parts: list[Markup]) -> Markup:
+    """A chart's ``<svg>``: its title centred on top, then ``parts``."""
+    head = el("text", {"x": width / 2, "y": 16, "text_anchor": "middle", "font_size": 13}, [title])
+    attrs = {
+        "xmlns": "http://www.w3.org/2000/svg",
+        "width": width,
+        "height": height,
+        "role": "img",
+        "aria_label": title,
+    }
+    return el("svg", attrs, [head, *parts])
+
+
 def distribution_chart(series: dict[str, list[float]]) -> Markup:
     """One line per configuration: a tick per item's time, p50 (circle), p95 and p99 (bars)."""
     names = sorted(series)
@@ -114,15 +127,7 @@ def distribution_chart(series: dict[str, list[float]]) -> Markup:
                 )
             )
     title = "Time per item by configuration (ticks: items; dot: p50; bars: p95, p99)"
-    head = el("text", {"x": width / 2, "y": 16, "text_anchor": "middle", "font_size": 13}, [title])
-    attrs = {
-        "xmlns": "http://www.w3.org/2000/svg",
-        "width": width,
-        "height": height,
-        "role": "img",
-        "aria_label": title,
-    }
-    return el("svg", attrs, [head, *parts])
+    return _svg(title, width, height, parts)
 
 
 def knee_chart(curves: dict[str, list[dict[str, Any]]]) -> Markup:
@@ -188,15 +193,7 @@ def knee_chart(curves: dict[str, list[dict[str, Any]]]) -> Markup:
                 )
             )
     title = "Throughput against p95 latency by concurrency"
-    head = el("text", {"x": width / 2, "y": 16, "text_anchor": "middle", "font_size": 13}, [title])
-    attrs = {
-        "xmlns": "http://www.w3.org/2000/svg",
-        "width": width,
-        "height": height,
-        "role": "img",
-        "aria_label": title,
-    }
-    return el("svg", attrs, [head, *parts])
+    return _svg(title, width, height, parts)
 
 
 def load_curves(records: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
