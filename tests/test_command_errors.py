@@ -53,6 +53,11 @@ CASES: list[tuple[str, list[str], str]] = [
     ("rejudge", ["rejudge", "RUN", "--jduge", "mock:gold"], "Did you mean '--judge'?"),
     ("rejudge", ["rejudge", "RUN", "--judge", "mock:gold", "--api-key-env", KEY], "looks like a key"),
     ("reprice", ["reprice", "RUN", "--prices", "lsit"], "did you mean 'list'?"),
+    (
+        "reprice",
+        ["reprice", "RUN", "--prices", "list", "--out", "RUN/records.jsonl"],
+        "--out must differ from the input",
+    ),
     ("reprice", ["reprice", "missing-run", "--prices", "list"], "missing-run: no such run folder"),
     ("reprice", ["reprice", "RUN", "--prices", "missing.toml", "--out", "out/r.jsonl"], "missing.toml does not exist"),
     ("gate write", ["gate", "write", "missing-run", "out/b.json"], "missing-run: no such run folder"),
@@ -66,6 +71,11 @@ CASES: list[tuple[str, list[str], str]] = [
     ("serve", ["serve", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
     ("serve", ["serve", "--model", "missing.gguf", "--port", "1"], "missing.gguf"),
     ("index evaluate", ["index", "evaluate", "--dataset", "hotpotq"], "did you mean 'hotpotqa'?"),
+    (
+        "index evaluate",
+        ["index", "evaluate", "--dataset", "2wikimultihopqa", "--modes", "dense", "--embedder", "nosuch"],
+        "unknown embedder 'nosuch'",
+    ),
     ("index milvus", ["index", "milvus", "--data-dir", "out", "--port", "99999"], "--port"),
     ("(group)", ["mrege"], "did you mean 'merge'?"),
     ("(group)", ["gate", "wirte"], "did you mean 'write'?"),
@@ -108,7 +118,15 @@ def test_bad_input_is_one_line_exit_2_and_creates_nothing(
     shutil.copyfile(GOLDEN, run / "records.jsonl")
     monkeypatch.chdir(tmp_path)
     dead = _dead_url()
-    argv = [{"RUN": str(run), "DEAD": dead, "DEADROOT": dead.removesuffix("/v1")}.get(a, a) for a in argv]
+    argv = [
+        {
+            "RUN": str(run),
+            "RUN/records.jsonl": str(run / "records.jsonl"),
+            "DEAD": dead,
+            "DEADROOT": dead.removesuffix("/v1"),
+        }.get(a, a)
+        for a in argv
+    ]
     before = _tree(tmp_path)
     assert main(argv) == 2
     captured = capsys.readouterr()

@@ -216,7 +216,8 @@ def reprice_command(
             check_run_folder(source)
         elif not source.is_file():
             raise RecordError(f"{source}: no such run folder or records file")
-        if out is not None and Path(out).exists() and Path(out).resolve() == source.resolve():
+        stored = source / "records.jsonl" if source.is_dir() else source
+        if out is not None and Path(out).resolve() in (source.resolve(), stored.resolve()):
             raise RecordError("--out must differ from the input: stored records are never rewritten")
         before = load_records(source)
         after = reprice_records(before, price_sheet)

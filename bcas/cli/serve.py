@@ -137,17 +137,26 @@ def evaluate(
     except DatasetError as exc:
         fail(exc)
     base = RetrievalConfig(fusion=fusion, embedder=embedder, reranker=reranker, phrase_boost=not no_phrase_boost)
-    results = evaluate_retrieval(
-        dataset,
-        modes=list(modes) or list(_modes()),
-        k=k,
-        limit=limit,
-        rerank_limit=rerank_limit or None,
-        rerank_candidates=rerank_candidates,
-        config=base,
-        seed=seed,
-        progress=not no_progress,
-    )
+    from bcas.cli.records import input_errors
+    from bcas.retrieval.retriever import RetrievalError
+
+    try:
+        results = evaluate_retrieval(
+            dataset,
+            modes=list(modes) or list(_modes()),
+            k=k,
+            limit=limit,
+            rerank_limit=rerank_limit or None,
+            rerank_candidates=rerank_candidates,
+            config=base,
+            seed=seed,
+            progress=not no_progress,
+        )
+    except (
+        RetrievalError,
+        *input_errors(),
+    ) as exc:  # an unknown embedder or reranker, an index that cannot be built: one line
+        fail(exc)
     click.echo(f"dataset: {dataset}  (collection: all documents of the dataset; k = {k})")
     click.echo(format_table(results))
     return 0
@@ -164,9 +173,12 @@ def evaluate(
 )
 @click.option("--check", is_flag=True, help="start, answer one request, stop (CI's smoke check)")  # pragma: no mutate
 def milvus(data_dir: str, port: int, check: bool) -> int:
-    from bcas.retrieval.milvus_lite import MilvusLiteServer
+    from bcas.retrieval.milvus_lite import EngineStartError, MilvusLiteServer
 
-    server = MilvusLiteServer(data_dir, port).start()
+    try:
+        server = MilvusLiteServer(data_dir, port).start()
+    except EngineStartError as exc:  # the server did not come up: one line, not a traceback
+        fail(exc)
     click.echo(f"milvus-lite serving {server.url} (data in {server.data_dir}; started in {server.started_in_s:.1f} s)")
     try:
         if not check:

@@ -399,6 +399,7 @@ class OpenAICompatModel(ChatModel):
         started = time.perf_counter()
         while True:
             body = self._body(request, mode)
+            attempt = time.perf_counter()  # the time to first token counts from the attempt that answered
             try:
                 payload = await self._post(body)
             except _SchemaRejected as rejected:
@@ -434,7 +435,7 @@ class OpenAICompatModel(ChatModel):
             result = self._result(payload, request, time.perf_counter() - started, retries, requested_mode, mode)
             first = payload.get("_first_token_at")
             if isinstance(first, float):
-                result.timing["ttft_s"] = max(0.0, first - started)
+                result.timing["ttft_s"] = max(0.0, first - attempt)
             record_call(result)
             return result
 

@@ -18,7 +18,7 @@ from markupsafe import Markup
 
 from bcas.metrics.latency import load_curve, percentile
 from bcas.report.membership import group_key
-from bcas.report.plots import PALETTE
+from bcas.report.plots import PALETTE, svg_chart
 from bcas.report.templating import element as el
 from bcas.report.templating import render
 
@@ -59,19 +59,6 @@ def _times(records: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
             grid, model, dataset, label = group_key(rec)
             out[f"{model} · {dataset} · {label}"].append(float(timing["item_s"]))
     return out
-
-
-def _svg(title: str, width: float, height: float, parts: list[Markup]) -> Markup:
-    """A chart's ``<svg>``: its title centred on top, then ``parts``."""
-    head = el("text", {"x": width / 2, "y": 16, "text_anchor": "middle", "font_size": 13}, [title])
-    attrs = {
-        "xmlns": "http://www.w3.org/2000/svg",
-        "width": width,
-        "height": height,
-        "role": "img",
-        "aria_label": title,
-    }
-    return el("svg", attrs, [head, *parts])
 
 
 def distribution_chart(series: dict[str, list[float]]) -> Markup:
@@ -127,7 +114,7 @@ def distribution_chart(series: dict[str, list[float]]) -> Markup:
                 )
             )
     title = "Time per item by configuration (ticks: items; dot: p50; bars: p95, p99)"
-    return _svg(title, width, height, parts)
+    return svg_chart(title, width, height, parts)
 
 
 def knee_chart(curves: dict[str, list[dict[str, Any]]]) -> Markup:
@@ -193,7 +180,7 @@ def knee_chart(curves: dict[str, list[dict[str, Any]]]) -> Markup:
                 )
             )
     title = "Throughput against p95 latency by concurrency"
-    return _svg(title, width, height, parts)
+    return svg_chart(title, width, height, parts)
 
 
 def load_curves(records: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

@@ -27,7 +27,7 @@ def _f(v: float) -> str:
     return f"{v:.1f}"
 
 
-def _svg(title: str, width: int, height: int, parts: list[Markup]) -> Markup:
+def svg_chart(title: str, width: int, height: int, parts: list[Markup]) -> Markup:
     # a long title is set smaller (about 0.58 em a character) rather than cut at the chart's edges
     size = max(9.0, min(13.0, (width - 8) / (0.58 * max(len(title), 1))))
     head = el("text", {"x": width / 2, "y": 16, "text_anchor": "middle", "font_size": f"{size:.1f}"}, [title])
@@ -169,7 +169,7 @@ def scaling_chart(
             dot = {"class_": "category-dot", "cx": cx, "cy": _f(y(est[0])), "r": "3.5", "fill": color}
             parts.append(el("circle", dot, [tip]))
     parts += _axis_titles(left, top, pw, ph, height - 8, "configuration", "accuracy (%)")
-    return _svg(title, width, int(height + legend_h + 8), parts + legend)
+    return svg_chart(title, width, int(height + legend_h + 8), parts + legend)
 
 
 def shift_bars(
@@ -210,7 +210,7 @@ def shift_bars(
         parts.append(el("line", {"x1": _f(cx), "x2": _f(cx), "y1": _f(y(lo)), "y2": _f(y(hi)), "stroke": "#000"}))
         parts.append(_tick_label(cx, top + ph + 14, label))
     parts += _axis_titles(left, top, pw, ph, height - 8, "configuration", "shift vs reference (pts)")
-    return _svg(title, width, height, parts)
+    return svg_chart(title, width, height, parts)
 
 
 def _fmt_axis(v: float, money: bool) -> str:
@@ -276,7 +276,7 @@ def cost_scatter(
     for lx, ly, anchor, text in labels:
         tag = {"class_": "point-label", "x": _f(lx), "y": _f(ly), "font_size": 9, "text_anchor": anchor}
         parts.append(el("text", tag, [text]))
-    return _svg(title, width, int(height + legend_h + 8), parts + legend)
+    return svg_chart(title, width, int(height + legend_h + 8), parts + legend)
 
 
 Scaled = Callable[[float], float]

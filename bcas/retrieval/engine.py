@@ -56,7 +56,7 @@ from bcas.config import RetrievalConfig
 from bcas.data import Document
 from bcas.retrieval.bm25 import BM25_B, BM25_K1, DEFAULT_STEMMER, Analyzer, PhraseIndex, lucene_idf
 from bcas.retrieval.chunking import Chunk, chunk_document, collection_hash
-from bcas.retrieval.retriever import Hit, RetrievalError
+from bcas.retrieval.retriever import Hit, RetrievalError, content_key
 
 ENGINE_FORMAT = 1  # bump when the collection layout changes: older collections are not reused
 TOKEN_ENV = "BCAS_RETRIEVER_TOKEN"  # a cluster's "user:password" or API key, read from the environment only
@@ -178,7 +178,9 @@ class EngineRetriever:
         scores = np.array([abs(float(h["distance"])) / (BM25_K1 + 1.0) for h in hits], dtype=np.float64)
         if boost and hits:
             scores = scores + self._phrase_boost(terms, [str(h["entity"]["terms"]).split() for h in hits])
-        order = sorted(range(len(hits)), key=lambda i: (-scores[i], i))[:k]
+        # equal scores by the passage's text (as Retriever.untied), never by the order the engine returned them
+        tie = [content_key(str(h["entity"]["title"]), str(h["entity"]["text"])) for h in hits]
+        order = sorted(range(len(hits)), key=lambda i: (-scores[i], tie[i]))[:k]
         return [
             Hit(
                 str(hits[i]["entity"]["doc_id"]),

@@ -77,9 +77,9 @@ class Hit:
     score: float
 
 
-def _content_key(chunk: Chunk) -> str:
-    """A tie-break key of ``chunk`` that depends on its title and text only (never its id or place)."""
-    return hashlib.sha256(f"{chunk.title}\x00{chunk.text}".encode()).hexdigest()
+def content_key(title: str, text: str) -> str:
+    """A tie-break key of a passage that depends on its title and text only (never its id or place)."""
+    return hashlib.sha256(f"{title}\x00{text}".encode()).hexdigest()
 
 
 class Retriever:
@@ -157,7 +157,7 @@ class Retriever:
                 j += 1
             run = list(ranked[i:j])
             if len(run) > 1:
-                run.sort(key=lambda ps: _content_key(self.chunks[ps[0]]))
+                run.sort(key=lambda ps: content_key(self.chunks[ps[0]].title, self.chunks[ps[0]].text))
             out.extend(run[: n - len(out)])
             i = j
         return out

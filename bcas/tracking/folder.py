@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bcas.report.html import is_test_double
-
 # Files of the run folder published as artifacts, when present.
 ARTIFACTS = ("records.jsonl", "records.parquet", "summary.json", "summary.csv", "run.json", "index.html")
 # Summary-row fields that are a case's metrics (numbers; a missing one is left out, never 0).
@@ -137,6 +135,8 @@ def case_key(grid: str, model: str, dataset: str, config_id: str) -> str:
 
 def read_run_folder(run_dir: Path) -> RunFolder:
     """Read ``run_dir``; raises ``FileNotFoundError`` when it holds no summary."""
+    from bcas.report.html import is_test_double  # the report stack only when a folder is read (bcas --help stays light)
+
     run_dir = Path(run_dir).resolve()
     summary = _read_json(run_dir / "summary.json")
     if not isinstance(summary, dict):
