@@ -97,6 +97,13 @@ class MethodRun:
 
     # -- budgets --------------------------------------------------------------------------
 
+    def step_bound(self, unlimited: int) -> int:
+        """How many steps a stepwise method may take: ``unlimited`` when searches are, else one
+        more than its searches (each step searches once at most, so the searches end it first,
+        stop reason ``max_searches``)."""
+        limit = self.config.budget.max_searches
+        return unlimited if limit is None else int(limit) + 1
+
     @property
     def can_search(self) -> bool:
         return self.ledger.can_search

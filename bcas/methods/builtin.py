@@ -146,7 +146,7 @@ async def ircot(run: MethodRun) -> str:
         return "max_searches"
     collected.extend((await run.search(question))[:IRCOT_MAX_PASSAGES])
     stop = "max_steps"
-    for _ in range(MAX_STEPS):
+    for _ in range(run.step_bound(MAX_STEPS)):
         if not run.can_search:
             stop = "max_searches"
             break
@@ -202,7 +202,7 @@ async def self_ask(run: MethodRun) -> str:
     def so_far() -> str:
         return "\n".join(history)
 
-    for _ in range(MAX_STEPS):
+    for _ in range(run.step_bound(MAX_STEPS)):
         if not run.can_search:
             await run.answer(run.render("answer", history=so_far(), question=question))
             return "max_searches"

@@ -114,12 +114,15 @@ def _per_item(recs: Iterable[dict[str, Any]], outcome: Any, unit: str) -> dict[s
     """Item id -> (mean cost in ``unit``, mean outcome) over its epochs."""
     acc: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for r in recs:
+        graded = outcome(r)
+        if graded is None:  # an ungraded answer is left out, as the paired comparison leaves it out
+            continue
         cost = (
             float(r.get("cost_usd") or 0.0)
             if unit == "usd"
             else float(r.get("tokens_in") or 0) + float(r.get("tokens_out") or 0)
         )
-        acc[str(r.get("item_id"))].append((cost, 1.0 if outcome(r) else 0.0))
+        acc[str(r.get("item_id"))].append((cost, 1.0 if graded else 0.0))
     return {i: (sum(c for c, _ in v) / len(v), sum(o for _, o in v) / len(v)) for i, v in acc.items()}
 
 

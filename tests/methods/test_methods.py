@@ -235,3 +235,17 @@ def test_no_method_spends_more_than_its_budgets(
     if name == "retrieve_read":
         assert a.searches_used == (0 if searches == 0 else 1)
     assert all(r.max_tokens >= 1 for r in model.requests)
+
+
+@pytest.mark.parametrize("name", ["ircot", "self_ask"])
+def test_a_stepwise_method_takes_every_search_its_budget_gives_and_the_step_cap_only_when_unlimited(
+    name: str,
+) -> None:
+    """IRCoT and Self-Ask step until their searches run out; ``MAX_STEPS`` bounds them only under
+    unlimited searches (docs/methods.md, docs/fidelity.md)."""
+    many = MAX_STEPS + 3
+    a = answer(name, always(KEEP_GOING), config(many, tokens=20000))
+    assert a.stop_reason == "max_searches" and a.searches_used == many
+    unlimited = answer(name, always(KEEP_GOING), config(None, tokens=20000))
+    assert unlimited.stop_reason == "max_steps"
+    assert unlimited.searches_used == MAX_STEPS + (1 if name == "ircot" else 0)  # IRCoT first searches the question
