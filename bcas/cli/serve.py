@@ -140,6 +140,7 @@ def evaluate(
     from bcas.cli.records import input_errors
     from bcas.retrieval.retriever import RetrievalError
 
+    errors: tuple[type[Exception], ...] = (RetrievalError, *input_errors())
     try:
         results = evaluate_retrieval(
             dataset,
@@ -152,10 +153,7 @@ def evaluate(
             seed=seed,
             progress=not no_progress,
         )
-    except (
-        RetrievalError,
-        *input_errors(),
-    ) as exc:  # an unknown embedder or reranker, an index that cannot be built: one line
+    except errors as exc:  # an unknown embedder or reranker, an index that cannot be built: one line
         fail(exc)
     click.echo(f"dataset: {dataset}  (collection: all documents of the dataset; k = {k})")
     click.echo(format_table(results))
