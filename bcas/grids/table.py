@@ -165,8 +165,11 @@ def _uses(config: dict[str, Any], role: str) -> bool:
     return mode_uses(mode, "dense") if role == "embedder" else mode_uses(mode, "rerank")
 
 
-def with_retrieval_models(entry: GridEntry, embedder: str | None = None, reranker: str | None = None) -> GridEntry:
-    """``entry`` with the chosen embedder / reranker where its retrieval mode uses them.
+def with_retrieval_models(
+    entry: GridEntry, embedder: str | None = None, reranker: str | None = None, candidates: int | None = None
+) -> GridEntry:
+    """``entry`` with the chosen embedder / reranker where its retrieval mode uses them, and
+    ``candidates`` (``--bcas-rerank-candidates``) as the pool its reranker re-scores.
 
     An entry whose mode uses neither (BM25, the MADARA grids) is returned unchanged, so
     its configuration id, and the answers recorded under it, stay the same.
@@ -177,6 +180,8 @@ def with_retrieval_models(entry: GridEntry, embedder: str | None = None, reranke
         changes["embedder"] = embedder
     if reranker and mode_uses(r.mode, "rerank") and r.reranker != reranker:
         changes["reranker"] = reranker
+    if candidates and mode_uses(r.mode, "rerank") and r.candidates != candidates:
+        changes["candidates"] = candidates
     if not changes:
         return entry
     return replace(entry, config=replace(entry.config, retrieval=replace(r, **changes)))

@@ -38,6 +38,7 @@ ANSWER_OPTIONS = (
     "calibration-n",
     "embedder",
     "reranker",
+    "rerank-candidates",
     "judge",
     "judge-repeats",
 )

@@ -17,7 +17,7 @@ from typing import Any
 
 from bcas.grids import with_retrieval_models
 from bcas.identity import short
-from bcas.registry import per_item
+from bcas.registry import mode_uses, per_item
 
 GroupKey = tuple[str, str, str, str]  # (grid, model, dataset, label)
 
@@ -38,13 +38,15 @@ def _seed_of(rec: dict[str, Any]) -> int:
     return int(cfg.get("seed", 0) or 0) if isinstance(cfg, dict) else 0
 
 
-def _models_of(rec: dict[str, Any]) -> tuple[str | None, str | None]:
-    """The record's embedder and reranker (chosen with --bcas-embedder / --bcas-reranker)."""
+def _models_of(rec: dict[str, Any]) -> tuple[str | None, str | None, int | None]:
+    """The record's embedder, reranker and, where it re-ranks, candidate pool (chosen with
+    --bcas-embedder / --bcas-reranker / --bcas-rerank-candidates)."""
     cfg = rec.get("config") or {}
     retrieval = cfg.get("retrieval") if isinstance(cfg, dict) else None
     if not isinstance(retrieval, dict):
-        return None, None
-    return retrieval.get("embedder"), retrieval.get("reranker")
+        return None, None, None
+    pool = retrieval.get("candidates") if mode_uses(str(retrieval.get("mode", "")), "rerank") else None
+    return retrieval.get("embedder"), retrieval.get("reranker"), int(pool) if pool else None
 
 
 def memberships(
@@ -63,14 +65,14 @@ def memberships(
     wanted |= {str((r.get("extra") or {}).get("grid", "")) for r in recs}
     index: dict[tuple[int, str], list[tuple[str, bool, str]]] = defaultdict(list)
     if grids:
-        for seed, (embedder, reranker) in sorted({(_seed_of(r), _models_of(r)) for r in recs}, key=repr):
+        for seed, (embedder, reranker, pool) in sorted({(_seed_of(r), _models_of(r)) for r in recs}, key=repr):
             for name, grid in grids.items():
                 if name not in wanted:
                     continue
                 for entry in grid.entries:
                     if not per_item(entry.kind):  # a probe writes a profile, never item records
                         continue
-                    chosen = with_retrieval_models(entry, embedder, reranker)
+                    chosen = with_retrieval_models(entry, embedder, reranker, pool)
                     cid = replace(chosen.config, seed=seed).config_id
                     index[(seed, cid)].append((name, bool(entry.reference), entry.label))
     out = []

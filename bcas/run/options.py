@@ -94,6 +94,14 @@ OPTIONS: list[Option] = [
         "cross-encoder:PATH (a sentence-transformers CrossEncoder saved in a local folder)",
     ),
     (
+        "rerank-candidates",
+        "int",
+        None,
+        "candidates the reranker re-scores in the hybrid + re-ranking cases (default: each "
+        "grid's, BCAS §3.5's 100): fewer for a CPU run whose reranker is the model under test "
+        "(llm: one model call per candidate); part of those configurations, so of their ids",
+    ),
+    (
         "shard",
         "str",
         None,

@@ -109,6 +109,7 @@ def expand_cases(settings: Settings) -> list[Case]:
     from bcas.run.pipelines import run_kind
 
     embedder, reranker, calibration_n = settings.embedder, settings.reranker, settings.calibration_n
+    candidates = settings.rerank_candidates
     cases = []
     for grid_name in settings.grids:
         grid = get_grid(grid_name)
@@ -116,7 +117,7 @@ def expand_cases(settings: Settings) -> list[Case]:
         for model in settings.models:
             for dataset, entry in grid.cases(chosen):
                 # The chosen retrieval models and calibration size are part of the configuration (and its id).
-                entry = with_retrieval_models(entry, embedder, reranker)
+                entry = with_retrieval_models(entry, embedder, reranker, candidates)
                 if calibration_n is not None and run_kind(entry.kind).calibrates(entry.config):
                     entry = with_calibration_n(entry, calibration_n)
                 cases.append(Case(model, dataset, grid_name, entry))

@@ -189,6 +189,7 @@ class Settings:
     shard: Shard | None = None  # this process runs only the items of one shard
     embedder: str | None = None  # --bcas-embedder: replaces the grids' embedder where a case uses one
     reranker: str | None = None  # --bcas-reranker: replaces the grids' reranker where a case uses one
+    rerank_candidates: int | None = None  # --bcas-rerank-candidates: the pool a case's reranker re-scores
     retriever: str | None = None  # a search engine's URL (bcas.retrieval.engine) for BM25 cases
     holm_scope: str | None = None  # --bcas-holm-scope: overrides every grid's Holm scope in the summaries
     gate_metric: str | None = None  # --bcas-gate-metric: the gate's metric instead of each grid's primary one
@@ -304,6 +305,7 @@ def build_settings(given: Mapping[str, RawValue], root: Path) -> Settings:
         shard=shard,
         embedder=_retrieval_model(values, "embedder"),
         reranker=_retrieval_model(values, "reranker"),
+        rerank_candidates=_optional_positive(values.integer("rerank-candidates"), "rerank-candidates"),
         retriever=_engine_url(values),
         holm_scope=checks.check_holm_scope(values.text("holm-scope")),
         gate_metric=_gate_metric(values),

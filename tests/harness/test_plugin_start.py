@@ -121,6 +121,7 @@ BAD_OPTIONS: list[tuple[str, list[str], tuple[str, ...]]] = [
     ("epochs", [*MOCK, "--bcas-epochs", "0"], ("--bcas-epochs", ">= 1")),
     ("judge-repeats", [*MOCK, "--bcas-judge-repeats", "0"], ("--bcas-judge-repeats", ">= 1")),
     ("calibration-n", [*MOCK, "--bcas-calibration-n", "0"], ("--bcas-calibration-n", ">= 1")),
+    ("rerank-candidates", [*MOCK, "--bcas-rerank-candidates", "0"], ("--bcas-rerank-candidates", ">= 1")),
     ("calibration-n-word", [*MOCK, "--bcas-calibration-n", "few"], ("--bcas-calibration-n", "a whole number")),
     ("concurrency", [*MOCK, "--bcas-concurrency", "0"], ("--bcas-concurrency", ">= 1")),
     ("min-accuracy", [*MOCK, "--bcas-min-accuracy", "1.5"], ("--bcas-min-accuracy", "from 0 to 1")),

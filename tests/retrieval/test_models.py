@@ -126,13 +126,47 @@ def test_plugin_applies_the_choice_to_the_cases_that_use_it() -> None:
         models=[SimpleNamespace(label="m")],
         embedder="bge-m3",
         reranker="cross-encoder:/models/ce",
+        rerank_candidates=10,
         calibration_n=None,
     )
     cases = expand_cases(settings)  # type: ignore[arg-type]
-    used = {c.entry.label: (c.entry.config.retrieval.embedder, c.entry.config.retrieval.reranker) for c in cases}
-    assert used["hs+r/sinf/t16k"] == ("bge-m3", "cross-encoder:/models/ce")
-    assert used["hs/sinf/t16k"] == ("bge-m3", "llm")
-    assert used["bm25/sinf/t16k"] == ("minilm", "llm")
+    used = {
+        c.entry.label: (
+            c.entry.config.retrieval.embedder,
+            c.entry.config.retrieval.reranker,
+            c.entry.config.retrieval.candidates,
+        )
+        for c in cases
+    }
+    # The pool reaches the re-ranking case only: the hybrid case's fusion pool stays the grid's.
+    assert used["hs+r/sinf/t16k"] == ("bge-m3", "cross-encoder:/models/ce", 10)
+    assert used["hs/sinf/t16k"] == ("bge-m3", "llm", 100)
+    assert used["bm25/sinf/t16k"] == ("minilm", "llm", 100)
+
+
+def test_a_smaller_rerank_pool_is_another_configuration_and_its_records_keep_their_grid() -> None:
+    """--bcas-rerank-candidates: another id for the re-ranking entries only, and the report
+    still places each record under its grid entry (label and reference), as for the models."""
+    from bcas.report.membership import memberships
+
+    grid = GRIDS["baselines"]
+    for pool in (None, 10):
+        records = []
+        for entry in grid.entries:
+            chosen = with_retrieval_models(entry, None, None, pool)
+            reranks = entry.config.retrieval.mode == "hybrid_rerank"
+            assert (chosen.config.config_id != entry.config.config_id) == (reranks and pool is not None)
+            config = replace(chosen.config, seed=0)
+            records.append(
+                {
+                    "item_id": "q0",
+                    "config_id": config.config_id,
+                    "config": config.to_dict(),
+                    "extra": {"grid": "baselines"},
+                }
+            )
+        placed = {(grid_name, label) for grid_name, _, label, _ in memberships(records, {"baselines": grid})}
+        assert placed == {("baselines", e.label) for e in grid.entries}, pool
 
 
 def test_report_says_which_models_a_paper_grid_ran_with() -> None:
