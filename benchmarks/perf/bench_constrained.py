@@ -54,7 +54,7 @@ def main() -> None:
         f"machine: {len(os.sched_getaffinity(0))} usable CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
     opts = {"n_ctx": 2048, "n_threads": args.threads, "verbose": False, "seed": 0}
-    llm = load_llama(str(default_gguf_path()), opts)
+    llm = load_llama(str(default_gguf_path()), opts, plain=True)
     install_check_first(llm)
     grammar = LlamaGrammar.from_json_schema(json.dumps(SCHEMA), verbose=False)
     totals = {"free": [0, 0.0], "full mask": [0, 0.0], "check-first": [0, 0.0]}

@@ -184,7 +184,7 @@ def raw_speeds(threads: int, prompt_len: int, prompts: list[str], gen_tokens: in
     from bcas.llm.engine_process import load_llama
 
     opts = {"n_ctx": DEFAULT_N_CTX, "n_batch": 512, "n_threads": threads, "verbose": False, "seed": 0}
-    llm = load_llama(str(default_gguf_path()), opts)
+    llm = load_llama(str(default_gguf_path()), opts, plain=True)
     llm.reset()
     llm.eval(llm.tokenize(b"Warm up the engine.", add_bos=True))  # first eval allocates buffers: not timed
     pp_tokens, pp_s, tg_tokens, tg_s = 0, 0.0, 0, 0.0

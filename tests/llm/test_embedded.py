@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import jsonschema
@@ -164,26 +165,50 @@ def test_the_embedded_model_runs_where_llama_cpp_was_built_without_its_multimoda
     assert "Paris" in free and answer.strip()
 
 
-def test_an_answer_does_not_depend_on_the_request_before_it(embedded_model: EmbeddedModel) -> None:
+@pytest.fixture(scope="module")
+def small_batch_model(smollm2_gguf: Path) -> Iterator[EmbeddedModel]:
+    """SmolLM2 with 32-token batches: batch boundaries every few words, so a reused prefix
+    that ends between two of them, or that would take in reply tokens, is met at once."""
+    model = EmbeddedModel(smollm2_gguf, n_ctx=2048, n_batch=32)
+    yield model
+    model.close()
+
+
+def test_an_answer_does_not_depend_on_the_request_before_it(small_batch_model: EmbeddedModel) -> None:
     """A resumed run, a call replayed from the generation cache or items interleaved at
     concurrency > 1 change which request the engine served last.  The answer (its very
-    logits) must depend on its own prompt only: a next turn right after the turn it extends
-    (whose generated tokens, decoded one at a time, sit in the KV cache as its prefix)
-    must equal the same turn asked after an unrelated request."""
-    system = {"role": "system", "content": "You answer questions about rivers. " * 40}
-    turn = [system, {"role": "user", "content": "Which river flows through Paris? Answer briefly."}]
-    passage = "Passage: " + "The Seine flows through Paris and into the English Channel at Le Havre. " * 20
+    logits) must depend on its own prompt only, while the engine reuses the whole batches a
+    prompt shares with the one before:
 
-    async def conversation() -> tuple:
-        first = await embedded_model.chat(ChatRequest(turn, max_tokens=30))
+    * a next turn right after the turn it extends: the cache then holds that turn's reply,
+      decoded one token at a time (never reused), after its prompt;
+    * another question on the same system prompt: the shared prefix ends inside a batch
+      (reused up to the boundary before it);
+
+    each must equal the same request asked after an unrelated one (nothing reused)."""
+    model = small_batch_model
+    system = {"role": "system", "content": "You answer questions about rivers and the towns along them. " * 12}
+    turn = [system, {"role": "user", "content": "Which river flows through Paris? Answer briefly."}]
+    passage = "Passage: " + "The Seine flows through Paris and into the English Channel at Le Havre. " * 8
+    sea = ChatRequest([{"role": "user", "content": "Say something about the sea."}], max_tokens=4)
+
+    async def conversation() -> tuple[list[tuple], list[tuple]]:
+        first = await model.chat(ChatRequest(turn, max_tokens=30))
         reply = [{"role": "assistant", "content": first.text}, {"role": "user", "content": passage + "Which river?"}]
         following = ChatRequest([*turn, *reply], max_tokens=12, top_logprobs=3)
-        right_after = await embedded_model.chat(following)
-        await embedded_model.chat(
-            ChatRequest([{"role": "user", "content": "Say something about the sea."}], max_tokens=4)
+        other = ChatRequest(
+            [system, {"role": "user", "content": "Which towns lie on the Loire?"}], max_tokens=12, top_logprobs=3
         )
-        asked_later = await embedded_model.chat(following)
-        return (right_after.text, right_after.logprobs), (asked_later.text, asked_later.logprobs)
+        warm = [await model.chat(following), await model.chat(other)]
+        cold = []
+        for request in (following, other):
+            await model.chat(sea)
+            cold.append(await model.chat(request))
+        assert [r.extra["reused_prompt_tokens"] for r in cold] == [0, 0]
+        assert all(r.extra["reused_prompt_tokens"] >= 128 for r in warm)  # the system prompt's batches
+        assert all(r.extra["reused_prompt_tokens"] % 32 == 0 for r in warm)
+        assert warm[0].extra["reused_prompt_tokens"] <= first.prompt_tokens  # never a reply token
+        return [(r.text, r.logprobs) for r in warm], [(r.text, r.logprobs) for r in cold]
 
-    right_after, asked_later = asyncio.run(conversation())
-    assert right_after == asked_later
+    warm, cold = asyncio.run(conversation())
+    assert warm == cold
