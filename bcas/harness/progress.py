@@ -38,6 +38,7 @@ from typing import Any
 import pytest
 
 from bcas.harness import state
+from bcas.records.case_status import MARKS
 from bcas.run.cost import cost_text, record_spend
 from bcas.run.exports import case_result
 
@@ -421,9 +422,10 @@ def end_line(props: dict[str, Any], gateway: Any = None) -> str:
         if acc not in (None, "")
         else ""
     )
-    if props.get("bcas_status") == "failed":  # no accuracy for a case that failed its checks: why it failed
-        score = f"; FAILED: {props.get('bcas_reason')}"
-    stop = "; stopped at the cost cap" if props.get("bcas_stopped") == "true" else ""
+    status = str(props.get("bcas_status") or "")
+    if status in MARKS:  # no accuracy for a case that did not pass: why
+        score = f"; {MARKS[status]}: {props.get('bcas_reason')}"
+    stop = "; stopped at the cost cap" if props.get("bcas_stopped") == "true" and status not in MARKS else ""
     return (
         f"[bcas] {prefix}{case_id}: {resumed + ran}/{total} items{tail} in {format_duration(wall)}{rate}, "
         f"{format_tokens(int(props.get('bcas_run_tokens') or 0))} tokens, {props.get('bcas_run_cost')}"

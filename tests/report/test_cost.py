@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bcas.records.case_status import read_case_statuses
 from bcas.testing.project import preload
 from tests.support.mockruns import make_project
 
@@ -65,7 +67,7 @@ def test_max_cost_stops_within_one_item_of_the_cap_and_resumes(here: pytest.Pyte
     total = spend(full_run)
     cap = 0.4 * total
     biggest = max(float(r["cost_usd"]) for r in full_run)
-    capped = run(here, *GOLD, "--bcas-report", "capped", "--bcas-max-cost", f"{cap:.6f}", "-rs")
+    capped = run(here, *GOLD, "--bcas-report", "capped", "--bcas-max-cost", f"{cap:.6f}", "-rs", "--junitxml", "capped.xml")
     assert capped.ret == 0, capped.stdout.str()[-3000:]
     out = capped.stdout.str()
     assert re.search(r"\d+ passed, \d+ skipped", out), out[-2000:]
@@ -78,6 +80,17 @@ def test_max_cost_stops_within_one_item_of_the_cap_and_resumes(here: pytest.Pyte
     stops = [json.loads(line) for line in (here.path / "capped" / "stops.jsonl").read_text().splitlines()]
     assert stops and all(s["cap_usd"] == pytest.approx(cap) for s in stops)
     assert 'id="cost-stop"' in (here.path / "capped" / "index.html").read_text(encoding="utf-8")
+    # The JUnit XML says of each case what cases.jsonl says: a case the cap cut short is incomplete, no accuracy.
+    statuses = {c.case_id: c.status for c in read_case_statuses(here.path / "capped")}
+    junit = {}
+    for case in ET.parse(here.path / "capped.xml").getroot().iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        if props.get("bcas_case"):
+            junit[props["bcas_case"]] = props
+    assert junit and {k: p["bcas_status"] for k, p in junit.items()} == {k: statuses[k] for k in junit}
+    assert {p["bcas_status"] for p in junit.values()} == {"incomplete", "passed"}
+    for props in junit.values():
+        assert ("bcas_accuracy" in props) == (props["bcas_status"] == "passed"), props
     # Rerunning without the cap resumes: the missing items run, none twice, and all of them match the full run.
     resumed = run(here, *GOLD, "--bcas-report", "capped", "-q")
     assert resumed.ret == 0, resumed.stdout.str()[-3000:]
