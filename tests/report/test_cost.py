@@ -67,7 +67,9 @@ def test_max_cost_stops_within_one_item_of_the_cap_and_resumes(here: pytest.Pyte
     total = spend(full_run)
     cap = 0.4 * total
     biggest = max(float(r["cost_usd"]) for r in full_run)
-    capped = run(here, *GOLD, "--bcas-report", "capped", "--bcas-max-cost", f"{cap:.6f}", "-rs", "--junitxml", "capped.xml")
+    capped = run(
+        here, *GOLD, "--bcas-report", "capped", "--bcas-max-cost", f"{cap:.6f}", "-rs", "--junitxml", "capped.xml"
+    )
     assert capped.ret == 0, capped.stdout.str()[-3000:]
     out = capped.stdout.str()
     assert re.search(r"\d+ passed, \d+ skipped", out), out[-2000:]
