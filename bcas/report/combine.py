@@ -21,11 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bcas.grids import GRIDS
 from bcas.records import Record, RecordError, ResultStore, dedupe, load_records
 from bcas.records.case_status import append_case_status, read_case_statuses
-from bcas.report.html import render_report
-from bcas.report.summary import write_summaries
 
 # What must be equal for answers of two runs to be a comparison of models: the items, the prompts and
 # the configuration (seed included).  The model is what is compared, so its fingerprint is not here.
@@ -99,20 +96,18 @@ def combine_runs(paths: Sequence[str | Path], out: str | Path, allow_mismatch: b
         folder = path if path.is_dir() else path.parent
         for status in read_case_statuses(folder):
             append_case_status(target, status)
-    dicts = [r.to_dict() for r in records]
-    grids = dict(GRIDS.items())
-    summaries = write_summaries(target, dicts, grids, statuses=read_case_statuses(target))
-    order = {name: [e.label for e in grid.entries] for name, grid in grids.items()}
-    report = render_report(
+    # Every view of the combined folder is written as `bcas report` writes a run's: summaries, report,
+    # records.parquet, the latency and method lines (bcas.run.rebuild).
+    from bcas.run.rebuild import rebuild_run
+
+    rebuilt = rebuild_run(
         target,
-        dicts,
-        summaries.rows,
-        summaries.comparisons,
-        order,
         title=f"bcas — {' + '.join(p.name for p in runs)}",
-        model_comparisons=summaries.model_comparisons,
-        matrix=summaries.matrix,
         notes=[f"combined from {p}" for p in runs] + [f"compared despite: {d}" for d in found],
     )
+    final = rebuilt.final
+    if final is None or final.report_path is None:
+        raise RecordError(f"{target}: the combined records gave no report")
     models = sorted({r.model for r in records})
-    return Combined(target, list(runs), len(records), models, report, found, len(summaries.model_comparisons))
+    compared = len(final.summaries.model_comparisons) if final.summaries is not None else 0
+    return Combined(target, list(runs), len(records), models, final.report_path, found, compared)

@@ -9,7 +9,7 @@ when its cases are done.  The gate's session-wide report comes from the caller
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -59,11 +59,14 @@ def finalize_run(
     token: str = "run",
     status: str | None = None,
     gate_report: GateReporter | None = None,
+    title: str | None = None,
+    notes: Sequence[str] = (),
 ) -> FinalResult | None:
     """Merge per-worker files, write summaries and the HTML report, run the session-wide Holm gate.
 
     ``status``: ``"interrupted"`` for a session stopped by Ctrl-C or SIGTERM (its run.json
-    entry says so before the report shows it).
+    entry says so before the report shows it).  ``title`` (default ``bcas — FOLDER``) and
+    ``notes`` head the report (``bcas compare --report`` names the runs it combined).
     """
     from bcas.grids import GRIDS, with_holm_scope
     from bcas.records import ResultStore
@@ -104,7 +107,8 @@ def finalize_run(
         rows,
         comps,
         order,
-        title=f"bcas — {settings.run_dir.name}",
+        title=title or f"bcas — {settings.run_dir.name}",
+        notes=list(notes),
         profiles=profiles,
         gate=gate,
         model_comparisons=summaries.model_comparisons,

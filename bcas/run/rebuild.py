@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import SimpleNamespace
@@ -99,18 +99,31 @@ def read_gate_report(run_dir: Path, token: str = "") -> Any:
         return None
 
 
-def rebuild_run(run_dir: str | os.PathLike[str], sinks: Mapping[str, str | None] | None = None) -> RebuildResult:
+def rebuild_run(
+    run_dir: str | os.PathLike[str],
+    sinks: Mapping[str, str | None] | None = None,
+    *,
+    title: str | None = None,
+    notes: Sequence[str] = (),
+) -> RebuildResult:
     """Write the summaries, the report and the parquet export of ``run_dir`` from its records.
 
     ``sinks``: the result sinks to publish to (name -> target, as ``--bcas-<option>``), checked
-    before anything is written; none by default.
+    before anything is written; none by default.  ``title`` and ``notes`` head the report.
     """
     from bcas.tracking import open_sinks, publish_all
 
     path = check_run_folder(run_dir)
     opened = open_sinks(dict(sinks)) if sinks else {}  # a tracker that is down stops before any write
     settings = _settings(path, read_manifest(path))
-    final = finalize_run(settings, None, token="report", gate_report=read_gate_report)  # type: ignore[arg-type]
+    final = finalize_run(
+        settings,  # type: ignore[arg-type]  # the fields finalize_run reads
+        None,
+        token="report",
+        gate_report=read_gate_report,
+        title=title,
+        notes=notes,
+    )
     published = publish_all(opened, path) if opened and final is not None else []
     return RebuildResult(path, final, published)
 

@@ -83,7 +83,14 @@ def test_runs_of_several_models_combine_into_one_report(
     assert one["diff"] == pytest.approx(rows["mock-gold"]["accuracy"] - rows["mock-random"]["accuracy"])
     page = (out_dir / "index.html").read_text()
     assert "Models compared" in page and "mock-verbose" in page
-    assert "compared despite" not in page
+    assert "compared despite" not in page and f"combined from {runs['gold']}" in page
+    # Every view is the one `bcas report` writes of the combined records: the parquet export
+    # too, and a rebuild changes no summary.
+    written = (out_dir / "summary.json").read_bytes(), (out_dir / "summary.csv").read_bytes()
+    assert (out_dir / "records.parquet").is_file()
+    assert bcas_main(["report", str(out_dir)]) == 0
+    capsys.readouterr()
+    assert ((out_dir / "summary.json").read_bytes(), (out_dir / "summary.csv").read_bytes()) == written
 
     # Anything but the model differs: refused in one line, nothing written.
     refused = tmp_path / "refused"
