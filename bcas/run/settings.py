@@ -10,7 +10,6 @@ anything is written; a bad one is an :class:`~bcas.run.options.OptionError`.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 from bcas.grids import GridEntry
 from bcas.identity import name_stem
 from bcas.llm import BACKENDS, backend_meta
+from bcas.registry import did_you_mean
 from bcas.run import checks
 from bcas.run.checks import usage
 from bcas.run.options import DEFAULTS, OptionError, RawValue, coerce
@@ -241,9 +241,7 @@ def build_settings(given: Mapping[str, RawValue], root: Path) -> Settings:
 
     for g in grids:
         if g not in GRIDS:
-            close = difflib.get_close_matches(g, list(GRIDS), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ";"
-            raise usage("grid", f"unknown grid {g!r}{hint} available: {', '.join(sorted(GRIDS))}")
+            raise usage("grid", f"unknown grid {g!r}{did_you_mean(g, GRIDS)}; available: {', '.join(sorted(GRIDS))}")
     # Every option is checked here, before any model loads or anything is written (bcas.run.checks).
     limit = checks.parse_limit(values.raw("limit"))
     seed = checks.check_seed(values.integer("seed") or 0)

@@ -45,7 +45,7 @@ def test_a_misspelt_grid_is_answered_with_the_closest_name(project: pytest.Pytes
     grid_project(project.path, budget_grid("tiny", ["hotpotqa"], (1,), limit=2))
     done = run_pytest(project, "--bcas-grid", "smoek", "--bcas-model", "mock:gold")
     assert done.ret == 4, done.stdout.str()[-2000:]
-    assert "unknown grid 'smoek'; did you mean 'smoke'?" in done.stderr.str(), done.stderr.str()[-2000:]
+    assert "unknown grid 'smoek' (did you mean 'smoke'?); available: " in done.stderr.str(), done.stderr.str()[-2000:]
 
 
 def test_records_of_a_test_double_say_so(project: pytest.Pytester) -> None:
