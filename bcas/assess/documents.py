@@ -29,13 +29,13 @@ RAG)"), or ``AssessConfig.nf_docs``.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import random
 from collections.abc import Sequence
 from typing import Any
 
 from bcas.assess.agents import AssessDocument
 from bcas.config import AssessConfig
+from bcas.retrieval.retriever import content_key
 from bcas.timing import timed_search
 
 
@@ -51,10 +51,6 @@ def nf_count(config: AssessConfig, gathered: int) -> int:
 DOC_ORDER = "retrieval score, then a seeded shuffle"  # what a record's extra["doc_order"] says
 
 
-def _shuffle_key(key: str, title: str, text: str) -> str:
-    return hashlib.sha256(f"{key}\x00{title}\x00{text}".encode()).hexdigest()
-
-
 def order_documents(docs: Sequence[AssessDocument], key: str) -> list[AssessDocument]:
     """``docs`` by retrieval score (best first); equal scores and unscored documents in a shuffle
     seeded by ``key`` (``"<seed>:<item id>"``) over their title and text, so the order depends
@@ -63,7 +59,7 @@ def order_documents(docs: Sequence[AssessDocument], key: str) -> list[AssessDocu
     def rank(doc: AssessDocument) -> tuple[int, float, str]:
         score = doc.retrieval_score
         unscored = score is None or score != score  # NaN counts as no score
-        return (1 if unscored else 0, 0.0 if unscored else -float(score), _shuffle_key(key, doc.title, doc.text))  # type: ignore[arg-type]
+        return (1 if unscored else 0, 0.0 if unscored else -float(score), content_key(doc.title, doc.text, key))  # type: ignore[arg-type]
 
     return sorted(docs, key=rank)
 

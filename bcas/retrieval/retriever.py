@@ -77,9 +77,11 @@ class Hit:
     score: float
 
 
-def content_key(title: str, text: str) -> str:
-    """A tie-break key of a passage that depends on its title and text only (never its id or place)."""
-    return hashlib.sha256(f"{title}\x00{text}".encode()).hexdigest()
+def content_key(title: str, text: str, seed: str | None = None) -> str:
+    """A tie-break key of a passage that depends on its title and text only (never its id or place);
+    with ``seed``, a shuffle of them seeded by it (MADARA's document order, bcas.assess.documents)."""
+    blob = f"{title}\x00{text}" if seed is None else f"{seed}\x00{title}\x00{text}"
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 class Retriever:
