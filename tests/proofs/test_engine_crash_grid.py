@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bcas.testing.project import backends, budget_grid, codename_items, grid_project, read_records
 
 CRASHING_BACKEND = '''
@@ -70,6 +72,7 @@ def _run(project: Path, report: Path, cache: Path, crash_on: str) -> subprocess.
     return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=900, check=False)
 
 
+@pytest.mark.proof_stage  # a grid run three times on the real engine: CI's required proof stage
 def test_a_crashed_engine_fails_one_item_and_the_rerun_resumes_it(tmp_path: Path) -> None:
     project = tmp_path / "project"
     conftest = backends({"crashing": "crashing_backend:create"}, import_path=project) + budget_grid(

@@ -32,7 +32,7 @@ from bcas.testing.servers import FAULT_KINDS, FaultServer, LlamaCppServer
 preload("bcas.llm.openai_compat")
 
 pytest_plugins = ["pytester"]
-pytestmark = pytest.mark.server
+pytestmark = [pytest.mark.server, pytest.mark.proof_stage]  # minutes: CI's required proof stage
 
 ITEMS = 4
 CONFIGS = ((1, False), (1, True))  # (max_searches, planning)

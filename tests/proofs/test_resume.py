@@ -108,6 +108,7 @@ def _run_and_kill(project: Path, report: Path, cache: Path) -> int:
     return proc.returncode
 
 
+@pytest.mark.proof_stage  # minutes of real generation: CI's required proof stage
 def test_sigkill_mid_grid_then_rerun_equals_the_uninterrupted_run(tmp_path: Path) -> None:
     project = write_project(tmp_path / "project", grid="resume", configs=CONFIGS, limit=ITEMS)
 
