@@ -163,7 +163,8 @@ def test_nf_sends_every_gathered_document_and_is_confused():
     model = ScriptedModel()
     item = make_item(gold_at=gold_not_first())
     rec = run(item, model, "nf")
-    everything = seeded(item)
+    everything = seeded(item)  # the gathered order (its seeding is tested in test_answer_blind.py)
+    assert sorted(everything) == [f"it0::{j}" for j in range(4)]  # every document of the item, once
     assert extra(rec)["selected_docs"] == everything  # all 4 documents (k = 2 is the treatments' cut)
     assert extra(rec)["context_doc_ids"] == everything
     assert field(rec, "prediction") == "London" and field(rec, "correct_em") is False
