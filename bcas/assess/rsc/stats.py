@@ -65,8 +65,10 @@ def classify(rho_star: float) -> str:
 
 
 def is_uninformative(rho_hat: Sequence[float]) -> bool:
-    """Whether a profile's per-level correlations are all equal (MADARA Table 4, ‡): degenerate
-    scores (constant, so every Spearman is undefined) leave perturbation uninformative."""
+    """Whether a profile's three per-level correlations are all equal (MADARA Table 4, ‡: "scores
+    degenerate at the absolute floor, making perturbation uninformative").  Degenerate scores
+    are what makes them equal in practice, but the test is the equality itself: any profile
+    whose perturbation levels cannot be told apart counts, whatever its scores were."""
     r = [float(v) for v in rho_hat]
     return len(r) == 3 and r[0] == r[1] == r[2]
 
