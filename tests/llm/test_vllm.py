@@ -184,6 +184,8 @@ def test_answers_from_context_with_engine_token_counts(vllm_model: VLLMModel) ->
     assert result.prompt_tokens == len(vllm_model.render_prompt(request)) > 0
     assert 0 < result.completion_tokens <= 32
     assert result.cached is False and result.latency_s > 0
+    # The engine streams its outputs: the first token's time is measured, inside the call's.
+    assert 0 < result.timing["ttft_s"] <= result.latency_s
 
 
 @pytest.mark.vllm
