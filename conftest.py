@@ -3,7 +3,7 @@
 ``--runslow`` runs tests marked ``slow`` (heavy real-model cases); without it they
 are skipped, so the default run stays fast and complete.  ``--runproofs`` runs the
 heavy end-to-end proofs marked ``proof_stage`` (a grid killed with SIGKILL and resumed, a
-faulty server, an engine crash), which ``.ci/run`` runs as a required stage of their own
+faulty server, an engine crash, most pairs of the answer-invariance proof), which ``.ci/run`` runs as a required stage of their own
 on every submission.  Tests marked ``vllm``, ``gpu`` or ``browser`` skip themselves when
 their requirement is absent.
 """

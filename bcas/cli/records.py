@@ -346,7 +346,17 @@ def compare(runs: Sequence[str], html: str | None, report: str | None, allow_mis
             f"give two runs to compare (RUN_A RUN_B), got {len(runs)}; two or more are combined into one report "
             "with --report DIR"
         )
-    return compare_command(runs, html=html, report=report, allow_mismatch=allow_mismatch, metric=metric)
+    if report is not None:  # two or more runs into one run folder with the usual report
+        from bcas.records import RecordError
+        from bcas.run.combine import combine_runs
+
+        try:
+            combined = combine_runs(list(runs), report, allow_mismatch)
+        except (OSError, RecordError) as exc:
+            fail(exc)
+        click.echo("\n".join(combined.lines()))
+        return 0
+    return compare_command(runs, html=html, allow_mismatch=allow_mismatch, metric=metric)
 
 
 __all__ = ["compare", "merge", "rejudge", "report", "reprice"]

@@ -29,7 +29,7 @@ status 2, naming each difference) unless ``--allow-mismatch``, which prints ever
 difference and writes it into the HTML.
 
 Two or more runs (of different models, say) also combine into one report of the usual
-kind (``--report DIR``, :mod:`bcas.report.combine`): every model against every other on
+kind (``--report DIR``, :mod:`bcas.run.combine`): every model against every other on
 the same configuration and items, Holm within each grid × dataset.
 """
 
@@ -48,7 +48,6 @@ from bcas.grading.outcomes import outcome
 from bcas.metrics.values import VALUES, is_share, value
 from bcas.records import Record, RecordError, load_records
 from bcas.records.manifest import read_manifest
-from bcas.report.combine import COMPARED_ON, combine_runs
 from bcas.report.membership import model_names
 from bcas.report.paired import paired, paired_bootstrap
 from bcas.report.templating import render
@@ -56,6 +55,10 @@ from bcas.stats import mcnemar_exact, newcombe_paired_diff
 
 GroupKey = tuple[str, str, str, str]  # (model label, model fingerprint, dataset, configuration label)
 TEXT_CAP = 4000  # characters of one step's text shown in the HTML
+
+# What must be equal for answers of two runs to be a comparison of models: the items, the prompts and
+# the configuration (seed included).  The model is what is compared, so its fingerprint is not here.
+COMPARED_ON = (("dataset_hash", "dataset hash"), ("prompt_hash", "prompt hash"), ("config_id", "configuration id"))
 
 
 @dataclass
@@ -484,22 +487,13 @@ def _flips(run_a: Run, run_b: Run, comps: list[GroupComparison], metric: str) ->
 def compare_command(
     runs: Sequence[str],
     html: str | None = None,
-    report: str | None = None,
     allow_mismatch: bool = False,
     metric: str = "em",
 ) -> int:
-    """What ``bcas compare`` prints and writes for run folders (or records files) ``runs``: two
-    compared item by item, or, with ``report``, two or more combined into one run folder with the
-    usual report (:func:`bcas.report.combine.combine_runs`).  Returns the exit status (2: one line
-    on standard error)."""
-    if report is not None:
-        try:
-            combined = combine_runs(list(runs), report, allow_mismatch)
-        except (OSError, RecordError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        print("\n".join(combined.lines()))
-        return 0
+    """What ``bcas compare`` prints and writes for two run folders (or records files) ``runs``,
+    compared item by item (``--report``, which combines two or more into one run folder, is
+    :func:`bcas.run.combine.combine_runs`).  Returns the exit status (2: one line on standard
+    error)."""
     if len(runs) != 2:
         print(
             f"error: give two runs to compare (RUN_A RUN_B), got {len(runs)}; more are combined into one report "

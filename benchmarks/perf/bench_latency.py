@@ -19,7 +19,9 @@ of one slot.  The line ``server:`` says which ran.
         [--threads N] [--server-binary PATH] [--write-docs]
 
 ``--write-docs`` replaces the section between ``<!-- latency-curve:begin -->`` and
-``<!-- latency-curve:end -->`` of docs/measured.md with the table (on a quiet machine).
+``<!-- latency-curve:end -->`` of docs/measured.md with the table (on a quiet machine);
+a ``llama-server --parallel`` run writes its own section, ``latency-curve-parallel``, so
+the one-slot and the many-slot curves stand side by side.
 """
 
 from __future__ import annotations
@@ -49,7 +51,14 @@ from bcas.testing.llama import LlamaCppServer
 
 REPO = Path(__file__).resolve().parents[2]
 MEASURED = REPO / "docs" / "measured.md"
-BEGIN, END = "<!-- latency-curve:begin -->", "<!-- latency-curve:end -->"
+
+
+def markers(parallel: bool) -> tuple[str, str]:
+    """The begin and end comments of the docs section a run writes (one per kind of server)."""
+    name = "latency-curve-parallel" if parallel else "latency-curve"
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+
+
 ALIAS = "smollm2"
 QUESTIONS = (
     "Which river flows through Paris?",
@@ -196,10 +205,11 @@ def main(argv: list[str] | None = None) -> int:
             f"--max-tokens {args.max_tokens}{' --stream' if args.stream else ''}`, {today}; server: {what}; "
             f"{len(os.sched_getaffinity(0))} cores, load average before {load_before}:"
         )
-        section = f"{BEGIN}\n{head}\n\n" + "\n".join(table) + f"\n{END}"
+        begin, end = markers(bool(args.server_binary))
+        section = f"{begin}\n{head}\n\n" + "\n".join(table) + f"\n{end}"
         text = MEASURED.read_text(encoding="utf-8")
-        if BEGIN in text and END in text:
-            text = text[: text.index(BEGIN)] + section + text[text.index(END) + len(END) :]
+        if begin in text and end in text:
+            text = text[: text.index(begin)] + section + text[text.index(end) + len(end) :]
         else:
             text = text.rstrip("\n") + "\n\n## Latency and throughput under load\n\n" + section + "\n"
         MEASURED.write_text(text, encoding="utf-8")

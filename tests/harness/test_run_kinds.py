@@ -48,7 +48,12 @@ def test_calibration_n_reaches_only_the_cases_that_draw_calibration_items() -> N
 
     def cases(n: int | None) -> dict[str, object]:
         settings = SimpleNamespace(
-            grids=["madara", "rsc"], datasets=None, models=[SimpleNamespace(label="m")], embedder=None, reranker=None
+            grids=["madara", "rsc"],
+            datasets=None,
+            models=[SimpleNamespace(label="m")],
+            embedder=None,
+            reranker=None,
+            rerank_candidates=None,
         )
         settings.calibration_n = n
         return {f"{c.grid}/{c.dataset}/{c.entry.label}": c.entry.config for c in expand_cases(settings)}  # type: ignore[arg-type]

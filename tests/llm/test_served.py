@@ -190,6 +190,7 @@ def _settings(window_model: str, base_url: str | None) -> SimpleNamespace:
         datasets=None,
         embedder=None,
         reranker=None,
+        rerank_candidates=None,
         calibration_n=None,
     )
 

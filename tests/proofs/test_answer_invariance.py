@@ -200,15 +200,18 @@ MIXED = "hotpotqa"  # the shipped dataset whose golds mix yes/no with other answ
 
 
 def pairs() -> Iterator[Any]:
-    """Every (grid, shipped dataset): in the default run each grid on its own datasets, the smoke
-    grid (both pipelines) on every one, and every grid on ``MIXED``, where a task chosen per item
-    from its gold would differ from the dataset's; the other pairs with ``--runslow``."""
+    """Every (grid, shipped dataset): in the default run every grid on ``MIXED``, where a task
+    chosen per item from its gold would differ from the dataset's, and the smoke grid (both
+    pipelines) on every dataset; each grid on its other own datasets in CI's required proof
+    stage (``--runproofs``, every submission); the other pairs with ``--runslow``."""
     files = {DATASETS[name].path.resolve(): name for name in DATASETS}
+    mixed = DATASETS[MIXED].path.resolve()
     for grid in sorted(GRIDS):
-        own = {DATASETS[d].path.resolve() for d in (*GRIDS[grid].datasets, MIXED) if d in DATASETS}
+        own = {DATASETS[d].path.resolve() for d in GRIDS[grid].datasets if d in DATASETS}
         for source in shipped():
-            default = grid == "smoke" or source.resolve() in own
-            marks = () if default else (pytest.mark.slow,)
+            where = source.resolve()
+            default = grid == "smoke" or where == mixed
+            marks = () if default else (pytest.mark.proof_stage,) if where in own else (pytest.mark.slow,)
             yield pytest.param(grid, source, id=f"{grid}-{files.get(source.resolve(), source.stem)}", marks=marks)
 
 

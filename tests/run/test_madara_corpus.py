@@ -27,6 +27,14 @@ def flashrag(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return dataset, corpus
 
 
+@pytest.fixture(scope="module")
+def small_flashrag(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """12 items and a corpus of their documents only: the smoke grid's hybrid case embeds a few
+    hundred chunks, not the whole sample's thousands (minutes on a cold index folder)."""
+    dataset, corpus, _ = official.flashrag_pair(tmp_path_factory.mktemp("small"), n=12, whole_collection=False)
+    return dataset, corpus
+
+
 def _madara(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in records if (r.get("extra") or {}).get("treatment") is not None]
 
@@ -54,8 +62,10 @@ def test_the_madara_grid_runs_a_100_item_file_with_a_corpus(flashrag: tuple[Path
     assert not calibration & {r["item_id"] for r in results.records}
 
 
-def test_the_smoke_grids_madara_cases_retrieve_from_the_corpus(flashrag: tuple[Path, Path], tmp_path: Path) -> None:
-    dataset, corpus = flashrag
+def test_the_smoke_grids_madara_cases_retrieve_from_the_corpus(
+    small_flashrag: tuple[Path, Path], tmp_path: Path
+) -> None:
+    dataset, corpus = small_flashrag
     results = bcas.evaluate(
         grids="smoke",
         models="mock:gold",

@@ -23,10 +23,8 @@ from pathlib import Path
 
 from bcas.records import Record, RecordError, ResultStore, dedupe, load_records
 from bcas.records.case_status import append_case_status, read_case_statuses
-
-# What must be equal for answers of two runs to be a comparison of models: the items, the prompts and
-# the configuration (seed included).  The model is what is compared, so its fingerprint is not here.
-COMPARED_ON = (("dataset_hash", "dataset hash"), ("prompt_hash", "prompt hash"), ("config_id", "configuration id"))
+from bcas.report.compare import COMPARED_ON
+from bcas.run.rebuild import rebuild_run
 
 
 class MismatchError(RecordError):
@@ -98,8 +96,6 @@ def combine_runs(paths: Sequence[str | Path], out: str | Path, allow_mismatch: b
             append_case_status(target, status)
     # Every view of the combined folder is written as `bcas report` writes a run's: summaries, report,
     # records.parquet, the latency and method lines (bcas.run.rebuild).
-    from bcas.run.rebuild import rebuild_run
-
     rebuilt = rebuild_run(
         target,
         title=f"bcas — {' + '.join(p.name for p in runs)}",
