@@ -108,6 +108,7 @@ def action_validity(items: Any, model: Any, retriever: Any, fmt: str) -> tuple[i
     return valid, turns
 
 
+@pytest.mark.proof_stage  # half a minute of real generation: CI's required proof stage
 def test_constrained_actions_are_valid_on_5_hotpotqa_questions(hotpotqa: Dataset, bm25: Any, smollm2: Any) -> None:
     """The action-format figure of docs/measured.md at default-run size: >= 90% valid JSON actions.
 
@@ -175,6 +176,7 @@ def test_search_budgets_and_planning_produce_valid_records(
         print(f"{config.label:<22} EM {em:.2f}  F1 {f1:.2f}  searches {searches:.1f}  stops {stops}")
 
 
+@pytest.mark.proof_stage  # 1,500 tokens generated on the real engine: CI's required proof stage
 def test_a_paper_sized_budget_runs_on_a_bounded_grammar(hotpotqa: Dataset, bm25: Any, smollm2: Any) -> None:
     """The reproduction that crashed llama.cpp: one search, 1,500 tokens, no per-turn cap.
 
