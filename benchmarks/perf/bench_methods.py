@@ -8,6 +8,7 @@ stop reasons, with the machine's load average before and after beside them (figu
 load are not measurements).  The figures for docs/measured.md:
 
     BCAS_THREADS=1 python benchmarks/perf/bench_methods.py [--items 3] [--model embedded] [--run DIR]
+        [--select 'hs+r'] [--rerank-candidates 10]
 """
 
 from __future__ import annotations
@@ -36,11 +37,11 @@ def load() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} cores"
 
 
-def run(report: Path, items: int, model: str) -> tuple[int, float]:
+def run(report: Path, items: int, model: str, more: list[str]) -> tuple[int, float]:
     env = {**os.environ, "BCAS_THREADS": os.environ.get("BCAS_THREADS", "1"), "PYTHONPATH": str(REPO)}
     cmd = [
         sys.executable, "-m", "pytest", "benchmarks", "-q", "-p", "no:cacheprovider", "--bcas-grid", "baselines",
-        "--bcas-model", model, "--bcas-datasets", "hotpotqa", "--bcas-limit", str(items), "--bcas-report", str(report),
+        "--bcas-model", model, "--bcas-datasets", "hotpotqa", "--bcas-limit", str(items), "--bcas-report", str(report), *more,
     ]  # fmt: skip
     start = time.perf_counter()
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, check=False)
@@ -78,13 +79,22 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=3)
     parser.add_argument("--model", default="embedded")
     parser.add_argument("--run", type=Path, default=None, help="read this run folder instead of running the grid")
+    parser.add_argument("--select", default=None, help="pytest -k expression of the cases to run (e.g. 'hs+r')")
+    parser.add_argument(
+        "--rerank-candidates", type=int, default=None, help="--bcas-rerank-candidates (the llm reranker's pool)"
+    )
     args = parser.parse_args()
+    more = ["-k", args.select] if args.select else []
+    if args.rerank_candidates:
+        more += ["--bcas-rerank-candidates", str(args.rerank_candidates)]
     print(f"before: {load()}")
     folder = args.run
     if folder is None:
         folder = Path(tempfile.mkdtemp(prefix="bench-methods-")) / "run"
-        code, wall = run(folder, args.items, args.model)
-        print(f"grid baselines, {args.model}, hotpotqa, {args.items} items: exit {code}, {wall:.0f} s wall")
+        code, wall = run(folder, args.items, args.model, more)
+        print(
+            f"grid baselines, {args.model}, hotpotqa, {args.items} items {' '.join(more)}: exit {code}, {wall:.0f} s wall"
+        )
     records = [json.loads(line) for line in (folder / "records.jsonl").read_text().splitlines() if line.strip()]
     spend(records)
     print(f"after: {load()}; BCAS_THREADS={os.environ.get('BCAS_THREADS', '1')}; run folder {folder}")

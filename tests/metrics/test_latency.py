@@ -32,7 +32,10 @@ from bcas.records.schema import Record
 from bcas.testing.slotted import PROMPT_SHARE, SlottedServer
 
 SERVICE_S = 0.2
-SERVICE_SLACK_S = 0.15  # what one call may add to the server's service time on a loaded 2-core machine
+# What one call may add to the server's service time: 0.19 s was seen with the README's test
+# command's two workers busy on a fresh clone.  The queue is checked against the measured time,
+# so this bound only says the server slept its S and not some other time.
+SERVICE_SLACK_S = 0.4
 # Each time may be off by 50 ms plus 10% of itself from the queue of the measured service time:
 # items do not all take the same time.  Well under one service step: another queue fails.
 TOLERANCE_S = 0.05
