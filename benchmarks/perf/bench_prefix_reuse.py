@@ -21,35 +21,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
+from bench_harness_efficiency import run_child as child  # noqa: E402  (this script's folder is on sys.path)
 from support.proofs import by_key, first_difference, raw_records  # noqa: E402
 
 
 def figure(name: str, value: float, unit: str, target: str = "", met: bool | None = None) -> None:
     """One machine-readable line for benchmarks/perf/run_all.py's table."""
     print("FIGURE " + json.dumps({"name": name, "value": value, "unit": unit, "target": target, "met": met}))
-
-
-def child(label: str, args: list[str], env: dict[str, str], folder: Path) -> tuple[float, int]:
-    """Wall seconds and exit code of one ``python -m pytest`` child (its output in FOLDER/LABEL.log)."""
-    log = folder / f"{label}.log"
-    with open(log, "w") as out:
-        started = time.perf_counter()
-        code = subprocess.run(
-            [sys.executable, "-m", "pytest", *args], cwd=REPO, env=env, stdout=out, stderr=out
-        ).returncode
-    wall = time.perf_counter() - started
-    tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
-    print(f"  {label:<9} {wall:8.1f} s   rc {code}   {tail[0][:90]}")
-    return wall, code
 
 
 def prompt_load(records: list[dict]) -> tuple[int, int]:
