@@ -272,6 +272,7 @@ def test_require_prices_stops_at_session_start(project: pytest.Pytester) -> None
 
 
 @pytest.mark.server
+@pytest.mark.proof_stage  # a served model through a whole run, half a minute: CI's required proof stage
 def test_readme_recipe_runs_an_unpriced_model_to_completion(smollm2_gguf: Path, tmp_path: Path) -> None:
     recipe = readme_recipe("python3 -m pytest")
     assert "http://127.0.0.1:8000/v1" in recipe and "Qwen/Qwen3-8B" in recipe

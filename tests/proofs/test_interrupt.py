@@ -126,7 +126,7 @@ def _keys(records: list[dict]) -> set[tuple]:
 @pytest.mark.parametrize(
     ("sig", "group", "extra"),
     [
-        pytest.param(signal.SIGINT, True, (), id="ctrl-c"),
+        pytest.param(signal.SIGINT, True, (), id="ctrl-c", marks=pytest.mark.proof_stage),
         pytest.param(signal.SIGTERM, False, (), id="sigterm", marks=pytest.mark.slow),
         pytest.param(signal.SIGINT, True, ("-n", "2"), id="ctrl-c-two-workers", marks=pytest.mark.slow),
     ],
