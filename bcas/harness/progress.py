@@ -425,11 +425,10 @@ def end_line(props: dict[str, Any], gateway: Any = None) -> str:
     status = str(props.get("bcas_status") or "")
     if status in MARKS:  # no accuracy for a case that did not pass: why
         score = f"; {MARKS[status]}: {props.get('bcas_reason')}"
-    stop = "; stopped at the cost cap" if props.get("bcas_stopped") == "true" and status not in MARKS else ""
     return (
         f"[bcas] {prefix}{case_id}: {resumed + ran}/{total} items{tail} in {format_duration(wall)}{rate}, "
         f"{format_tokens(int(props.get('bcas_run_tokens') or 0))} tokens, {props.get('bcas_run_cost')}"
-        f"{score}{stop}"
+        f"{score}"
     )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,20 @@ class CaseStatus:
     def counts(self) -> bool:
         """Whether the case's accuracy is a result (it passed its checks)."""
         return self.status == PASSED
+
+
+def case_verdict(stopped: str | None, violations: Sequence[str]) -> tuple[str, str]:
+    """A case's status and reason once its items stopped running: the one rule that
+    ``cases.jsonl``, the JUnit XML and the end-of-case line all follow.
+
+    ``stopped`` is the cost cap's message when the cap cut the case short: ``incomplete``,
+    whatever its checks say (the items it never ran break them too); else ``failed`` with its
+    broken checks, else ``passed`` with no reason."""
+    if stopped is not None:
+        return INCOMPLETE, stopped
+    if violations:
+        return FAILED, "; ".join(violations)
+    return PASSED, ""
 
 
 def append_case_status(run_dir: Path, status: CaseStatus) -> None:

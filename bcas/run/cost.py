@@ -115,7 +115,7 @@ class CostGuard:
         with self.ledger.state() as state:
             stopped, spent = bool(state["stopped"]), float(state["spent"])
         if stopped:
-            self._stop(case, recorded, total, spent)
+            raise self._stop(case, recorded, total, spent)
 
     async def admit(self, case: Case) -> str | None:
         """A reservation key when the item may start; None once the cap stops the session."""
@@ -156,15 +156,14 @@ class CostGuard:
                 "no price for it, so its items count 0 against the cap"
             )
 
-    def stopped_items(self, case: Case) -> int:
-        return self.refused.get(case.id, 0)
-
-    def finish_case(self, case: Case, recorded: int, total: int) -> None:
-        """Skip (with the reason) a case the cap kept from running all its items, after writing the stop."""
+    def finish_case(self, case: Case, recorded: int, total: int) -> CaseStopped | None:
+        """For a case the cap kept from running all its items: the stop, written to the run folder,
+        to raise once the case's end is reported (the front door skips the case, resumable)."""
         if self.cap is not None and self.refused.get(case.id):
-            self._stop(case, recorded, total, self.spent())
+            return self._stop(case, recorded, total, self.spent())
+        return None
 
-    def _stop(self, case: Case, recorded: int, total: int, spent: float) -> None:
+    def _stop(self, case: Case, recorded: int, total: int, spent: float) -> CaseStopped:
         entry = {
             "session": self.token,
             "cap_usd": self.cap,
@@ -178,7 +177,7 @@ class CostGuard:
         with open(self.run_dir / STOPS_FILE, "a", encoding="utf-8") as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             handle.write(json.dumps(entry) + "\n")
-        raise CaseStopped(
+        return CaseStopped(
             f"--bcas-max-cost {self.cap:g} USD reached (session spend ${spent:.4f}): {recorded} of {total} "
             "items recorded; run the same command again to resume"
         )

@@ -43,16 +43,12 @@ def case_result(stats: Any, outcome: Any, grid: str, label: str) -> dict[str, st
         "bcas_run_cost": cost_text(stats.cost, stats.unpriced, stats.priced),
         "bcas_stopped": "true" if stats.stopped else "false",
     }
-    from bcas.records.case_status import FAILED, INCOMPLETE, PASSED
+    from bcas.records.case_status import case_verdict
 
-    # As cases.jsonl will say (bcas.run.session.run_case): cut short by the cap (its missing items
-    # break its checks too), else failed checks.
-    violations = list(getattr(outcome, "violations", None) or [])
-    if stats.stopped:
-        reason = f"stopped at the cost cap after {stats.done + stats.resumed} of {stats.total} items"
-    else:
-        reason = "; ".join(violations)
-    props["bcas_status"] = INCOMPLETE if stats.stopped else FAILED if violations else PASSED
+    # The rule cases.jsonl follows (bcas.run.session.run_case), on the same stop message.
+    props["bcas_status"], reason = case_verdict(
+        getattr(outcome, "stopped", None), getattr(outcome, "violations", ()) or ()
+    )
     if reason:  # a case that did not pass has no accuracy to show: its reason instead
         props["bcas_reason"] = reason
         return props

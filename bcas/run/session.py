@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from bcas.config import RunConfig
 from bcas.llm import backend_meta
 from bcas.records import Answer, reprice_record
-from bcas.records.case_status import ERROR, FAILED, INCOMPLETE, PASSED, CaseStatus, append_case_status
+from bcas.records.case_status import ERROR, INCOMPLETE, CaseStatus, append_case_status, case_verdict
 from bcas.records.executor import run_items
 from bcas.registry import mode_uses, per_item
 from bcas.run.context import CaseContext, _teach
@@ -86,6 +86,7 @@ class CaseOutcome:
     skipped: int
     wall_s: float
     violations: list[str] = field(default_factory=list)
+    stopped: str | None = None  # the cost cap's message when it cut the case short
 
 
 class BcasSession:
@@ -414,13 +415,13 @@ class BcasSession:
             self._case_ended(case, INCOMPLETE, "interrupted before the case finished; rerun to resume")
             raise
         except CaseStopped as stop:  # --bcas-max-cost cut it short
-            self._case_ended(case, INCOMPLETE, str(stop))
+            self._case_ended(case, *case_verdict(str(stop), ()))
             raise
         except Exception as exc:
             first = (str(exc).strip().splitlines() or [""])[0]
             self._case_ended(case, ERROR, f"{type(exc).__name__}: {first}" if first else type(exc).__name__)
             raise
-        self._case_ended(case, FAILED if outcome.violations else PASSED, "; ".join(outcome.violations))
+        self._case_ended(case, *case_verdict(None, outcome.violations))
         return outcome
 
     def _case_ended(self, case: Case, status: str, reason: str) -> None:
@@ -525,10 +526,13 @@ class BcasSession:
         records = [r.to_dict() for r in self._case_records(ds, config_id, fingerprint, phash) if r.epoch < epochs]
         outcome = CaseOutcome(case.id, records, len(todo), skipped, time.perf_counter() - t0)
         outcome.violations = check_invariants(case, ds, config, records, self.settings.allow_errors, epochs)
-        if self.spend.stopped_items(case):
+        stop = self.spend.finish_case(case, len(records), len(wanted))  # a case the cap cut short
+        if stop is not None:
+            outcome.stopped = str(stop)
             tracker.stopped()
         tracker.finish(outcome, case.grid, case.entry.label)  # end-of-case numbers: terminal and JUnit XML
-        self.spend.finish_case(case, len(records), len(wanted))  # a case the cap cut short is skipped, resumable
+        if stop is not None:
+            raise stop  # skipped, resumable; run_case writes its status from the same message
         return outcome
 
     def close(self) -> None:

@@ -83,7 +83,8 @@ def test_max_cost_stops_within_one_item_of_the_cap_and_resumes(here: pytest.Pyte
     assert stops and all(s["cap_usd"] == pytest.approx(cap) for s in stops)
     assert 'id="cost-stop"' in (here.path / "capped" / "index.html").read_text(encoding="utf-8")
     # The JUnit XML says of each case what cases.jsonl says: a case the cap cut short is incomplete, no accuracy.
-    statuses = {c.case_id: c.status for c in read_case_statuses(here.path / "capped")}
+    ended = {c.case_id: c for c in read_case_statuses(here.path / "capped")}
+    statuses = {k: c.status for k, c in ended.items()}
     junit = {}
     for case in ET.parse(here.path / "capped.xml").getroot().iter("testcase"):
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
@@ -91,8 +92,10 @@ def test_max_cost_stops_within_one_item_of_the_cap_and_resumes(here: pytest.Pyte
             junit[props["bcas_case"]] = props
     assert junit and {k: p["bcas_status"] for k, p in junit.items()} == {k: statuses[k] for k in junit}
     assert {p["bcas_status"] for p in junit.values()} == {"incomplete", "passed"}
-    for props in junit.values():
+    for key, props in junit.items():
         assert ("bcas_accuracy" in props) == (props["bcas_status"] == "passed"), props
+        # ... and gives the same reason: the cap's own message, with what it spent and how many items it recorded.
+        assert props.get("bcas_reason", "") == ended[key].reason, (props, ended[key])
     # Rerunning without the cap resumes: the missing items run, none twice, and all of them match the full run.
     resumed = run(here, *GOLD, "--bcas-report", "capped", "-q")
     assert resumed.ret == 0, resumed.stdout.str()[-3000:]
