@@ -72,6 +72,19 @@ QUESTIONS = (
 )
 
 
+def write_section(begin: str, end: str, body: str, heading: str) -> None:
+    """Replace the text between the comments ``begin`` and ``end`` of docs/measured.md with ``body``
+    (or append it under a new ``heading`` the first time)."""
+    section = f"{begin}\n{body}\n{end}"
+    text = MEASURED.read_text(encoding="utf-8")
+    if begin in text and end in text:
+        text = text[: text.index(begin)] + section + text[text.index(end) + len(end) :]
+    else:
+        text = text.rstrip("\n") + f"\n\n## {heading}\n\n" + section + "\n"
+    MEASURED.write_text(text, encoding="utf-8")
+    print(f"written: {MEASURED}")
+
+
 def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -206,14 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(os.sched_getaffinity(0))} cores, load average before {load_before}:"
         )
         begin, end = markers(bool(args.server_binary))
-        section = f"{begin}\n{head}\n\n" + "\n".join(table) + f"\n{end}"
-        text = MEASURED.read_text(encoding="utf-8")
-        if begin in text and end in text:
-            text = text[: text.index(begin)] + section + text[text.index(end) + len(end) :]
-        else:
-            text = text.rstrip("\n") + "\n\n## Latency and throughput under load\n\n" + section + "\n"
-        MEASURED.write_text(text, encoding="utf-8")
-        print(f"written: {MEASURED}")
+        write_section(begin, end, f"{head}\n\n" + "\n".join(table), "Latency and throughput under load")
     return 0
 
 
