@@ -452,6 +452,12 @@ class _FaultHandler(BaseHTTPRequestHandler):
             self._send(400, _error_body("request body is not JSON"))
             return
         finish = self.owner.begin_service(body)
+        try:
+            self._serve(body, fault, finish)
+        finally:
+            finish()  # once only: frees the slot of a stream whose client left before its first word
+
+    def _serve(self, body: dict[str, Any], fault: Fault, finish: Callable[[], None]) -> None:
         streamed = bool(body.get("stream")) and fault.kind == "ok"
         if not streamed:
             finish()

@@ -195,3 +195,33 @@ def test_a_search_that_calls_the_model_books_those_calls_as_model_time() -> None
     assert spent["search_s"] == pytest.approx(whole - wall, abs=2e-3)  # its own work, not the model call's
     assert spent["search_s"] >= 0.05
     assert spent["model_s"] + spent["search_s"] + spent["harness_s"] == pytest.approx(0.2, abs=1e-5)
+
+
+def test_a_stream_whose_client_leaves_early_frees_its_slot() -> None:
+    """A streamed request whose client hangs up before the first word must give its slot back:
+    a one-slot server that kept it would make every later request wait for ever, and the latency
+    curves above would measure a stuck queue instead of the server's."""
+    import json
+    import socket
+
+    import httpx
+
+    with SlottedServer(slots=1, service_s=0.2) as server:
+        body = json.dumps({"model": "slotted", "stream": True, "messages": [{"role": "user", "content": "a b c"}]})
+        for _ in range(2):  # two hang-ups: either alone would take the only slot
+            with socket.create_connection(("127.0.0.1", server.port)) as raw:
+                raw.sendall(
+                    (
+                        f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        f"Content-Length: {len(body)}\r\n\r\n{body}"
+                    ).encode()
+                )
+                raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        time.sleep(0.5)  # both hung-up requests have reached the server and been served as far as they go
+        reply = httpx.post(
+            f"{server.base_url}/chat/completions",
+            json={"model": "slotted", "messages": [{"role": "user", "content": "a b c"}]},
+            timeout=5.0,
+        )
+        assert reply.status_code == 200, reply.text
+        assert len(server.waits) == 3
