@@ -25,6 +25,7 @@ import contextvars
 import dataclasses
 import json
 import tempfile
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -212,9 +213,14 @@ def estimate(settings: Any, cases: list[Any]) -> list[CaseEstimate]:
         sess = _EstimateSession(dataclasses.replace(settings, run_dir=run_dir, shard=None))
         try:
             out = [sess.loop.run_until_complete(_estimate_case(sess, case)) for case in cases]
+            by_model: dict[str, list[Any]] | None = None  # the run folder's records, read once if needed
             for est, case in zip(out, cases, strict=True):
                 if est.basis == "no basis" and per_item(est.kind) and est.replayed == 0 and est.items:
-                    _fallback(est, case, out, sess)
+                    if by_model is None:
+                        by_model = defaultdict(list)
+                        for r in sess.store.records():
+                            by_model[r.model].append(r)
+                    _fallback(est, case, out, sess, by_model.get(est.model, []))
         finally:
             sess.close()
     return out
@@ -237,7 +243,7 @@ def assumed_calls(kind: str, config: Any) -> tuple[int, float]:
     return 3 * int(config.assess.n_docs) + 1, float(config.assess.score_max_tokens)
 
 
-def _fallback(est: CaseEstimate, case: Any, out: list[CaseEstimate], sess: BcasSession) -> None:
+def _fallback(est: CaseEstimate, case: Any, out: list[CaseEstimate], sess: BcasSession, recorded: list[Any]) -> None:
     """A case with nothing replayed: the model's replayed items of any other case; else its
     recorded answers in the run folder (any case); else its calls in the generation cache (any
     case) at an assumed number of calls per item; else the prompt sizes alone.  The basis says which."""
@@ -247,8 +253,7 @@ def _fallback(est: CaseEstimate, case: Any, out: list[CaseEstimate], sess: BcasS
         similar = [row for known in rows.values() for row in known]
         est.basis = "replayed"
         return est.extrapolate(_means(similar), f"replayed items of {_named(list(rows))} (rough)")
-    recorded = [r for r in sess.store.records() if r.model == est.model]
-    if recorded:
+    if recorded:  # the run folder's answers of this model
         spent = [(float(r.llm_calls), float(r.tokens_in), float(r.tokens_out), record_spend(r)[1]) for r in recorded]
         est.basis = "replayed"
         cases = [f"{r.model}-{r.dataset}-{r.label}" for r in recorded]

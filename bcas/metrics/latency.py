@@ -93,18 +93,20 @@ def _throughput(timed: list[tuple[dict[str, Any], dict[str, Any]]]) -> float | N
     return 60.0 * len(timed) / wall if wall > 0 else None
 
 
-def latency_columns(recs: Sequence[dict[str, Any]]) -> LatencyColumns:
-    """The latency columns of one summary row's records (module docstring)."""
+def latency_columns(recs: Sequence[dict[str, Any]], intervals: bool = True) -> LatencyColumns:
+    """The latency columns of one summary row's records (module docstring); ``intervals=False``
+    leaves out the percentiles' bootstrap intervals (1,000 resamples each) for a caller that shows none."""
     timed = [(r, t) for r in recs if (t := _timing(r)) is not None]
     if not timed:
         return LatencyColumns()
     times = [float(t["item_s"]) for _, t in timed]
     out = LatencyColumns(latency_n=len(timed))
     for q in PERCENTILES:
-        lo, hi = bootstrap_ci(times, stat=partial(np.percentile, q=q), n_resamples=1000, seed=0)
         setattr(out, f"latency_p{q}", percentile(times, q))
-        setattr(out, f"latency_p{q}_lo", lo)
-        setattr(out, f"latency_p{q}_hi", hi)
+        if intervals:
+            lo, hi = bootstrap_ci(times, stat=partial(np.percentile, q=q), n_resamples=1000, seed=0)
+            setattr(out, f"latency_p{q}_lo", lo)
+            setattr(out, f"latency_p{q}_hi", hi)
     sources = {str(t.get("source") or "live") for _, t in timed}
     out.latency_source = sources.pop() if len(sources) == 1 else "mixed"
     levels = {t.get("concurrency") for _, t in timed}
@@ -150,7 +152,7 @@ def load_curve(recs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             by_level[int(t["concurrency"])].append(rec)
     rows = []
     for level in sorted(by_level):
-        cols = latency_columns(by_level[level])
+        cols = latency_columns(by_level[level], intervals=False)  # the knee table shows no interval
         rows.append(
             {
                 "concurrency": level,

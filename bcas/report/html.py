@@ -105,10 +105,9 @@ SUMMARY_HEADERS = [
 
 
 def _cost_cell(r: SummaryRow) -> str:
-    """The row's cost: ``—`` when unknown or when the model is a test double (it has no price)."""
-    if r.cost_usd is None or is_test_double(r.model_fingerprint):
-        return "—"
-    return f"{r.cost_usd:.4f}"
+    """The row's cost, as summary.json has it: ``—`` when unknown (a model the sheet does not
+    price, such as the mock backend's test doubles under the installed sheet)."""
+    return "—" if r.cost_usd is None else f"{r.cost_usd:.4f}"
 
 
 def _summary_rows(rows: list[SummaryRow]) -> list[dict[str, Any]]:
@@ -422,10 +421,12 @@ def render_report(
     manifest: dict[str, Any] | None = None,
     stops: list[dict[str, Any]] | None = None,
     notes: list[str] | None = None,
+    methods: tuple[list[Any], list[Any]] | None = None,
 ) -> Path:
     """Write ``index.html`` into ``run_dir`` and return its path (``gate``: a ``GateReport``;
     ``stops``: cases the session's ``--bcas-max-cost`` stopped, :mod:`bcas.run.cost`; ``notes``:
-    lines shown first among the notes)."""
+    lines shown first among the notes; ``methods``: the summary's agent-vs-methods results,
+    ``Summaries.methods``, so the page shows what summary.json says)."""
     grid_order = grid_order or {}
     grids = dict(GRIDS.items())
     results = counting(rows)  # the charts, matrices and beyond-accuracy tables show no case that did not pass
@@ -455,7 +456,7 @@ def render_report(
         madara_headers=MADARA_HEADERS,
         madara_rows=_madara_rows(records, marks),
         cost=cost_section(results) + latency_section(results, records),
-        methods=methods_section(records, results, comparisons, grids),
+        methods=methods_section(records, results, comparisons, grids, methods),
         profile_headers=PROFILE_HEADERS,
         profile_rows=_profile_rows(profiles or []),
         items=items_section(records, grids),

@@ -98,9 +98,11 @@ def methods_section(
     rows: list[Any],
     comparisons: list[Any],
     grids: Mapping[str, Any] | None = None,
+    computed: tuple[list[MethodRow], list[ExtraCost]] | None = None,
 ) -> Markup:
-    """The section (empty when no method was compared with the loop)."""
-    method_rows, extras = method_results(records, rows, comparisons, grids)
+    """The section (empty when no method was compared with the loop); ``computed``: the run's
+    method rows and extra costs as its summary has them (``Summaries.methods``), else worked out here."""
+    method_rows, extras = computed if computed is not None else method_results(records, rows, comparisons, grids)
     if not method_rows:
         return Markup()
     by_cell: dict[tuple[str, str, str], list[Any]] = defaultdict(list)

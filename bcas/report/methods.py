@@ -34,6 +34,7 @@ import numpy as np
 
 from bcas.grading.outcomes import outcome_fn
 from bcas.registry import METHODS
+from bcas.report.paired import order_bounds
 
 AGENT_METHOD = "bcas"
 N_RESAMPLES = 2000
@@ -151,8 +152,7 @@ def extra_cost(
         with np.errstate(divide="ignore", invalid="ignore"):
             ratios = np.where(ra > 0, rc / np.where(ra > 0, ra, 1.0), np.inf)
         ratios.sort()
-        lo = float(ratios[int(math.floor(0.025 * (n_resamples - 1)))])
-        hi = float(ratios[int(math.ceil(0.975 * (n_resamples - 1)))])
+        lo, hi = order_bounds(ratios)  # the paired bootstrap's 95% percentile interval (bcas.report.paired)
         return (
             unit,
             len(shared),

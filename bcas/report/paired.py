@@ -162,6 +162,15 @@ def paired(
     return PairedResult(n, 0, b, c, n - b - c, mean, max(-1.0, mean - half), min(1.0, mean + half), p, "paired-t")
 
 
+def order_bounds(resampled: np.ndarray, alpha: float = 0.05) -> tuple[float, float]:
+    """The percentile interval of ``resampled`` statistics, sorted ascending: its ``alpha/2`` and
+    ``1 - alpha/2`` order statistics (indices ``floor(alpha/2 (R-1))`` and ``ceil((1-alpha/2)(R-1))``)."""
+    r = int(resampled.size)
+    return float(resampled[int(math.floor(alpha / 2 * (r - 1)))]), float(
+        resampled[int(math.ceil((1 - alpha / 2) * (r - 1)))]
+    )
+
+
 def paired_bootstrap(
     candidate: Mapping[str, float],
     reference: Mapping[str, float],
@@ -190,8 +199,7 @@ def paired_bootstrap(
     mean = float(diffs.mean())
     rng = np.random.default_rng(seed)
     means = np.sort(diffs[rng.integers(0, n, size=(n_resamples, n))].mean(axis=1))
-    lo = float(means[int(math.floor(alpha / 2 * (n_resamples - 1)))])
-    hi = float(means[int(math.ceil((1 - alpha / 2) * (n_resamples - 1)))])
+    lo, hi = order_bounds(means, alpha)
     extreme = int((np.abs(means - mean) >= abs(mean) - 1e-12).sum())
     p = min(1.0, (1 + extreme) / (n_resamples + 1))
     return PairedResult(n, 0, b, c, n - b - c, mean, lo, hi, p, "paired-bootstrap")
@@ -200,6 +208,7 @@ def paired_bootstrap(
 __all__ = [
     "N_RESAMPLES",
     "PairedResult",
+    "order_bounds",
     "paired_bootstrap",
     "accuracy",
     "clustered_interval",

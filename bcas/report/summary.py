@@ -42,7 +42,7 @@ from bcas.grading.outcomes import METRIC_NAMES, outcome, outcome_fn, resolve, to
 from bcas.identity import same_model
 from bcas.metrics.columns import MetricColumns, metric_columns
 from bcas.records.case_status import PASSED, CaseStatus, StatusIndex
-from bcas.report.methods import methods_of_run, to_payload
+from bcas.report.methods import ExtraCost, MethodRow, methods_of_run, to_payload
 from bcas.report.paired import PairedResult, accuracy, epochs_of, paired, per_item_means
 from bcas.report.status import counting, row_fields, status_lines, with_status
 from bcas.stats import holm_bonferroni
@@ -511,6 +511,9 @@ class Summaries:
     model_comparisons: list[Comparison]
     matrix: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    # The BCAS loop against the methods beside it (bcas.report.methods): worked out once, here, for
+    # summary.json, the terminal and the report alike.
+    methods: tuple[list[MethodRow], list[ExtraCost]] = field(default_factory=lambda: ([], []))
 
 
 def build_summaries(
@@ -525,12 +528,14 @@ def build_summaries(
     index = StatusIndex(statuses)
     rows = with_status(summarize(records, grids, only, judge), index)
     kept = [r for r in records if (s := index.of_record(r)) is None or s.counts]
+    comparisons = compare_to_reference(kept, grids=grids, only=only, judge=judge)
     return Summaries(
         rows,
-        compare_to_reference(kept, grids=grids, only=only, judge=judge),
+        comparisons,
         compare_models(kept, grids=grids, only=only, judge=judge),
         model_matrix(counting(rows)),
         status_lines(rows) + grid_notes(rows, records, grids),
+        methods_of_run(records, counting(rows), comparisons, *_scope(records, grids, only, judge)[::2]),
     )
 
 
@@ -572,11 +577,7 @@ def write_summaries(
         "notes": result.notes,
         "routing": routing or [],
         # The BCAS loop against the methods beside it (bcas.report.methods): rows and extra cost per extra correct answer.
-        "methods": to_payload(
-            *methods_of_run(
-                records, counting(result.rows), result.comparisons, *_scope(records, grids, only, judge)[::2]
-            )
-        ),
+        "methods": to_payload(*result.methods),
     }
     (run_dir / "summary.json").write_text(json.dumps(payload, indent=1, sort_keys=True), encoding="utf-8")
     return result

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from bcas.metrics.latency import latency_lines
 from bcas.records.case_status import MARKS, read_case_statuses
-from bcas.report.html_methods import method_results
 from bcas.report.html_metrics import metric_lines
 from bcas.report.methods import method_lines
 from bcas.report.status import counting
@@ -115,6 +114,7 @@ def finalize_run(
         matrix=summaries.matrix,
         manifest=manifest,
         stops=stops,
+        methods=summaries.methods,
     )
     parquet = write_parquet(settings.run_dir, records) if records else None  # records.parquet beside the JSONL
     # text columns as wide as their longest cell: a dataset or model name is never cut (hotpot_dev_distractor_v1)
@@ -141,9 +141,7 @@ def finalize_run(
         )
     lines.extend(metric_lines(counting(rows)))  # evidence, abstention, pass@k / pass^k, cost-of-pass
     lines.extend(latency_lines(counting(rows)))  # p50/p95/p99, waits, throughput, where the time went
-    lines.extend(
-        method_lines(*method_results(records, counting(rows), comps, grids, settings.grids))
-    )  # agent vs methods
+    lines.extend(method_lines(*summaries.methods))  # agent vs methods
     # a case that did not pass: "FAILED: grid/model/dataset/config: reason" (first among the notes)
     lines.extend(
         note if note.split(":", 1)[0] in MARKS.values() else f"note: {note}" for note in summaries.notes

@@ -74,10 +74,6 @@ CASE_METRICS = (
 )
 
 
-# A case's metrics that are money: left out where the model has no price.
-COST_METRICS = ("cost_usd", "mean_cost_usd", "cost_of_pass", "cost_of_pass_lo", "cost_of_pass_hi")
-
-
 @dataclass(frozen=True)
 class CaseResult:
     """One case of the run: its key, params, tags and metrics."""
@@ -135,8 +131,6 @@ def case_key(grid: str, model: str, dataset: str, config_id: str) -> str:
 
 def read_run_folder(run_dir: Path) -> RunFolder:
     """Read ``run_dir``; raises ``FileNotFoundError`` when it holds no summary."""
-    from bcas.report.html import is_test_double  # the report stack only when a folder is read (bcas --help stays light)
-
     run_dir = Path(run_dir).resolve()
     summary = _read_json(run_dir / "summary.json")
     if not isinstance(summary, dict):
@@ -215,9 +209,6 @@ def read_run_folder(run_dir: Path) -> RunFolder:
         if row.get("latency_source"):  # live, or cache: the latency metrics are the recorded times
             case_tags["bcas.latency_source"] = str(row["latency_source"])
         metrics = {name: v for name in CASE_METRICS if (v := _number(row.get(name))) is not None}
-        if is_test_double(fingerprint):  # a test double has no price: no cost, as the report shows
-            row = {**row, "cost_usd": None}
-            metrics = {k: v for k, v in metrics.items() if k not in COST_METRICS}
         tokens_in = sum(float(r.get("tokens_in") or 0) for r in case_records)
         tokens_out = sum(float(r.get("tokens_out") or 0) for r in case_records)
         metrics["tokens_in"], metrics["tokens_out"] = tokens_in, tokens_out

@@ -243,8 +243,13 @@ def test_unpriced_model_shows_no_number_for_cost_anywhere(project: pytest.Pytest
     html = (run_dir / "index.html").read_text()
     assert "0.0000" not in html
 
-    # The same run priced by the packaged sheet (mock is priced at 0): the control shows a number.
-    priced = project.runpytest(*MOCK, "-k", "s1", "--bcas-report", str(project.path / "priced"))
+    # The same run under a sheet that prices the mock at 0 (the packaged one prices no test double):
+    # the control shows a number.
+    zero = project.path / "zero.toml"
+    zero.write_text('[sheets.zero.models."mock"]\ninput_per_mtok = 0.0\noutput_per_mtok = 0.0\n')
+    priced = project.runpytest(
+        *MOCK, "-k", "s1", "--bcas-prices", str(zero), "--bcas-report", str(project.path / "priced")
+    )
     assert "0.0000" in priced.stdout.str()[priced.stdout.str().index("bcas summary") :]
 
 

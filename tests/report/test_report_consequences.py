@@ -517,14 +517,16 @@ def test_a_summary_row_shows_each_figure_of_its_case_and_what_answered():
         "g", "qwen (served: Other-7B.gguf)", "d", "s1 (ref)", 8, "62.5", "30.0–85.0", "50.0", 4, "0.712", "1.50",
         "1234", "57", "2.2", "0.0123", 1, "10.0", 2, "strict_em", "75.0",
     ]  # fmt: skip
-    # no judge, no price, a test double's cost, unknown figures
+    # no judge, no price, unknown figures
     plain = with_fields(row, reference=False, served=None, judge_n=0, judge_accuracy=None, invalid_turn_rate=None,
                         em_squad=None)  # fmt: skip
     (shown,) = _summary_rows([plain])
     assert shown["cells"][1] == "qwen" and shown["cells"][3] == "s1"
     assert shown["cells"][7:9] == ["—", "—"] and shown["cells"][16] == "" and shown["cells"][19] == ""
     assert _summary_rows([with_fields(row, cost_usd=None)])[0]["cells"][14] == "—"
-    assert _summary_rows([with_fields(row, model_fingerprint="mock:gold")])[0]["cells"][14] == "—"
+    # A test double's cost is what its records say, as in summary.json: "—" under the installed sheet,
+    # which prices none (tests/report/test_readable.py), its price where a sheet of the user's gives one.
+    assert _summary_rows([with_fields(row, model_fingerprint="mock:gold")])[0]["cells"][14] == "0.0123"
     # which models of a run are test doubles: the mock backend's fingerprint, or a record marked so
     records = [
         {"model": "b", "model_fingerprint": "mock:gold"},

@@ -66,16 +66,18 @@ def test_case_runs_are_named_by_label_with_set_options_the_backend_and_no_cost(
 
 
 def test_a_priced_model_logs_its_cost_and_an_unpriced_one_none(tmp_path: Path) -> None:
-    """The pure reading of a run folder: a priced row's cost is a metric, an unknown cost is none."""
+    """The pure reading of a run folder: a priced row's cost is a metric, an unknown cost is none,
+    as summary.json has them (a test double unpriced by the installed sheet, or priced by the user's)."""
     row = {"grid": "g", "model": "m", "dataset": "d", "label": "bm25/s1/t2k", "config_id": "abc", "n": 2}
     rows = [
         {**row, "cost_usd": 0.25, "model_fingerprint": "sha256:1"},
         {**row, "model": "u", "cost_usd": None, "model_fingerprint": "sha256:2"},
-        {**row, "model": "mock-gold", "cost_usd": 0.0, "model_fingerprint": "mock:gold"},
+        {**row, "model": "mock-gold", "cost_usd": None, "model_fingerprint": "mock:gold"},
+        {**row, "model": "mock-priced", "cost_usd": 0.5, "model_fingerprint": "mock:gold"},
     ]
     (tmp_path / "summary.json").write_text(json.dumps({"rows": rows}))
     folder = read_run_folder(tmp_path)
     costs = {c.params["model"]: c.metrics.get("cost_usd") for c in folder.cases}
-    assert costs == {"m": 0.25, "u": None, "mock-gold": None}
+    assert costs == {"m": 0.25, "u": None, "mock-gold": None, "mock-priced": 0.5}
     assert {c.name for c in folder.cases} == {"bm25/s1/t2k"}
     assert "cost_usd" not in folder.metrics  # one unknown cost: no total
