@@ -23,19 +23,21 @@ engine (``BCAS_THREADS`` is set for the child to the count measured here):
   evaluated beforehand, so only generation is timed).
 
 **raw** = prompt tokens / prompt speed + completion tokens / generation speed, and
-**efficiency** = raw / harness wall time (target >= 0.7).  Each request is evaluated
-from an empty KV cache, as raw is (bcas.llm.engine_process: no prefix reuse, so that an
-answer does not depend on the request before it): efficiency gains nothing from reuse.
+**efficiency** = raw / harness wall time (target >= 0.7).  Raw evaluates every prompt from
+an empty KV cache; the engine reuses the whole ``n_batch``-aligned prompt batches a request
+shares with the one before it (bcas.llm.engine_process.aligned_llama_class: no logit changes),
+so an efficiency above 1 is that reuse (``BCAS_PREFIX_REUSE=0`` turns it off).
 
 A child run that fails, or a case without records, prints "NOT measured" and exits 1.
 
-    python benchmarks/perf/bench_harness_efficiency.py [--grid smoke] [--markers hotpotqa] [--limit 3]
+    python benchmarks/perf/bench_harness_efficiency.py [--grid smoke] [--markers hotpotqa] [--limit 3] [--write-docs]
         [--threads N] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import subprocess
@@ -214,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=int, default=4, help="prompts for the raw speeds")
     parser.add_argument("--gen-tokens", type=int, default=64, help="greedy tokens per prompt for the raw speed")
     parser.add_argument("--keep", default=None, help="keep caches, reports and logs in this folder")
+    parser.add_argument("--write-docs", action="store_true", help="write the figures into docs/measured.md")
     args = parser.parse_args(argv)
     from bcas.llm.threads import engine_threads
 
@@ -253,20 +256,26 @@ def main(argv: list[str] | None = None) -> int:
         figure(f"harness efficiency, {args.grid}", "NOT measured", "", f">= {TARGET}", False)
         return 1
 
+    shown: list[str] = []
+
+    def say(line: str) -> None:
+        print(line)
+        shown.append(line)
+
     calls = sum(c.calls for c in cases)
     prompt_len = round(sum(c.prompt for c in cases) / max(1, calls))
     pp, tg, pp_n, tg_n = raw_speeds(threads, prompt_len, sample_texts(records, args.prompts), args.gen_tokens)
-    print(
+    say(
         f"raw llama.cpp, same GGUF, n_ctx and n_threads={threads}: prompt processing {pp:.2f} tokens/s "
         f"({pp_n} tokens in {args.prompts} prompts of {prompt_len}, no prefix reuse), "
         f"greedy generation {tg:.2f} tokens/s ({tg_n} tokens)"
     )
-    print("harness wall time: each case's duration in pytest's JUnit XML (setup + call + teardown)")
+    say("harness wall time: each case's duration in pytest's JUnit XML (setup + call + teardown)")
     width = max(len(c.case_id) for c in cases)
-    print(f"  {'case':<{width}}  items calls  prompt  compl.  cached   raw s  harness s  efficiency")
+    say(f"  {'case':<{width}}  items calls  prompt  compl.  cached   raw s  harness s  efficiency")
     for c in cases:
         raw = c.prompt / pp + c.completion / tg
-        print(
+        say(
             f"  {c.case_id:<{width}}  {c.records:5d} {c.calls:5d} {c.prompt:7d} {c.completion:7d} {c.cached_calls:7d}"
             f" {raw:7.1f} {c.wall_s:10.1f} {raw / c.wall_s:11.2f}"
         )
@@ -274,19 +283,32 @@ def main(argv: list[str] | None = None) -> int:
     total_wall = sum(c.wall_s for c in cases)
     raw_all = total_prompt / pp + total_completion / tg
     efficiency = raw_all / total_wall
-    print(
+    say(
         f"  {'in all':<{width}}  {sum(c.records for c in cases):5d} {calls:5d} {total_prompt:7d} {total_completion:7d}"
         f" {sum(c.cached_calls for c in cases):7d} {raw_all:7.1f} {total_wall:10.1f} {efficiency:11.2f}"
     )
-    print(
+    say(
         f"efficiency = raw / harness = {efficiency:.2f} (target >= {TARGET}: {'met' if efficiency >= TARGET else 'NOT met'});"
         f" the timed run took {wall:.1f} s from start to exit"
     )
-    print(f"load average {load_before} before, {load_text()} after")
+    say(f"load average {load_before} before, {load_text()} after")
     figure(f"raw llama.cpp prompt processing, n_threads={threads}", round(pp, 1), "tok/s")
     figure(f"raw llama.cpp greedy generation, n_threads={threads}", round(tg, 1), "tok/s")
     figure(f"harness efficiency, {args.grid} -m {args.markers or 'all'} x{args.limit}: raw / wall", round(efficiency, 2),
            "x", f">= {TARGET}", efficiency >= TARGET)  # fmt: skip
+    if args.write_docs:
+        from bench_latency import write_section
+
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+        head = (
+            f"`bench_harness_efficiency.py --grid {args.grid} --markers {args.markers!r} --limit {args.limit}` at "
+            f"{commit.stdout.strip()}, {datetime.date.today().isoformat()}, {len(os.sched_getaffinity(0))} usable "
+            f"CPUs, n_threads={threads}:"
+        )
+        body = head + "\n\n```text\n" + "\n".join(shown) + "\n```"
+        write_section(
+            "<!-- harness-efficiency:begin -->", "<!-- harness-efficiency:end -->", body, "Harness efficiency"
+        )
     return 0
 
 

@@ -14,13 +14,19 @@ their records are the same (config, item) keys, each once, equal in everything b
 a grid; otherwise "NOT measured" and exit 1.  The load average is printed before and after.
 
     python benchmarks/perf/bench_prefix_reuse.py [--grid smoke] [--markers hotpotqa] [--limit N] [--keep DIR]
+        [--write-docs]
+
+``--write-docs`` puts the measured lines (with the date, the commit and the load) between
+``<!-- prefix-reuse:begin -->`` and ``<!-- prefix-reuse:end -->`` of docs/measured.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -29,6 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
 from bench_harness_efficiency import run_child as child  # noqa: E402  (this script's folder is on sys.path)
+from bench_latency import write_section  # noqa: E402
 from support.proofs import by_key, first_difference, raw_records  # noqa: E402
 
 
@@ -49,6 +56,7 @@ def main() -> int:
     parser.add_argument("--markers", default="hotpotqa", help="pytest -m expression choosing the cases ('' for all)")
     parser.add_argument("--limit", type=int, default=None, help="items per dataset (default: the grid's)")
     parser.add_argument("--keep", default=None, help="keep caches, reports and logs in this folder")
+    parser.add_argument("--write-docs", action="store_true", help="write the figures into docs/measured.md")
     args = parser.parse_args()
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bcas-reuse-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -68,6 +76,7 @@ def main() -> int:
         print(f"NOT measured: building the indexes on mock:gold failed (exit {code}; {folder / 'indexes.log'})")
         return 1
     one, five, _ = os.getloadavg()
+    before = f"{one:.2f}"
     print(f"load average before: {one:.2f} (1 min), {five:.2f} (5 min); {len(os.sched_getaffinity(0))} usable CPUs")
     walls: dict[str, float] = {}
     records: dict[str, list[dict]] = {}
@@ -84,6 +93,7 @@ def main() -> int:
             return 1
         walls[label], records[label] = wall, raw_records(run_dir)
     one, five, _ = os.getloadavg()
+    after = f"{one:.2f}"
     print(f"load average after: {one:.2f} (1 min), {five:.2f} (5 min)")
     cold, warm = by_key(records["no reuse"]), by_key(records["reuse"])
     if (
@@ -106,6 +116,17 @@ def main() -> int:
     ratio = walls["no reuse"] / walls["reuse"]
     print(f"wall time: no reuse {walls['no reuse']:.1f} s, reuse {walls['reuse']:.1f} s: speed-up {ratio:.2f}x")
     figure("prefix reuse speed-up", round(ratio, 2), "x")
+    if args.write_docs:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+        text = (
+            f"`bench_prefix_reuse.py --grid {args.grid} --markers {args.markers!r}"
+            f"{f' --limit {args.limit}' if args.limit is not None else ''}` at {commit.stdout.strip()}, "
+            f"{datetime.date.today().isoformat()}, {len(os.sched_getaffinity(0))} usable CPUs, load average "
+            f"{before} before and {after} after (the runs' own engine threads): the same {len(cold)} records in "
+            f"everything but timing ({calls} model calls, {prompt:,} prompt tokens), **{walls['no reuse']:.1f} s "
+            f"without reuse, {walls['reuse']:.1f} s with it: {ratio:.2f}× faster**."
+        )
+        write_section("<!-- prefix-reuse:begin -->", "<!-- prefix-reuse:end -->", text, "Prompt reuse")
     return 0
 
 
