@@ -1,7 +1,8 @@
 """What each method of the ``baselines`` grid spends on a real model (prints figures, asserts nothing).
 
 Runs ``pytest benchmarks --bcas-grid baselines --bcas-model embedded --bcas-datasets hotpotqa
---bcas-limit 3`` (the embedded SmolLM2-135M, ``BCAS_THREADS`` as set, default 1) into a run
+--bcas-limit 3 --bcas-no-cache`` (the embedded SmolLM2-135M, ``BCAS_THREADS`` as set, default 1;
+every answer generated, none replayed from the generation cache) into a run
 folder, or reads an existing one (``--run DIR``), and prints per method × retrieval mode: items,
 errors, mean searches, mean prompt and completion tokens, model calls, accuracy (SQuAD EM) and
 stop reasons, with the machine's load average before and after beside them (figures taken under
@@ -57,7 +58,7 @@ def run(report: Path, items: int, model: str, more: list[str]) -> tuple[int, flo
     env = {**os.environ, "BCAS_THREADS": os.environ.get("BCAS_THREADS", "1"), "PYTHONPATH": str(REPO)}
     cmd = [
         sys.executable, "-m", "pytest", "benchmarks", "-q", "-p", "no:cacheprovider", "--bcas-grid", "baselines",
-        "--bcas-model", model, "--bcas-datasets", "hotpotqa", "--bcas-limit", str(items), "--bcas-report", str(report), *more,
+        "--bcas-model", model, "--bcas-datasets", "hotpotqa", "--bcas-limit", str(items), "--bcas-report", str(report), "--bcas-no-cache", *more,
     ]  # fmt: skip
     start = time.perf_counter()
     done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, check=False)
