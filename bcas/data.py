@@ -143,8 +143,9 @@ class Dataset:
 
     ``task``: the one task of every item (the generator prompt the pipelines use), and
     ``task_source`` where it came from: ``registered`` (the dataset registry), ``format``
-    (the file format's declared task) or ``file`` (one inference over the whole file,
-    :func:`bcas.formats.infer_task`); never an item's own gold answer."""
+    (the file format's declared task, a mixed file's included) or ``file`` (a label task
+    that one inference over the whole file found, :func:`bcas.formats.infer_task`); never an
+    item's own gold answer."""
 
     name: str
     path: str
@@ -332,6 +333,14 @@ def resolve_spec(name_or_path: str | Path) -> DatasetSpec:
     )
 
 
+def _inferred(fmt: Format | None, task: str, scoring: str) -> str:
+    """Where a file's task came from: ``file`` when its golds made it a label task (every gold a
+    label, :func:`bcas.formats.infer_task`), ``format`` when the format's declared task stands (a
+    mixed file, such as HotpotQA's yes/no and span answers, keeps it)."""
+    assert fmt is not None
+    return "file" if (task, scoring) != (fmt.task, fmt.scoring) else "format"
+
+
 def load_dataset(name_or_path: str | Path, limit: int | None = None, seed: int = 0) -> Dataset:
     """Load a registered dataset by name, a file by path, or ``FORMAT:PATH`` (each may be ``NAME=...``)."""
     name, rest = split_name(str(name_or_path))
@@ -345,12 +354,12 @@ def load_dataset(name_or_path: str | Path, limit: int | None = None, seed: int =
         items = _cached_items(str(path))
         if not registered:  # a file of ours: a label task when every gold is a label (FEVER's, yes/no)
             task, scoring = infer_task(FORMATS.get("bcas"), items)
-            source = "file"
+            source = _inferred(FORMATS.get("bcas"), task, scoring)
     else:
         fmt = lookup_format(spec.format)
         assert fmt is not None
         items, task, scoring = _cached_format(str(path), fmt)
-        source = "file" if fmt.infer_labels else "format"
+        source = _inferred(fmt, task, scoring)
     full = Dataset(name or spec.name, str(path), task, scoring, items, content_hash(items), task_source=source)
     return full.subset(limit, seed)
 

@@ -17,8 +17,9 @@ An entry holds:
   end) and ``judge`` (fingerprint, grade id), see :mod:`bcas.identity`; servers are
   identified from the session's preflight, never asked again here;
 * ``datasets`` (name -> hashes), ``dataset_tasks`` (name -> the ``task`` every prompt of its
-  items used, its ``scoring`` rule and ``task_source``: ``registered``, ``format`` or
-  ``file``, one inference over the whole file, :func:`bcas.formats.infer_task`), ``records_written`` and ``answers_from_cache`` (those
+  items used, its ``scoring`` rule and ``task_source``: ``registered``, ``format`` (a mixed
+  file's too) or ``file``, a label task one inference over the whole file found,
+  :func:`bcas.formats.infer_task`), ``records_written`` and ``answers_from_cache`` (those
   of them whose every model call the generation cache answered), filled at the end
   from the records this session wrote and the datasets it loaded;
 * ``price_sheet`` (path and sha256 of the TOML file; ``None`` when pricing is off);

@@ -106,6 +106,18 @@ def test_run_json_records_each_datasets_task(tmp_path: Path) -> None:
     assert tasks["colours"] == {"task": "yes-no-conflict", "scoring": "label", "task_source": "file"}
 
 
+def test_a_mixed_file_keeps_its_formats_task_and_says_so(tmp_path: Path) -> None:
+    """Yes/no golds beside span golds (HotpotQA's mix): the format's factoid task, named as the format's."""
+    rows = [
+        {"id": f"q{i}", "question": q, "answers": [a], "documents": [{"id": f"q{i}::0", "title": "t", "text": "x"}]}
+        for i, (q, a) in enumerate([("Is red a colour?", "yes"), ("Which colour is grass?", "green")])
+    ]  # fmt: skip
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    ds = load_dataset(str(path))
+    assert (ds.task, ds.scoring, ds.task_source) == ("factoid", "qa", "format")
+
+
 def _conflict_item(i: int) -> Item:
     """An item listed as ConflictQA lists them: the two memory-side documents first."""
     docs = tuple(
