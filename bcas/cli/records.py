@@ -336,16 +336,13 @@ class _Metric(click.ParamType[str]):
     "(McNemar) or a registered value metric such as f1, evidence_recall, cost_usd, tokens (paired bootstrap)",  # pragma: no mutate
 )
 def compare(runs: Sequence[str], html: str | None, report: str | None, allow_mismatch: bool, metric: str) -> int:
-    from bcas.report.compare import compare_command
+    from bcas.report.compare import compare_command, runs_error
 
     for run in runs:
         if not Path(run).exists():
             fail(f"{run}: no such run folder or records file")
-    if len(runs) < 2 or (len(runs) > 2 and report is None):
-        raise BadInput(
-            f"give two runs to compare (RUN_A RUN_B), got {len(runs)}; two or more are combined into one report "
-            "with --report DIR"
-        )
+    if (problem := runs_error(len(runs), report is not None)) is not None:
+        raise BadInput(problem)
     if report is not None:  # two or more runs into one run folder with the usual report
         from bcas.records import RecordError
         from bcas.run.combine import combine_runs

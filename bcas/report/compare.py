@@ -484,6 +484,16 @@ def _flips(run_a: Run, run_b: Run, comps: list[GroupComparison], metric: str) ->
 # -- command line ------------------------------------------------------------------------------
 
 
+def runs_error(n: int, report: bool = False) -> str | None:
+    """Why ``n`` runs cannot be compared (two, or two or more into one ``--report``), else None."""
+    if n < 2 or (n > 2 and not report):
+        return (
+            f"give two runs to compare (RUN_A RUN_B), got {n}; two or more are combined into one report "
+            "with --report DIR"
+        )
+    return None
+
+
 def compare_command(
     runs: Sequence[str],
     html: str | None = None,
@@ -494,12 +504,8 @@ def compare_command(
     compared item by item (``--report``, which combines two or more into one run folder, is
     :func:`bcas.run.combine.combine_runs`).  Returns the exit status (2: one line on standard
     error)."""
-    if len(runs) != 2:
-        print(
-            f"error: give two runs to compare (RUN_A RUN_B), got {len(runs)}; more are combined into one report "
-            "with --report DIR",
-            file=sys.stderr,
-        )
+    if (problem := runs_error(len(runs))) is not None:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
         run_a, run_b = load_run(runs[0]), load_run(runs[1])

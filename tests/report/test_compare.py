@@ -193,3 +193,21 @@ def test_mock_gold_against_mock_random_end_to_end(
     # A run against itself: same identity, nothing flips.
     assert bcas_main(["compare", str(runs["gold"]), str(runs["gold"])]) == 0
     assert "no flipped items" in capsys.readouterr().out
+
+
+def test_a_wrong_number_of_runs_is_one_line_naming_the_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One run, or three without --report: refused with the count; three with --report are combined."""
+    from bcas.report.compare import compare_command
+
+    runs = [tmp_path / name for name in ("a", "b", "c")]
+    for run in runs:
+        run.mkdir()
+    for given, extra in ((runs[:1], []), (runs, [])):
+        capsys.readouterr()
+        assert bcas_main(["compare", *map(str, given), *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert f"got {len(given)}" in err and "--report DIR" in err and len(err.splitlines()) == 1, err
+    assert compare_command([str(r) for r in runs]) == 2  # the function refuses as the command does
+    assert "got 3" in capsys.readouterr().err
