@@ -40,6 +40,7 @@ QUICK_ARGS: dict[str, list[str]] = {
     "bench_harness_efficiency": ["--limit", "1"],
     "bench_llm": ["--rounds", "2"],
     "bench_madara": ["--items", "1", "--methods", "nf,sda,pde"],
+    "bench_methods": ["--items", "1", "--select", "bm25 or closed_book"],
     "bench_prefix_reuse": ["--limit", "1"],
     "bench_rerun": ["--limit", "2"],
     "bench_retrieval": ["--queries", "200", "--skip-dense", "--skip-rerank"],
