@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bcas.records.schema import Record
+from bcas.records.schema import Record, is_test_double
 from bcas.registry import did_you_mean
 from bcas.resources import resource_path
 
@@ -163,8 +163,9 @@ def reprice_record(record: Record, sheet: PriceSheet) -> Record:
     """The record with ``cost_usd`` (and the judge's cost) computed under ``sheet``.
 
     A model the sheet does not price gets ``cost_usd = None`` (unknown, never 0) and
-    ``extra["price_missing"]`` naming the model and the sheet; pricing never raises, so
-    it can never cost a record.
+    ``extra["price_missing"]`` naming the model and the sheet (the warning and the report's
+    note), except a test double (the ``mock`` backend's), which has no price by nature and
+    is named as such by the report's banner; pricing never raises, so it can never cost a record.
     """
     extra = record.extra
     try:
@@ -173,7 +174,8 @@ def reprice_record(record: Record, sheet: PriceSheet) -> Record:
             extra = {k: v for k, v in extra.items() if k != "price_missing"}
     except PriceError:
         cost = None
-        extra = {**(extra or {}), "price_missing": {"model": record.model, "sheet": sheet.name}}
+        if not is_test_double(record.model_fingerprint, extra):
+            extra = {**(extra or {}), "price_missing": {"model": record.model, "sheet": sheet.name}}
     judge = record.judge
     if judge and judge.get("model"):
         judge = dict(judge)

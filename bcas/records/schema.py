@@ -139,3 +139,11 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     return value
+
+
+TEST_DOUBLE_PREFIX = "mock:"  # the fingerprint of every model of the ``mock`` backend (bcas.llm.fingerprint)
+
+
+def is_test_double(fingerprint: str | None, extra: dict[str, Any] | None = None) -> bool:
+    """The model is a test double: the ``mock`` backend's fingerprint, or a record marked ``extra.mock``."""
+    return str(fingerprint or "").startswith(TEST_DOUBLE_PREFIX) or bool((extra or {}).get("mock") is True)

@@ -26,6 +26,7 @@ from markupsafe import Markup
 
 from bcas.grading.outcomes import outcome
 from bcas.grids import GRIDS
+from bcas.records.schema import is_test_double
 from bcas.report.html_cost import cost_section, stops_section
 from bcas.report.html_figures import figures
 from bcas.report.html_interactive import CSS as INTERACTIVE_CSS
@@ -58,16 +59,8 @@ tr.failed td{background:#fdecea} tr.failed td:nth-child(6){color:#b3261e;font-we
 """
 
 
-TEST_DOUBLE_PREFIX = "mock:"  # the fingerprint of every model of the ``mock`` backend (bcas.llm.fingerprint)
-
-
 def _pct(v: float | None) -> str:
     return "" if v is None else f"{v * 100:.1f}"
-
-
-def is_test_double(fingerprint: str | None, extra: dict[str, Any] | None = None) -> bool:
-    """The model is a test double: the ``mock`` backend's fingerprint, or a record marked ``extra.mock``."""
-    return str(fingerprint or "").startswith(TEST_DOUBLE_PREFIX) or bool((extra or {}).get("mock") is True)
 
 
 def test_doubles(records: list[dict[str, Any]]) -> list[str]:
