@@ -297,12 +297,11 @@ def main(argv: list[str] | None = None) -> int:
     figure(f"harness efficiency, {args.grid} -m {args.markers or 'all'} x{args.limit}: raw / wall", round(efficiency, 2),
            "x", f">= {TARGET}", efficiency >= TARGET)  # fmt: skip
     if args.write_docs:
-        from bench_latency import write_section
+        from bench_latency import short_commit, write_section
 
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
         head = (
             f"`bench_harness_efficiency.py --grid {args.grid} --markers {args.markers!r} --limit {args.limit}` at "
-            f"{commit.stdout.strip()}, {datetime.date.today().isoformat()}, {len(os.sched_getaffinity(0))} usable "
+            f"{short_commit()}, {datetime.date.today().isoformat()}, {len(os.sched_getaffinity(0))} usable "
             f"CPUs, n_threads={threads}:"
         )
         body = head + "\n\n```text\n" + "\n".join(shown) + "\n```"

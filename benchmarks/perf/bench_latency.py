@@ -72,6 +72,14 @@ QUESTIONS = (
 )
 
 
+def short_commit() -> str:
+    """The checkout's commit, short, for a figure written into the docs ('unknown' outside git)."""
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip() or "unknown"
+
+
 def write_section(begin: str, end: str, body: str, heading: str) -> None:
     """Replace the text between the comments ``begin`` and ``end`` of docs/measured.md with ``body``
     (or append it under a new ``heading`` the first time)."""

@@ -36,7 +36,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_latency import ALIAS, NativeServer, write_section  # noqa: E402
+from bench_latency import ALIAS, NativeServer, short_commit, write_section  # noqa: E402
 
 from bcas.testing.llama import LlamaCppServer  # noqa: E402
 
@@ -103,13 +103,6 @@ def served(args: argparse.Namespace, threads: int) -> tuple[Any, str]:
     return LlamaCppServer(n_ctx=N_CTX, n_threads=threads, alias=ALIAS), "llama_cpp.server (llama-cpp-python)"
 
 
-def commit() -> str:
-    done = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=False
-    )
-    return done.stdout.strip() or "unknown"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=3)
@@ -129,7 +122,7 @@ def main() -> int:
     threads = int(os.environ.get("BCAS_THREADS", "1"))
     folder = args.run
     if folder is None:
-        facts: dict[str, Any] = {"before": load(), "items": args.items, "threads": threads, "commit": commit()}
+        facts: dict[str, Any] = {"before": load(), "items": args.items, "threads": threads, "commit": short_commit()}
         folder = Path(tempfile.mkdtemp(prefix="bench-methods-")) / "run"
         print(f"before: {facts['before']}")
         if args.server:

@@ -26,7 +26,6 @@ import argparse
 import datetime
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -35,7 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
 from bench_harness_efficiency import run_child as child  # noqa: E402  (this script's folder is on sys.path)
-from bench_latency import write_section  # noqa: E402
+from bench_latency import short_commit, write_section  # noqa: E402
 from support.proofs import by_key, first_difference, raw_records  # noqa: E402
 
 
@@ -117,10 +116,9 @@ def main() -> int:
     print(f"wall time: no reuse {walls['no reuse']:.1f} s, reuse {walls['reuse']:.1f} s: speed-up {ratio:.2f}x")
     figure("prefix reuse speed-up", round(ratio, 2), "x")
     if args.write_docs:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
         text = (
             f"`bench_prefix_reuse.py --grid {args.grid} --markers {args.markers!r}"
-            f"{f' --limit {args.limit}' if args.limit is not None else ''}` at {commit.stdout.strip()}, "
+            f"{f' --limit {args.limit}' if args.limit is not None else ''}` at {short_commit()}, "
             f"{datetime.date.today().isoformat()}, {len(os.sched_getaffinity(0))} usable CPUs, load average "
             f"{before} before and {after} after (the runs' own engine threads): the same {len(cold)} records in "
             f"everything but timing ({calls} model calls, {prompt:,} prompt tokens), **{walls['no reuse']:.1f} s "
