@@ -333,11 +333,10 @@ def resolve_spec(name_or_path: str | Path) -> DatasetSpec:
     )
 
 
-def _inferred(fmt: Format | None, task: str, scoring: str) -> str:
+def _inferred(fmt: Format, task: str, scoring: str) -> str:
     """Where a file's task came from: ``file`` when its golds made it a label task (every gold a
     label, :func:`bcas.formats.infer_task`), ``format`` when the format's declared task stands (a
     mixed file, such as HotpotQA's yes/no and span answers, keeps it)."""
-    assert fmt is not None
     return "file" if (task, scoring) != (fmt.task, fmt.scoring) else "format"
 
 

@@ -419,7 +419,7 @@ def render_report(
     """Write ``index.html`` into ``run_dir`` and return its path (``gate``: a ``GateReport``;
     ``stops``: cases the session's ``--bcas-max-cost`` stopped, :mod:`bcas.run.cost`; ``notes``:
     lines shown first among the notes; ``methods``: the summary's agent-vs-methods results,
-    ``Summaries.methods``, so the page shows what summary.json says)."""
+    ``Summaries.methods``, so the page shows what summary.json says; none, no such section)."""
     grid_order = grid_order or {}
     grids = dict(GRIDS.items())
     results = counting(rows)  # the charts, matrices and beyond-accuracy tables show no case that did not pass
@@ -449,7 +449,7 @@ def render_report(
         madara_headers=MADARA_HEADERS,
         madara_rows=_madara_rows(records, marks),
         cost=cost_section(results) + latency_section(results, records),
-        methods=methods_section(records, results, comparisons, grids, methods),
+        methods=methods_section(results, methods or ([], [])),
         profile_headers=PROFILE_HEADERS,
         profile_rows=_profile_rows(profiles or []),
         items=items_section(records, grids),

@@ -11,17 +11,14 @@ frontier (:func:`bcas.report.pareto.frontier`, drawn by :func:`bcas.report.plots
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 from markupsafe import Markup
 
 from bcas.report.html_interactive import fr_data
-from bcas.report.membership import grouped
-from bcas.report.methods import ExtraCost, MethodRow, methods_of_run
+from bcas.report.methods import ExtraCost, MethodRow
 from bcas.report.pareto import AXIS_NAMES, COST, TOKENS, Point, axis_for, frontier
 from bcas.report.plots import cost_scatter
-from bcas.report.summary import grid_metrics
 from bcas.report.templating import render
 
 HEADERS = [
@@ -29,19 +26,6 @@ HEADERS = [
     "95% CI (Newcombe)", "p (McNemar)", "p Holm", "searches/item", "completion tokens/item", "tokens/correct",
     "USD/correct",
 ]  # fmt: skip
-
-
-def method_results(
-    records: list[dict[str, Any]],
-    rows: Iterable[Any],
-    comparisons: Iterable[Any],
-    grids: Mapping[str, Any] | None = None,
-    only: Iterable[str] | None = None,
-    judge: bool | None = None,
-) -> tuple[list[MethodRow], list[ExtraCost]]:
-    """The method rows and extra costs of a run, grouped and graded as its summary is."""
-    groups, _ = grouped(records, grids, only)
-    return methods_of_run(records, rows, comparisons, groups, grid_metrics(records, grids, only, judge))
 
 
 def _pct(v: float) -> str:
@@ -93,16 +77,10 @@ def _figure(i: int, cell: tuple[str, str, str], rows: list[Any]) -> dict[str, An
     }
 
 
-def methods_section(
-    records: list[dict[str, Any]],
-    rows: list[Any],
-    comparisons: list[Any],
-    grids: Mapping[str, Any] | None = None,
-    computed: tuple[list[MethodRow], list[ExtraCost]] | None = None,
-) -> Markup:
-    """The section (empty when no method was compared with the loop); ``computed``: the run's
-    method rows and extra costs as its summary has them (``Summaries.methods``), else worked out here."""
-    method_rows, extras = computed if computed is not None else method_results(records, rows, comparisons, grids)
+def methods_section(rows: list[Any], computed: tuple[list[MethodRow], list[ExtraCost]]) -> Markup:
+    """The section (empty when no method was compared with the loop): ``computed``, the run's
+    method rows and extra costs as its summary has them (``Summaries.methods``), beside its ``rows``."""
+    method_rows, extras = computed
     if not method_rows:
         return Markup()
     by_cell: dict[tuple[str, str, str], list[Any]] = defaultdict(list)
@@ -134,4 +112,4 @@ def methods_section(
     )
 
 
-__all__ = ["HEADERS", "method_results", "methods_section"]
+__all__ = ["HEADERS", "methods_section"]

@@ -180,3 +180,41 @@ def test_the_report_shows_the_comparison_the_extra_cost_and_the_method_pareto_fi
     assert len(value["methods"]) == 6 and len(value["extra"]) == 1
     assert {row[2] for row in value["methods"]} >= {"closed_book", "first_passage/bm25", "ircot/bm25"}
     assert value["extra"][0][3] in {row[2] for row in value["methods"]}  # the best method is one of them
+
+
+def test_the_report_shows_the_summarys_method_rows(user_run: tuple[Path, Any]) -> None:
+    """The page's agent-vs-methods table is summary.json's rows (one computation for both views):
+    each method, its agent, its n and its Holm p as the summary has them."""
+    import re
+
+    run_dir, _ = user_run
+    rows = json.loads((run_dir / "summary.json").read_text())["methods"]["rows"]
+    page = (run_dir / "index.html").read_text(encoding="utf-8")
+    table = page.split('id="methods-table"')[1].split("</table>")[0]
+    shown = [
+        [re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", tr, flags=re.S)]
+        for tr in table.split("<tbody")[1].split("<tr")[1:]
+    ]
+    want = [[r["label"], r["agent"], str(r["n_paired"]), f"{r['p_holm']:.3g}"] for r in rows]
+    assert sorted([c[2], c[3], c[4], c[10].rstrip(" *")] for c in shown) == sorted(want)
+
+
+def test_the_report_draws_the_method_results_it_is_given(tmp_path: Path) -> None:
+    """render_report shows the agent-vs-methods results it is handed (the summary's), never its own."""
+    from bcas.report.html import render_report
+    from bcas.report.methods import MethodRow
+    from bcas.report.summary import write_summaries
+    from tests.support.reports import grid_records
+
+    records = grid_records("smoke", n_items=2)
+    summaries = write_summaries(tmp_path, records)
+    row = MethodRow(
+        grid="smoke", model="m", dataset="d", label="closed_book", method="closed_book", agent="bcas/bm25",
+        n_paired=2, accuracy=0.5, agent_accuracy=0.5, diff=0.0, ci_lo=-0.5, ci_hi=0.5, p_value=0.123,
+        p_holm=0.777, significant=False, mean_searches=0.0, mean_tokens_out=9.0, mean_tokens=20.0, mean_cost_usd=None,
+        cost_per_correct=None, tokens_per_correct=18.0,
+    )  # fmt: skip
+    given = render_report(tmp_path, records, summaries.rows, summaries.comparisons, methods=([row], []))
+    assert "methods-table" in given.read_text(encoding="utf-8") and ">0.777<" in given.read_text(encoding="utf-8")
+    plain = render_report(tmp_path / "none", records, summaries.rows, summaries.comparisons)
+    assert "methods-table" not in plain.read_text(encoding="utf-8")

@@ -159,7 +159,7 @@ def render(
     summaries = write_summaries(run_dir, records)
     rows, comparisons = summaries.rows, summaries.comparisons
     order = {name: [e.label for e in grid.entries] for name, grid in GRIDS.items()}
-    path = render_report(run_dir, records, rows, comparisons, order, title=title)
+    path = render_report(run_dir, records, rows, comparisons, order, title=title, methods=summaries.methods)
     return path, rows, comparisons
 
 
