@@ -80,8 +80,12 @@ def _view(runs: Runs) -> dict[str, Any]:
     return json.loads((runs.site / "view.json").read_text(encoding="utf-8"))
 
 
+def _summary_of(run_dir: Path) -> list[dict[str, Any]]:
+    return json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))["rows"]
+
+
 def _summary(runs: Runs, name: str) -> list[dict[str, Any]]:
-    return json.loads((runs.root / "runs" / name / "summary.json").read_text(encoding="utf-8"))["rows"]
+    return _summary_of(runs.root / "runs" / name)
 
 
 def _key(row: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -213,6 +217,34 @@ def test_every_run_links_to_its_own_report(runs: Runs) -> None:
     for name in [*RUNS, MERGED]:
         assert f'href="../runs/{name}/index.html"' in index
         assert (runs.site / "../runs" / name / "index.html").resolve().is_file()
+
+
+def test_a_case_that_did_not_pass_shows_its_mark_as_its_summary_json_does(runs: Runs, tmp_path: Path) -> None:
+    """A case whose status (cases.jsonl) is failed has no accuracy in summary.json: nor in the view."""
+    from dataclasses import replace
+
+    from bcas.records.case_status import append_case_status, read_case_statuses
+
+    run = tmp_path / "gold-a"
+    shutil.copytree(runs.root / "runs" / "gold-a", run)
+    (case,) = [c for c in read_case_statuses(run) if c.label == "bm25/s2/t2k"]
+    append_case_status(run, replace(case, status="failed", reason="an invariant broke"))
+    assert main(["report", str(run)]) == 0  # summary.json rebuilt from the records and the statuses
+    summary = {r["label"]: r for r in _summary_of(run)}
+    assert summary["bm25/s2/t2k"]["accuracy"] is None and summary["bm25/s1/t2k"]["accuracy"] == 1.0
+    assert main(["view", str(run), "--out", str(tmp_path / "site")]) == 0
+    view = json.loads((tmp_path / "site" / "view.json").read_text(encoding="utf-8"))
+    for table in view["tables"]:
+        (row,) = table["rows"]
+        want = summary[table["label"]]
+        assert (row["status"], row["accuracy"], row["ci_lo"], row["correct"]) == (
+            want["status"], want["accuracy"], want["ci_lo"], want["correct"]
+        )  # fmt: skip
+    page = _Leaderboard()
+    page.feed((tmp_path / "site" / "index.html").read_text(encoding="utf-8"))
+    shown = {attrs["data-config"]: dict(zip(HEADERS, texts, strict=False)) for attrs, texts in page.rows}
+    assert shown["bm25/s2/t2k"]["accuracy %"] == "FAILED" and shown["bm25/s2/t2k"]["95% CI"] == "an invariant broke"
+    assert shown["bm25/s1/t2k"]["accuracy %"] == "100.0"
 
 
 def test_rows_that_differ_in_more_than_the_model_are_refused(
