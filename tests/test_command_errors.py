@@ -36,6 +36,10 @@ CASES: list[tuple[str, list[str], str]] = [
     ("compare", ["compare", "RUN", "RUN", "RUN"], "combined into one report with --report DIR"),
     ("latency", ["latency", "missing-run"], "missing-run: no records.jsonl"),
     ("latency", ["latency", "RUN", "--out", "out/knee.html"], "no such folder"),
+    ("view", ["view", "missing-run"], "missing-run: no such run folder"),
+    ("view", ["view", "RUN/records.jsonl"], "not a folder (give run folders, or a folder holding them)"),
+    ("view", ["view", "RUN", "missing-run"], "missing-run: no such run folder"),  # checked before any write
+    ("view", ["view", "RUN", "--port", "8000"], "--port and --serve-seconds go with --serve"),
     ("report", ["report", "missing-run"], "missing-run: no such run folder"),
     ("report", ["report", "."], "holds no records.jsonl"),
     ("report", ["report", "RUN", "missing-run"], "missing-run: no such run folder"),  # checked before any write

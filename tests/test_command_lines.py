@@ -30,6 +30,7 @@ SUBCOMMANDS = (
     "models convert",
     "index evaluate",
     "index milvus",
+    "view",
 )
 
 
@@ -62,6 +63,7 @@ def test_help_lists_every_subcommand() -> None:
         "models",
         "serve",
         "index",
+        "view",
     }
 
 

@@ -5,7 +5,7 @@
     bcas merge RUN [RUN ...] [--out DIR]      bcas compare RUN_A RUN_B
     bcas rejudge RUN --judge BACKEND:MODEL    bcas reprice RUN|RECORDS --prices SHEET
     bcas report RUN [RUN ...]                 bcas gate write RUN OUT.json
-    bcas latency RUN_DIR [RUN_DIR ...]
+    bcas latency RUN_DIR [RUN_DIR ...]        bcas view RUN_DIR... | FOLDER [--serve]
     bcas gate power                           bcas data check [NAME|PATH ...]
     bcas models [convert]                     bcas serve --model FILE.gguf --port N
     bcas index evaluate | milvus
@@ -31,19 +31,20 @@ from bcas.cli.latency import latency
 from bcas.cli.models import models
 from bcas.cli.records import compare, merge, rejudge, report, reprice
 from bcas.cli.serve import index, serve
+from bcas.cli.view import view
 
 
 @click.group(
     cls=Group,
     help="Before and after a bcas run: merge, compare, report, latency, rejudge, reprice, gate, data, models, "  # pragma: no mutate
-    "serve, index. Grids run under pytest: pytest benchmarks --bcas-grid smoke.",  # pragma: no mutate
+    "serve, index, view. Grids run under pytest: pytest benchmarks --bcas-grid smoke.",  # pragma: no mutate
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 def cli() -> None:
     """The group; its subcommands are added below."""
 
 
-for _command in (merge, compare, report, latency, rejudge, reprice, gate, data, models, serve, index):
+for _command in (merge, compare, report, latency, rejudge, reprice, gate, data, models, serve, index, view):
     cli.add_command(_command)
 
 

@@ -52,4 +52,18 @@ def served_by_fingerprint(manifest: dict[str, Any] | None) -> dict[str, str]:
     return names
 
 
-__all__ = ["LOCK_FILE", "MANIFEST_FILE", "locked", "read_manifest", "served_by_fingerprint"]
+def session_grids(manifest: dict[str, Any] | None) -> tuple[list[str], str | None]:
+    """The grids the run's sessions ran (in order, each once) and the last session's ``holm_scope``:
+    what a view of the records (``bcas report``, ``bcas view``) summarises them under."""
+    grids: list[str] = []
+    holm_scope = None
+    for session in (manifest or {}).get("sessions") or []:
+        settings = (session or {}).get("settings") or {}
+        for name in settings.get("grids") or []:
+            if str(name) not in grids:
+                grids.append(str(name))
+        holm_scope = settings.get("holm_scope", holm_scope)
+    return grids, holm_scope
+
+
+__all__ = ["LOCK_FILE", "MANIFEST_FILE", "locked", "read_manifest", "served_by_fingerprint", "session_grids"]

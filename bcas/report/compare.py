@@ -131,13 +131,16 @@ def load_run(path: str | Path) -> Run:
     return Run(p, records, manifest)
 
 
-def _values(records: list[Record], name: str) -> list[str]:
-    return sorted({str(getattr(r, name)) for r in records})
+def _values(records: Sequence[Record | dict[str, Any]], name: str) -> list[str]:
+    return sorted({str(r.get(name) if isinstance(r, dict) else getattr(r, name)) for r in records})
 
 
-def identity_differences(recs_a: list[Record], recs_b: list[Record]) -> list[str]:
+def identity_differences(
+    recs_a: Sequence[Record | dict[str, Any]], recs_b: Sequence[Record | dict[str, Any]]
+) -> list[str]:
     """What makes two groups' answers incomparable: the dataset hash, the prompt hash or the
-    configuration id differs (another model is the comparison, not a difference)."""
+    configuration id differs (another model is the comparison, not a difference).  The
+    records may be :class:`Record` objects or their dicts (``bcas view``)."""
     out = []
     for name, what in COMPARED_ON:
         a, b = _values(recs_a, name), _values(recs_b, name)
@@ -370,8 +373,9 @@ def _cap(text: str) -> str:
     return text if len(text) <= TEXT_CAP else f"{text[:TEXT_CAP]}… ({len(text) - TEXT_CAP} more characters)"
 
 
-def _side(tag: str, run: Run, rec: Record, metric: str) -> dict[str, Any]:
-    """One side of a flipped item: the run's answer, its outcome and its steps (texts capped)."""
+def side_of(tag: str, run_name: str, rec: Record, metric: str) -> dict[str, Any]:
+    """One side of a flipped item: the run's answer, its outcome and its steps (texts capped);
+    ``templates/_trajectory.html`` shows it (here and in ``bcas view``)."""
     steps = []
     for step in rec.steps:
         docs = step.get("titles") or step.get("docs") or []
@@ -384,7 +388,7 @@ def _side(tag: str, run: Run, rec: Record, metric: str) -> dict[str, Any]:
         )
     return {
         "tag": tag,
-        "run": run.name,
+        "run": run_name,
         "model": rec.model,
         "epoch": rec.epoch,
         "prediction": rec.prediction,
@@ -473,8 +477,8 @@ def _flips(run_a: Run, run_b: Run, comps: list[GroupComparison], metric: str) ->
                         "item": item,
                         "question": ra.question[:200],
                         "gold": " | ".join(ra.answers),
-                        "a": _side("A", run_a, ra, metric),
-                        "b": _side("B", run_b, rb, metric),
+                        "a": side_of("A", run_a.name, ra, metric),
+                        "b": side_of("B", run_b.name, rb, metric),
                     }
                 )
             groups.append({"title": c.title, "tag": tag, "flipped": shown})

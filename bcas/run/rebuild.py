@@ -25,7 +25,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from bcas.records import RecordError
-from bcas.records.manifest import read_manifest
+from bcas.records.manifest import read_manifest, session_grids
 from bcas.records.store import record_files
 from bcas.run.finalize import FinalResult, finalize_run
 
@@ -71,14 +71,7 @@ def check_run_folder(run_dir: str | os.PathLike[str]) -> Path:
 
 def _settings(run_dir: Path, manifest: dict[str, Any] | None) -> SimpleNamespace:
     """What :func:`finalize_run` reads of the settings, from the sessions recorded in ``run.json``."""
-    grids: list[str] = []
-    holm_scope = None
-    for session in (manifest or {}).get("sessions") or []:
-        settings = (session or {}).get("settings") or {}
-        for name in settings.get("grids") or []:
-            if str(name) not in grids:
-                grids.append(str(name))
-        holm_scope = settings.get("holm_scope", holm_scope)
+    grids, holm_scope = session_grids(manifest)
     return SimpleNamespace(run_dir=run_dir, grids=grids, holm_scope=holm_scope, prices=None)
 
 
