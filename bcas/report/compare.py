@@ -10,7 +10,10 @@ items both groups hold:
 
 * accuracy of A and of B, the discordant counts both ways (A right and B wrong, A wrong
   and B right) and the difference B - A with Newcombe's (1998) paired 95% interval and
-  the exact McNemar p-value (BCAS Figure 3, MADARA §6; :mod:`bcas.stats`);
+  the exact McNemar p-value (BCAS Figure 3, MADARA §6; :mod:`bcas.stats`), Holm-adjusted
+  over the compared groups, and the verdict in the words of :mod:`bcas.report.verdict` (a
+  run is named ahead only when the test separates them; else "not separable at n = K"
+  with the paired items 80% power would need);
 * with several epochs per item, the per-item means and a paired t-test on them
   (:mod:`bcas.report.paired` says why);
 * on a metric that is not pass/fail per item (``--metric f1``, ``evidence_recall``,
@@ -51,7 +54,8 @@ from bcas.records.manifest import read_manifest
 from bcas.report.membership import model_names
 from bcas.report.paired import paired, paired_bootstrap
 from bcas.report.templating import render
-from bcas.stats import mcnemar_exact, newcombe_paired_diff
+from bcas.report.verdict import paired_verdict
+from bcas.stats import holm_bonferroni, mcnemar_exact, newcombe_paired_diff
 
 GroupKey = tuple[str, str, str, str]  # (model label, model fingerprint, dataset, configuration label)
 TEXT_CAP = 4000  # characters of one step's text shown in the HTML
@@ -108,6 +112,8 @@ class GroupComparison:
     records_b: dict[str, Record] = field(default_factory=dict)
     binary: bool = True  # a pass/fail metric; else a value metric (a_only / b_only: A / B higher)
     share: bool = True  # values in [0, 1], shown in percent
+    p_holm: float = 1.0  # Holm over the compared groups of a pass/fail metric (holm_verdicts)
+    verdict: str = ""  # bcas.report.verdict's words: which run is ahead, only when separated
 
     def shown(self, x: float, signed: bool = False) -> str:
         """``x`` as the table shows it: percent (points for a difference) or the amount."""
@@ -289,7 +295,21 @@ def compare_runs(run_a: Run, run_b: Run, metric: str = "em") -> tuple[list[Group
             comp.notes.insert(0, f"models compared: A {model_a} ({fp_a}) vs B {comp.model_b} ({', '.join(prints_b)})")
         out.append(comp)
     unmatched += [f"only in B: {names_b[k[:2]]} / {k[2]} / {k[3]}" for k in sorted(groups_b) if k not in paired_b]
+    holm_verdicts(out)
     return out, unmatched
+
+
+def holm_verdicts(comps: list[GroupComparison], alpha: float = 0.05) -> None:
+    """Holm over the groups of a pass/fail metric, one family (Holm 1979), and each group's verdict
+    (:func:`bcas.report.verdict.paired_verdict`: run B or run A is named ahead only when separated)."""
+    binary = [c for c in comps if c.binary]
+    _, adjusted = holm_bonferroni([c.p_value for c in binary], alpha)
+    for c, adj in zip(binary, adjusted, strict=True):
+        c.p_holm = adj
+        first, second = (
+            ("run B", "run A") if c.model_a == c.model_b else (f"run B ({c.model_b})", f"run A ({c.model_a})")
+        )
+        c.verdict = paired_verdict(first, second, len(c.b_only), len(c.a_only), c.n, adj, alpha, len(binary)).text
 
 
 def refusal(differences: list[str]) -> str:
@@ -331,14 +351,15 @@ def table_lines(comps: list[GroupComparison]) -> list[str]:
         ("model", "model"), ("dataset", "dataset"), ("config", "label")))  # fmt: skip
     lines = [
         f"{'model':<{mw}}{'dataset':<{dw}}{'config':<{lw}}{'n':>5}{a:>9}{b:>9}{d:>9}"
-        f"{'95% CI':>18}{only[0]:>8}{only[1]:>8}{'p':>9}"
+        f"{'95% CI':>18}{only[0]:>8}{only[1]:>8}{'p':>9}{'Holm p':>9}"
     ]
     for c in comps:
         lines.append(
             f"{c.model:<{mw}}{c.dataset:<{dw}}{c.label:<{lw}}{c.n:>5}{c.shown(c.acc_a):>9}"
             f"{c.shown(c.acc_b):>9}{c.shown(c.diff, True):>9}{f'{c.shown(c.ci_lo, True)} {c.shown(c.ci_hi, True)}':>18}"
-            f"{len(c.a_only):>8}{len(c.b_only):>8}{c.p_value:>9.4f}"
+            f"{len(c.a_only):>8}{len(c.b_only):>8}{c.p_value:>9.4f}{c.p_holm if c.binary else c.p_value:>9.4f}"
         )
+    lines += [f"verdict: {c.title}: {c.verdict}" for c in comps if c.verdict]
     return lines
 
 
@@ -410,7 +431,9 @@ _GROUP_COLUMNS = (
     "A right, B wrong",
     "A wrong, B right",
     "p",
+    "Holm p",
     "test",
+    "verdict",
 )
 
 
@@ -437,7 +460,9 @@ def render_html(
                 len(c.a_only),
                 len(c.b_only),
                 f"{c.p_value:.4f}",
+                f"{c.p_holm:.4f}" if c.binary else "",
                 c.test,
+                c.verdict,
             ]
         }
         for c in comps

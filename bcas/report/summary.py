@@ -45,6 +45,7 @@ from bcas.records.case_status import PASSED, CaseStatus, StatusIndex
 from bcas.report.methods import ExtraCost, MethodRow, methods_of_run, to_payload
 from bcas.report.paired import PairedResult, accuracy, epochs_of, paired, per_item_means
 from bcas.report.status import counting, row_fields, status_lines, with_status
+from bcas.report.verdict import paired_verdict
 from bcas.stats import holm_bonferroni
 
 
@@ -262,6 +263,10 @@ class Comparison(PairedResult):
     significant: bool
     family: str = ""  # the Holm family within the grid ("" = the grid's one family)
     metric: str = "correct_em"
+    # Who is ahead, in the one wording of bcas.report.verdict: named only when the test separates them
+    # after Holm, else "not separable at n = K" with the paired items 80% power needs.
+    verdict: str = ""
+    items_needed: int | None = None
 
 
 def _compare(
@@ -293,7 +298,10 @@ def _compare(
     )
 
 
-def _holm(comparisons: list[Comparison], family: Any, alpha: float) -> None:
+def _holm(
+    comparisons: list[Comparison], family: Any, alpha: float, names: Callable[[Comparison], tuple[str, str]]
+) -> None:
+    """Holm-adjust each family's p-values, and word each comparison's verdict (``names``: its two sides)."""
     families: dict[Any, list[Comparison]] = defaultdict(list)
     for comp in comparisons:
         families[family(comp)].append(comp)
@@ -302,6 +310,8 @@ def _holm(comparisons: list[Comparison], family: Any, alpha: float) -> None:
         for comp, rej, adj in zip(comps, reject, adjusted, strict=True):
             comp.p_holm = adj
             comp.significant = bool(rej)
+            found = paired_verdict(*names(comp), comp.b, comp.c, comp.n_paired, adj, alpha, len(comps))
+            comp.verdict, comp.items_needed = found.text, found.n_needed
 
 
 # (candidate group, the other's label or model, Holm family, candidate records, the other's records)
@@ -309,14 +319,18 @@ Pairing = tuple[GroupKey, str, str, list[dict[str, Any]], list[dict[str, Any]]]
 
 
 def _compare_all(
-    pairings: Iterable[Pairing], metrics: Mapping[str, str], alpha: float, family: Callable[[Comparison], Any]
+    pairings: Iterable[Pairing],
+    metrics: Mapping[str, str],
+    alpha: float,
+    family: Callable[[Comparison], Any],
+    names: Callable[[Comparison], tuple[str, str]],
 ) -> list[Comparison]:
     """Each pairing compared (``_compare``) under its grid's metric, then Holm-adjusted within ``family``."""
     out = [
         _compare(grid, model, dataset, label, other, cand, ref, alpha, metrics.get(grid, "correct_em"), fam)
         for (grid, model, dataset, label), other, fam, cand, ref in pairings
     ]
-    _holm(out, family, alpha)
+    _holm(out, family, alpha, names)
     return out
 
 
@@ -359,7 +373,13 @@ def compare_to_reference(
     a grid's entries may name other entries and families (``GridEntry.compare``).
     """
     groups, references, metrics = _scope(records, grids, only, judge)
-    return _compare_all(_reference_pairings(groups, references, grids), metrics, alpha, lambda c: holm_family(c, grids))
+    return _compare_all(
+        _reference_pairings(groups, references, grids),
+        metrics,
+        alpha,
+        lambda c: holm_family(c, grids),
+        lambda c: (c.label, c.reference),
+    )
 
 
 def _model_pairings(groups: Groups) -> Iterator[Pairing]:
@@ -384,7 +404,9 @@ def compare_models(
     In each :class:`Comparison`, ``model`` is the candidate and ``reference`` the other model.
     """
     groups, _, metrics = _scope(records, grids, only, judge)
-    return _compare_all(_model_pairings(groups), metrics, alpha, lambda c: (c.grid, c.dataset))
+    return _compare_all(
+        _model_pairings(groups), metrics, alpha, lambda c: (c.grid, c.dataset), lambda c: (c.model, c.reference)
+    )
 
 
 def model_matrix(rows: list[SummaryRow]) -> dict[str, Any]:
