@@ -28,8 +28,13 @@ Another model is the comparison: two runs of different models on the same items 
 paired and compared without a warning (the models are named).  Anything else that
 differs is not a comparison of models: a pair of groups whose dataset hashes, prompt
 hashes or configuration ids (another seed, say) differ is refused in one line (exit
-status 2, naming each difference) unless ``--allow-mismatch``, which prints every
-difference and writes it into the HTML.
+status 2, naming each difference: a configuration id names every field that differs, in
+words with both values, ``rerank_candidates (retrieval.candidates) differs: A 10 vs B
+100``) unless ``--allow-mismatch``, which prints every difference and writes it into the
+HTML.  Groups are paired by configuration label; a label that names departures from the
+grid's defaults (``bcas/hs+r/rc10``) is paired with its partner under the grid's own
+label (:func:`base_label`), so two runs that differ in such an option are refused with
+the field named, not reported as unpaired.
 
 Two or more runs (of different models, say) also combine into one report of the usual
 kind (``--report DIR``, :mod:`bcas.run.combine`): every model against every other on
@@ -38,6 +43,7 @@ the same configuration and items, Holm within each grid × dataset.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
@@ -47,7 +53,9 @@ from typing import Any
 
 from markupsafe import Markup
 
+from bcas.config import config_differences
 from bcas.grading.outcomes import outcome
+from bcas.grids import base_label
 from bcas.metrics.values import VALUES, is_share, value
 from bcas.records import Record, RecordError, load_records
 from bcas.records.manifest import read_manifest
@@ -141,14 +149,27 @@ def _values(records: list[Record], name: str) -> list[str]:
     return sorted({str(getattr(r, name)) for r in records})
 
 
+def field_differences(recs_a: list[Record], recs_b: list[Record]) -> list[str]:
+    """The configuration fields two groups' answers differ in, in words with both values
+    (:func:`bcas.config.config_differences`); [] when either group holds several configurations."""
+    configs_a = {json.dumps(r.config, sort_keys=True) for r in recs_a}
+    configs_b = {json.dumps(r.config, sort_keys=True) for r in recs_b}
+    if len(configs_a) != 1 or len(configs_b) != 1:
+        return []
+    return config_differences(json.loads(next(iter(configs_a))), json.loads(next(iter(configs_b))))
+
+
 def identity_differences(recs_a: list[Record], recs_b: list[Record]) -> list[str]:
     """What makes two groups' answers incomparable: the dataset hash, the prompt hash or the
-    configuration id differs (another model is the comparison, not a difference)."""
+    configuration id differs (another model is the comparison, not a difference); a configuration
+    id names the fields that differ, with both values (``rerank_candidates ... differs: A 10 vs B 100``)."""
     out = []
     for name, what in COMPARED_ON:
         a, b = _values(recs_a, name), _values(recs_b, name)
         if a != b:
-            out.append(f"{what} differs: A {', '.join(a)} vs B {', '.join(b)}")
+            fields = field_differences(recs_a, recs_b) if name == "config_id" else []
+            tail = f" ({'; '.join(fields)})" if fields else ""
+            out.append(f"{what} differs: A {', '.join(a)} vs B {', '.join(b)}{tail}")
         for tag, values in (("A", a), ("B", b)):
             if len(values) > 1:
                 out.append(f"{tag} mixes {len(values)} values of the {what} under one label")
@@ -263,7 +284,17 @@ def _partner(key: GroupKey, groups_b: dict[GroupKey, list[Record]], rename: dict
     prints_b = {k[1] for k in groups_b if k[0] == label_b and k[2:] == (dataset, config)}
     if len(prints_b) == 1:
         return (label_b, next(iter(prints_b)), dataset, config)
-    return None
+    # The same grid entry under other departures from the grid's values (bcas/hs+r/rc10 vs
+    # bcas/hs+r): paired, so the configuration difference is named rather than left unpaired.
+    others = [
+        k
+        for k in groups_b
+        if k[0] == label_b and k[2] == dataset and k[3] != config and base_label(k[3]) == base_label(config)
+    ]
+    same_print = [k for k in others if k[1] == fingerprint]
+    if len(same_print) == 1:
+        return same_print[0]
+    return others[0] if len(others) == 1 else None
 
 
 def compare_runs(run_a: Run, run_b: Run, metric: str = "em") -> tuple[list[GroupComparison], list[str]]:
@@ -288,7 +319,8 @@ def compare_runs(run_a: Run, run_b: Run, metric: str = "em") -> tuple[list[Group
             unmatched.append(f"only in A: {model_a} / {dataset} / {label}")
             continue
         paired_b.add(key_b)
-        comp = compare_groups(model_a, names_b[key_b[:2]], dataset, label, recs_a, groups_b[key_b], metric)
+        shown = label if key_b[3] == label else f"{label} vs {key_b[3]}"
+        comp = compare_groups(model_a, names_b[key_b[:2]], dataset, shown, recs_a, groups_b[key_b], metric)
         comp.mismatches = identity_differences(recs_a, groups_b[key_b])
         prints_b = _values(groups_b[key_b], "model_fingerprint")
         if [fp_a] != prints_b:  # the comparison itself: which two models' answers are paired

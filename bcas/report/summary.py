@@ -39,6 +39,7 @@ from typing import Any
 
 from bcas.data import DATASETS
 from bcas.grading.outcomes import METRIC_NAMES, outcome, outcome_fn, resolve, token_f1_of
+from bcas.grids import base_label
 from bcas.identity import same_model
 from bcas.metrics.columns import MetricColumns, metric_columns
 from bcas.records.case_status import PASSED, CaseStatus, StatusIndex
@@ -350,14 +351,23 @@ def _reference_pairings(
     for (grid, model, dataset, label), recs in sorted(groups.items()):
         table = (grids or {}).get(grid)
         if table is not None and hasattr(table, "comparisons"):
-            pairs = table.comparisons(label)
+            # The grid declares its comparisons by its own labels; a case label adds the run's
+            # departures from them (bcas/hs+r/rc10), found again under the same departures.
+            pairs = [(_with_departures(other, label), fam) for other, fam in table.comparisons(base_label(label))]
         else:
             ref_label = references.get((grid, model, dataset))
             pairs = [] if ref_label is None or ref_label == label else [(ref_label, "")]
         for other, family in pairs:
-            ref = groups.get((grid, model, dataset, other))
+            ref = groups.get((grid, model, dataset, other)) or groups.get((grid, model, dataset, base_label(other)))
             if ref:
-                yield (grid, model, dataset, label), other, family, recs, ref
+                shown = other if (grid, model, dataset, other) in groups else base_label(other)
+                yield (grid, model, dataset, label), shown, family, recs, ref
+
+
+def _with_departures(grid_label: str, case_label: str) -> str:
+    """``grid_label`` with the departures ``case_label`` shows (``bcas/bm25``, ``x/hs+r/rc10`` -> ``bcas/bm25/rc10``)."""
+    base = base_label(case_label)
+    return grid_label + case_label[len(base) :]
 
 
 def compare_to_reference(

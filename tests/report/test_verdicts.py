@@ -53,6 +53,9 @@ def test_two_items_name_no_winner_anywhere_and_forty_name_it_with_its_holm_p(pro
     for where, text in (("terminal", out), ("summary.json", summary), ("report", page)):
         assert verdict in text, where  # the same words everywhere
         assert not WINNER_WORDS.search(text), (where, WINNER_WORDS.search(text))
+    # The cost panel's points carry their paired verdict against the highest observed accuracy.
+    top = "mock-gold · bm25/s1/t2k"
+    assert f'data-verdict="against the highest observed accuracy ({top}): mock-random · bm25/s1/t2k vs {top}: not separable at n = 2' in page
     tags = {c.name: c.tags for c in read_run_folder(run_dir).cases}
     assert {t.get("bcas.verdict.models") for t in tags.values()} == {verdict}  # MLflow's tags, the same words
 
@@ -63,7 +66,9 @@ def test_two_items_name_no_winner_anywhere_and_forty_name_it_with_its_holm_p(pro
         rf"mock-gold ahead of mock-random: separated at alpha 0\.05 \(Holm p = {holm}, .*\)", comparison["verdict"]
     )
     assert comparison["verdict"] in out
-    assert comparison["verdict"] in (run_dir / "index.html").read_text(encoding="utf-8")
+    page = (run_dir / "index.html").read_text(encoding="utf-8")
+    assert comparison["verdict"] in page
+    assert f'data-verdict="against the highest observed accuracy ({top}): {top} ahead of mock-random' in page
 
 
 def test_bcas_compare_names_the_run_ahead_only_when_separated(
