@@ -35,7 +35,9 @@ def test_a_label_shows_each_departure_from_the_grid_and_the_identity_is_the_conf
     both = with_retrieval_models(loop, reranker="org/my-reranker", candidates=10)
     assert both.label == "bcas/hs+r/rr-my-reranker/rc10"
     # The answer identity is the configuration's: the label adds nothing to it (resume is unchanged).
-    assert ten.config.config_id == replace(loop.config, retrieval=replace(loop.config.retrieval, candidates=10)).config_id
+    assert (
+        ten.config.config_id == replace(loop.config, retrieval=replace(loop.config.retrieval, candidates=10)).config_id
+    )
     assert replace(ten, departures=()).config.config_id == ten.config.config_id
     rsc = next(e for g in GRIDS.values() for e in g.entries if e.kind == "rsc")
     assert with_calibration_n(rsc, 7).label == f"{rsc.label}/cal7"
@@ -91,13 +93,18 @@ def test_compare_of_a_10_and_a_100_candidate_run_names_rerank_candidates(
     assert "MISMATCH ALLOWED (--allow-mismatch): m / hotpotqa / bcas/hs+r/rc10 vs bcas/hs+r: configuration id" in (
         capsys.readouterr().out
     )
-    with pytest.raises(MismatchError, match=r"rerank_candidates \(retrieval\.candidates\) differs: rc10 10 vs rc100 100"):
+    with pytest.raises(
+        MismatchError, match=r"rerank_candidates \(retrieval\.candidates\) differs: rc10 10 vs rc100 100"
+    ):
         combine_runs([runs[10], runs[100]], tmp_path / "combined")
 
 
 def test_merge_names_the_differing_field_of_two_inputs() -> None:
     found = mismatches(
-        [Path("rc10"), Path("rc100")], [None, None], [None, None], [_records(10, right=set()), _records(100, right=set())]
+        [Path("rc10"), Path("rc100")],
+        [None, None],
+        [None, None],
+        [_records(10, right=set()), _records(100, right=set())],
     )
     lines = [m.line() for m in found]
     assert any(

@@ -55,7 +55,10 @@ def test_two_items_name_no_winner_anywhere_and_forty_name_it_with_its_holm_p(pro
         assert not WINNER_WORDS.search(text), (where, WINNER_WORDS.search(text))
     # The cost panel's points carry their paired verdict against the highest observed accuracy.
     top = "mock-gold · bm25/s1/t2k"
-    assert f'data-verdict="against the highest observed accuracy ({top}): mock-random · bm25/s1/t2k vs {top}: not separable at n = 2' in page
+    assert (
+        f'data-verdict="against the highest observed accuracy ({top}): mock-random · bm25/s1/t2k vs {top}: not separable at n = 2'
+        in page
+    )
     tags = {c.name: c.tags for c in read_run_folder(run_dir).cases}
     assert {t.get("bcas.verdict.models") for t in tags.values()} == {verdict}  # MLflow's tags, the same words
 
