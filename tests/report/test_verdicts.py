@@ -132,11 +132,14 @@ def _scipy_power(n: int, p_first: float, p_second: float, threshold: float) -> f
     return float(total)
 
 
-@pytest.mark.parametrize(("first_only", "second_only", "n", "family"), [(3, 1, 8, 1), (2, 0, 2, 1), (0, 0, 4, 2)])
+@pytest.mark.parametrize(
+    ("first_only", "second_only", "n", "family", "smallest"),
+    [(3, 1, 8, 1, 0.05), (2, 0, 2, 1, 0.05), (0, 0, 4, 2, 0.3)],
+)
 def test_items_needed_reach_80_percent_power_and_one_fewer_does_not(
-    first_only: int, second_only: int, n: int, family: int
+    first_only: int, second_only: int, n: int, family: int, smallest: float
 ) -> None:
-    found = paired_verdict("x", "y", first_only, second_only, n, 1.0, 0.05, family)
+    found = paired_verdict("x", "y", first_only, second_only, n, 1.0, 0.05, family, smallest)
     assert not found.separated and found.n_needed is not None
     assert f"about {found.n_needed:,} paired items would detect" in found.text
     lag = min(first_only, second_only) / n
