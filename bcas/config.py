@@ -385,6 +385,47 @@ class RunConfig:
         return "/".join(parts)
 
 
+# Configuration fields a run option sets, named as the option is (``--bcas-rerank-candidates``:
+# ``rerank_candidates``), so a refusal names what the user chose rather than the field's path.
+OPTION_FIELDS: dict[str, str] = {
+    "retrieval.candidates": "rerank_candidates",
+    "retrieval.embedder": "embedder",
+    "retrieval.reranker": "reranker",
+    "assess.calibration_n": "calibration_n",
+}
+
+
+def config_leaves(data: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested configuration dict flattened to ``part.field`` -> value."""
+    if not isinstance(data, dict):
+        return {prefix: data}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out.update(config_leaves(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def field_name(path: str) -> str:
+    """A configuration field as a refusal names it: the option that sets it, with its path
+    (``rerank_candidates (retrieval.candidates)``), else the path."""
+    option = OPTION_FIELDS.get(path)
+    return f"{option} ({path})" if option else path
+
+
+def config_differences(a: dict[str, Any], b: dict[str, Any], names: tuple[str, str] = ("A", "B")) -> list[str]:
+    """Every field in which two configurations (``RunConfig.to_dict`` forms, as records carry
+    them) differ, in words with both values: ``rerank_candidates (retrieval.candidates)
+    differs: A 10 vs B 100`` (``names``: what to call the two sides); a field only one side
+    names shows the other as ``(unset)``."""
+    la, lb = config_leaves(a), config_leaves(b)
+    out = []
+    for path in sorted(set(la) | set(lb)):
+        va, vb = la.get(path, "(unset)"), lb.get(path, "(unset)")
+        if va != vb:
+            out.append(f"{field_name(path)} differs: {names[0]} {va} vs {names[1]} {vb}")
+    return out
+
+
 def _short_tokens(n: int) -> str:
     if n % 1000 == 0:
         return f"{n // 1000}k"

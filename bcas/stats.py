@@ -13,7 +13,8 @@ returning NaN; invalid inputs (negative counts, ``k > n``, ``alpha`` outside
 - :func:`holm_bonferroni`: Holm (1979) step-down family-wise correction.
 - :func:`mcnemar_min_discordant`, :func:`mcnemar_min_detectable_drop`,
   :func:`mcnemar_power`: what a one-sided exact McNemar gate on ``n`` paired items
-  can detect at a given significance threshold (exact, no approximation).
+  can detect at a given significance threshold (exact, no approximation), and
+  :func:`mcnemar_items_for_power`: the paired items a difference needs to be detected.
 - :func:`tango_noninferiority`: one-sided score test that a paired accuracy drop
   exceeds a tolerance (Tango 1998), for a gate with an allowed drop.
 - :func:`bootstrap_ci`: seeded percentile bootstrap of any statistic.
@@ -298,13 +299,14 @@ def mcnemar_min_detectable_drop(n: int, threshold: float) -> float | None:
 
 def _mcnemar_critical(n: int, threshold: float) -> np.ndarray:
     """For each discordant total ``m = 0..n``, the least ``c`` (items only the baseline got
-    right) the one-sided exact test rejects at ``threshold``; ``m + 1`` where none is."""
-    crit = np.empty(n + 1, dtype=np.int64)
-    for m in range(n + 1):
-        # p(c) = P(Bin(m, 1/2) <= m - c) falls as c grows; count the b = m - c that reject.
-        cdf = binom.cdf(np.arange(m + 1), m, 0.5)
-        n_reject = int(np.count_nonzero(cdf <= threshold))  # b = 0 .. n_reject - 1 reject
-        crit[m] = m - n_reject + 1
+    right) the one-sided exact test rejects at ``threshold``; ``m + 1`` where none is
+    (one vectorised pass over ``m``)."""
+    # p(c) = P(Bin(m, 1/2) <= m - c) falls as c grows; b = 0 .. n_reject - 1 (b = m - c) reject.
+    # binom.ppf gives the least k with P(X <= k) >= threshold; k rejects too when that equals it.
+    m = np.arange(n + 1)
+    k = np.nan_to_num(binom.ppf(threshold, m, 0.5), nan=0.0).astype(np.int64)
+    n_reject = np.where(binom.cdf(k, m, 0.5) <= threshold, k + 1, k)
+    crit: np.ndarray = (m - n_reject + 1).astype(np.int64)
     return crit
 
 
@@ -368,6 +370,45 @@ def mcnemar_drop_for_power(n: int, threshold: float, power: float = 0.8, p_bette
             hi = mid
         else:
             lo = mid
+    return hi
+
+
+def mcnemar_items_for_power(
+    p_worse: float, p_better: float, threshold: float, power: float = 0.8, limit: int = 1_000_000
+) -> int | None:
+    """Paired items with which the one-sided exact McNemar test rejects at ``threshold`` with probability ``power``.
+
+    Each item falls in "only the first right" with probability ``p_worse`` and "only the
+    second right" with ``p_better`` (:func:`mcnemar_power`, exact).  The exact test's
+    power saw-tooths in ``n``, so the search doubles ``n`` until the power reaches
+    ``power``, bisects, and then steps down while one item fewer still reaches it: the
+    answer reaches ``power`` and one item fewer does not.  ``None`` when no ``n`` up to
+    ``limit`` does (no difference: ``p_worse <= p_better``).  A two-sided test at
+    ``alpha`` asks the one-sided ``alpha / 2`` (McNemar 1947; the gate's power, Holm 1979).
+    """
+    _check_alpha(threshold)
+    if not 0.0 < power < 1.0:
+        raise ValueError(f"power must lie strictly between 0 and 1, got {power!r}")
+    if float(p_worse) <= float(p_better):
+        return None
+
+    def reaches(n: int) -> bool:
+        return mcnemar_power(n, p_worse, p_better, threshold) >= power
+
+    hi = 1
+    while not reaches(hi):
+        if hi >= limit:
+            return None
+        hi = min(limit, hi * 2)
+    lo = hi // 2  # does not reach (or 0)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if reaches(mid):
+            hi = mid
+        else:
+            lo = mid
+    while hi > 1 and reaches(hi - 1):
+        hi -= 1
     return hi
 
 

@@ -16,7 +16,11 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import gammaln, xlogy
 
-from bcas.stats import mcnemar_drop_for_power, mcnemar_min_detectable_drop, tango_pvalues
+from bcas.stats import mcnemar_drop_for_power, mcnemar_items_for_power, mcnemar_min_detectable_drop, tango_pvalues
+
+# The paired items a difference needs: one implementation (bcas.stats, layer 0), used by the
+# report's verdicts (bcas.report.verdict) and re-exported here beside the gate's other power tables.
+__all__ = ["mcnemar_items_for_power", "power_tables", "tango_exact_size", "tango_size_lines"]
 
 
 def tango_exact_size(n: int, margin: float, alpha: float, grid: int = 400) -> float:

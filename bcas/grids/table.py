@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -37,6 +38,10 @@ class GridEntry:
     name: str = ""
     datasets: tuple[str, ...] = ()
     compare: tuple[tuple[str, str], ...] = ()
+    # The run's options that depart from the grid's own value (``rc10``: 10 rerank candidates),
+    # appended to the label by with_retrieval_models / with_calibration_n: a case's label shows
+    # them.  Not part of the configuration id beyond the fields they change.
+    departures: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # A method's entry names its method in the configuration (RunConfig.method), so its answers
@@ -46,10 +51,16 @@ class GridEntry:
 
     @property
     def label(self) -> str:
+        """The entry's name (or its run kind's label of its configuration), then each departure
+        from the grid's own value: ``bcas/hs+r/rc10``."""
         if self.name:
-            return self.name
-        template = RUN_KINDS.meta(self.kind, "label", "{config.label}") if self.kind in RUN_KINDS else "{config.label}"
-        return str(template).format(config=self.config)
+            base = self.name
+        else:
+            template = (
+                RUN_KINDS.meta(self.kind, "label", "{config.label}") if self.kind in RUN_KINDS else "{config.label}"
+            )
+            base = str(template).format(config=self.config)
+        return "/".join((base, *self.departures))
 
 
 @dataclass(frozen=True)
@@ -184,7 +195,28 @@ def with_retrieval_models(
         changes["candidates"] = candidates
     if not changes:
         return entry
-    return replace(entry, config=replace(entry.config, retrieval=replace(r, **changes)))
+    marks = tuple(_departure(name, value) for name, value in changes.items())
+    return replace(
+        entry, config=replace(entry.config, retrieval=replace(r, **changes)), departures=entry.departures + marks
+    )
+
+
+# How a label shows an option that departs from the grid's own value (GridEntry.departures).
+_DEPARTURE_MARKS = {"candidates": "rc{}", "embedder": "emb-{}", "reranker": "rr-{}", "calibration_n": "cal{}"}
+_DEPARTURE = re.compile(r"/(?:rc\d+|cal\d+|emb-[^/]+|rr-[^/]+)$")
+
+
+def _departure(name: str, value: Any) -> str:
+    """``rc10`` for 10 rerank candidates, ``emb-bge-small-en-v1.5`` for an embedder (its last path part)."""
+    return _DEPARTURE_MARKS[name].format(str(value).rstrip("/").rsplit("/", 1)[-1])
+
+
+def base_label(label: str) -> str:
+    """A case label without its departures from the grid's values (``bcas/hs+r/rc10`` -> ``bcas/hs+r``):
+    the grid entry it was run from, so runs that differ in such an option are paired and compared."""
+    while (found := _DEPARTURE.search(label)) is not None:
+        label = label[: found.start()]
+    return label
 
 
 GRIDS: Registry[Grid] = Registry("grid")
@@ -213,7 +245,8 @@ def with_calibration_n(entry: GridEntry, calibration_n: int) -> GridEntry:
     if entry.config.assess.calibration_n == calibration_n:
         return entry
     assess = replace(entry.config.assess, calibration_n=calibration_n)
-    return replace(entry, config=replace(entry.config, assess=assess))
+    mark = _departure("calibration_n", calibration_n)
+    return replace(entry, config=replace(entry.config, assess=assess), departures=(*entry.departures, mark))
 
 
 def _flat(entry: GridEntry) -> dict[str, Any]:

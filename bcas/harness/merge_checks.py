@@ -11,7 +11,9 @@ with the first input's first session on what decides an answer or its price:
 * ``dataset hash of NAME``: for each dataset both sides answered, from the manifests
   and the records;
 * ``price sheet``: the sheet's name and the sha256 of its file (not its path: each
-  machine may keep its copy elsewhere).
+  machine may keep its copy elsewhere);
+* every configuration field of each grid entry the records of both sides answered, named
+  in words (``rerank_candidates (retrieval.candidates) of 'bcas/hs+r'``), from the records.
 
 Options that only say where or how fast (``--bcas-base-url``, ``--bcas-concurrency``,
 ``--bcas-report``, ``--bcas-shard``) or what the gate does are not compared.  Each
@@ -25,6 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from bcas.config import config_leaves, field_name
+from bcas.grids import base_label
 
 # Options whose value changes which answers are made or what they are (the answer identity's parts).
 ANSWER_OPTIONS = (
@@ -125,6 +130,14 @@ def record_fields(records: Sequence[Any]) -> dict[str, Any]:
         hashes.setdefault(str(rec.dataset), set()).add(str(rec.dataset_hash))
     out: dict[str, Any] = {f"model fingerprint of {k!r}": sorted(v) for k, v in fingerprints.items()}
     out.update({f"dataset hash of {k!r}": sorted(v) for k, v in hashes.items()})
+    # Each configuration field of each grid entry, named in words (rerank_candidates (retrieval.candidates)
+    # of 'bcas/hs+r'): two inputs whose answers differ in it are refused with both values.
+    fields: dict[str, set[str]] = {}
+    for rec in records:
+        label = base_label(str(getattr(rec, "label", "") or getattr(rec, "config_id", "")))
+        for path, value in config_leaves(getattr(rec, "config", None) or {}).items():
+            fields.setdefault(f"{field_name(path)} of {label!r}", set()).add(json.dumps(value, sort_keys=True))
+    out.update({k: [json.loads(v) for v in sorted(vs)] for k, vs in fields.items()})
     return out
 
 

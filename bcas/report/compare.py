@@ -10,7 +10,10 @@ items both groups hold:
 
 * accuracy of A and of B, the discordant counts both ways (A right and B wrong, A wrong
   and B right) and the difference B - A with Newcombe's (1998) paired 95% interval and
-  the exact McNemar p-value (BCAS Figure 3, MADARA §6; :mod:`bcas.stats`);
+  the exact McNemar p-value (BCAS Figure 3, MADARA §6; :mod:`bcas.stats`), Holm-adjusted
+  over the compared groups, and the verdict in the words of :mod:`bcas.report.verdict` (a
+  run is named ahead only when the test separates them; else "not separable at n = K"
+  with the paired items 80% power would need);
 * with several epochs per item, the per-item means and a paired t-test on them
   (:mod:`bcas.report.paired` says why);
 * on a metric that is not pass/fail per item (``--metric f1``, ``evidence_recall``,
@@ -25,8 +28,13 @@ Another model is the comparison: two runs of different models on the same items 
 paired and compared without a warning (the models are named).  Anything else that
 differs is not a comparison of models: a pair of groups whose dataset hashes, prompt
 hashes or configuration ids (another seed, say) differ is refused in one line (exit
-status 2, naming each difference) unless ``--allow-mismatch``, which prints every
-difference and writes it into the HTML.
+status 2, naming each difference: a configuration id names every field that differs, in
+words with both values, ``rerank_candidates (retrieval.candidates) differs: A 10 vs B
+100``) unless ``--allow-mismatch``, which prints every difference and writes it into the
+HTML.  Groups are paired by configuration label; a label that names departures from the
+grid's defaults (``bcas/hs+r/rc10``) is paired with its partner under the grid's own
+label (:func:`base_label`), so two runs that differ in such an option are refused with
+the field named, not reported as unpaired.
 
 Two or more runs (of different models, say) also combine into one report of the usual
 kind (``--report DIR``, :mod:`bcas.run.combine`): every model against every other on
@@ -35,6 +43,7 @@ the same configuration and items, Holm within each grid × dataset.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
@@ -44,14 +53,17 @@ from typing import Any
 
 from markupsafe import Markup
 
+from bcas.config import config_differences
 from bcas.grading.outcomes import outcome
+from bcas.grids import base_label
 from bcas.metrics.values import VALUES, is_share, value
 from bcas.records import Record, RecordError, load_records
 from bcas.records.manifest import read_manifest
 from bcas.report.membership import model_names
 from bcas.report.paired import paired, paired_bootstrap
 from bcas.report.templating import render
-from bcas.stats import mcnemar_exact, newcombe_paired_diff
+from bcas.report.verdict import paired_verdict
+from bcas.stats import holm_bonferroni, mcnemar_exact, newcombe_paired_diff
 
 GroupKey = tuple[str, str, str, str]  # (model label, model fingerprint, dataset, configuration label)
 TEXT_CAP = 4000  # characters of one step's text shown in the HTML
@@ -108,6 +120,8 @@ class GroupComparison:
     records_b: dict[str, Record] = field(default_factory=dict)
     binary: bool = True  # a pass/fail metric; else a value metric (a_only / b_only: A / B higher)
     share: bool = True  # values in [0, 1], shown in percent
+    p_holm: float = 1.0  # Holm over the compared groups of a pass/fail metric (holm_verdicts)
+    verdict: str = ""  # bcas.report.verdict's words: which run is ahead, only when separated
 
     def shown(self, x: float, signed: bool = False) -> str:
         """``x`` as the table shows it: percent (points for a difference) or the amount."""
@@ -135,17 +149,36 @@ def _values(records: Sequence[Record | dict[str, Any]], name: str) -> list[str]:
     return sorted({str(r.get(name) if isinstance(r, dict) else getattr(r, name)) for r in records})
 
 
+def _config_of(r: Record | dict[str, Any]) -> Any:
+    return r.get("config") if isinstance(r, dict) else r.config
+
+
+def field_differences(
+    recs_a: Sequence[Record | dict[str, Any]], recs_b: Sequence[Record | dict[str, Any]]
+) -> list[str]:
+    """The configuration fields two groups' answers differ in, in words with both values
+    (:func:`bcas.config.config_differences`); [] when either group holds several configurations."""
+    configs_a = {json.dumps(_config_of(r), sort_keys=True) for r in recs_a}
+    configs_b = {json.dumps(_config_of(r), sort_keys=True) for r in recs_b}
+    if len(configs_a) != 1 or len(configs_b) != 1:
+        return []
+    return config_differences(json.loads(next(iter(configs_a))), json.loads(next(iter(configs_b))))
+
+
 def identity_differences(
     recs_a: Sequence[Record | dict[str, Any]], recs_b: Sequence[Record | dict[str, Any]]
 ) -> list[str]:
     """What makes two groups' answers incomparable: the dataset hash, the prompt hash or the
-    configuration id differs (another model is the comparison, not a difference).  The
-    records may be :class:`Record` objects or their dicts (``bcas view``)."""
+    configuration id differs (another model is the comparison, not a difference); a configuration
+    id names the fields that differ, with both values (``rerank_candidates ... differs: A 10 vs B 100``).
+    The records may be :class:`Record` objects or their dicts (``bcas view``)."""
     out = []
     for name, what in COMPARED_ON:
         a, b = _values(recs_a, name), _values(recs_b, name)
         if a != b:
-            out.append(f"{what} differs: A {', '.join(a)} vs B {', '.join(b)}")
+            fields = field_differences(recs_a, recs_b) if name == "config_id" else []
+            tail = f" ({'; '.join(fields)})" if fields else ""
+            out.append(f"{what} differs: A {', '.join(a)} vs B {', '.join(b)}{tail}")
         for tag, values in (("A", a), ("B", b)):
             if len(values) > 1:
                 out.append(f"{tag} mixes {len(values)} values of the {what} under one label")
@@ -260,7 +293,17 @@ def _partner(key: GroupKey, groups_b: dict[GroupKey, list[Record]], rename: dict
     prints_b = {k[1] for k in groups_b if k[0] == label_b and k[2:] == (dataset, config)}
     if len(prints_b) == 1:
         return (label_b, next(iter(prints_b)), dataset, config)
-    return None
+    # The same grid entry under other departures from the grid's values (bcas/hs+r/rc10 vs
+    # bcas/hs+r): paired, so the configuration difference is named rather than left unpaired.
+    others = [
+        k
+        for k in groups_b
+        if k[0] == label_b and k[2] == dataset and k[3] != config and base_label(k[3]) == base_label(config)
+    ]
+    same_print = [k for k in others if k[1] == fingerprint]
+    if len(same_print) == 1:
+        return same_print[0]
+    return others[0] if len(others) == 1 else None
 
 
 def compare_runs(run_a: Run, run_b: Run, metric: str = "em") -> tuple[list[GroupComparison], list[str]]:
@@ -285,14 +328,29 @@ def compare_runs(run_a: Run, run_b: Run, metric: str = "em") -> tuple[list[Group
             unmatched.append(f"only in A: {model_a} / {dataset} / {label}")
             continue
         paired_b.add(key_b)
-        comp = compare_groups(model_a, names_b[key_b[:2]], dataset, label, recs_a, groups_b[key_b], metric)
+        shown = label if key_b[3] == label else f"{label} vs {key_b[3]}"
+        comp = compare_groups(model_a, names_b[key_b[:2]], dataset, shown, recs_a, groups_b[key_b], metric)
         comp.mismatches = identity_differences(recs_a, groups_b[key_b])
         prints_b = _values(groups_b[key_b], "model_fingerprint")
         if [fp_a] != prints_b:  # the comparison itself: which two models' answers are paired
             comp.notes.insert(0, f"models compared: A {model_a} ({fp_a}) vs B {comp.model_b} ({', '.join(prints_b)})")
         out.append(comp)
     unmatched += [f"only in B: {names_b[k[:2]]} / {k[2]} / {k[3]}" for k in sorted(groups_b) if k not in paired_b]
+    holm_verdicts(out)
     return out, unmatched
+
+
+def holm_verdicts(comps: list[GroupComparison], alpha: float = 0.05) -> None:
+    """Holm over the groups of a pass/fail metric, one family (Holm 1979), and each group's verdict
+    (:func:`bcas.report.verdict.paired_verdict`: run B or run A is named ahead only when separated)."""
+    binary = [c for c in comps if c.binary]
+    _, adjusted = holm_bonferroni([c.p_value for c in binary], alpha)
+    for c, adj in zip(binary, adjusted, strict=True):
+        c.p_holm = adj
+        first, second = (
+            ("run B", "run A") if c.model_a == c.model_b else (f"run B ({c.model_b})", f"run A ({c.model_a})")
+        )
+        c.verdict = paired_verdict(first, second, len(c.b_only), len(c.a_only), c.n, adj, alpha, len(binary)).text
 
 
 def refusal(differences: list[str]) -> str:
@@ -334,14 +392,15 @@ def table_lines(comps: list[GroupComparison]) -> list[str]:
         ("model", "model"), ("dataset", "dataset"), ("config", "label")))  # fmt: skip
     lines = [
         f"{'model':<{mw}}{'dataset':<{dw}}{'config':<{lw}}{'n':>5}{a:>9}{b:>9}{d:>9}"
-        f"{'95% CI':>18}{only[0]:>8}{only[1]:>8}{'p':>9}"
+        f"{'95% CI':>18}{only[0]:>8}{only[1]:>8}{'p':>9}{'Holm p':>9}"
     ]
     for c in comps:
         lines.append(
             f"{c.model:<{mw}}{c.dataset:<{dw}}{c.label:<{lw}}{c.n:>5}{c.shown(c.acc_a):>9}"
             f"{c.shown(c.acc_b):>9}{c.shown(c.diff, True):>9}{f'{c.shown(c.ci_lo, True)} {c.shown(c.ci_hi, True)}':>18}"
-            f"{len(c.a_only):>8}{len(c.b_only):>8}{c.p_value:>9.4f}"
+            f"{len(c.a_only):>8}{len(c.b_only):>8}{c.p_value:>9.4f}{c.p_holm if c.binary else c.p_value:>9.4f}"
         )
+    lines += [f"verdict: {c.title}: {c.verdict}" for c in comps if c.verdict]
     return lines
 
 
@@ -414,7 +473,9 @@ _GROUP_COLUMNS = (
     "A right, B wrong",
     "A wrong, B right",
     "p",
+    "Holm p",
     "test",
+    "verdict",
 )
 
 
@@ -441,7 +502,9 @@ def render_html(
                 len(c.a_only),
                 len(c.b_only),
                 f"{c.p_value:.4f}",
+                f"{c.p_holm:.4f}" if c.binary else "",
                 c.test,
+                c.verdict,
             ]
         }
         for c in comps

@@ -149,6 +149,7 @@ COMPARISON_HEADERS = [
     "McNemar p",
     "Holm p",
     "Holm family",
+    "verdict",
 ]
 
 
@@ -170,6 +171,7 @@ def _comparison_rows(comps: list[Comparison]) -> list[dict[str, Any]]:
                 f"{c.p_value:.4f}",
                 f"{c.p_holm:.4f}",
                 getattr(c, "family", "") or "grid",
+                c.verdict,  # who is ahead, only when separated (bcas.report.verdict)
             ],
         }
         for c in comps
@@ -448,7 +450,7 @@ def render_report(
         figures=figures(results, comparisons, grid_order, records, grids),
         madara_headers=MADARA_HEADERS,
         madara_rows=_madara_rows(records, marks),
-        cost=cost_section(results) + latency_section(results, records),
+        cost=cost_section(results, records) + latency_section(results, records),
         methods=methods_section(results, methods or ([], [])),
         profile_headers=PROFILE_HEADERS,
         profile_rows=_profile_rows(profiles or []),

@@ -2,7 +2,8 @@
 
 One panel per dataset (and metric): a scatter of every model × configuration with its
 accuracy interval, the frontier drawn as a step line and listed, a table of every point
-(sortable, filterable), and "the cheapest configuration within X points of the best"
+(sortable, filterable), and "the cheapest configuration within X points of the highest observed accuracy" (with the
+paired verdict against that point, :func:`bcas.report.pareto.verdicts_against_top`)
 answered from the points (X editable on the page).  Computed by :mod:`bcas.report.pareto`
 from the summary rows, the same numbers ``summary.json`` holds.  A second set of panels
 puts the cost of a correct answer on the x axis (cost-of-pass, or tokens-of-pass where
@@ -17,7 +18,18 @@ from markupsafe import Markup
 
 from bcas.grading.outcomes import METRIC_NAMES
 from bcas.report.html_interactive import fr_data
-from bcas.report.pareto import AXIS_NAMES, COST, COST_OF_PASS, MONEY_AXES, TOKENS, Panel, Point, cheapest_within, panels
+from bcas.report.pareto import (
+    AXIS_NAMES,
+    COST,
+    COST_OF_PASS,
+    MONEY_AXES,
+    TOKENS,
+    Panel,
+    Point,
+    cheapest_within,
+    panels,
+    verdicts_against_top,
+)
 from bcas.report.plots import cost_scatter
 from bcas.report.templating import render
 
@@ -46,9 +58,11 @@ def _interval(p: Point) -> str:
     return f"{lo} – {'∞' if p.x_hi is None else f'{p.x_hi:.6g}'}"
 
 
-def _panel(i: int, panel: Panel, prefix: str = "cost") -> dict[str, Any]:
-    """What the template shows of one panel: the chart, the frontier, the points, the answer."""
+def _panel(i: int, panel: Panel, prefix: str = "cost", records: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """What the template shows of one panel: the chart, the frontier, the points, the answer
+    (with what the paired test says of it against the highest observed accuracy)."""
     pid = f"{prefix}-{i}"
+    verdicts = verdicts_against_top(panel, records or [])
     on = {p.key for p in panel.frontier}
     per_pass = panel.axis not in (COST, TOKENS)
     metric = METRIC_NAMES.get(panel.metric, panel.metric)
@@ -76,6 +90,7 @@ def _panel(i: int, panel: Panel, prefix: str = "cost") -> dict[str, Any]:
             "acc": repr(p.accuracy),
             "shown": _x_text(p, panel.axis),
             "data": data(p),
+            "verdict": verdicts.get(p.key, ""),
             "cells": [
                 p.model,
                 p.label,
@@ -103,21 +118,25 @@ def _panel(i: int, panel: Panel, prefix: str = "cost") -> dict[str, Any]:
         "frontier": frontier,
         "points": points,
         "per_pass": per_pass,
-        "answer": ""
-        if best is None
-        else f"{best.model} · {best.label}: {best.accuracy * 100:.1f}% at {_x_text(best, panel.axis)}",
+        "answer": "" if best is None else _answer(best, panel.axis, verdicts.get(best.key, "")),
     }
 
 
-def cost_section(rows: list[Any]) -> Markup:
-    """The "Cost against accuracy" section (empty without summary rows)."""
+def _answer(p: Point, axis: str, verdict: str) -> str:
+    """The cheapest-within answer: the point's numbers, then the paired verdict against the top point."""
+    return f"{p.model} · {p.label}: {p.accuracy * 100:.1f}% at {_x_text(p, axis)}" + (f"; {verdict}" if verdict else "")
+
+
+def cost_section(rows: list[Any], records: list[dict[str, Any]] | None = None) -> Markup:
+    """The "Cost against accuracy" section (empty without summary rows); ``records``: the run's,
+    for the paired verdicts against each panel's highest observed accuracy."""
     found = panels(rows)
     if not found:
         return Markup()
     return render(
         "cost.html",
-        cost_panels=[_panel(i, p) for i, p in enumerate(found)],
-        pass_panels=[_panel(i, p, "cop") for i, p in enumerate(panels(rows, per_pass=True))],
+        cost_panels=[_panel(i, p, records=records) for i, p in enumerate(found)],
+        pass_panels=[_panel(i, p, "cop", records) for i, p in enumerate(panels(rows, per_pass=True))],
         within=f"{WITHIN_DEFAULT:g}",
     )
 

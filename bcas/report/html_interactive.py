@@ -14,7 +14,7 @@ compares and hides rows; it never evaluates, parses as HTML or inserts record co
 - Flips (:mod:`bcas.report.html_items`): in a per-item table, two chosen columns and a mode
   (all items, outcome differs, only A right, only B right) hide the other rows.
 - Cost bands (:mod:`bcas.report.html_cost`): "the cheapest configuration within X points of
-  the best", recomputed from the panel's points whenever X changes, with the same rule
+  the highest observed accuracy" (with its paired verdict against that point), recomputed from the panel's points whenever X changes, with the same rule
   and tie-breaks as :func:`bcas.report.pareto.cheapest_within`.
 - Sticky columns: the first columns of a wide table (as many as its box's ``data-sticky``)
   stay in view while the table scrolls inside its own box (each column's offset is the widths of those before it).
@@ -110,15 +110,16 @@ SCRIPT = """
     var pts = Array.prototype.slice.call(document.querySelectorAll('tr.pt[data-panel="' + box.dataset.panel + '"]'));
     var x = parseFloat(box.querySelector('input').value), out = box.querySelector('.answer');
     if (isNaN(x) || x < 0 || !pts.length) { out.textContent = ''; return; }
-    var best = Math.max.apply(null, pts.map(function(p){ return parseFloat(p.dataset.acc); }));
-    var ok = pts.filter(function(p){ return parseFloat(p.dataset.acc) >= best - x / 100 - 1e-12; });
+    var top = Math.max.apply(null, pts.map(function(p){ return parseFloat(p.dataset.acc); }));
+    var ok = pts.filter(function(p){ return parseFloat(p.dataset.acc) >= top - x / 100 - 1e-12; });
     ok.sort(function(p, q){
       return (parseFloat(p.dataset.x) - parseFloat(q.dataset.x)) ||
         (parseFloat(q.dataset.acc) - parseFloat(p.dataset.acc)) ||
         cmp(p.dataset.model, q.dataset.model) || cmp(p.dataset.config, q.dataset.config);
     });
     out.textContent = ok[0].dataset.model + ' · ' + ok[0].dataset.config + ': ' +
-      (parseFloat(ok[0].dataset.acc) * 100).toFixed(1) + '% at ' + ok[0].dataset.shown;
+      (parseFloat(ok[0].dataset.acc) * 100).toFixed(1) + '% at ' + ok[0].dataset.shown +
+      (ok[0].dataset.verdict ? '; ' + ok[0].dataset.verdict : '');
   }
   document.querySelectorAll('.within').forEach(function(box){
     box.querySelector('input').addEventListener('input', function(){ applyWithin(box); });

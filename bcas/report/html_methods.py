@@ -2,8 +2,10 @@
 
 Per grid × model × dataset where the BCAS loop was compared with methods beside it
 (:mod:`bcas.report.methods`): the extra cost per extra correct answer of the loop over the
-best method, each method's paired difference against the loop (Newcombe interval, McNemar,
-Holm over the grid's family) with its cost and tokens per correct answer, and a figure of
+method with the highest observed accuracy (a verdict only where the paired test separates
+them: :mod:`bcas.report.verdict`), each method's paired difference against the loop (Newcombe
+interval, McNemar, Holm over the grid's family, its verdict) with its cost and tokens per
+correct answer, and a figure of
 accuracy against mean tokens (or cost, where every point is priced) per item with the Pareto
 frontier (:func:`bcas.report.pareto.frontier`, drawn by :func:`bcas.report.plots.cost_scatter`).
 """
@@ -23,8 +25,8 @@ from bcas.report.templating import render
 
 HEADERS = [
     "model", "dataset", "method", "agent", "n", "method acc %", "agent acc %", "diff (method − agent) pts",
-    "95% CI (Newcombe)", "p (McNemar)", "p Holm", "searches/item", "completion tokens/item", "tokens/correct",
-    "USD/correct",
+    "95% CI (Newcombe)", "p (McNemar)", "p Holm", "verdict", "searches/item", "completion tokens/item",
+    "tokens/correct", "USD/correct",
 ]  # fmt: skip
 
 
@@ -39,8 +41,9 @@ def _row(m: MethodRow) -> dict[str, Any]:
         "cells": [
             m.model, m.dataset, m.label, m.agent, m.n_paired, _pct(m.accuracy), _pct(m.agent_accuracy),
             f"{m.diff * 100:+.1f}", f"{_pct(m.ci_lo)} – {_pct(m.ci_hi)}", f"{m.p_value:.3g}",
-            f"{m.p_holm:.3g}" + (" *" if m.significant else ""), f"{m.mean_searches:.2f}", f"{m.mean_tokens_out:.0f}",
-            "∞" if m.tokens_per_correct is None else f"{m.tokens_per_correct:,.0f}",
+            f"{m.p_holm:.3g}" + (" *" if m.significant else ""), m.verdict, f"{m.mean_searches:.2f}",
+            f"{m.mean_tokens_out:.0f}",
+            "none correct" if m.tokens_per_correct is None else f"{m.tokens_per_correct:,.0f}",
             "–" if m.cost_per_correct is None else f"${m.cost_per_correct:.6g}",
         ],
     }  # fmt: skip
@@ -97,10 +100,10 @@ def methods_section(rows: list[Any], computed: tuple[list[MethodRow], list[Extra
                     e.model,
                     e.dataset,
                     e.agent,
-                    e.best,
+                    e.method,
                     e.n_paired,
                     _pct(e.agent_accuracy),
-                    _pct(e.best_accuracy),
+                    _pct(e.method_accuracy),
                     e.text,
                 ],
             }

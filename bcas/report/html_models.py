@@ -30,6 +30,7 @@ HEADERS = [
     "p",
     "Holm p",
     "test",
+    "verdict",
 ]
 
 
@@ -56,6 +57,7 @@ def model_sections(comparisons: list[Comparison], matrix: dict[str, Any] | None)
                 f"{c.p_value:.4f}",
                 f"{c.p_holm:.4f}",
                 c.test,
+                c.verdict,  # who is ahead, only when separated (bcas.report.verdict)
             ],
         }
         for c in comparisons

@@ -74,7 +74,8 @@ def memberships(
                         continue
                     chosen = with_retrieval_models(entry, embedder, reranker, pool)
                     cid = replace(chosen.config, seed=seed).config_id
-                    index[(seed, cid)].append((name, bool(entry.reference), entry.label))
+                    # the chosen entry's label: the grid's, then the run's departures from it (bcas/hs+r/rc10)
+                    index[(seed, cid)].append((name, bool(entry.reference), chosen.label))
     out = []
     for rec in recs:
         found = index.get((_seed_of(rec), str(rec.get("config_id", ""))))

@@ -9,14 +9,18 @@ retrieval mode, ``bcas.grids.baselines``):
   its Holm adjustment over the grid's family, and what a correct answer costs: dollars
   (cost-of-pass, Erol et al. 2025) where every answer is priced, and tokens (prompt +
   completion) per correct answer, with the mean searches and completion tokens per item;
-* **the extra cost per extra correct answer** of the loop over the best method of its cell
-  (:class:`ExtraCost`; the best: the most accurate, then the cheaper): ``Δcost / Δaccuracy``
+* **the extra cost per extra correct answer** of the loop over the method of its cell with
+  the highest observed accuracy (:class:`ExtraCost`; ties: the cheaper): ``Δcost / Δaccuracy``
   over the items both answered, an incremental cost-effectiveness ratio, with a percentile
   bootstrap interval over items (seeded; a resample in which the loop is no more accurate
   counts as ∞).  Said plainly when no ratio applies: ``cheaper`` when the loop is at least
   as accurate for no more cost, ``∞`` when it costs more and buys no extra correct answer,
   ``cheaper, less accurate`` when it saves cost and loses answers.  The cost is in dollars
   when every record of both is priced (and some cost is above 0), else in tokens.
+  No verdict without its evidence (:mod:`bcas.report.verdict`): each of these words needs
+  the paired test of the loop against that method to separate them after Holm; otherwise
+  the verdict is ``not separable`` and its text says at which n and how many paired items
+  80% power would need, beside the per-item cost difference.
 
 The rows are written into ``summary.json`` (``methods``), the report's "Agent against
 methods" section and the terminal's lines; they are a pure function of the records.
@@ -59,6 +63,7 @@ class MethodRow:
     p_value: float
     p_holm: float
     significant: bool
+    verdict: str  # bcas.report.verdict's words on the method against the loop
     mean_searches: float
     mean_tokens_out: float
     mean_tokens: float  # prompt + completion per item
@@ -69,23 +74,25 @@ class MethodRow:
 
 @dataclass
 class ExtraCost:
-    """What one more correct answer costs with the loop instead of the best method of its cell."""
+    """What one more correct answer costs with the loop instead of the method of its cell with the
+    highest observed accuracy (``method``)."""
 
     grid: str
     model: str
     dataset: str
     agent: str
-    best: str
+    method: str
     unit: str  # "usd" or "tokens"
     n_paired: int
     agent_accuracy: float
-    best_accuracy: float
+    method_accuracy: float
     extra_correct: float  # per item: accuracy of the loop − of the best method
     extra_cost: float  # per item, in ``unit``
     value: float | None  # per extra correct answer; None when ``verdict`` says why there is none
     lo: float | None  # 95% bootstrap interval (None: unbounded above, or no ratio)
     hi: float | None
-    verdict: str  # "ratio", "cheaper", "∞" or "cheaper, less accurate"
+    verdict: str  # "ratio", "cheaper", "∞", "cheaper, less accurate", or "not separable"
+    separation: str = ""  # bcas.report.verdict's words on the loop against ``method`` (the evidence)
 
     @property
     def text(self) -> str:
@@ -100,15 +107,20 @@ def extra_cost_text(e: ExtraCost | Mapping[str, Any]) -> str:
     """The extra cost per extra correct answer said plainly (from an :class:`ExtraCost` or its dict)."""
     data: Mapping[str, Any] = e if isinstance(e, Mapping) else asdict(e)
     verdict, unit = str(data.get("verdict")), str(data.get("unit"))
+    evidence = str(data.get("separation") or "")
+    if verdict == "not separable":
+        cost = float(data.get("extra_cost") or 0.0)
+        return f"{evidence}; the agent's cost per item minus the method's: {'+' if cost >= 0 else '−'}{_fmt(abs(cost), unit)}"
+    tail = f" ({evidence})" if evidence else ""
     if verdict == "cheaper":
-        return "cheaper: the agent is at least as accurate for no more cost"
+        return f"cheaper: the agent is more accurate for no more cost{tail}"
     if verdict == "∞":
-        return "∞: the agent costs more and answers no more items correctly"
+        return f"∞: the agent costs more and answers fewer items correctly{tail}"
     if verdict == "cheaper, less accurate":
-        return "cheaper, less accurate: the agent saves cost and loses correct answers"
+        return f"cheaper, less accurate: the agent saves cost and loses correct answers{tail}"
     lo, hi, value = data.get("lo"), data.get("hi"), data.get("value")
     band = f" (95% CI {'−∞' if lo is None else _fmt(float(lo), unit)} – {'∞' if hi is None else _fmt(float(hi), unit)})"
-    return f"{_fmt(float(value or 0.0), unit)} per extra correct answer{band}"
+    return f"{_fmt(float(value or 0.0), unit)} per extra correct answer{band}{tail}"
 
 
 def _per_item(recs: Iterable[dict[str, Any]], outcome: Any, unit: str) -> dict[str, tuple[float, float]]:
@@ -211,6 +223,7 @@ def method_comparison(
                 grid=c.grid, model=c.model, dataset=c.dataset, label=c.label, method=method, agent=c.reference,
                 n_paired=c.n_paired, accuracy=row.accuracy, agent_accuracy=agent_row.accuracy, diff=c.diff,
                 ci_lo=c.ci_lo, ci_hi=c.ci_hi, p_value=c.p_value, p_holm=c.p_holm, significant=c.significant,
+                verdict=c.verdict,
                 mean_searches=row.mean_searches, mean_tokens_out=row.mean_tokens_out, mean_tokens=_mean(tokens),
                 mean_cost_usd=row.mean_cost_usd, cost_per_correct=row.cost_of_pass, tokens_per_correct=row.tokens_of_pass,
             )
@@ -220,14 +233,16 @@ def method_comparison(
         cells[(m.grid, m.model, m.dataset, m.agent)].append(m)
     extras = []
     for (grid, model, dataset, agent), methods in sorted(cells.items()):
-        best = max(methods, key=lambda m: (m.accuracy, -m.mean_tokens, m.label))
+        top = max(methods, key=lambda m: (m.accuracy, -m.mean_tokens, m.label))  # highest observed accuracy
         fn = outcome_of(grid)
         unit, n, da, dc, value, lo, hi, verdict = extra_cost(
-            groups[(grid, model, dataset, agent)], groups[(grid, model, dataset, best.label)], fn
+            groups[(grid, model, dataset, agent)], groups[(grid, model, dataset, top.label)], fn
         )
+        if not top.significant:  # no verdict without its evidence (bcas.report.verdict)
+            verdict, value, lo, hi = "not separable", None, None, None
         extras.append(
-            ExtraCost(grid, model, dataset, agent, best.label, unit, n, best.agent_accuracy, best.accuracy, da, dc,
-                      value, lo, hi, verdict)
+            ExtraCost(grid, model, dataset, agent, top.label, unit, n, top.agent_accuracy, top.accuracy, da, dc,
+                      value, lo, hi, verdict, top.verdict)
         )  # fmt: skip
     return out, extras
 
@@ -263,18 +278,18 @@ def method_lines(method_rows: list[MethodRow], extras: list[ExtraCost]) -> list[
     for e in extras:
         lines.append(
             f"agent vs methods {e.grid} {e.model} {e.dataset} ({e.agent}): extra cost per extra correct answer "
-            f"over {e.best}: {e.text}"
+            f"over {e.method}: {e.text}"
         )
         for m in method_rows:
             if (m.grid, m.model, m.dataset, m.agent) != (e.grid, e.model, e.dataset, e.agent):
                 continue
-            per = "∞" if m.tokens_per_correct is None else f"{m.tokens_per_correct:,.0f}"
+            per = "no correct answer" if m.tokens_per_correct is None else f"{m.tokens_per_correct:,.0f} tokens/correct"
             usd = "" if m.cost_per_correct is None else f", ${m.cost_per_correct:.6g}/correct"
             lines.append(
                 f"  {m.label}: {m.accuracy * 100:.1f}% vs agent {m.agent_accuracy * 100:.1f}%, "
                 f"diff {m.diff * 100:+.1f} [{m.ci_lo * 100:.1f}, {m.ci_hi * 100:.1f}] p_holm={m.p_holm:.3g}"
                 f"{' *' if m.significant else ''}; {m.mean_searches:.2f} searches, {m.mean_tokens_out:.0f} completion "
-                f"tokens/item; {per} tokens/correct{usd}"
+                f"tokens/item; {per}{usd}; {m.verdict}"
             )
     return lines
 

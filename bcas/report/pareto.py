@@ -17,8 +17,11 @@ correct answer has no finite cost-of-pass: it is left out of the panel and named
 
 A point is on the frontier when no other point is at most as costly and at least as
 accurate, and strictly better in one of the two.  :func:`cheapest_within` answers "the
-cheapest configuration within X points of the best".  Everything here is computed from
-summary rows (``summary.json``), so anyone can recompute it from the file.
+cheapest configuration within X points of the highest observed accuracy".  Both read
+point estimates: whether the top point is ahead of another is said only by the paired
+test (:func:`verdicts_against_top`, worded by :mod:`bcas.report.verdict`).  Everything but
+those verdicts is computed from summary rows (``summary.json``), so anyone can recompute
+it from the file.
 """
 
 from __future__ import annotations
@@ -27,6 +30,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from bcas.grading.outcomes import outcome_fn
+from bcas.report.paired import paired_table, per_item_means
+from bcas.report.verdict import paired_verdict
+from bcas.stats import holm_bonferroni, mcnemar_exact
 
 COST = "cost"  # mean cost per item, US dollars
 TOKENS = "tokens"  # mean completion tokens per item
@@ -168,6 +176,49 @@ def cheapest_within(points: Iterable[Point], points_below_best: float) -> Point 
     # Accuracies are fractions; a tolerance keeps "exactly X points below" inside the band.
     eligible = [p for p in pts if p.accuracy >= best - points_below_best / 100.0 - 1e-12]
     return min(eligible, key=lambda p: (p.x, -p.accuracy, p.model, p.label))
+
+
+def top_point(points: Iterable[Point]) -> Point | None:
+    """The point with the highest observed accuracy (ties: the cheaper, then by name)."""
+    return min(points, key=lambda p: (-p.accuracy, p.x, p.model, p.label), default=None)
+
+
+def verdicts_against_top(
+    panel: Panel, records: Iterable[dict[str, Any]], alpha: float = 0.05
+) -> dict[tuple[str, str], str]:
+    """Point key -> what the paired test says of it against the panel's :func:`top_point`.
+
+    The "cheapest within X points" answer and the frontier read point estimates; whether
+    the point with the highest observed accuracy is ahead of another is said only by the
+    paired test: exact McNemar on the items both answered, Holm over the panel's points
+    against it, worded by :func:`bcas.report.verdict.paired_verdict`.  The top point
+    itself gets "the highest observed accuracy".  A point whose records cannot be found
+    (a model shown with a fingerprint) gets no text.
+    """
+    top = top_point(panel.points)
+    if top is None:
+        return {}
+    by_point: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for rec in records:
+        by_point[(str(rec.get("model")), str(rec.get("dataset")), str(rec.get("config_id")))].append(rec)
+    fn = outcome_fn(panel.metric)
+
+    def items(p: Point) -> dict[str, bool]:
+        return {i: m >= 1.0 for i, m in per_item_means(by_point.get((p.model, p.dataset, p.config_id), []), fn).items()}
+
+    top_items = items(top)
+    others = [p for p in panel.points if p.key != top.key]
+    tables = {p.key: paired_table(items(p), top_items) for p in others}
+    _, adjusted = holm_bonferroni([mcnemar_exact(t[1], t[2]) for t in tables.values()], alpha)
+    out = {top.key: "the highest observed accuracy"} if top_items else {}
+    top_name = f"{top.model} · {top.label}"
+    for p, p_holm in zip(others, adjusted, strict=True):
+        a, b, c, d = tables[p.key]
+        if not top_items or a + b + c + d == 0:
+            continue
+        found = paired_verdict(f"{p.model} · {p.label}", top_name, b, c, a + b + c + d, p_holm, alpha, len(others))
+        out[p.key] = f"against the highest observed accuracy ({top_name}): {found.text}"
+    return out
 
 
 def to_dict(panel: Panel) -> dict[str, Any]:

@@ -39,12 +39,14 @@ from typing import Any
 
 from bcas.data import DATASETS
 from bcas.grading.outcomes import METRIC_NAMES, outcome, outcome_fn, resolve, token_f1_of
+from bcas.grids import base_label
 from bcas.identity import same_model
 from bcas.metrics.columns import MetricColumns, metric_columns
 from bcas.records.case_status import PASSED, CaseStatus, StatusIndex
 from bcas.report.methods import ExtraCost, MethodRow, methods_of_run, to_payload
 from bcas.report.paired import PairedResult, accuracy, epochs_of, paired, per_item_means
 from bcas.report.status import counting, row_fields, status_lines, with_status
+from bcas.report.verdict import paired_verdict
 from bcas.stats import holm_bonferroni
 
 
@@ -262,6 +264,10 @@ class Comparison(PairedResult):
     significant: bool
     family: str = ""  # the Holm family within the grid ("" = the grid's one family)
     metric: str = "correct_em"
+    # Who is ahead, in the one wording of bcas.report.verdict: named only when the test separates them
+    # after Holm, else "not separable at n = K" with the paired items 80% power needs.
+    verdict: str = ""
+    items_needed: int | None = None
 
 
 def _compare(
@@ -293,7 +299,10 @@ def _compare(
     )
 
 
-def _holm(comparisons: list[Comparison], family: Any, alpha: float) -> None:
+def _holm(
+    comparisons: list[Comparison], family: Any, alpha: float, names: Callable[[Comparison], tuple[str, str]]
+) -> None:
+    """Holm-adjust each family's p-values, and word each comparison's verdict (``names``: its two sides)."""
     families: dict[Any, list[Comparison]] = defaultdict(list)
     for comp in comparisons:
         families[family(comp)].append(comp)
@@ -302,6 +311,8 @@ def _holm(comparisons: list[Comparison], family: Any, alpha: float) -> None:
         for comp, rej, adj in zip(comps, reject, adjusted, strict=True):
             comp.p_holm = adj
             comp.significant = bool(rej)
+            found = paired_verdict(*names(comp), comp.b, comp.c, comp.n_paired, adj, alpha, len(comps))
+            comp.verdict, comp.items_needed = found.text, found.n_needed
 
 
 # (candidate group, the other's label or model, Holm family, candidate records, the other's records)
@@ -309,14 +320,18 @@ Pairing = tuple[GroupKey, str, str, list[dict[str, Any]], list[dict[str, Any]]]
 
 
 def _compare_all(
-    pairings: Iterable[Pairing], metrics: Mapping[str, str], alpha: float, family: Callable[[Comparison], Any]
+    pairings: Iterable[Pairing],
+    metrics: Mapping[str, str],
+    alpha: float,
+    family: Callable[[Comparison], Any],
+    names: Callable[[Comparison], tuple[str, str]],
 ) -> list[Comparison]:
     """Each pairing compared (``_compare``) under its grid's metric, then Holm-adjusted within ``family``."""
     out = [
         _compare(grid, model, dataset, label, other, cand, ref, alpha, metrics.get(grid, "correct_em"), fam)
         for (grid, model, dataset, label), other, fam, cand, ref in pairings
     ]
-    _holm(out, family, alpha)
+    _holm(out, family, alpha, names)
     return out
 
 
@@ -336,14 +351,23 @@ def _reference_pairings(
     for (grid, model, dataset, label), recs in sorted(groups.items()):
         table = (grids or {}).get(grid)
         if table is not None and hasattr(table, "comparisons"):
-            pairs = table.comparisons(label)
+            # The grid declares its comparisons by its own labels; a case label adds the run's
+            # departures from them (bcas/hs+r/rc10), found again under the same departures.
+            pairs = [(_with_departures(other, label), fam) for other, fam in table.comparisons(base_label(label))]
         else:
             ref_label = references.get((grid, model, dataset))
             pairs = [] if ref_label is None or ref_label == label else [(ref_label, "")]
         for other, family in pairs:
-            ref = groups.get((grid, model, dataset, other))
+            ref = groups.get((grid, model, dataset, other)) or groups.get((grid, model, dataset, base_label(other)))
             if ref:
-                yield (grid, model, dataset, label), other, family, recs, ref
+                shown = other if (grid, model, dataset, other) in groups else base_label(other)
+                yield (grid, model, dataset, label), shown, family, recs, ref
+
+
+def _with_departures(grid_label: str, case_label: str) -> str:
+    """``grid_label`` with the departures ``case_label`` shows (``bcas/bm25``, ``x/hs+r/rc10`` -> ``bcas/bm25/rc10``)."""
+    base = base_label(case_label)
+    return grid_label + case_label[len(base) :]
 
 
 def compare_to_reference(
@@ -359,7 +383,13 @@ def compare_to_reference(
     a grid's entries may name other entries and families (``GridEntry.compare``).
     """
     groups, references, metrics = _scope(records, grids, only, judge)
-    return _compare_all(_reference_pairings(groups, references, grids), metrics, alpha, lambda c: holm_family(c, grids))
+    return _compare_all(
+        _reference_pairings(groups, references, grids),
+        metrics,
+        alpha,
+        lambda c: holm_family(c, grids),
+        lambda c: (c.label, c.reference),
+    )
 
 
 def _model_pairings(groups: Groups) -> Iterator[Pairing]:
@@ -384,7 +414,9 @@ def compare_models(
     In each :class:`Comparison`, ``model`` is the candidate and ``reference`` the other model.
     """
     groups, _, metrics = _scope(records, grids, only, judge)
-    return _compare_all(_model_pairings(groups), metrics, alpha, lambda c: (c.grid, c.dataset))
+    return _compare_all(
+        _model_pairings(groups), metrics, alpha, lambda c: (c.grid, c.dataset), lambda c: (c.model, c.reference)
+    )
 
 
 def model_matrix(rows: list[SummaryRow]) -> dict[str, Any]:

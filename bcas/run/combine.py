@@ -20,7 +20,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from bcas.config import config_differences
+from bcas.grids import base_label
 from bcas.records import Record, RecordError, ResultStore, dedupe, load_records
 from bcas.records.case_status import append_case_status, read_case_statuses
 from bcas.report.compare import COMPARED_ON
@@ -52,21 +55,37 @@ class Combined:
 
 
 def differences(runs: dict[Path, list[Record]]) -> list[str]:
-    """What differs between the runs besides the model, per dataset × configuration label."""
+    """What differs between the runs besides the model, per dataset × grid entry (its label without
+    the run's departures from the grid's values, :func:`bcas.grids.base_label`); a configuration
+    id names the fields that differ, in words with both values (:func:`bcas.config.config_differences`)."""
     seen: dict[tuple[str, str], dict[str, dict[str, set[str]]]] = defaultdict(lambda: defaultdict(dict))
+    configs: dict[tuple[str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
     for path, records in runs.items():
         for rec in records:
-            key = (rec.dataset, rec.label or rec.config_id)
+            key = (rec.dataset, base_label(rec.label) if rec.label else rec.config_id)
             for name, _ in COMPARED_ON:
                 seen[key][name].setdefault(str(path), set()).add(str(getattr(rec, name)))
+            configs[key].setdefault(str(path), rec.config)
     out = []
     for (dataset, label), by_name in sorted(seen.items()):
         for name, what in COMPARED_ON:
             values = by_name[name]
             if len({v for vs in values.values() for v in vs}) > 1:
                 shown = "; ".join(f"{Path(p).name}: {', '.join(sorted(vs))}" for p, vs in sorted(values.items()))
-                out.append(f"{dataset} / {label}: {what} differs ({shown})")
+                fields = _field_differences(configs[(dataset, label)]) if name == "config_id" else ""
+                out.append(f"{dataset} / {label}: {what} differs ({shown}){fields}")
     return out
+
+
+def _field_differences(by_run: dict[str, dict[str, Any]]) -> str:
+    """The fields in which each other run's configuration differs from the first run's, as words."""
+    (first, reference), *rest = sorted(by_run.items())
+    parts = [
+        "; ".join(found)
+        for path, config in rest
+        if (found := config_differences(reference, config, (Path(first).name, Path(path).name)))
+    ]
+    return f": {' / '.join(parts)}" if parts else ""
 
 
 def combine_runs(paths: Sequence[str | Path], out: str | Path, allow_mismatch: bool = False) -> Combined:

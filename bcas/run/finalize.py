@@ -151,11 +151,10 @@ def finalize_run(
             "models compared on the same items (exact McNemar or paired t on per-item means; Holm per grid x dataset):"
         )
         for c in summaries.model_comparisons:
-            mark = " *" if c.significant else ""
             lines.append(
                 f"  {c.grid}/{c.dataset}/{c.label}: {c.model} - {c.reference} = {c.diff * 100:+.1f} pts "
                 f"[{c.ci_lo * 100:+.1f}, {c.ci_hi * 100:+.1f}] on {c.n_paired} items, p={c.p_value:.3g}, "
-                f"Holm p={c.p_holm:.3g}{mark}"
+                f"Holm p={c.p_holm:.3g}: {c.verdict}"  # who is ahead, only when separated (bcas.report.verdict)
             )
     lines.extend(cache_lines(manifest, token))
     holm_failures: list[str] = gate.holm_failures if gate is not None else []

@@ -2,7 +2,8 @@
 
 Pure reading of the files the run engine writes (``run.json``, ``summary.json``,
 ``records.jsonl``): the run's configuration and answer identity (model fingerprints,
-served names, dataset hashes, prompt hashes, configuration ids) become params and tags,
+served names, dataset hashes, prompt hashes, configuration ids, and each case's verdicts in
+the words of :mod:`bcas.report.verdict`) become params and tags,
 each summary row (one case: grid x model x dataset x configuration) its metrics with
 their intervals, cost and tokens.  No tracker is imported here.
 """
@@ -129,6 +130,39 @@ def case_key(grid: str, model: str, dataset: str, config_id: str) -> str:
     return f"{grid}/{model}/{dataset}/{config_id}"
 
 
+def verdict_tags(summary: dict[str, Any], row: dict[str, Any]) -> dict[str, str]:
+    """The case's verdicts as ``summary.json`` words them (:mod:`bcas.report.verdict`), as tags:
+    ``bcas.verdict.reference`` (against the entries its grid compares it with),
+    ``bcas.verdict.models`` (against the other models on its configuration) and
+    ``bcas.verdict.extra_cost`` (the loop against the methods beside it); several joined by `` | ``."""
+    grid, model, dataset, label = (str(row.get(k)) for k in ("grid", "model", "dataset", "label"))
+    found: dict[str, list[str]] = {}
+    for c in summary.get("comparisons") or []:
+        if (str(c.get("grid")), str(c.get("model")), str(c.get("dataset")), str(c.get("label"))) == (
+            grid,
+            model,
+            dataset,
+            label,
+        ) and c.get("verdict"):
+            found.setdefault("bcas.verdict.reference", []).append(str(c["verdict"]))
+    for c in summary.get("model_comparisons") or []:
+        if (
+            (str(c.get("grid")), str(c.get("dataset")), str(c.get("label"))) == (grid, dataset, label)
+            and model in (str(c.get("model")), str(c.get("reference")))
+            and c.get("verdict")
+        ):
+            found.setdefault("bcas.verdict.models", []).append(str(c["verdict"]))
+    for e in (summary.get("methods") or {}).get("extra_cost") or []:
+        if (str(e.get("grid")), str(e.get("model")), str(e.get("dataset")), str(e.get("agent"))) == (
+            grid,
+            model,
+            dataset,
+            label,
+        ) and e.get("text"):
+            found.setdefault("bcas.verdict.extra_cost", []).append(str(e["text"]))
+    return {tag: " | ".join(texts)[:5000] for tag, texts in found.items()}  # MLflow's tag value limit
+
+
 def read_run_folder(run_dir: Path) -> RunFolder:
     """Read ``run_dir``; raises ``FileNotFoundError`` when it holds no summary."""
     run_dir = Path(run_dir).resolve()
@@ -208,6 +242,7 @@ def read_run_folder(run_dir: Path) -> RunFolder:
             case_tags["bcas.prompt_hash"] = str(one["prompt_hash"])
         if row.get("latency_source"):  # live, or cache: the latency metrics are the recorded times
             case_tags["bcas.latency_source"] = str(row["latency_source"])
+        case_tags.update(verdict_tags(summary, row))
         metrics = {name: v for name in CASE_METRICS if (v := _number(row.get(name))) is not None}
         tokens_in = sum(float(r.get("tokens_in") or 0) for r in case_records)
         tokens_out = sum(float(r.get("tokens_out") or 0) for r in case_records)

@@ -143,9 +143,10 @@ def test_every_point_row_prints_its_own_numbers_filter_keys_and_frontier_mark() 
     assert table[("beta", "s1")]["cells"] == ["beta", "s1", "g1", "10", "79.0", "65.0–88.0", "0.02", "yes"]
     assert table[("beta", "s2")]["cells"] == ["beta", "s2", "g2", "10", "45.0", "35.0–55.0", "0.0125", ""]
     assert table[("gamma", "s0")]["cells"][-1] == "yes" and table[("delta", "s0")]["cells"][-1] == ""
-    # The filter bar hides a point by these keys; the page's "within" answer reads x and acc.
+    # The filter bar hides a point by these keys; the page's "within" answer reads x, acc and the
+    # paired verdict against the top point (none here: no records given).
     assert table[("beta", "s2")]["data"] == {
-        "panel": "cost-0", "x": "0.0125", "acc": "0.45", "shown": "$0.0125",
+        "panel": "cost-0", "x": "0.0125", "acc": "0.45", "shown": "$0.0125", "verdict": "",
         "model": "beta", "dataset": "hotpotqa", "grid": "g2", "config": "s2",
     }  # fmt: skip
 

@@ -43,7 +43,7 @@ def test_each_section_given_reaches_the_page_written_where_asked(tmp_path: Path)
         "filter bar": filter_bar(rows),
         "metrics": metrics_section(rows),
         "figures": figures(rows, comparisons, order, records, grids),
-        "cost": cost_section(rows),
+        "cost": cost_section(rows, records),
         "items": items_section(records, grids),
     }
     for name, markup in sections.items():

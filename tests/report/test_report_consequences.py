@@ -329,6 +329,9 @@ def test_the_models_section_shows_each_pairs_figures_and_the_matrix_with_its_mar
 
     comps = [_comparison("small", "large", -0.2, p=0.004), _comparison("mid", "large", 0.05, significant=False, p=0.5)]
     comps[1].p_holm = 0.75
+    comps[
+        0
+    ].verdict = "large ahead of small: separated at alpha 0.05 (Holm p = 0.004, exact McNemar on n = 50 paired items)"
     matrix = {
         "panels": [
             {
@@ -345,7 +348,7 @@ def test_the_models_section_shows_each_pairs_figures_and_the_matrix_with_its_mar
         '<tr class="fr sig" data-grid="g" data-dataset="d" data-config="bm25/s1" data-model="small" data-model-b="large">'
         + cells
         + "<td>50</td><td>10</td><td>2</td><td>-20.0 *</td><td>-30.0 – -10.0</td><td>0.0040</td><td>0.0040</td>"
-        "<td>mcnemar-exact</td></tr>"
+        f"<td>mcnemar-exact</td><td>{comps[0].verdict}</td></tr>"
     ) in html
     assert (
         '<tr class="fr" data-grid="g" data-dataset="d" data-config="bm25/s1" data-model="mid" data-model-b="large">'
@@ -559,11 +562,15 @@ def test_a_comparison_row_shows_its_pair_difference_interval_counts_and_both_p_v
     sig = _comparison("m", "large", -0.2, p=0.004, family="filters")
     sig.p_value = 0.001
     plain = _comparison("m", "large", 0.05, significant=False, p=0.5)
+    sig.verdict = (
+        "large ahead of bm25/s1: separated at alpha 0.05 (Holm p = 0.004, exact McNemar on n = 50 paired items)"
+    )
     first, second = _comparison_rows([sig, plain])
     assert first["cls"] == "fr sig" and second["cls"] == "fr"
     assert first["data"] == {"grid": "g", "model": "m", "dataset": "d", "config": "bm25/s1"}
     assert first["cells"] == [
         "g", "m", "d", "bm25/s1 vs large", 50, "-20.0", "-30.0 – -10.0", 10, 2, "0.0010", "0.0040", "filters",
+        sig.verdict,
     ]  # fmt: skip
     assert second["cells"][5:7] == ["+5.0", "-5.0 – +15.0"] and second["cells"][11] == "grid"
 

@@ -106,7 +106,8 @@ def test_the_choice_is_part_of_the_configuration_identity() -> None:
     assert rerank.config.retrieval.mode == "hybrid_rerank"
     changed = with_retrieval_models(rerank, "bge-m3", "bge-reranker-v2-m3")
     assert changed.config.retrieval.embedder == "bge-m3" and changed.config.retrieval.reranker == "bge-reranker-v2-m3"
-    assert changed.config.config_id != rerank.config.config_id and changed.label == rerank.label
+    assert changed.config.config_id != rerank.config.config_id
+    assert changed.label == f"{rerank.label}/emb-bge-m3/rr-bge-reranker-v2-m3"  # the label shows what departs
     # BM25 uses neither: its configuration (and the answers recorded under it) stay the same.
     assert with_retrieval_models(bm25, "bge-m3", "bge-reranker-v2-m3") is bm25
     hybrid = ablation.entries[-2]
@@ -139,14 +140,14 @@ def test_plugin_applies_the_choice_to_the_cases_that_use_it() -> None:
         for c in cases
     }
     # The pool reaches the re-ranking case only: the hybrid case's fusion pool stays the grid's.
-    assert used["hs+r/sinf/t16k"] == ("bge-m3", "cross-encoder:/models/ce", 10)
-    assert used["hs/sinf/t16k"] == ("bge-m3", "llm", 100)
+    assert used["hs+r/sinf/t16k/emb-bge-m3/rr-ce/rc10"] == ("bge-m3", "cross-encoder:/models/ce", 10)
+    assert used["hs/sinf/t16k/emb-bge-m3"] == ("bge-m3", "llm", 100)
     assert used["bm25/sinf/t16k"] == ("minilm", "llm", 100)
 
 
 def test_a_smaller_rerank_pool_is_another_configuration_and_its_records_keep_their_grid() -> None:
     """--bcas-rerank-candidates: another id for the re-ranking entries only, and the report
-    still places each record under its grid entry (label and reference), as for the models."""
+    still places each record under its grid entry (its label with the departure: /rc10), as for the models."""
     from bcas.report.membership import memberships
 
     grid = GRIDS["baselines"]
@@ -166,7 +167,8 @@ def test_a_smaller_rerank_pool_is_another_configuration_and_its_records_keep_the
                 }
             )
         placed = {(grid_name, label) for grid_name, _, label, _ in memberships(records, {"baselines": grid})}
-        assert placed == {("baselines", e.label) for e in grid.entries}, pool
+        assert placed == {("baselines", with_retrieval_models(e, None, None, pool).label) for e in grid.entries}, pool
+        assert ("baselines", "bcas/hs+r/rc10" if pool else "bcas/hs+r") in placed
 
 
 def test_report_says_which_models_a_paper_grid_ran_with() -> None:
