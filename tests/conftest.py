@@ -177,3 +177,22 @@ def minilm_embedder() -> Any:
     from bcas.retrieval.dense import load_embedder
 
     return load_embedder("minilm", device="cpu")
+
+
+# -- headless Chromium (pytest-playwright) ---------------------------------------------
+# pytest-playwright's ``browser`` and ``page`` fixtures launch Debian's Chromium through
+# Playwright's ``executable_path`` (tests/support/chromium.py); nothing is downloaded.
+# Tests that use them carry the ``browser`` marker and ``skip_if_no_chromium``.
+LAPTOP_VIEWPORT = {"width": 1280, "height": 900}
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
+    from tests.support.chromium import launch_args
+
+    return {**browser_type_launch_args, **launch_args()}
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args: dict[str, Any]) -> dict[str, Any]:
+    return {**browser_context_args, "viewport": LAPTOP_VIEWPORT}

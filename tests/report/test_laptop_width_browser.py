@@ -14,14 +14,19 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from bcas.grids import GRIDS
 from bcas.report.html import render_report
 from bcas.report.summary import write_summaries
-from tests.support.browser import load_page, skip_if_no_chromium
+from tests.support.chromium import opened
 from tests.support.reports import grid_records
+from tests.support.skips import skip_if_no_chromium
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 pytestmark = [pytest.mark.browser, skip_if_no_chromium]
 
@@ -70,7 +75,7 @@ FACTS = r"""
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+def laptop(tmp_path_factory: pytest.TempPathFactory, browser: Browser) -> tuple[dict, Path]:
     run_dir = tmp_path_factory.mktemp("laptop")
     records = []
     for seed, (model, fingerprint) in enumerate(MODELS):
@@ -92,19 +97,21 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     )
     shot = run_dir / "top-1280.png"
     top = "(() => ({x: 0, y: 0, width: 1280, height: 1400}))()"
-    loaded = load_page(path, FACTS, width=WIDTH, screenshots=[(shot, top)])
-    assert loaded.errors == []
+    with opened(browser, path, width=WIDTH) as page:
+        facts = page.evaluate(FACTS)
+        page.page.screenshot(path=shot, clip=page.evaluate(top), full_page=True)
+        assert page.errors == []
     assert shot.stat().st_size > 1000
-    return loaded.value, run_dir
+    return facts, run_dir
 
 
-def test_no_page_level_horizontal_scroll_at_1280px(page: tuple[dict, Path]) -> None:
-    facts, _ = page
+def test_no_page_level_horizontal_scroll_at_1280px(laptop: tuple[dict, Path]) -> None:
+    facts, _ = laptop
     assert facts["page_width"] <= WIDTH, f"the page is {facts['page_width']} px wide at {WIDTH} px"
 
 
-def test_the_summary_key_columns_fit_and_the_first_columns_stay_in_view(page: tuple[dict, Path]) -> None:
-    facts, _ = page
+def test_the_summary_key_columns_fit_and_the_first_columns_stay_in_view(laptop: tuple[dict, Path]) -> None:
+    facts, _ = laptop
     assert [k["name"] for k in facts["key"]] == ["grid", "model", "dataset", "config", "n", "acc %", "95% CI"]
     for column in facts["key"]:
         assert column["right"] <= facts["box_right"] + 0.5, f"{column['name']} is behind the scroll"
@@ -113,8 +120,8 @@ def test_the_summary_key_columns_fit_and_the_first_columns_stay_in_view(page: tu
     assert facts["third"] < facts["before"][1]  # while the dataset column scrolled under them
 
 
-def test_model_names_never_break_and_questions_have_room(page: tuple[dict, Path]) -> None:
-    facts, _ = page
+def test_model_names_never_break_and_questions_have_room(laptop: tuple[dict, Path]) -> None:
+    facts, _ = laptop
     assert facts["broken"] == [], f"names broken across lines: {facts['broken'][:5]}"
     assert facts["questions"]
     for q in facts["questions"]:
@@ -123,9 +130,9 @@ def test_model_names_never_break_and_questions_have_room(page: tuple[dict, Path]
 
 
 def test_every_chart_has_axis_titles_and_the_cost_chart_keeps_its_legend_off_the_points(
-    page: tuple[dict, Path],
+    laptop: tuple[dict, Path],
 ) -> None:
-    facts, _ = page
+    facts, _ = laptop
     assert len(facts["charts"]) >= 4
     for chart in facts["charts"]:
         assert len(chart["axis_titles"]) == 2 and all(chart["axis_titles"]), chart

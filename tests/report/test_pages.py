@@ -14,12 +14,16 @@ from __future__ import annotations
 import json
 from itertools import combinations
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.support.browser import load_page, skip_if_no_chromium
+from tests.support.chromium import PageWatch
 from tests.support.mockruns import make_project, run_pytest
+from tests.support.skips import skip_if_no_chromium
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 pytestmark = [pytest.mark.browser, skip_if_no_chromium]
 
@@ -166,14 +170,14 @@ def two_way_pair(recs: list[dict[str, Any]]) -> tuple[str, str]:
     raise AssertionError(f"no two coin configurations flip both ways among {labels}")
 
 
-def test_two_model_report_sorts_filters_lists_the_frontier_and_flips(run: Path) -> None:
+def test_two_model_report_sorts_filters_lists_the_frontier_and_flips(run: Path, page: Page) -> None:
     rows, recs = summary_rows(run), records(run)
     first, second = two_way_pair(recs)
     pair = json.dumps([f"coin · {first}", f"coin · {second}"])
-    page = load_page(run / "index.html", INTERACT.replace("PAIR", pair))
-    assert page.errors == [], page.errors
-    assert page.requests == [page.url], "the page requested something besides itself"
-    got = page.value
+    watch = PageWatch.attach(page).open(run / "index.html")
+    got = watch.evaluate(INTERACT.replace("PAIR", pair))
+    assert watch.errors == [], watch.errors
+    assert watch.requests == [(run / "index.html").resolve().as_uri()], "the page requested something besides itself"
     assert got["ready"] == "1"
 
     # Sorting reorders the visible rows by accuracy, then reverses them.
