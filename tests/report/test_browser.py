@@ -2,8 +2,8 @@
 tables, sorts them, and renders hostile record text inert.
 
 Skipped when Chromium is absent (CI installs the Debian package through
-``BCAS_INSTALL_BROWSER=1 .ci/install``).  Playwright drives it (pytest-playwright's
-``page``); tests/support/chromium.py says what counts as an error.
+``BCAS_INSTALL_BROWSER=1 .ci/install``).  Playwright drives it (the fixture ``page``,
+tests/conftest.py); tests/support/chromium.py says what counts as an error.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Headless Chromium through Playwright: the launch settings and what a page did.
 
 The browser is Debian's Chromium (``find_chromium`` in tests/support/skips.py), launched by
-Playwright with ``executable_path``; nothing is downloaded at test time. pytest-playwright's
-fixtures (``browser``, ``page``) use :func:`launch_args` through tests/conftest.py, and
+Playwright with ``executable_path``; nothing is downloaded at test time. The fixtures
+``browser`` and ``page`` (tests/conftest.py) launch with :func:`launch_args`, and
 docs/screenshots.py launches the same way.
 
 :class:`PageWatch` listens to a page and keeps what a test asserts on: uncaught exceptions,

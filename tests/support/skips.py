@@ -42,9 +42,7 @@ skip_if_no_ray = pytest.mark.skipif(
 # ``BCAS_INSTALL_BROWSER=1 bash .ci/install`` in CI), driven by Playwright through its
 # ``executable_path``. Playwright's own browser builds are never downloaded.
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
-PLAYWRIGHT_IMPORTABLE = (
-    importlib.util.find_spec("playwright") is not None and importlib.util.find_spec("pytest_playwright") is not None
-)
+PLAYWRIGHT_IMPORTABLE = importlib.util.find_spec("playwright") is not None
 
 
 def find_chromium() -> str | None:
@@ -61,7 +59,7 @@ def find_chromium() -> str | None:
 
 def _no_browser_reason() -> str:
     if not PLAYWRIGHT_IMPORTABLE:
-        return "playwright and pytest-playwright are not installed: pip install -e '.[test]'"
+        return "playwright is not installed: pip install -e '.[test]'"
     return (
         "headless Chromium not found (apt-get install chromium, or BCAS_INSTALL_BROWSER=1 bash .ci/install, "
         "or set BCAS_CHROMIUM to its path)"
