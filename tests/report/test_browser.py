@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from bcas.records import Record, ResultStore, load_records
-from tests.support.chromium import PageWatch, opened
+from tests.support.chromium import PageWatch, is_local, opened
 from tests.support.reports import HOSTILE, LONG_TEXT, NON_LATIN, SCRIPT_TAG, grid_records, hostile_records, render
 from tests.support.skips import skip_if_no_chromium
 
@@ -175,6 +175,8 @@ def test_the_check_sees_payloads_that_are_not_escaped(tmp_path: Path, browser: B
         assert facts["body_data"].get("pwned") == "1"
         assert facts["title"] == "pwned"
         assert any(e.startswith("dialog alert") for e in page.errors)
+        # The request log sees what would leave the machine (a protocol-relative stylesheet: another host).
+        assert [url for url in page.requests if not is_local(url)] == ["file://evil.example/s.css"]
 
     guarded = tmp_path / "raw-with-csp.html"
     guarded.write_text(raw, encoding="utf-8")

@@ -8,8 +8,9 @@ docs/screenshots.py launches the same way.
 :class:`PageWatch` listens to a page and keeps what a test asserts on: uncaught exceptions,
 ``console.error``/``console.assert`` calls (Chromium reports a Content-Security-Policy
 violation as a console error), JavaScript dialogs (dismissed at once) and every request's URL.
-Requests that would leave the machine (anything but ``file:``, ``data:``, ``blob:``,
-``about:`` or a loopback address) are aborted and listed in ``foreign``.
+Network requests that would leave the machine (anything but ``file:``, ``data:``, ``blob:``,
+``about:`` or a loopback address) are aborted and listed in ``foreign``; ``file:`` loads are
+not routed, so a test checks ``requests`` with :func:`is_local` as well.
 """
 
 from __future__ import annotations
@@ -50,11 +51,13 @@ def launch_args() -> dict[str, Any]:
 
 
 def is_local(url: str) -> bool:
-    """True for a URL that stays on this machine: a local scheme, or http(s)/ws to a loopback host."""
+    """True for a URL that stays on this machine: a local scheme (a ``file:`` URL without a
+    host: ``//evil.example/s.css`` in a file's page is ``file://evil.example/...``, another
+    machine's share), or any scheme to a loopback host."""
     parts = urlsplit(url)
-    if parts.scheme in LOCAL_SCHEMES:
-        return True
     host = parts.hostname or ""
+    if parts.scheme in LOCAL_SCHEMES:
+        return parts.scheme != "file" or host in ("", "localhost")
     if host == "localhost":
         return True
     try:
