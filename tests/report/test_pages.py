@@ -134,7 +134,9 @@ INTERACT = r"""
     pick('select.flip-a', a); pick('select.flip-b', b);
     const m = box.querySelector('select.flip-mode'); m.value = mode; m.dispatchEvent(new Event('change'));
     const rows = Array.from(panel.querySelectorAll('tbody tr')).filter((r) => !r.hidden).map((r) => r.dataset.item);
-    return {rows: rows.sort(), count: box.querySelector('.count').textContent};
+    const cols = Array.from(panel.querySelectorAll('thead th')).filter((th) => th.offsetParent !== null)
+      .map((th) => th.textContent);
+    return {rows: rows.sort(), count: box.querySelector('.count').textContent, cols: cols};
   };
   out.flipModels = flips('hotpotqa', 'mock-gold · bm25/s1/t2k', 'coin · bm25/s1/t2k', 'flip');
   const [first, second] = PAIR;
@@ -205,6 +207,8 @@ def test_two_model_report_sorts_filters_lists_the_frontier_and_flips(run: Path, 
     between = flipped_items(recs, "hotpotqa", ("coin", first), ("coin", second))
     assert got["flipConfigs"]["rows"] == between and 0 < len(between) < 12
     assert got["flipConfigs"]["count"] == f"{len(between)} of 12 items shown"
+    # The table shows the two chosen columns; the others wait behind "all columns".
+    assert got["flipConfigs"]["cols"] == ["item", "question", f"coin · {first}", f"coin · {second}"]
     right_in_first = {r["item_id"] for r in recs if r["model"] == "coin" and r["label"] == first and r["correct_em"]}
     assert got["onlyA"]["rows"] == [i for i in between if i in right_in_first]
     assert got["onlyB"]["rows"] == [i for i in between if i not in right_in_first]
