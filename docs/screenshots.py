@@ -2,8 +2,9 @@
 
 Runs the ``smoke`` grid on the ``mock:gold`` backend (a real BM25 / hybrid index over the
 shipped samples, a record per item, the report the harness writes; no model time), loads
-its ``index.html`` in headless Chromium through the tests' DevTools driver
-(``tests/support/browser.py``) and writes one PNG per report section into ``docs/images/``:
+its ``index.html`` in headless Chromium through Playwright, launched as the browser tests
+launch it (``tests/support/chromium.py``: Debian's Chromium by ``executable_path``, nothing
+downloaded), and writes one PNG per report section into ``docs/images/``:
 
 * ``report-summary.png``: the title, filters, notes and the summary table;
 * ``report-figures.png``: the papers' figures drawn from the run;
@@ -79,15 +80,27 @@ def run_smoke(out: Path) -> Path:
 
 def render(report: Path, images: Path, width: int) -> list[Path]:
     sys.path.insert(0, str(REPO))
-    from tests.support.browser import load_page
+    from playwright.sync_api import sync_playwright
+
+    from tests.support.chromium import launch_args, opened
 
     images.mkdir(parents=True, exist_ok=True)
     shots = [(images / name, region(**spec)) for name, spec in SHOTS.items()]
-    page = load_page(report, _OPEN_FIRST_ITEM, timeout_s=120, screenshots=shots, width=width)
-    if page.errors:
-        raise SystemExit(f"the report logged errors in Chromium: {page.errors}")
-    if not page.value:
-        raise SystemExit("the report lists no item to open")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(**launch_args())
+        try:
+            with opened(browser, report, width=width) as page:
+                if not page.evaluate(_OPEN_FIRST_ITEM):
+                    raise SystemExit("the report lists no item to open")
+                for path, clip in shots:
+                    rect = page.evaluate(clip)
+                    if not isinstance(rect, dict):
+                        raise SystemExit(f"the region of {path.name} could not be found: {rect}")
+                    page.page.screenshot(path=path, clip=rect, full_page=True)
+                if page.errors:
+                    raise SystemExit(f"the report logged errors in Chromium: {page.errors}")
+        finally:
+            browser.close()
     return [path for path, _ in shots]
 
 

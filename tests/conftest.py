@@ -123,6 +123,8 @@ def _registries_as_they_were() -> Iterator[None]:
 
 
 if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
     from bcas.llm.embedded import EmbeddedModel
     from bcas.testing.servers import FaultServer, LlamaCppServer
 
@@ -177,3 +179,33 @@ def minilm_embedder() -> Any:
     from bcas.retrieval.dense import load_embedder
 
     return load_embedder("minilm", device="cpu")
+
+
+# -- headless Chromium (Playwright) ------------------------------------------------------
+# ``browser`` and ``page`` launch Debian's Chromium through Playwright's ``executable_path``
+# (tests/support/chromium.py); nothing is downloaded. Tests that use them carry the
+# ``browser`` marker and ``skip_if_no_chromium``. The fixtures are ours, not
+# pytest-playwright's: that plugin, installed, loads into every pytest process, and its
+# per-test soft-assertion scope cannot nest, so each in-process pytester run (a run of the
+# harness inside a test) would fail. The browser lives for one test module: Playwright's
+# synchronous API keeps an event loop of its own, which a later test's asyncio.run must not meet.
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    from playwright.sync_api import sync_playwright
+
+    from tests.support.chromium import launch_args
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(**launch_args())
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    """A fresh page in its own context at 1,280 x 900."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    yield context.new_page()
+    context.close()

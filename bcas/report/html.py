@@ -52,10 +52,11 @@ tr.sig td{background:#fff3f3} details{margin:2px 0} summary{cursor:pointer}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#fafafa;border:1px solid #eee;padding:4px;max-width:100em}
 summary{overflow-wrap:anywhere}
 td.t{overflow-wrap:normal;word-break:normal;hyphens:none} td{white-space:nowrap}
-td.q{white-space:normal;min-width:24em;max-width:36em} .name{white-space:nowrap}
+td.q{white-space:normal;min-width:24em;max-width:36em} td.prose{white-space:normal;min-width:14em;max-width:24em} .name{white-space:nowrap}
 .ok{color:#137333}.bad{color:#b3261e} .fig{display:inline-block;margin:4px}
 tr.failed td{background:#fdecea} tr.failed td:nth-child(6){color:#b3261e;font-weight:bold}
 #case-failures{background:#fdecea;border-color:#b3261e;font-weight:normal} #case-failures h2{margin:0.2em 0}
+.trajectory td.t{white-space:normal;overflow-wrap:break-word;min-width:8em}
 """
 
 
@@ -81,6 +82,10 @@ SUMMARY_HEADERS = [
     "n",
     "acc %",
     "95% CI",
+    "diff vs ref pts [95%]",
+    "$ / correct",
+    "tokens / correct",
+    "p95 s",
     "judge %",
     "judge n",
     "F1",
@@ -103,36 +108,96 @@ def _cost_cell(r: SummaryRow) -> str:
     return "—" if r.cost_usd is None else f"{r.cost_usd:.4f}"
 
 
-def _summary_rows(rows: list[SummaryRow]) -> list[dict[str, Any]]:
+def _diff_cell(r: SummaryRow, against: dict[GroupKey, Comparison]) -> str:
+    """The row's paired difference from its grid's reference, in points, with its Newcombe interval."""
+    if r.reference:
+        return "ref"
+    c = against.get((r.grid, r.model, r.dataset, r.label))
+    if c is None or not r.counts:
+        return "—"
+    return f"{c.diff * 100:+.1f} [{c.ci_lo * 100:+.1f}, {c.ci_hi * 100:+.1f}]" + (" *" if c.significant else "")
+
+
+def _per_correct(value: float | None, fmt: str, r: SummaryRow) -> str:
+    """Cost (or tokens) of one correct answer: ``none`` when nothing was correct (no answer was
+    bought, as cost-of-pass says it), ``—`` when unknown."""
+    if not r.counts:
+        return "—"
+    if not r.n_correct:
+        return "none"
+    return "—" if value is None else format(value, fmt)
+
+
+def gate_failures(gate: Any) -> dict[tuple[str, str], str]:
+    """The cases the regression gate failed: ``(grid, case id)`` -> the line shown on their summary row."""
+    if gate is None:
+        return {}
+    return {
+        (r.grid, r.case_id): f"regression gate FAIL: {_pct(r.current_acc)}% vs baseline {_pct(r.baseline_acc)}%"
+        f" (Holm p {r.p_holm:.4g})"
+        if r.p_holm is not None
+        else "regression gate FAIL"
+        for r in gate.rows
+        if r.verdict == "FAIL"
+    }
+
+
+def _gate_line(r: SummaryRow, failed: dict[tuple[str, str], str]) -> str:
+    """The gate's failure line for a summary row (its case id: model[~served]-dataset-label), or ""."""
+    for (grid, case_id), line in failed.items():
+        if grid == r.grid and (case_id == f"{r.model}-{r.dataset}-{r.label}" or (
+            case_id.startswith(f"{r.model}~") and case_id.endswith(f"-{r.dataset}-{r.label}")
+        )):  # fmt: skip
+            return line
+    return ""
+
+
+def _summary_rows(
+    rows: list[SummaryRow], comparisons: list[Comparison] | None = None, gate: Any = None
+) -> list[dict[str, Any]]:
+    against = {(c.grid, c.model, c.dataset, c.label): c for c in comparisons or []}
+    failed = gate_failures(gate)
+    out = []
+    for r in rows:
+        line = _gate_line(r, failed) if failed else ""
+        label = r.label + (" (ref)" if r.reference else "")
+        out.append(
+            {
+                "cls": ("fr" if r.counts else "fr failed") + (" gate-fail" if line else ""),
+                "data": _filter_data(r),
+                "cells": _summary_cells(r, {"text": f"{label} ✘ gate", "title": line} if line else label, against),
+            }
+        )
+    return out
+
+
+def _summary_cells(r: SummaryRow, label: Any, against: dict[GroupKey, Comparison]) -> list[Any]:
     return [
-        {
-            "cls": "fr" if r.counts else "fr failed",
-            "data": _filter_data(r),
-            "cells": [
-                r.grid,
-                served_beside(r.model, r.served),  # what answered, when it is not the model asked for
-                r.dataset,
-                r.label + (" (ref)" if r.reference else ""),
-                r.n,
-                # a case that did not pass: its mark and reason where its accuracy would be
-                _pct(r.accuracy) if r.counts else {"text": mark(r), "title": r.reason},
-                f"{_pct(r.ci_lo)}–{_pct(r.ci_hi)}" if r.counts else "—",
-                _pct(r.judge_accuracy) if r.judge_n and r.counts else "—",
-                r.judge_n if r.judge_n else "—",
-                f"{r.mean_f1:.3f}" if r.counts else "—",
-                f"{r.mean_searches:.2f}",
-                f"{r.mean_tokens_in:.0f}",
-                f"{r.mean_tokens_out:.0f}",
-                f"{r.mean_llm_calls:.1f}",
-                _cost_cell(r),
-                r.errors,
-                _pct(r.invalid_turn_rate),
-                r.context_window_stops,
-                getattr(r, "metric", "correct_em"),
-                _pct(getattr(r, "em_squad", None)) if r.counts else "—",
-            ],
-        }
-        for r in rows
+        r.grid,
+        served_beside(r.model, r.served),  # what answered, when it is not the model asked for
+        r.dataset,
+        label,
+        r.n,
+        # a case that did not pass: its mark and reason where its accuracy would be
+        _pct(r.accuracy) if r.counts else {"text": mark(r), "title": r.reason},
+        f"{_pct(r.ci_lo)}–{_pct(r.ci_hi)}" if r.counts else "—",
+        _diff_cell(r, against),
+        _per_correct(r.cost_of_pass, ".4g", r),
+        _per_correct(r.tokens_of_pass, ".0f", r),
+        "—" if r.latency_p95 is None else f"{r.latency_p95:.3f}",
+        _pct(r.judge_accuracy) if r.judge_n and r.counts else "—",
+        r.judge_n if r.judge_n else "—",
+        f"{r.mean_f1:.3f}" if r.counts else "—",
+        f"{r.mean_searches:.2f}",
+        f"{r.mean_tokens_in:.0f}",
+        f"{r.mean_tokens_out:.0f}",
+        f"{r.mean_llm_calls:.1f}",
+        _cost_cell(r),
+        r.errors,
+        _pct(r.invalid_turn_rate),
+        r.context_window_stops,
+        getattr(r, "metric", "correct_em"),
+        _pct(getattr(r, "em_squad", None)) if r.counts else "—",
     ]
 
 
@@ -442,7 +507,7 @@ def render_report(
         notes=list(notes or []) + _notes(records, grid_notes(rows, records, grids)),
         gate=_gate(gate),
         summary_headers=SUMMARY_HEADERS,
-        summary_rows=_summary_rows(rows),
+        summary_rows=_summary_rows(rows, comparisons, gate),
         metrics=metrics_section(results),
         comparison_headers=COMPARISON_HEADERS,
         comparison_rows=_comparison_rows(comparisons),

@@ -12,7 +12,8 @@ compares and hides rows; it never evaluates, parses as HTML or inserts record co
   pair) differs from the chosen value; an element without the attribute is not filtered
   by that key.
 - Flips (:mod:`bcas.report.html_items`): in a per-item table, two chosen columns and a mode
-  (all items, outcome differs, only A right, only B right) hide the other rows.
+  (all items, outcome differs, only A right, only B right) hide the other rows; the chosen
+  columns are the ones shown until "all columns" is ticked (:mod:`bcas.report.columns`).
 - Cost bands (:mod:`bcas.report.html_cost`): "the cheapest configuration within X points of
   the highest observed accuracy" (with its paired verdict against that point), recomputed from the panel's points whenever X changes, with the same rule
   and tie-breaks as :func:`bcas.report.pareto.cheapest_within`.
@@ -42,6 +43,9 @@ td.ok{background:#eef8ee} td.bad{background:#fbeeee} td.none{color:#999}
 td .cell{max-width:16em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 .stick{position:sticky;z-index:1;background:#fff} th.stick{background:#f3f3f3} .stick-last{box-shadow:2px 0 0 #ccc}
 .banner{background:#fff4d6;border:1px solid #e0b84c;padding:6px 10px;margin:0.5em 0;font-weight:bold}
+.more{display:none} .cols-all:checked ~ .scroll .more{display:table-cell}
+input.cols-all{margin:0 4px 0 0;vertical-align:middle} label.cols-all{font-size:12px;color:#555;cursor:pointer}
+tr.gate-fail td{background:#fdecea} .gate-mark{color:#b3261e;font-weight:bold}
 """
 
 SCRIPT = """
@@ -88,7 +92,12 @@ SCRIPT = """
     if (!table) return;
     var a = box.querySelector('select.flip-a').value, b = box.querySelector('select.flip-b').value;
     var mode = box.querySelector('select.flip-mode').value, shown = 0, total = 0;
+    var head = table.tHead.rows[0].cells;
+    for (var i = 2; i < head.length; i++) head[i].classList.toggle('more', String(i - 2) !== a && String(i - 2) !== b);
     Array.prototype.forEach.call(table.tBodies[0].rows, function(row){
+      row.querySelectorAll('td[data-col]').forEach(function(td){
+        td.classList.toggle('more', td.dataset.col !== a && td.dataset.col !== b);
+      });
       var ca = row.querySelector('td[data-col="' + a + '"]'), cb = row.querySelector('td[data-col="' + b + '"]');
       var oa = ca ? ca.dataset.ok : '', ob = cb ? cb.dataset.ok : '';
       var keep = mode === 'all' || (oa !== '' && ob !== '' && (
@@ -138,7 +147,9 @@ SCRIPT = """
     }
   }
   document.querySelectorAll('.scroll[data-sticky] > table').forEach(stick);
-  window.addEventListener('resize', function(){ document.querySelectorAll('.scroll[data-sticky] > table').forEach(stick); });
+  function restick(){ document.querySelectorAll('.scroll[data-sticky] > table').forEach(stick); }
+  window.addEventListener('resize', restick);
+  document.querySelectorAll('input.cols-all').forEach(function(box){ box.addEventListener('change', restick); });
   document.body.dataset.ready = '1';
 })();
 """

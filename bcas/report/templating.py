@@ -21,6 +21,8 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
+from bcas.report.columns import hidden_columns, prose_columns
+
 _TAG = re.compile(r"^[a-zA-Z][a-zA-Z0-9]*$")
 _ATTR = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_:-]*$")
 
@@ -32,6 +34,8 @@ ENV = Environment(
     lstrip_blocks=True,
     keep_trailing_newline=False,
 )
+ENV.globals["hidden_columns"] = hidden_columns  # which columns a table shows first (bcas.report.columns)
+ENV.globals["prose_columns"] = prose_columns  # which columns wrap (bcas.report.columns)
 
 
 def render(template: str, **context: Any) -> Markup:

@@ -83,7 +83,7 @@ class CaseResult:
     params: dict[str, str]
     tags: dict[str, str]
     metrics: dict[str, float]
-    name: str = ""  # what the tracker shows: the configuration's label (bm25/s3/t2k/plan); its hash is a tag
+    name: str = ""  # what the tracker shows: ``model · dataset · label``, unique within the run (case_names)
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,7 @@ class RunFolder:
     metrics: dict[str, float]
     cases: list[CaseResult] = field(default_factory=list)
     artifacts: list[Path] = field(default_factory=list)
+    name: str = ""  # what the tracker shows: the grids and models (run_name)
 
 
 def _read_json(path: Path) -> Any:
@@ -161,6 +162,45 @@ def verdict_tags(summary: dict[str, Any], row: dict[str, Any]) -> dict[str, str]
         ) and e.get("text"):
             found.setdefault("bcas.verdict.extra_cost", []).append(str(e["text"]))
     return {tag: " | ".join(texts)[:5000] for tag, texts in found.items()}  # MLflow's tag value limit
+
+
+NAME_SEPARATOR = " · "
+NAMED_MODELS = 3  # a run name lists this many models, then "+ N more"
+
+
+def case_names(cases: list[dict[str, str]]) -> list[str]:
+    """A name per case a person can read, unique within the run: ``model · dataset · label``.
+
+    Each case is a dict with ``model``, ``dataset``, ``label``, ``grid`` and ``config_id``.
+    Names that collide (one configuration label in two grids, two configurations of one
+    label) get ``· grid``, then ``[config_id's first 8 characters]``, then ``#2``, ``#3``...
+    in the order of their grid and configuration id; the result depends on the cases
+    alone, never on their order.
+    """
+    names = [NAME_SEPARATOR.join((c["model"], c["dataset"], c["label"])) for c in cases]
+    qualifiers = (lambda c: NAME_SEPARATOR + c["grid"], lambda c: f" [{c['config_id'][:8]}]")
+    for qualify in qualifiers:
+        counts: dict[str, int] = {}
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+        names = [name + qualify(c) if counts[name] > 1 else name for name, c in zip(names, cases, strict=True)]
+    groups: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        groups.setdefault(name, []).append(i)
+    for name, members in groups.items():
+        if len(members) > 1:
+            ordered = sorted(members, key=lambda i: (cases[i]["grid"], cases[i]["config_id"], i))
+            for n, i in enumerate(ordered[1:], start=2):
+                names[i] = f"{name} #{n}"
+    return names
+
+
+def run_name(grids: list[str], models: list[str]) -> str:
+    """The run's name a person can read: its grids and its models (``smoke · mock-gold + coin``),
+    each in first-seen order; past NAMED_MODELS models the rest are counted."""
+    grids, models = list(dict.fromkeys(grids)), list(dict.fromkeys(models))
+    shown = models[:NAMED_MODELS] + ([f"{len(models) - NAMED_MODELS} more"] if len(models) > NAMED_MODELS else [])
+    return NAME_SEPARATOR.join(part for part in (" + ".join(grids), " + ".join(shown)) if part)
 
 
 def read_run_folder(run_dir: Path) -> RunFolder:
@@ -252,7 +292,9 @@ def read_run_folder(run_dir: Path) -> RunFolder:
             cost_known = False
         else:
             total_cost += cost
-        cases.append(CaseResult(key, case_params, case_tags, metrics, str(row.get("label") or key)))
+        cases.append(CaseResult(key, case_params, case_tags, metrics))
+    names = case_names([c.params for c in cases])
+    cases = [CaseResult(c.key, c.params, c.tags, c.metrics, name) for c, name in zip(cases, names, strict=True)]
     run_metrics = {"cases": float(len(cases)), "answers": float(len(records)), "tokens_in": total_in}
     statuses = [c.tags.get("bcas.status") for c in cases]
     if any(statuses):  # the cases that failed, stopped short or raised: none of their accuracies is logged
@@ -261,4 +303,5 @@ def read_run_folder(run_dir: Path) -> RunFolder:
     if cost_known and cases:
         run_metrics["cost_usd"] = total_cost  # an unknown price leaves the total out, never 0
     artifacts = [run_dir / name for name in ARTIFACTS if (run_dir / name).is_file()]
-    return RunFolder(run_dir, run_id, params, tags, run_metrics, cases, artifacts)
+    name = run_name([c.params["grid"] for c in cases], [c.params["model"] for c in cases]) or run_id
+    return RunFolder(run_dir, run_id, params, tags, run_metrics, cases, artifacts, name)

@@ -3,8 +3,10 @@
 Where a bcas run goes (the issue's design, MLflow's own data model): the parent run holds
 the run's options as params, its answer identity as tags (model fingerprints, served
 names, dataset hashes), the run totals (cases, answers, tokens, cost) as metrics and the
-run folder (records, summary, report, manifest) as artifacts; each case is a nested run
-named by its configuration's label (``bm25/s3/t2k/plan``), with its configuration and
+run folder (records, summary, report, manifest) as artifacts; the parent is named by its
+grids and models (``smoke · mock-gold + coin``) unless the user names it
+(``BCAS_MLFLOW_RUN_NAME``); each case is a nested run named ``model · dataset · label``
+(``mock-gold · hotpotqa · bm25/s3/t2k/plan``, unique within the parent), with its configuration and
 backend as params, its identity as tags (``bcas.case``, model fingerprint, dataset hash,
 prompt hash, config id), its status and reason as tags (``bcas.status``:
 passed/failed/incomplete/error) and its summary metrics with their intervals; a case
@@ -26,6 +28,7 @@ from bcas.tracking.folder import CaseResult, read_run_folder
 from bcas.tracking.sinks import SinkError
 
 EXPERIMENT_ENV = "BCAS_MLFLOW_EXPERIMENT"
+RUN_NAME_ENV = "BCAS_MLFLOW_RUN_NAME"
 DEFAULT_EXPERIMENT = "bcas"
 MLFLOW_MISSING = "the MLflow sink needs mlflow: pip install 'bcas[mlflow]'"
 
@@ -61,7 +64,7 @@ def absolute_sqlite(uri: str) -> str:
 class MlflowSink:
     """Publish run folders to the MLflow tracking store or server at ``uri``."""
 
-    def __init__(self, uri: str, experiment: str | None = None) -> None:
+    def __init__(self, uri: str, experiment: str | None = None, run_name: str | None = None) -> None:
         if "://" not in uri and not uri.startswith("databricks"):
             raise SinkError(
                 f"--bcas-mlflow: {uri!r} is not a tracking URI (sqlite:///mlruns.db, http://host:5000); "
@@ -69,6 +72,7 @@ class MlflowSink:
             )
         self.uri = absolute_sqlite(uri)
         self.experiment = experiment or os.environ.get(EXPERIMENT_ENV) or DEFAULT_EXPERIMENT
+        self.run_name = run_name or os.environ.get(RUN_NAME_ENV) or None  # None: the grids and models
         self._client: Any = None
 
     def _mlflow(self) -> Any:
@@ -120,11 +124,13 @@ class MlflowSink:
         folder = read_run_folder(run_dir)
         client = self._mlflow()
         experiment_id = self._experiment_id(client)
+        name = self.run_name or folder.name
         parent = self._find(client, experiment_id, {"bcas.run_dir": str(folder.run_dir)})
         if parent is None:
-            parent = client.create_run(experiment_id, tags=folder.tags, run_name=folder.run_id)
+            parent = client.create_run(experiment_id, tags=folder.tags, run_name=name)
         parent_id = str(parent.info.run_id)
-        self._log(client, parent_id, folder.params, folder.tags, folder.metrics, parent.data.params)
+        tags = {**folder.tags, "mlflow.runName": name}  # a run published before takes the name too
+        self._log(client, parent_id, folder.params, tags, folder.metrics, parent.data.params)
         for case in folder.cases:
             self._publish_case(client, experiment_id, parent_id, case)
         for path in folder.artifacts:

@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -17,8 +17,12 @@ from bcas.grids import AGENT_VS_METHOD, get_grid
 from bcas.grids.baselines import BASELINE_DATASETS, BASELINE_METHODS, BASELINE_MODES
 from bcas.report.methods import extra_cost
 from bcas.testing.project import grid_project, read_records
-from tests.support.browser import load_page, skip_if_no_chromium
+from tests.support.chromium import PageWatch
 from tests.support.mockruns import REPO, run_pytest
+from tests.support.skips import skip_if_no_chromium
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 # A user's own method, written from scratch as docs/extending.md shows, in a baselines grid of
 # the user's on the BM25 mode (fast: no dense index).
@@ -167,13 +171,14 @@ def test_the_summary_and_terminal_answer_the_question(user_run: tuple[Path, Any]
     assert "  first_passage/bm25: 100.0% vs agent" in terminal
 
 
+@pytest.mark.browser
 @skip_if_no_chromium
 def test_the_report_shows_the_comparison_the_extra_cost_and_the_method_pareto_figure(
-    user_run: tuple[Path, Any],
+    user_run: tuple[Path, Any], page: Page
 ) -> None:
     run_dir, _ = user_run
-    page = load_page(
-        run_dir / "index.html",
+    watch = PageWatch.attach(page).open(run_dir / "index.html")
+    value = watch.evaluate(
         """(() => {
           const t = (id) => [...document.querySelectorAll('#' + id + ' tbody tr')].map(
             (tr) => [...tr.cells].map((c) => c.textContent));
@@ -184,8 +189,7 @@ def test_the_report_shows_the_comparison_the_extra_cost_and_the_method_pareto_fi
                   heading: !!document.getElementById('agent-vs-methods')};
         })()""",
     )
-    assert page.errors == []
-    value = page.value
+    assert watch.errors == []
     assert value["heading"] and value["svg"] == 1 and value["frontier"] >= 1
     assert len(value["methods"]) == 6 and len(value["extra"]) == 1
     assert {row[2] for row in value["methods"]} >= {"closed_book", "first_passage/bm25", "ircot/bm25"}

@@ -2,23 +2,60 @@
 tables, sorts them, and renders hostile record text inert.
 
 Skipped when Chromium is absent (CI installs the Debian package through
-``BCAS_INSTALL_BROWSER=1 .ci/install``).  See tests/support/browser.py for how the
-page is driven and what counts as an error.
+``BCAS_INSTALL_BROWSER=1 .ci/install``).  Playwright drives it (the fixture ``page``,
+tests/conftest.py); tests/support/chromium.py says what counts as an error.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from bcas.records import Record, ResultStore, load_records
-from tests.support.browser import DOM_FACTS, PageLoad, load_page, skip_if_no_chromium
+from tests.support.chromium import PageWatch, is_local, opened
 from tests.support.reports import HOSTILE, LONG_TEXT, NON_LATIN, SCRIPT_TAG, grid_records, hostile_records, render
+from tests.support.skips import skip_if_no_chromium
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 pytestmark = [pytest.mark.browser, skip_if_no_chromium]
+
+# What a test usually wants to know about a page after its scripts ran.
+DOM_FACTS = r"""
+(() => {
+  const onAttrs = [];
+  for (const el of document.querySelectorAll('*')) {
+    for (const a of el.attributes) {
+      if (a.name.toLowerCase().startsWith('on')) onAttrs.push(el.tagName.toLowerCase() + '[' + a.name + ']');
+    }
+  }
+  const table = (id) => {
+    const t = document.getElementById(id);
+    if (!t) return null;
+    return {
+      headers: Array.from(t.querySelectorAll('thead th')).map((c) => c.textContent),
+      rows: Array.from(t.tBodies[0] ? t.tBodies[0].rows : []).map((r) => Array.from(r.cells).map((c) => c.textContent)),
+    };
+  };
+  return {
+    title: document.title,
+    body_data: Object.assign({}, document.body ? document.body.dataset : {}),
+    window_pwned: typeof window.__pwned !== 'undefined',
+    scripts: document.scripts.length,
+    counts: Object.fromEntries(['img', 'svg', 'iframe', 'textarea', 'details', 'table', 'object', 'embed', 'link']
+      .map((t) => [t, document.getElementsByTagName(t).length])),
+    event_handler_attributes: onAttrs,
+    summary: table('summary'),
+    comparisons: table('comparisons'),
+    text: document.body ? document.body.textContent : '',
+    html: document.documentElement.outerHTML,
+  };
+})()
+"""
 
 EM_COLUMN = 5  # "acc %" (the grid's primary metric) in the summary table
 
@@ -41,9 +78,9 @@ def facts_and(extra: str) -> str:
     return f"({{facts: {DOM_FACTS}, extra: {extra}}})"
 
 
-def assert_inert(page: PageLoad, title: str) -> dict[str, Any]:
+def assert_inert(page: PageWatch, title: str) -> dict[str, Any]:
     """No injected markup or script ran: nothing tried to run, no marker, no handler, no element."""
-    facts = page.value
+    facts = page.evaluate(DOM_FACTS)
     assert page.errors == [], "the page logged errors (a blocked or failed injected script shows up here)"
     assert facts["body_data"] == {"ready": "1"}, "the page's script must run and nothing else may mark the body"
     assert facts["title"] == title
@@ -56,13 +93,14 @@ def assert_inert(page: PageLoad, title: str) -> dict[str, Any]:
     return facts
 
 
-def test_real_report_loads_and_shows_its_tables(tmp_path: Path) -> None:
+def test_real_report_loads_and_shows_its_tables(tmp_path: Path, page: Page) -> None:
     records = grid_records("search_scaling") + grid_records("ablation", seed=1)
     path, rows, comparisons = render(tmp_path / "run", records)
 
-    page = load_page(path, facts_and(SORT_SUMMARY))
-    assert page.errors == []
-    facts, sort = page.value["facts"], page.value["extra"]
+    watch = PageWatch.attach(page).open(path)
+    value = watch.evaluate(facts_and(SORT_SUMMARY))
+    assert watch.errors == []
+    facts, sort = value["facts"], value["extra"]
     assert facts["body_data"] == {"ready": "1"}
     assert facts["title"] == "bcas report"
 
@@ -87,7 +125,7 @@ def test_real_report_loads_and_shows_its_tables(tmp_path: Path) -> None:
     assert sort["ascending"] != sort["descending"]
 
 
-def test_hostile_text_round_trips_through_records_and_renders_inert(tmp_path: Path) -> None:
+def test_hostile_text_round_trips_through_records_and_renders_inert(tmp_path: Path, page: Page) -> None:
     original = hostile_records()
     store = ResultStore(tmp_path / "run")
     store.extend(Record.from_dict(r) for r in original)
@@ -102,8 +140,7 @@ def test_hostile_text_round_trips_through_records_and_renders_inert(tmp_path: Pa
     assert source.count("&lt;script&gt;window.__pwned=1;") > 0
     assert source.count(SCRIPT_TAG) == 0
 
-    page = load_page(path)
-    facts = assert_inert(page, HOSTILE_TITLE)
+    facts = assert_inert(PageWatch.attach(page).open(path), HOSTILE_TITLE)
     assert len(facts["summary"]["rows"]) == len(rows) == 2
     text = facts["text"]
     for payload in HOSTILE:
@@ -113,7 +150,7 @@ def test_hostile_text_round_trips_through_records_and_renders_inert(tmp_path: Pa
     assert text.count(LONG_TEXT) > 0
 
 
-def test_escaping_alone_keeps_hostile_text_inert(tmp_path: Path) -> None:
+def test_escaping_alone_keeps_hostile_text_inert(tmp_path: Path, page: Page) -> None:
     """Defence in depth: with the Content-Security-Policy removed, escaping still suffices."""
     path, _, _ = render(tmp_path / "run", hostile_records(), title=HOSTILE_TITLE)
     source = path.read_text(encoding="utf-8")
@@ -121,10 +158,10 @@ def test_escaping_alone_keeps_hostile_text_inert(tmp_path: Path) -> None:
     assert removed == 1
     bare = tmp_path / "no-csp.html"
     bare.write_text(without_csp, encoding="utf-8")
-    assert_inert(load_page(bare), HOSTILE_TITLE)
+    assert_inert(PageWatch.attach(page).open(bare), HOSTILE_TITLE)
 
 
-def test_the_check_sees_payloads_that_are_not_escaped(tmp_path: Path) -> None:
+def test_the_check_sees_payloads_that_are_not_escaped(tmp_path: Path, browser: Browser) -> None:
     """Control: the same payloads pasted in raw do run without the policy, and are reported as violations with it."""
     path, _, _ = render(tmp_path / "run", grid_records("search_scaling", n_items=2))
     source = path.read_text(encoding="utf-8")
@@ -132,16 +169,20 @@ def test_the_check_sees_payloads_that_are_not_escaped(tmp_path: Path) -> None:
 
     open_page = tmp_path / "raw-no-csp.html"
     open_page.write_text(re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", raw), encoding="utf-8")
-    page = load_page(open_page)
-    assert page.value["window_pwned"] is True
-    assert page.value["body_data"].get("pwned") == "1"
-    assert page.value["title"] == "pwned"
-    assert any(e.startswith("dialog alert") for e in page.errors)
+    with opened(browser, open_page) as page:
+        facts = page.evaluate(DOM_FACTS)
+        assert facts["window_pwned"] is True
+        assert facts["body_data"].get("pwned") == "1"
+        assert facts["title"] == "pwned"
+        assert any(e.startswith("dialog alert") for e in page.errors)
+        # The request log sees what would leave the machine (a protocol-relative stylesheet: another host).
+        assert [url for url in page.requests if not is_local(url)] == ["file://evil.example/s.css"]
 
     guarded = tmp_path / "raw-with-csp.html"
     guarded.write_text(raw, encoding="utf-8")
-    page = load_page(guarded)
-    assert "pwned" not in page.value["body_data"] and page.value["window_pwned"] is False
-    assert page.value["body_data"].get("ready") == "1"
-    violations = [e for e in page.errors if "Content Security Policy" in e]
-    assert len(violations) >= 3, page.errors  # the inline script, the onerror handler, the external script
+    with opened(browser, guarded) as page:
+        facts = page.evaluate(DOM_FACTS)
+        assert "pwned" not in facts["body_data"] and facts["window_pwned"] is False
+        assert facts["body_data"].get("ready") == "1"
+        violations = [e for e in page.errors if "Content Security Policy" in e]
+        assert len(violations) >= 3, page.errors  # the inline script, the onerror handler, the external script

@@ -178,8 +178,10 @@ def test_mlflow_has_the_status_and_reason_and_no_accuracy(
     client = MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name("case-status")
     runs = client.search_runs([experiment.experiment_id])
-    cases = {r.info.run_name: r for r in runs if "mlflow.parentRunId" in r.data.tags}
-    assert set(cases) == {"madara/nf", *FAILED}  # named by the configuration's label
+    cases = {r.data.params["label"]: r for r in runs if "mlflow.parentRunId" in r.data.tags}
+    assert set(cases) == {"madara/nf", *FAILED}
+    for label, case in cases.items():  # named model · dataset · configuration
+        assert case.info.run_name == f"{case.data.params['model']} · {case.data.params['dataset']} · {label}"
     assert cases["madara/nf"].data.tags["bcas.status"] == "passed"
     assert cases["madara/nf"].data.metrics["accuracy"] == 1.0
     for label in FAILED:

@@ -1,9 +1,10 @@
 """The report at a laptop's width (1,280 px) in headless Chromium, with two models whose
 names are long and hyphenated (``llama-3.1-8b-instruct-q8_0``) over two grids, priced.
 
-What a reader sees: the page itself never scrolls sideways; the summary's key columns
-(grid, model, dataset, configuration, n, accuracy, its interval) are in view without
-scrolling; a wide table scrolls inside its own box with its first columns kept in view;
+What a reader sees: the page itself never scrolls sideways; the summary shows its decision
+columns (grid, model, dataset, configuration, n, accuracy, its interval, the difference from
+the reference, cost and tokens per correct answer, p95 latency) without scrolling; with "all
+columns" ticked it scrolls inside its own box with its first columns kept in view;
 no model name breaks across lines; the items table gives a question room (no 3-4 words a
 line); every chart has axis titles; the cost chart keeps its legend under the points,
 labels points and uses round, evenly spaced ticks.  A screenshot of the page's top is
@@ -14,14 +15,19 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from bcas.grids import GRIDS
 from bcas.report.html import render_report
 from bcas.report.summary import write_summaries
-from tests.support.browser import load_page, skip_if_no_chromium
+from tests.support.chromium import opened
 from tests.support.reports import grid_records
+from tests.support.skips import skip_if_no_chromium
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 pytestmark = [pytest.mark.browser, skip_if_no_chromium]
 
@@ -38,7 +44,10 @@ FACTS = r"""
   const summary = document.getElementById('summary'), box = summary.parentElement;
   const heads = Array.from(summary.tHead.rows[0].cells);
   const boxRight = box.getBoundingClientRect().right;
-  const key = heads.slice(0, 7).map((th) => ({name: th.textContent, right: th.getBoundingClientRect().right}));
+  const key = heads.filter((th) => th.offsetParent !== null)
+    .map((th) => ({name: th.textContent, right: th.getBoundingClientRect().right}));
+  const scrollsFirst = box.scrollWidth > box.clientWidth + 1;
+  document.getElementById('summary-all').click();  // every column: the box scrolls, its first columns stay
   const modelCells = Array.from(document.querySelectorAll('#summary tbody td:nth-child(2), .name'));
   const broken = modelCells.filter((c) => lines(c) > 1).map((c) => c.textContent);
   // scroll the summary's box: the first two columns stay where they were
@@ -47,6 +56,8 @@ FACTS = r"""
   const after = [0, 1].map((i) => summary.tBodies[0].rows[0].cells[i].getBoundingClientRect().left);
   const third = summary.tBodies[0].rows[0].cells[2].getBoundingClientRect().left;
   box.scrollLeft = 0;
+  const boxScrolls = box.scrollWidth > box.clientWidth;
+  document.getElementById('summary-all').click();
   const questions = Array.from(document.querySelectorAll('table.items td.q'))
     .map((c) => ({width: c.getBoundingClientRect().width, lines: lines(c), words: c.textContent.trim().split(/\s+/).length}));
   const charts = Array.from(document.querySelectorAll('svg')).map((svg) => ({
@@ -64,13 +75,13 @@ FACTS = r"""
   }));
   return {page_width: document.documentElement.scrollWidth, box_right: boxRight, key: key, broken: broken,
           before: before, after: after, third: third, questions: questions, charts: charts, cost: costFacts,
-          box_scrolls: box.scrollWidth > box.clientWidth};
+          box_scrolls: boxScrolls, scrolls_first: scrollsFirst};
 })()
 """
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+def laptop(tmp_path_factory: pytest.TempPathFactory, browser: Browser) -> tuple[dict, Path]:
     run_dir = tmp_path_factory.mktemp("laptop")
     records = []
     for seed, (model, fingerprint) in enumerate(MODELS):
@@ -92,29 +103,35 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     )
     shot = run_dir / "top-1280.png"
     top = "(() => ({x: 0, y: 0, width: 1280, height: 1400}))()"
-    loaded = load_page(path, FACTS, width=WIDTH, screenshots=[(shot, top)])
-    assert loaded.errors == []
+    with opened(browser, path, width=WIDTH) as page:
+        facts = page.evaluate(FACTS)
+        page.page.screenshot(path=shot, clip=page.evaluate(top), full_page=True)
+        assert page.errors == []
     assert shot.stat().st_size > 1000
-    return loaded.value, run_dir
+    return facts, run_dir
 
 
-def test_no_page_level_horizontal_scroll_at_1280px(page: tuple[dict, Path]) -> None:
-    facts, _ = page
+def test_no_page_level_horizontal_scroll_at_1280px(laptop: tuple[dict, Path]) -> None:
+    facts, _ = laptop
     assert facts["page_width"] <= WIDTH, f"the page is {facts['page_width']} px wide at {WIDTH} px"
 
 
-def test_the_summary_key_columns_fit_and_the_first_columns_stay_in_view(page: tuple[dict, Path]) -> None:
-    facts, _ = page
-    assert [k["name"] for k in facts["key"]] == ["grid", "model", "dataset", "config", "n", "acc %", "95% CI"]
+def test_the_summary_decision_columns_fit_and_all_columns_keep_the_first_in_view(laptop: tuple[dict, Path]) -> None:
+    facts, _ = laptop
+    assert [k["name"] for k in facts["key"]] == [
+        "grid", "model", "dataset", "config", "n", "acc %", "95% CI", "diff vs ref pts [95%]", "$ / correct",
+        "tokens / correct", "p95 s",
+    ]  # fmt: skip
     for column in facts["key"]:
         assert column["right"] <= facts["box_right"] + 0.5, f"{column['name']} is behind the scroll"
-    assert facts["box_scrolls"]  # the rest scrolls inside the table's own box
+    assert not facts["scrolls_first"]  # the decision columns fit: nothing to scroll
+    assert facts["box_scrolls"]  # every column: the table scrolls inside its own box
     assert facts["after"] == pytest.approx(facts["before"], abs=1)  # grid and model stayed put
     assert facts["third"] < facts["before"][1]  # while the dataset column scrolled under them
 
 
-def test_model_names_never_break_and_questions_have_room(page: tuple[dict, Path]) -> None:
-    facts, _ = page
+def test_model_names_never_break_and_questions_have_room(laptop: tuple[dict, Path]) -> None:
+    facts, _ = laptop
     assert facts["broken"] == [], f"names broken across lines: {facts['broken'][:5]}"
     assert facts["questions"]
     for q in facts["questions"]:
@@ -123,9 +140,9 @@ def test_model_names_never_break_and_questions_have_room(page: tuple[dict, Path]
 
 
 def test_every_chart_has_axis_titles_and_the_cost_chart_keeps_its_legend_off_the_points(
-    page: tuple[dict, Path],
+    laptop: tuple[dict, Path],
 ) -> None:
-    facts, _ = page
+    facts, _ = laptop
     assert len(facts["charts"]) >= 4
     for chart in facts["charts"]:
         assert len(chart["axis_titles"]) == 2 and all(chart["axis_titles"]), chart

@@ -6,11 +6,16 @@ Beyond-accuracy table are written beside the report for a person to look at."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.support.browser import load_page, skip_if_no_chromium
+from tests.support.chromium import opened
 from tests.support.reports import grid_records, render
+from tests.support.skips import skip_if_no_chromium
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 pytestmark = [pytest.mark.browser, skip_if_no_chromium]
 
@@ -56,14 +61,16 @@ def _rect(selector: str) -> str:
     )
 
 
-def test_tables_keep_words_whole_and_scroll_in_their_own_box_at_1400px(tmp_path: Path) -> None:
+def test_tables_keep_words_whole_and_scroll_in_their_own_box_at_1400px(tmp_path: Path, browser: Browser) -> None:
     records = grid_records("smoke", n_items=4) + grid_records("ablation", n_items=4, seed=1)
     records = [{**r, "model": "mock-gold", "model_fingerprint": "mock:gold"} for r in records]
     path, _, _ = render(tmp_path, records)
     shots = [(tmp_path / "summary.png", _rect("#summary")), (tmp_path / "beyond.png", _rect("#beyond"))]
-    page = load_page(path, LAYOUT, width=WIDTH, screenshots=shots)
-    assert page.errors == []
-    facts = page.value
+    with opened(browser, path, width=WIDTH) as page:
+        facts = page.evaluate(LAYOUT)
+        for png, clip in shots:
+            page.page.screenshot(path=png, clip=page.evaluate(clip), full_page=True)
+        assert page.errors == []
     assert facts["broken"] == [], f"words broken across lines: {facts['broken'][:10]}"
     assert facts["unboxed"] == [], f"tables that widen the page instead of scrolling: {facts['unboxed']}"
     assert facts["page_width"] <= WIDTH, "the page itself scrolls sideways"

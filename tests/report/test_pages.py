@@ -14,12 +14,16 @@ from __future__ import annotations
 import json
 from itertools import combinations
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.support.browser import load_page, skip_if_no_chromium
+from tests.support.chromium import PageWatch
 from tests.support.mockruns import make_project, run_pytest
+from tests.support.skips import skip_if_no_chromium
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 pytestmark = [pytest.mark.browser, skip_if_no_chromium]
 
@@ -130,7 +134,9 @@ INTERACT = r"""
     pick('select.flip-a', a); pick('select.flip-b', b);
     const m = box.querySelector('select.flip-mode'); m.value = mode; m.dispatchEvent(new Event('change'));
     const rows = Array.from(panel.querySelectorAll('tbody tr')).filter((r) => !r.hidden).map((r) => r.dataset.item);
-    return {rows: rows.sort(), count: box.querySelector('.count').textContent};
+    const cols = Array.from(panel.querySelectorAll('thead th')).filter((th) => th.offsetParent !== null)
+      .map((th) => th.textContent);
+    return {rows: rows.sort(), count: box.querySelector('.count').textContent, cols: cols};
   };
   out.flipModels = flips('hotpotqa', 'mock-gold · bm25/s1/t2k', 'coin · bm25/s1/t2k', 'flip');
   const [first, second] = PAIR;
@@ -166,14 +172,14 @@ def two_way_pair(recs: list[dict[str, Any]]) -> tuple[str, str]:
     raise AssertionError(f"no two coin configurations flip both ways among {labels}")
 
 
-def test_two_model_report_sorts_filters_lists_the_frontier_and_flips(run: Path) -> None:
+def test_two_model_report_sorts_filters_lists_the_frontier_and_flips(run: Path, page: Page) -> None:
     rows, recs = summary_rows(run), records(run)
     first, second = two_way_pair(recs)
     pair = json.dumps([f"coin · {first}", f"coin · {second}"])
-    page = load_page(run / "index.html", INTERACT.replace("PAIR", pair))
-    assert page.errors == [], page.errors
-    assert page.requests == [page.url], "the page requested something besides itself"
-    got = page.value
+    watch = PageWatch.attach(page).open(run / "index.html")
+    got = watch.evaluate(INTERACT.replace("PAIR", pair))
+    assert watch.errors == [], watch.errors
+    assert watch.requests == [(run / "index.html").resolve().as_uri()], "the page requested something besides itself"
     assert got["ready"] == "1"
 
     # Sorting reorders the visible rows by accuracy, then reverses them.
@@ -201,6 +207,8 @@ def test_two_model_report_sorts_filters_lists_the_frontier_and_flips(run: Path) 
     between = flipped_items(recs, "hotpotqa", ("coin", first), ("coin", second))
     assert got["flipConfigs"]["rows"] == between and 0 < len(between) < 12
     assert got["flipConfigs"]["count"] == f"{len(between)} of 12 items shown"
+    # The table shows the two chosen columns; the others wait behind "all columns".
+    assert got["flipConfigs"]["cols"] == ["item", "question", f"coin · {first}", f"coin · {second}"]
     right_in_first = {r["item_id"] for r in recs if r["model"] == "coin" and r["label"] == first and r["correct_em"]}
     assert got["onlyA"]["rows"] == [i for i in between if i in right_in_first]
     assert got["onlyB"]["rows"] == [i for i in between if i not in right_in_first]

@@ -11,6 +11,7 @@ from typing import Any
 
 from bcas.records.pricing import load_price_sheet, reprice_record
 from bcas.records.schema import Record
+from bcas.report.html import SUMMARY_HEADERS
 from bcas.report.summary import write_summaries
 from tests.support.reports import grid_records, render
 
@@ -29,7 +30,8 @@ def _mock(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _summary_costs(page: str) -> list[str]:
     summary = page.split('id="summary"')[1].split("</table>")[0]
-    return [row.split("<td")[15] for row in summary.split("<tr")[2:]]
+    column = SUMMARY_HEADERS.index("cost $") + 1  # the cell after the row's own markup
+    return [row.split("<td")[column] for row in summary.split("<tr")[2:]]
 
 
 def test_a_test_double_gets_a_banner_and_no_price(tmp_path: Path) -> None:

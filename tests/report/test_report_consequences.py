@@ -347,13 +347,14 @@ def test_the_models_section_shows_each_pairs_figures_and_the_matrix_with_its_mar
     assert (
         '<tr class="fr sig" data-grid="g" data-dataset="d" data-config="bm25/s1" data-model="small" data-model-b="large">'
         + cells
-        + "<td>50</td><td>10</td><td>2</td><td>-20.0 *</td><td>-30.0 – -10.0</td><td>0.0040</td><td>0.0040</td>"
-        f"<td>mcnemar-exact</td><td>{comps[0].verdict}</td></tr>"
+        + '<td>50</td><td class="more">10</td><td class="more">2</td><td>-20.0 *</td><td>-30.0 – -10.0</td>'
+        '<td class="more">0.0040</td><td>0.0040</td><td class="more">mcnemar-exact</td>'
+        f"<td>{comps[0].verdict}</td></tr>"  # "more": behind "all columns"; the verdict is a decision column
     ) in html
     assert (
         '<tr class="fr" data-grid="g" data-dataset="d" data-config="bm25/s1" data-model="mid" data-model-b="large">'
     ) in html
-    assert "<td>+5.0</td><td>-5.0 – +15.0</td><td>0.5000</td><td>0.7500</td>" in html  # not significant: no *
+    assert '<td>+5.0</td><td>-5.0 – +15.0</td><td class="more">0.5000</td><td>0.7500</td>' in html  # no *
     assert "<th>config</th><th>large</th><th>small</th>" in html
     assert (
         '<tr class="fr" data-grid="g" data-dataset="d" data-config="bm25/s1"><td class="t">bm25/s1</td>'
@@ -512,24 +513,30 @@ def test_a_summary_row_shows_each_figure_of_its_case_and_what_answered():
         accuracy=0.625, ci_lo=0.3, ci_hi=0.85, judge_accuracy=0.5, judge_n=4, mean_f1=0.71234, mean_searches=1.5,
         mean_tokens_in=1234.4, mean_tokens_out=56.6, mean_llm_calls=2.25, cost_usd=0.01234, errors=1,
         invalid_turn_rate=0.1, context_window_stops=2, metric="strict_em", em_squad=0.75, model_fingerprint="fp",
+        n_correct=5, cost_of_pass=0.0197, tokens_of_pass=90.4, latency_p95=1.25,
     )  # fmt: skip
     (shown,) = _summary_rows([row])
     assert shown["cls"] == "fr"
     assert shown["data"] == {"grid": "g", "model": "qwen", "dataset": "d", "config": "s1"}
     assert shown["cells"] == [
-        "g", "qwen (served: Other-7B.gguf)", "d", "s1 (ref)", 8, "62.5", "30.0–85.0", "50.0", 4, "0.712", "1.50",
-        "1234", "57", "2.2", "0.0123", 1, "10.0", 2, "strict_em", "75.0",
+        "g", "qwen (served: Other-7B.gguf)", "d", "s1 (ref)", 8, "62.5", "30.0–85.0", "ref", "0.0197", "90", "1.250",
+        "50.0", 4, "0.712", "1.50", "1234", "57", "2.2", "0.0123", 1, "10.0", 2, "strict_em", "75.0",
+    ]  # fmt: skip
+    # nothing correct: a correct answer's cost and tokens are infinite, not unknown
+    assert _summary_rows([with_fields(row, n_correct=0, cost_of_pass=None, tokens_of_pass=None)])[0]["cells"][8:10] == [
+        "∞", "∞",
     ]  # fmt: skip
     # no judge, no price, unknown figures
     plain = with_fields(row, reference=False, served=None, judge_n=0, judge_accuracy=None, invalid_turn_rate=None,
                         em_squad=None)  # fmt: skip
     (shown,) = _summary_rows([plain])
     assert shown["cells"][1] == "qwen" and shown["cells"][3] == "s1"
-    assert shown["cells"][7:9] == ["—", "—"] and shown["cells"][16] == "" and shown["cells"][19] == ""
-    assert _summary_rows([with_fields(row, cost_usd=None)])[0]["cells"][14] == "—"
+    assert shown["cells"][7] == "—"  # no paired comparison given
+    assert shown["cells"][11:13] == ["—", "—"] and shown["cells"][20] == "" and shown["cells"][23] == ""
+    assert _summary_rows([with_fields(row, cost_usd=None)])[0]["cells"][18] == "—"
     # A test double's cost is what its records say, as in summary.json: "—" under the installed sheet,
     # which prices none (tests/report/test_readable.py), its price where a sheet of the user's gives one.
-    assert _summary_rows([with_fields(row, model_fingerprint="mock:gold")])[0]["cells"][14] == "0.0123"
+    assert _summary_rows([with_fields(row, model_fingerprint="mock:gold")])[0]["cells"][18] == "0.0123"
     # which models of a run are test doubles: the mock backend's fingerprint, or a record marked so
     records = [
         {"model": "b", "model_fingerprint": "mock:gold"},
