@@ -18,8 +18,9 @@ from markupsafe import Markup
 from bcas.grading.outcomes import METRIC_NAMES
 from bcas.report.html_interactive import fr_data
 from bcas.report.pareto import AXIS_NAMES, COST, COST_OF_PASS, MONEY_AXES, TOKENS, Panel, Point, cheapest_within, panels
-from bcas.report.plots import cost_scatter
+from bcas.report.charts import cost_chart
 from bcas.report.templating import render
+from bcas.report.vega import slug
 
 WITHIN_DEFAULT = 2.0  # percentage points: the band the page answers first
 
@@ -52,7 +53,8 @@ def _panel(i: int, panel: Panel, prefix: str = "cost") -> dict[str, Any]:
     on = {p.key for p in panel.frontier}
     per_pass = panel.axis not in (COST, TOKENS)
     metric = METRIC_NAMES.get(panel.metric, panel.metric)
-    svg = cost_scatter(
+    figure = cost_chart(
+        slug(f"{prefix}-{panel.dataset}-{panel.metric}-{panel.axis}"),
         f"{panel.dataset}: {metric} against {AXIS_NAMES[panel.axis]}",
         AXIS_NAMES[panel.axis],
         [(p.model, p.label, p.x, p.accuracy, p.ci_lo, p.ci_hi, p.key in on) for p in panel.points],
@@ -98,7 +100,7 @@ def _panel(i: int, panel: Panel, prefix: str = "cost") -> dict[str, Any]:
         "axis_name": AXIS_NAMES[panel.axis],
         "axis_note": _AXIS_NOTES.get(panel.axis, _TOKENS_OF_PASS_NOTE),
         "metric": metric,
-        "svg": svg,
+        "figure": figure,
         "excluded": "; ".join(panel.excluded),
         "frontier": frontier,
         "points": points,
