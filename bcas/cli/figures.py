@@ -26,7 +26,9 @@ from bcas.cli.framework import fail
     show_default=True,
     help="svg, pdf, png, or json (the Vega-Lite spec)",  # pragma: no mutate
 )
-@click.option("--out", default=None, metavar="DIR", help="the folder to write into (default: figures/ beside the page)")  # pragma: no mutate
+@click.option(
+    "--out", default=None, metavar="DIR", help="the folder to write into (default: figures/ beside the page)"
+)  # pragma: no mutate
 def figures(source: str, fmt: str, out: str | None) -> int:
     from bcas.report.vega import write_figures
 

@@ -132,9 +132,7 @@ def shift_chart(
 ) -> Figure:
     """Net accuracy shift bars ``(series, configuration, diff, lo, hi)`` in points, with their
     Newcombe intervals, one colour per series side by side (BCAS Figure 3)."""
-    rows = [
-        {"series": s, "config": lab, "diff": _pct(d), "lo": _pct(lo), "hi": _pct(hi)} for s, lab, d, lo, hi in bars
-    ]
+    rows = [{"series": s, "config": lab, "diff": _pct(d), "lo": _pct(lo), "hi": _pct(hi)} for s, lab, d, lo, hi in bars]
     if not rows:
         return Figure(name, None, f"{title}: no paired comparison to plot.", data or {})
     series = sorted({r["series"] for r in rows})

@@ -16,9 +16,9 @@ from typing import Any
 from markupsafe import Markup
 
 from bcas.grading.outcomes import METRIC_NAMES
+from bcas.report.charts import cost_chart
 from bcas.report.html_interactive import fr_data
 from bcas.report.pareto import AXIS_NAMES, COST, COST_OF_PASS, MONEY_AXES, TOKENS, Panel, Point, cheapest_within, panels
-from bcas.report.charts import cost_chart
 from bcas.report.templating import render
 from bcas.report.vega import slug
 

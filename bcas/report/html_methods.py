@@ -15,10 +15,10 @@ from typing import Any
 
 from markupsafe import Markup
 
+from bcas.report.charts import cost_chart
 from bcas.report.html_interactive import fr_data
 from bcas.report.methods import ExtraCost, MethodRow
 from bcas.report.pareto import AXIS_NAMES, COST, TOKENS, Point, axis_for, frontier
-from bcas.report.charts import cost_chart
 from bcas.report.templating import render
 from bcas.report.vega import slug
 

@@ -209,4 +209,16 @@ def write_figures(source: str | os.PathLike[str], fmt: str, out: str | os.PathLi
     return written
 
 
-__all__ = ["FORMATS", "LOADER", "MARK", "Figure", "bundle", "export", "page_figures", "page_scripts", "script_hash", "slug", "write_figures"]
+__all__ = [
+    "FORMATS",
+    "LOADER",
+    "MARK",
+    "Figure",
+    "bundle",
+    "export",
+    "page_figures",
+    "page_scripts",
+    "script_hash",
+    "slug",
+    "write_figures",
+]
