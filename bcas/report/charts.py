@@ -104,9 +104,9 @@ def scaling_chart(
     if any(r["on_axis"] for r in rows):
         base = alt.Chart().transform_filter("datum.on_axis").encode(x=x, color=color)
         layers += [
-            base.mark_area(opacity=0.15).encode(y=low, y2="hi:Q"),
-            base.mark_line(strokeWidth=2).encode(y=y),
-            base.mark_point(filled=True, size=40).encode(y=y, tooltip=tip),
+            base.mark_area(opacity=0.15).encode(y=low, y2="hi:Q").properties(name="budget_band"),
+            base.mark_line(strokeWidth=2).encode(y=y).properties(name="budget_line"),
+            base.mark_point(filled=True, size=40).encode(y=y, tooltip=tip).properties(name="budget_points"),
         ]
     if not all(r["on_axis"] for r in rows):
         base = (
@@ -115,8 +115,10 @@ def scaling_chart(
             .encode(x=x, color=color, xOffset=alt.XOffset("series:N", sort=models))
         )
         layers += [
-            base.mark_rule(strokeWidth=1.5).encode(y=low, y2="hi:Q"),
-            base.mark_point(filled=True, size=50, shape="circle").encode(y=y, tooltip=tip),
+            base.mark_rule(strokeWidth=1.5).encode(y=low, y2="hi:Q").properties(name="category_interval"),
+            base.mark_point(filled=True, size=50, shape="circle")
+            .encode(y=y, tooltip=tip)
+            .properties(name="category_dots"),
         ]
     chart = alt.layer(*layers, data=alt.Data(values=rows)).properties(width=WIDTH, height=HEIGHT)
     return Figure(name, _spec(chart, title, "accuracy with 95% intervals per configuration"), data=data or {})
@@ -176,7 +178,7 @@ def cost_chart(
         return Figure(name, None, f"{title}: no point to plot (no configuration has a correct answer).", data or {})
     series = sorted({r["series"] for r in rows})
     fmt = "$.3~g" if money else ",.4~g"
-    x = alt.X("x:Q", title=axis_title, scale=alt.Scale(zero=False, nice=True), axis=alt.Axis(format=fmt))
+    x = alt.X("x:Q", title=axis_title, scale=alt.Scale(zero=False, nice=True), axis=alt.Axis(format=fmt, tickCount=6, labelOverlap=True))
     y = alt.Y("acc:Q", title="accuracy (%)", scale=alt.Scale(domain=[0, 100]))
     tip = [
         alt.Tooltip("series:N", title=series_title),
