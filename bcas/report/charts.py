@@ -178,7 +178,12 @@ def cost_chart(
         return Figure(name, None, f"{title}: no point to plot (no configuration has a correct answer).", data or {})
     series = sorted({r["series"] for r in rows})
     fmt = "$.3~g" if money else ",.4~g"
-    x = alt.X("x:Q", title=axis_title, scale=alt.Scale(zero=False, nice=True), axis=alt.Axis(format=fmt, tickCount=6, labelOverlap=True))
+    x = alt.X(
+        "x:Q",
+        title=axis_title,
+        scale=alt.Scale(zero=False, nice=True),
+        axis=alt.Axis(format=fmt, tickCount=6, labelOverlap=True),
+    )
     y = alt.Y("acc:Q", title="accuracy (%)", scale=alt.Scale(domain=[0, 100]))
     tip = [
         alt.Tooltip("series:N", title=series_title),

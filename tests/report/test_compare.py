@@ -128,7 +128,11 @@ def test_hostile_text_is_escaped_in_the_page(tmp_path: Path) -> None:
     assert bcas_main(["compare", str(a), str(b), "--html", str(out_html)]) == 0
     html = out_html.read_text()
     # the only scripts: the Vega bundle and the figure loader, admitted by their hashes, and the figure's spec (data)
-    assert sorted(re.findall(r"<script[^>]*>", html, flags=re.I)) == ["<script type=\"application/json\">", "<script>", "<script>"]
+    assert sorted(re.findall(r"<script[^>]*>", html, flags=re.I)) == [
+        '<script type="application/json">',
+        "<script>",
+        "<script>",
+    ]
     assert html.count("<script") == 3
     # question, gold answer, B's prediction, step kind, query and document title
     assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 6

@@ -208,7 +208,7 @@ def test_unknown_label_is_plotted_with_its_escaped_name(hostile_report: str) -> 
     labels = {row.get("config") for row in values}
     assert "hs/s2/t16k" + SCRIPT_TAG in labels, "a label the grid table does not know still gets its point, intact"
     assert MODEL + SVG_ONLOAD in {row.get("series") for row in values}  # the legend's model
-    assert "</script" not in hostile_report.split("<script type=\"application/json\">", 1)[1].split("</script>", 1)[0]
+    assert "</script" not in hostile_report.split('<script type="application/json">', 1)[1].split("</script>", 1)[0]
 
 
 def test_non_latin_and_long_text_are_written_verbatim(hostile_report: str) -> None:

@@ -8,15 +8,13 @@ that categorical configurations are never joined by a line.
 
 from __future__ import annotations
 
-import re
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bcas.grids import GRIDS
+from bcas.report.charts import cost_chart, scaling_chart
 from bcas.report.html_figures import budget_axis
 from bcas.report.pareto import COST, TOKENS, Point, axis_for, cheapest_within, frontier, panels
-from bcas.report.charts import cost_chart, scaling_chart
 from tests.support.figures import marks
 
 
@@ -138,4 +136,6 @@ def test_cost_chart_draws_the_frontier_through_its_points() -> None:
     symbols = [item for group in drawn["symbol"] for item in group]
     ringed = [item for item in symbols if item.get("strokeWidth")]
     assert len(symbols) == 3 and len(ringed) == 2
-    assert sorted((round(i["x"]), round(i["y"])) for i in ringed) == sorted((round(p["x"]), round(p["y"])) for p in step)
+    assert sorted((round(i["x"]), round(i["y"])) for i in ringed) == sorted(
+        (round(p["x"]), round(p["y"])) for p in step
+    )

@@ -858,14 +858,15 @@ def test_figures_read_the_grid_table_and_order_and_draw_every_panel_after_a_scal
     the grid's own order, or (records imported without a grid or dataset) the records'
     configurations; a scaling grid's panel (no shift bars) does not end the figures."""
     from bcas.report import html_figures
-
     from bcas.report.vega import Figure
 
     charts: list[tuple] = []
     monkeypatch.setattr(
         html_figures,
         "scaling_chart",
-        lambda name, title, ordered, categorical, *a: charts.append((title, ordered, categorical)) or Figure(name, None),
+        lambda name, title, ordered, categorical, *a: (
+            charts.append((title, ordered, categorical)) or Figure(name, None)
+        ),
     )
     monkeypatch.setattr(html_figures, "shift_chart", lambda name, *a: Figure(name, None))
 
