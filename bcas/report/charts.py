@@ -57,6 +57,11 @@ def _spec(chart: Any, title: str, description: str = "") -> dict[str, Any]:
     return out
 
 
+def _data(rows: list[dict[str, Any]]) -> Any:
+    """Inline data: the spec carries its rows, so neither the page nor vl-convert loads anything."""
+    return alt.Data(values=rows)  # type: ignore[no-untyped-call]
+
+
 def _color(title: str, domain: list[str]) -> Any:
     return alt.Color("series:N", title=title, scale=alt.Scale(domain=domain), legend=alt.Legend(orient="bottom"))
 
@@ -79,7 +84,7 @@ def scaling_chart(
     per model with its interval band (BCAS Figure 2); each ``categorical`` one is a dot with
     an interval whisker, never joined to anything."""
     labels = ordered + categorical
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"series": model, "config": lab, "on_axis": i < len(ordered), "acc": _pct(p[0]), "lo": _pct(p[1]),
          "hi": _pct(p[2])}
         for model, points in sorted(series.items())
@@ -120,7 +125,7 @@ def scaling_chart(
             .encode(y=y, tooltip=tip)
             .properties(name="category_dots"),
         ]
-    chart = alt.layer(*layers, data=alt.Data(values=rows)).properties(width=WIDTH, height=HEIGHT)
+    chart = alt.layer(*layers, data=_data(rows)).properties(width=WIDTH, height=HEIGHT)
     return Figure(name, _spec(chart, title, "accuracy with 95% intervals per configuration"), data=data or {})
 
 
@@ -134,7 +139,9 @@ def shift_chart(
 ) -> Figure:
     """Net accuracy shift bars ``(series, configuration, diff, lo, hi)`` in points, with their
     Newcombe intervals, one colour per series side by side (BCAS Figure 3)."""
-    rows = [{"series": s, "config": lab, "diff": _pct(d), "lo": _pct(lo), "hi": _pct(hi)} for s, lab, d, lo, hi in bars]
+    rows: list[dict[str, Any]] = [
+        {"series": s, "config": lab, "diff": _pct(d), "lo": _pct(lo), "hi": _pct(hi)} for s, lab, d, lo, hi in bars
+    ]
     if not rows:
         return Figure(name, None, f"{title}: no paired comparison to plot.", data or {})
     series = sorted({r["series"] for r in rows})
@@ -152,7 +159,7 @@ def shift_chart(
         base.mark_bar().encode(y=alt.Y("diff:Q", title=y_title), color=_color(series_title, series), tooltip=tip),
         base.mark_rule(color="#222").encode(y="lo:Q", y2="hi:Q", tooltip=tip),
         alt.Chart().mark_rule(color="#444").encode(y=alt.datum(0)),
-        data=alt.Data(values=rows),
+        data=_data(rows),
     ).properties(width=WIDTH, height=HEIGHT)
     return Figure(name, _spec(chart, title, "net shift against the reference with 95% intervals"), data=data or {})
 
@@ -170,7 +177,7 @@ def cost_chart(
 
     Frontier points are ringed and joined by a step line in cost order (everything to its
     lower right costs more for less)."""
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"series": s, "config": lab, "x": x, "acc": _pct(a), "lo": _pct(lo), "hi": _pct(hi), "frontier": on}
         for s, lab, x, a, lo, hi, on in points
     ]
@@ -200,7 +207,7 @@ def cost_chart(
     layers = []
     if len(front) > 1:
         layers.append(
-            alt.Chart(alt.Data(values=[{"x": r["x"], "acc": r["acc"], "order": i} for i, r in enumerate(front)]))
+            alt.Chart(_data([{"x": r["x"], "acc": r["acc"], "order": i} for i, r in enumerate(front)]))
             .mark_line(interpolate="step-after", color="#444", strokeDash=[4, 2])
             .encode(x=x, y=y, order="order:Q")
         )
@@ -213,7 +220,7 @@ def cost_chart(
             strokeWidth=alt.condition("datum.frontier", alt.value(1.5), alt.value(0)),
         ),
     ]
-    chart = alt.layer(*layers, data=alt.Data(values=rows)).properties(width=WIDTH, height=HEIGHT)
+    chart = alt.layer(*layers, data=_data(rows)).properties(width=WIDTH, height=HEIGHT)
     return Figure(name, _spec(chart, title, "accuracy against cost with the Pareto frontier"), data=data or {})
 
 
@@ -241,7 +248,7 @@ def distribution_chart(name: str, series: dict[str, list[float]]) -> Figure:
         base.transform_filter("datum.mark == 'item'").mark_tick(opacity=0.5, thickness=1),
         base.transform_filter("datum.mark == 'p50'").mark_point(filled=True, size=70),
         base.transform_filter("datum.mark != 'item' && datum.mark != 'p50'").mark_tick(thickness=3, size=22),
-        data=alt.Data(values=rows),
+        data=_data(rows),
     ).properties(width=WIDTH + 80, height=alt.Step(28))
     return Figure(name, _spec(chart, title + " (ticks: items; dot: p50; bars: p95, p99)"))
 
@@ -249,7 +256,7 @@ def distribution_chart(name: str, series: dict[str, list[float]]) -> Figure:
 def knee_chart(name: str, curves: dict[str, list[dict[str, Any]]]) -> Figure:
     """Throughput (x) against p95 latency (y), one line per configuration, a point per concurrency level."""
     title = "Throughput against p95 latency by concurrency"
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"series": n, "concurrency": p["concurrency"], "ipm": p["items_per_min"], "p95": p["latency_p95"],
          "n": p["n"]}
         for n, curve in sorted(curves.items())
@@ -273,7 +280,7 @@ def knee_chart(name: str, curves: dict[str, list[dict[str, Any]]]) -> Figure:
         order="concurrency:Q",
     )
     chart = alt.layer(
-        base.mark_line(), base.mark_point(filled=True, size=60).encode(tooltip=tip), data=alt.Data(values=rows)
+        base.mark_line(), base.mark_point(filled=True, size=60).encode(tooltip=tip), data=_data(rows)
     ).properties(width=WIDTH, height=HEIGHT)
     return Figure(name, _spec(chart, title))
 

@@ -87,7 +87,7 @@ def bundle() -> str:
     cannot be written)."""
     import vl_convert as vlc
 
-    cache = _cache_file(str(vlc.__version__))
+    cache = _cache_file(str(getattr(vlc, "__version__", "unknown")))
     try:
         text = cache.read_text(encoding="utf-8")
         stamp, _, code = text.partition("\n")
@@ -95,7 +95,7 @@ def bundle() -> str:
             return code
     except OSError:
         pass
-    code = str(vlc.javascript_bundle())
+    code = str(vlc.javascript_bundle())  # type: ignore[call-arg]  # its snippet is optional
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
