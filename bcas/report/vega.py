@@ -33,6 +33,8 @@ from typing import Any
 
 from markupsafe import Markup
 
+from bcas.paths import cache_dir
+
 FORMATS = ("svg", "pdf", "png", "json")  # json: the Vega-Lite spec itself
 
 # Renders every figure of the page (constant code, admitted by its hash): the spec is read as
@@ -74,8 +76,7 @@ def script_hash(code: str) -> str:
 
 
 def _cache_file(version: str) -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(root) / "bcas" / f"vega-embed-bundle-vl-convert-{version}.js"
+    return cache_dir(create=False) / f"vega-embed-bundle-vl-convert-{version}.js"
 
 
 @lru_cache(maxsize=1)
@@ -83,8 +84,8 @@ def bundle() -> str:
     """The Vega, Vega-Lite and vega-embed JavaScript that vl-convert ships (about 0.9 MB).
 
     Built by ``vl_convert.javascript_bundle()`` (about 2 s), kept for the process and in
-    ``~/.cache/bcas/`` per vl-convert version (rebuilt when that file is missing or
-    cannot be written)."""
+    bcas's cache folder (:func:`bcas.paths.cache_dir`) per vl-convert version (built again
+    when that file is missing, altered or cannot be written)."""
     import vl_convert as vlc
 
     cache = _cache_file(str(getattr(vlc, "__version__", "unknown")))

@@ -226,3 +226,29 @@ def test_no_module_under_bcas_writes_svg_by_hand() -> None:
     pattern = re.compile(r"<svg|polyline|viewBox|svg_|<circle|<rect ", re.I)
     hits = [f"{p.relative_to(PACKAGE)}:{m.group()}" for p in sources for m in pattern.finditer(p.read_text("utf-8"))]
     assert hits == []
+
+
+def test_the_bundle_is_read_from_the_cache_and_built_again_when_the_file_was_altered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+
+    import vl_convert
+
+    from bcas.report import vega
+
+    real = bundle()
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path))
+    cached = vega._cache_file(vl_convert.__version__)
+    assert cached.parent == tmp_path
+    stamped = "window.fromTheCache=1;"
+    cached.write_text(hashlib.sha256(stamped.encode()).hexdigest() + "\n" + stamped, encoding="utf-8")
+    vega.bundle.cache_clear()
+    try:
+        assert vega.bundle() == stamped  # read, not built
+        cached.write_text(hashlib.sha256(stamped.encode()).hexdigest() + "\nwindow.altered=1;", encoding="utf-8")
+        vega.bundle.cache_clear()
+        assert vega.bundle() == real  # the stamp no longer matches: built again, and the file repaired
+        assert cached.read_text(encoding="utf-8").endswith("\n" + real)
+    finally:
+        vega.bundle.cache_clear()
