@@ -56,7 +56,7 @@ summary{overflow-wrap:anywhere}
 td.t{overflow-wrap:normal;word-break:normal;hyphens:none} td{white-space:nowrap}
 td.q{white-space:normal;min-width:24em;max-width:36em} .name{white-space:nowrap}
 .ok{color:#137333}.bad{color:#b3261e} figure.bcas-figure{display:inline-block;margin:4px 8px 12px 0}
-.figure-empty{color:#555;font-style:italic}
+.figure-empty{color:#555;font-style:italic} figure.bcas-figure[hidden],.figure-empty[hidden]{display:none}
 tr.failed td{background:#fdecea} tr.failed td:nth-child(6){color:#b3261e;font-weight:bold}
 #case-failures{background:#fdecea;border-color:#b3261e;font-weight:normal} #case-failures h2{margin:0.2em 0}
 """

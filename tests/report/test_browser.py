@@ -41,6 +41,12 @@ FIGURES_DRAWN = """
   drawn: document.querySelectorAll('figure.bcas-figure div.vega-chart svg.marks').length,
   failed: document.querySelectorAll('figure.bcas-figure[data-error]').length,
   details: Array.from(document.querySelectorAll('details')).filter((d) => !d.closest('figure')).length,
+  shown_after_filter: (() => {  // choose grid "ablation": the search-scaling figure goes, its two stay
+    const select = document.getElementById('filter-grid'); select.value = 'ablation';
+    select.dispatchEvent(new Event('change'));
+    return Array.from(document.querySelectorAll('figure.bcas-figure[data-grid]'))
+      .filter((f) => f.getBoundingClientRect().height > 0).map((f) => f.dataset.figure);
+  })(),
 })
 """
 
@@ -89,7 +95,9 @@ def test_real_report_loads_and_shows_its_tables(tmp_path: Path) -> None:
     assert len(facts["comparisons"]["rows"]) == len(comparisons) == 10
     # The search-scaling chart, the ablation chart and its shift bars, the cost-accuracy scatter of
     # hotpotqa and its cost-of-a-correct-answer scatter.
+    shown = drawn.pop("shown_after_filter")
     assert drawn == {"figures": 5, "drawn": 5, "failed": 0, "details": len(records)}  # a figure's menu aside
+    assert shown == ["scaling-ablation-hotpotqa", "shift-ablation-hotpotqa"]  # the filter hides a figure
 
     # Clicking a header sorts numerically, then reverses.
     expected = sorted(f"{r.accuracy * 100:.1f}" for r in rows)
