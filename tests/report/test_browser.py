@@ -42,7 +42,9 @@ FIGURES_DRAWN = """
   failed: document.querySelectorAll('figure.bcas-figure[data-error]').length,
   details: Array.from(document.querySelectorAll('details')).filter((d) => !d.closest('figure')).length,
   shown_after_filter: (() => {  // choose grid "ablation": the search-scaling figure goes, its two stay
-    const select = document.getElementById('filter-grid'); select.value = 'ablation';
+    const select = document.getElementById('filter-grid');
+    if (!select) return null;  // a page without filters (bcas compare)
+    select.value = 'ablation';
     select.dispatchEvent(new Event('change'));
     return Array.from(document.querySelectorAll('figure.bcas-figure[data-grid]'))
       .filter((f) => f.getBoundingClientRect().height > 0).map((f) => f.dataset.figure);
@@ -164,3 +166,15 @@ def test_the_check_sees_payloads_that_are_not_escaped(tmp_path: Path) -> None:
     assert page.value["body_data"].get("ready") == "1"
     violations = [e for e in page.errors if "Content Security Policy" in e]
     assert len(violations) >= 3, page.errors  # the inline script, the onerror handler, the external script
+
+
+def test_a_compare_page_draws_its_figure_offline(tmp_path: Path) -> None:
+    from bcas.cli import main as bcas_main
+
+    for name, seed in (("a", 1), ("b", 2)):
+        ResultStore(tmp_path / name).extend(Record.from_dict(r) for r in grid_records("ablation", seed=seed))
+    page_path = tmp_path / "cmp.html"
+    assert bcas_main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--html", str(page_path)]) == 0
+    page = load_page(page_path, FIGURES_DRAWN)
+    assert page.errors == [] and page.requests == [page.url]  # nothing requested besides the page itself
+    assert page.value["figures"] == page.value["drawn"] == 1 and page.value["failed"] == 0
