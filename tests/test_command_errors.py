@@ -34,6 +34,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("compare", ["compare", "RUN", "missing-run"], "missing-run: no such run folder"),
     ("compare", ["compare", "RUN", "RUN", "--metric", "evidnce_recall"], "did you mean 'evidence_recall'?"),
     ("compare", ["compare", "RUN", "RUN", "RUN"], "combined into one report with --report DIR"),
+    ("figures", ["figures", "RUN"], "no index.html (write the report first: bcas report"),
+    ("figures", ["figures", "RUN", "--format", "gif"], "Invalid value for '--format'"),
     ("latency", ["latency", "missing-run"], "missing-run: no records.jsonl"),
     ("latency", ["latency", "RUN", "--out", "out/knee.html"], "no such folder"),
     ("view", ["view", "missing-run"], "missing-run: no such run folder"),

@@ -447,6 +447,9 @@ def _run_command(command: str, pytester: pytest.Pytester, cache_dir: Path, full:
         elif args[:1] == ["compare"]:
             for folder in (w for w in inputs if w != _value(args, "--report")):  # --report: the folder it writes
                 _prepare(folder, pytester)
+        elif args[:1] == ["figures"]:
+            for folder in inputs:
+                _prepare(folder, pytester)
         elif args[:2] != ["gate", "write"]:
             raise AssertionError(f"docs command without a rule in tests/test_readme.py: {command}")
         _run(["-m", "bcas", *args], cwd, cache_dir)

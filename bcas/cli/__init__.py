@@ -6,6 +6,7 @@
     bcas rejudge RUN --judge BACKEND:MODEL    bcas reprice RUN|RECORDS --prices SHEET
     bcas report RUN [RUN ...]                 bcas gate write RUN OUT.json
     bcas latency RUN_DIR [RUN_DIR ...]        bcas view RUN_DIR... | FOLDER [--serve]
+    bcas figures RUN_DIR [--format svg|pdf|png]
     bcas gate power                           bcas data check [NAME|PATH ...]
     bcas models [convert]                     bcas serve --model FILE.gguf --port N
     bcas index evaluate | milvus
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 
 import click
 
+from bcas.cli.figures import figures
 from bcas.cli.framework import Group, run_group
 from bcas.cli.inputs import data, gate
 from bcas.cli.latency import latency
@@ -36,7 +38,7 @@ from bcas.cli.view import view
 
 @click.group(
     cls=Group,
-    help="Before and after a bcas run: merge, compare, report, latency, rejudge, reprice, gate, data, models, "  # pragma: no mutate
+    help="Before and after a bcas run: merge, compare, report, figures, latency, rejudge, reprice, gate, data, models, "  # pragma: no mutate
     "serve, index, view. Grids run under pytest: pytest benchmarks --bcas-grid smoke.",  # pragma: no mutate
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -44,7 +46,7 @@ def cli() -> None:
     """The group; its subcommands are added below."""
 
 
-for _command in (merge, compare, report, latency, rejudge, reprice, gate, data, models, serve, index, view):
+for _command in (merge, compare, report, figures, latency, rejudge, reprice, gate, data, models, serve, index, view):
     cli.add_command(_command)
 
 

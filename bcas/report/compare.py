@@ -59,9 +59,11 @@ from bcas.grids import base_label
 from bcas.metrics.values import VALUES, is_share, value
 from bcas.records import Record, RecordError, load_records
 from bcas.records.manifest import read_manifest
+from bcas.report.charts import shift_chart
 from bcas.report.membership import model_names
 from bcas.report.paired import paired, paired_bootstrap
 from bcas.report.templating import render
+from bcas.report.vega import Figure, page_scripts
 from bcas.report.verdict import paired_verdict
 from bcas.stats import holm_bonferroni, mcnemar_exact, newcombe_paired_diff
 
@@ -479,6 +481,14 @@ _GROUP_COLUMNS = (
 )
 
 
+def shift_figure(run_a: Run, run_b: Run, comps: list[GroupComparison]) -> Figure:
+    """B − A per group in points with its paired 95% interval (BCAS Figure 3's style), one colour
+    per model; a group whose metric is not a share (no points) is left out of the figure."""
+    bars = [(c.model, f"{c.dataset} · {c.label}", c.diff, c.ci_lo, c.ci_hi) for c in comps if c.share]
+    title = f"B − A: {run_b.name} against {run_a.name}, paired 95% interval"
+    return shift_chart("compare-shift", title, bars, y_title="B − A (points)")
+
+
 def render_html(
     run_a: Run,
     run_b: Run,
@@ -487,7 +497,8 @@ def render_html(
     overridden: list[str],
     metric: str = "em",
 ) -> str:
-    """The comparison as one self-contained page (``templates/compare.html``, autoescaped; no script)."""
+    """The comparison as one self-contained page (``templates/compare.html``, autoescaped): its one
+    figure drawn by the Vega bundle inlined in the page (:mod:`bcas.report.vega`), no other script."""
     rows = [
         {
             "cells": [
@@ -509,9 +520,14 @@ def render_html(
         }
         for c in comps
     ]
+    figure = render("_figure_one.html", figure=shift_figure(run_a, run_b, comps))
+    scripts, hashes = page_scripts(figure)
     return str(
         render(
             "compare.html",
+            figure=figure,
+            scripts=scripts,
+            script_hashes=hashes,
             title=f"bcas compare — {run_a.name} vs {run_b.name}",
             css=Markup(CSS),  # the page's own stylesheet, a constant
             runs=run_lines(run_a, run_b),

@@ -10,8 +10,9 @@ against accuracy with the Pareto frontier; each item across every configuration 
 model with a flip filter; the run manifest; a per-item drill-down of every trajectory.
 The page is rendered from ``templates/report.html`` and its section templates with
 autoescaping on (:mod:`bcas.report.templating`): Python code prepares rows of plain text
-and the templates escape every value.  The page's only script
-(:mod:`bcas.report.html_interactive`) sorts and filters and never evaluates record content.
+and the templates escape every value.  The page's own script
+(:mod:`bcas.report.html_interactive`) sorts and filters and never evaluates record content;
+the figures are Vega-Lite specs drawn by the Vega bundle inlined once (:mod:`bcas.report.vega`).
 A banner names every model that is a test double (the ``mock`` backend).
 """
 
@@ -42,6 +43,7 @@ from bcas.report.membership import GroupKey, group_key
 from bcas.report.status import counting, mark
 from bcas.report.summary import Comparison, SummaryRow, grid_notes, served_beside
 from bcas.report.templating import render
+from bcas.report.vega import page_scripts
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
@@ -53,7 +55,8 @@ pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#fafafa;border:1px so
 summary{overflow-wrap:anywhere}
 td.t{overflow-wrap:normal;word-break:normal;hyphens:none} td{white-space:nowrap}
 td.q{white-space:normal;min-width:24em;max-width:36em} td.prose{white-space:normal;min-width:14em;max-width:24em} .name{white-space:nowrap}
-.ok{color:#137333}.bad{color:#b3261e} .fig{display:inline-block;margin:4px}
+.ok{color:#137333}.bad{color:#b3261e} figure.bcas-figure{display:inline-block;margin:4px 8px 12px 0}
+.figure-empty{color:#555;font-style:italic} figure.bcas-figure[hidden],.figure-empty[hidden]{display:none}
 tr.failed td{background:#fdecea} tr.failed td:nth-child(6){color:#b3261e;font-weight:bold}
 #case-failures{background:#fdecea;border-color:#b3261e;font-weight:normal} #case-failures h2{margin:0.2em 0}
 .trajectory td.t{white-space:normal;overflow-wrap:break-word;min-width:8em}
@@ -491,6 +494,10 @@ def render_report(
     grids = dict(GRIDS.items())
     results = counting(rows)  # the charts, matrices and beyond-accuracy tables show no case that did not pass
     marks = {(r.grid, r.model, r.dataset, r.label): mark(r) for r in rows if not r.counts}
+    figure_html = figures(results, comparisons, grid_order, records, grids)
+    cost = cost_section(results, records) + latency_section(results, records)
+    methods_html = methods_section(results, methods or ([], []))
+    figure_scripts, figure_hashes = page_scripts(figure_html, cost, methods_html)  # Vega, once, when a figure is drawn
     html = render(
         "report.html",
         title=title,
@@ -498,6 +505,8 @@ def render_report(
         css=Markup(CSS + INTERACTIVE_CSS),
         script=Markup(SCRIPT),
         script_hash=SCRIPT_HASH,
+        figure_scripts=figure_scripts,
+        figure_hashes=figure_hashes,
         n_records=len(records),
         run_name=run_dir.name,
         test_doubles=test_doubles(records),
@@ -512,11 +521,11 @@ def render_report(
         comparison_headers=COMPARISON_HEADERS,
         comparison_rows=_comparison_rows(comparisons),
         models=model_sections(model_comparisons or [], matrix),
-        figures=figures(results, comparisons, grid_order, records, grids),
+        figures=figure_html,
         madara_headers=MADARA_HEADERS,
         madara_rows=_madara_rows(records, marks),
-        cost=cost_section(results, records) + latency_section(results, records),
-        methods=methods_section(results, methods or ([], [])),
+        cost=cost,
+        methods=methods_html,
         profile_headers=PROFILE_HEADERS,
         profile_rows=_profile_rows(profiles or []),
         items=items_section(records, grids),

@@ -17,6 +17,7 @@ from typing import Any
 from markupsafe import Markup
 
 from bcas.grading.outcomes import METRIC_NAMES
+from bcas.report.charts import cost_chart
 from bcas.report.html_interactive import fr_data
 from bcas.report.pareto import (
     AXIS_NAMES,
@@ -30,8 +31,8 @@ from bcas.report.pareto import (
     panels,
     verdicts_against_top,
 )
-from bcas.report.plots import cost_scatter
 from bcas.report.templating import render
+from bcas.report.vega import slug
 
 WITHIN_DEFAULT = 2.0  # percentage points: the band the page answers first
 
@@ -66,7 +67,8 @@ def _panel(i: int, panel: Panel, prefix: str = "cost", records: list[dict[str, A
     on = {p.key for p in panel.frontier}
     per_pass = panel.axis not in (COST, TOKENS)
     metric = METRIC_NAMES.get(panel.metric, panel.metric)
-    svg = cost_scatter(
+    figure = cost_chart(
+        slug(f"{prefix}-{panel.dataset}-{panel.metric}-{panel.axis}"),
         f"{panel.dataset}: {metric} against {AXIS_NAMES[panel.axis]}",
         AXIS_NAMES[panel.axis],
         [(p.model, p.label, p.x, p.accuracy, p.ci_lo, p.ci_hi, p.key in on) for p in panel.points],
@@ -113,7 +115,7 @@ def _panel(i: int, panel: Panel, prefix: str = "cost", records: list[dict[str, A
         "axis_name": AXIS_NAMES[panel.axis],
         "axis_note": _AXIS_NOTES.get(panel.axis, _TOKENS_OF_PASS_NOTE),
         "metric": metric,
-        "svg": svg,
+        "figure": figure,
         "excluded": "; ".join(panel.excluded),
         "frontier": frontier,
         "points": points,

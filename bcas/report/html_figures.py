@@ -7,7 +7,7 @@
   field.  Every other configuration (+ planning, + reflection, retrieval modes, MADARA
   treatments) is categorical and drawn as a dot with its interval, never joined by a line.
 - Net shift against the reference with Newcombe paired intervals (BCAS Figure 3;
-  ablation and MADARA treatments).
+  ablation and MADARA treatments): one chart per (grid, dataset), models side by side.
 - Accuracy against cost with the Pareto frontier: :mod:`bcas.report.html_cost`.
 """
 
@@ -21,8 +21,10 @@ from typing import Any
 from markupsafe import Markup
 
 from bcas.grading.outcomes import METRIC_NAMES
-from bcas.report.plots import scaling_chart, shift_bars
+from bcas.report.charts import scaling_chart, shift_chart
+from bcas.report.html_interactive import fr_data
 from bcas.report.templating import render
+from bcas.report.vega import Figure, slug, unique
 
 BUDGET_FIELDS = ("max_searches", "max_total_tokens")
 SCALING_GRIDS = ("search_scaling", "context_scaling")  # no reference-shift bars (the paper plots lines)
@@ -80,8 +82,19 @@ def figures(
     records: list[dict[str, Any]],
     grids: Mapping[str, Any],
 ) -> Markup:
-    """HTML of every figure: a scaling chart per (grid, dataset), shift bars where the grid compares entries."""
-    out: list[dict[str, Any]] = []
+    """HTML of every figure (:func:`figure_list`)."""
+    return render("figures.html", figures=figure_list(rows, comps, grid_order, records, grids))
+
+
+def figure_list(
+    rows: list[Any],
+    comps: list[Any],
+    grid_order: dict[str, list[str]],
+    records: list[dict[str, Any]],
+    grids: Mapping[str, Any],
+) -> list[Figure]:
+    """A scaling chart per (grid, dataset), and the net-shift chart where the grid compares entries."""
+    out: list[Figure] = []
     by_panel: dict[tuple[str, str], list[Any]] = defaultdict(list)
     for r in rows:
         by_panel[(r.grid, r.dataset)].append(r)
@@ -105,17 +118,16 @@ def figures(
         interval = "item-clustered" if any(getattr(r, "interval", "wilson") != "wilson" for r in panel) else "Wilson"
         axis = f"; line: {field.replace('_', ' ')} in order" if field else ""
         title = f"{grid} — {dataset} ({metric}, 95% {interval}{axis})"
-        chart = scaling_chart(title, ordered, categorical, series)
-        out.append({"grid": grid, "dataset": dataset, "model": None, "svg": chart})
+        where = fr_data(grid=grid, dataset=dataset)
+        out.append(scaling_chart(slug(f"scaling-{grid}-{dataset}"), title, ordered, categorical, series, where))
         if grid in SCALING_GRIDS:
             continue
-        for model in sorted({r.model for r in panel}):
-            bars = [
-                (c.label, c.diff, c.ci_lo, c.ci_hi)
-                for c in comps
-                if c.grid == grid and c.dataset == dataset and c.model == model
-            ]
-            if bars:
-                title = f"{grid} — {dataset} — {model}: net shift vs reference (Newcombe 95%)"
-                out.append({"grid": grid, "dataset": dataset, "model": model, "svg": shift_bars(title, bars)})
-    return render("figures.html", figures=out)
+        bars = [
+            (c.model, c.label, c.diff, c.ci_lo, c.ci_hi)
+            for c in comps
+            if c.grid == grid and c.dataset == dataset and c.model in series
+        ]
+        if bars:
+            title = f"{grid} — {dataset}: net shift in accuracy vs reference (Newcombe 95%)"
+            out.append(shift_chart(slug(f"shift-{grid}-{dataset}"), title, bars, where))
+    return unique(out)

@@ -7,7 +7,7 @@ them: :mod:`bcas.report.verdict`), each method's paired difference against the l
 interval, McNemar, Holm over the grid's family, its verdict) with its cost and tokens per
 correct answer, and a figure of
 accuracy against mean tokens (or cost, where every point is priced) per item with the Pareto
-frontier (:func:`bcas.report.pareto.frontier`, drawn by :func:`bcas.report.plots.cost_scatter`).
+frontier (:func:`bcas.report.pareto.frontier`, drawn by :func:`bcas.report.charts.cost_chart`).
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from typing import Any
 
 from markupsafe import Markup
 
+from bcas.report.charts import cost_chart
 from bcas.report.html_interactive import fr_data
 from bcas.report.methods import ExtraCost, MethodRow
 from bcas.report.pareto import AXIS_NAMES, COST, TOKENS, Point, axis_for, frontier
-from bcas.report.plots import cost_scatter
 from bcas.report.templating import render
+from bcas.report.vega import slug
 
 HEADERS = [
     "model", "dataset", "method", "agent", "n", "method acc %", "agent acc %", "diff (method − agent) pts",
@@ -60,11 +61,13 @@ def _figure(i: int, cell: tuple[str, str, str], rows: list[Any]) -> dict[str, An
     ]  # fmt: skip
     front = frontier(points)
     on = {p.label for p in front}
-    svg = cost_scatter(
+    figure = cost_chart(
+        slug(f"methods-{grid}-{model}-{dataset}"),
         f"{dataset} · {model}: accuracy against {AXIS_NAMES[axis]} per method",
         AXIS_NAMES[axis],
         [(p.label, p.label, p.x, p.accuracy, p.ci_lo, p.ci_hi, p.label in on) for p in points],
         axis == COST,
+        series_title="method",
     )
 
     def unit(x: float) -> str:
@@ -74,7 +77,7 @@ def _figure(i: int, cell: tuple[str, str, str], rows: list[Any]) -> dict[str, An
         "id": f"methods-fig-{i}",
         "data": fr_data(model=model, dataset=dataset, grid=grid),
         "title": f"{grid} · {model} · {dataset}",
-        "svg": svg,
+        "figure": figure,
         "axis": AXIS_NAMES[axis if axis in (COST, TOKENS) else TOKENS],
         "frontier": [f"{p.label}: {_pct(p.accuracy)}% at {unit(p.x)}" for p in front],
     }

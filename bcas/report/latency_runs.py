@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from bcas.records.store import read_records_file
-from bcas.report.html_latency import knee_chart, load_curves
+from bcas.report.charts import knee_chart
+from bcas.report.html_latency import load_curves
 from bcas.report.templating import render
+from bcas.report.vega import page_scripts
 
 
 def _records(run_dirs: Sequence[str]) -> list[dict[str, Any]]:
@@ -71,8 +73,17 @@ def latency_runs(run_dirs: Sequence[str], out: str | None = None) -> list[str]:
             for name, curve in sorted(curves.items())
             for p in curve
         ]
+        knee = knee_chart("latency-knee", curves)
+        figure = render("_figure_one.html", figure=knee)
+        scripts, hashes = page_scripts(figure)
         page = render(
-            "latency_runs.html", title="bcas latency", knee=knee_chart(curves), rows=rows, runs=list(run_dirs)
+            "latency_runs.html",
+            title="bcas latency",
+            knee=figure,
+            rows=rows,
+            runs=list(run_dirs),
+            scripts=scripts,
+            script_hashes=hashes,
         )
         Path(out).write_text(page, encoding="utf-8")
         lines.append(f"written: {out}")

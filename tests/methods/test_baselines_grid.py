@@ -184,7 +184,7 @@ def test_the_report_shows_the_comparison_the_extra_cost_and_the_method_pareto_fi
             (tr) => [...tr.cells].map((c) => c.textContent));
           const fig = document.querySelector('.methods-figure');
           return {methods: t('methods-table'), extra: t('extra-cost-table'),
-                  svg: fig ? fig.querySelectorAll('svg').length : 0,
+                  svg: fig ? fig.querySelectorAll('figure.bcas-figure svg.marks').length : 0,
                   frontier: fig ? fig.querySelectorAll('ol.frontier li').length : 0,
                   heading: !!document.getElementById('agent-vs-methods')};
         })()""",

@@ -71,6 +71,24 @@ SORT_SUMMARY = f"""
 }})()
 """
 
+# Each figure element and what Vega drew in it (its chart is an svg of class "marks").
+FIGURES_DRAWN = """
+({
+  figures: document.querySelectorAll('figure.bcas-figure').length,
+  drawn: document.querySelectorAll('figure.bcas-figure div.vega-chart svg.marks').length,
+  failed: document.querySelectorAll('figure.bcas-figure[data-error]').length,
+  details: Array.from(document.querySelectorAll('details')).filter((d) => !d.closest('figure')).length,
+  shown_after_filter: (() => {  // choose grid "ablation": the search-scaling figure goes, its two stay
+    const select = document.getElementById('filter-grid');
+    if (!select) return null;  // a page without filters (bcas compare)
+    select.value = 'ablation';
+    select.dispatchEvent(new Event('change'));
+    return Array.from(document.querySelectorAll('figure.bcas-figure[data-grid]'))
+      .filter((f) => f.getBoundingClientRect().height > 0).map((f) => f.dataset.figure);
+  })(),
+})
+"""
+
 HOSTILE_TITLE = f"bcas — hostile {SCRIPT_TAG}"
 
 
@@ -86,7 +104,8 @@ def assert_inert(page: PageWatch, title: str) -> dict[str, Any]:
     assert facts["title"] == title
     assert facts["window_pwned"] is False
     assert facts["html"].count("data-pwned") == 0
-    assert facts["scripts"] == 1
+    # the page's script, the Vega bundle and the figure loader, and one spec (data, never run) per figure
+    assert facts["scripts"] == 3 + facts["html"].count('<script type="application/json">')
     assert facts["event_handler_attributes"] == []
     for tag in ("img", "iframe", "textarea", "object", "embed", "link"):
         assert facts["counts"][tag] == 0, f"an injected <{tag}> was created"
@@ -99,6 +118,7 @@ def test_real_report_loads_and_shows_its_tables(tmp_path: Path, page: Page) -> N
 
     watch = PageWatch.attach(page).open(path)
     value = watch.evaluate(facts_and(SORT_SUMMARY))
+    drawn = watch.evaluate(FIGURES_DRAWN)
     assert watch.errors == []
     facts, sort = value["facts"], value["extra"]
     assert facts["body_data"] == {"ready": "1"}
@@ -115,8 +135,9 @@ def test_real_report_loads_and_shows_its_tables(tmp_path: Path, page: Page) -> N
     assert len(facts["comparisons"]["rows"]) == len(comparisons) == 10
     # The search-scaling chart, the ablation chart and its shift bars, the cost-accuracy scatter of
     # hotpotqa and its cost-of-a-correct-answer scatter.
-    assert facts["counts"]["svg"] == 5
-    assert facts["counts"]["details"] == len(records)
+    shown = drawn.pop("shown_after_filter")
+    assert drawn == {"figures": 5, "drawn": 5, "failed": 0, "details": len(records)}  # a figure's menu aside
+    assert shown == ["scaling-ablation-hotpotqa", "shift-ablation-hotpotqa"]  # the filter hides a figure
 
     # Clicking a header sorts numerically, then reverses.
     expected = sorted(f"{r.accuracy * 100:.1f}" for r in rows)
@@ -186,3 +207,16 @@ def test_the_check_sees_payloads_that_are_not_escaped(tmp_path: Path, browser: B
         assert facts["body_data"].get("ready") == "1"
         violations = [e for e in page.errors if "Content Security Policy" in e]
         assert len(violations) >= 3, page.errors  # the inline script, the onerror handler, the external script
+
+
+def test_a_compare_page_draws_its_figure_offline(tmp_path: Path, browser: Browser) -> None:
+    from bcas.cli import main as bcas_main
+
+    for name, seed in (("a", 1), ("b", 2)):
+        ResultStore(tmp_path / name).extend(Record.from_dict(r) for r in grid_records("ablation", seed=seed))
+    page_path = tmp_path / "cmp.html"
+    assert bcas_main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--html", str(page_path)]) == 0
+    with opened(browser, page_path) as page:
+        value = page.evaluate(FIGURES_DRAWN)
+        assert page.errors == [] and page.requests == [page_path.resolve().as_uri()]  # nothing besides the page
+        assert value["figures"] == value["drawn"] == 1 and value["failed"] == 0

@@ -127,7 +127,13 @@ def test_hostile_text_is_escaped_in_the_page(tmp_path: Path) -> None:
     out_html = tmp_path / "cmp.html"
     assert bcas_main(["compare", str(a), str(b), "--html", str(out_html)]) == 0
     html = out_html.read_text()
-    assert "<script" not in html.lower()
+    # the only scripts: the Vega bundle and the figure loader, admitted by their hashes, and the figure's spec (data)
+    assert sorted(re.findall(r"<script[^>]*>", html, flags=re.I)) == [
+        '<script type="application/json">',
+        "<script>",
+        "<script>",
+    ]
+    assert html.count("<script") == 3
     # question, gold answer, B's prediction, step kind, query and document title
     assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;") == 6
     assert "Content-Security-Policy" in html and "default-src 'none'" in html

@@ -10,6 +10,8 @@ from typing import Any
 
 from bcas.report.html_cost import cost_section
 from bcas.report.pareto import COST, COST_OF_PASS, TOKENS_OF_PASS, panels, to_dict
+from bcas.report.vega import page_figures
+from tests.support.figures import marks, texts
 
 HOSTILE = '<img src=x onerror="alert(1)">'
 
@@ -196,11 +198,13 @@ def test_the_axis_says_what_it_measures_and_unpriced_points_are_counted_in_token
 
 def test_the_chart_rings_the_frontier_and_prints_money_as_money() -> None:
     priced = panel_of(cost_section(ROWS), "cost-0")
-    svg = priced.split('<div class="fig">', 1)[1].split("</div>", 1)[0]
-    assert svg.count('class="on-frontier"') == 4 and svg.count('class="point"') == 2
-    assert "beta · s2: 0.450 [0.350, 0.550] at 0.0125</title>" in svg  # dollars to their last digit
+    [(_, spec)] = page_figures(priced)
+    dots = [item for group in marks(spec)["symbol"] for item in group]
+    assert len([d for d in dots if d["strokeWidth"]]) == 4 and len([d for d in dots if not d["strokeWidth"]]) == 2
+    [beta_s2] = [d["description"] for d in dots if "model: beta; configuration: s2;" in d["description"]]
+    assert "$0.0125" in beta_s2 and "accuracy %: 45.0" in beta_s2  # dollars to their last digit
     tokens = panel_of(cost_section([{**r, "mean_cost_usd": None} for r in ROWS]), "cost-0")
-    ticks = re.findall(r'font-size="10" text-anchor="middle">([^<]*)</text>', tokens)
+    ticks = [t for t in texts(page_figures(tokens)[0][1]) if t[:1].isdigit()]
     assert ticks and all("e+" not in t for t in ticks) and any("," in t for t in ticks)  # 1,000s, not 1e+03
 
 

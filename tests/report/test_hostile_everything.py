@@ -17,13 +17,14 @@ from typing import Any
 
 from bcas.report.html import render_report
 from bcas.report.summary import write_summaries
+from bcas.report.vega import page_figures
 from tests.support.reports import HOSTILE, grid_records
 
-# What the report writes itself (the page, its sections, the SVG charts).
+# What the report writes itself (the page and its sections; a figure is a spec that Vega draws in the browser).
 PAGE_TAGS = {
     "html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "code", "div", "span", "b", "ul", "ol",
     "li", "table", "thead", "tbody", "tr", "th", "td", "details", "summary", "pre", "label", "select", "option",
-    "input", "script", "svg", "text", "line", "polygon", "polyline", "circle", "rect",
+    "input", "script", "figure",
 }  # fmt: skip
 
 
@@ -141,11 +142,16 @@ def test_a_run_hostile_in_every_string_renders_no_live_markup(tmp_path: Path) ->
     parser.close()
     tags = [t for t, _ in parser.tags]
     assert set(tags) <= PAGE_TAGS, f"elements the report does not write: {set(tags) - PAGE_TAGS}"
-    assert tags.count("script") == 1 and "img" not in tags
+    assert "img" not in tags
     handlers = [(t, name) for t, attrs in parser.tags for name, _ in attrs if name.lower().startswith("on")]
     assert handlers == []
     scripts = [dict(a) for t, a in parser.tags if t == "script"]
-    assert scripts == [{}], "the one script is the page's own, inline, with no src"
+    code = [a for a in scripts if a != {"type": "application/json"}]
+    assert code == [{}, {}, {}], "the page's own script, the Vega bundle and the figure loader: inline, with no src"
+    assert len(scripts) - len(code) == tags.count("figure") > 0  # one spec (data) per figure
+    specs = [spec for _, spec in page_figures(page)]
+    labels = {str(row.get("config")) for spec in specs for row in spec.get("data", {}).get("values", [])}
+    assert labels and all(label.startswith(HOSTILE[0]) for label in labels)  # the hostile names, intact in the data
     # The hostile text is on the page as text, in every section the data reaches.
     for section in ('id="summary"', 'id="beyond"', 'id="comparisons"', 'id="manifest"', 'id="rsc"', 'id="cost-stop"'):
         assert section in page

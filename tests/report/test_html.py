@@ -15,7 +15,7 @@ from markupsafe import escape
 
 from bcas.records import Record, ResultStore, load_records
 from bcas.report.html import SCRIPT, SCRIPT_HASH
-from bcas.report.plots import cost_scatter, scaling_chart, shift_bars
+from bcas.report.vega import LOADER, bundle, page_figures, script_hash
 from tests.support.reports import (
     ARABIC,
     EXTERNAL_SCRIPT,
@@ -74,6 +74,10 @@ def parse(source: str) -> Elements:
     return parser
 
 
+def _script_tags(elements: Elements) -> list[tuple[str, dict[str, str | None]]]:
+    return [(t, a) for t, a in elements.tags if t == "script"]
+
+
 def csp_of(elements: Elements) -> dict[str, list[str]]:
     metas = [
         a for t, a in elements.tags if t == "meta" and (a.get("http-equiv") or "").lower() == "content-security-policy"
@@ -108,13 +112,18 @@ def test_csp_admits_exactly_the_pages_own_script_by_hash(real_report: tuple[str,
     elements = parse(source)
     policy = csp_of(elements)
     assert policy["default-src"] == ["'none'"]
-    assert policy["script-src"] == [f"'{SCRIPT_HASH}'"], "script-src must hold the hash and nothing else"
+    # the page's script, the Vega bundle and the figure loader, each by its hash, and nothing else
+    hashes = [f"'{SCRIPT_HASH}'", f"'{script_hash(bundle())}'", f"'{script_hash(LOADER)}'"]
+    assert policy["script-src"] == hashes, "script-src must hold the hashes and nothing else"
     assert "'unsafe-inline'" not in policy["script-src"] and "'unsafe-eval'" not in policy["script-src"]
-    assert len(elements.scripts) == 1
-    body = elements.scripts[0]
-    assert body == SCRIPT
-    digest = "sha256-" + base64.b64encode(hashlib.sha256(body.encode("utf-8")).digest()).decode()
-    assert digest == SCRIPT_HASH
+    code = [body for (tag, attrs), body in zip(_script_tags(elements), elements.scripts, strict=True) if not attrs]
+    assert code == [SCRIPT, bundle(), LOADER]
+    for body, digest in zip(code, hashes, strict=True):
+        assert f"'sha256-{base64.b64encode(hashlib.sha256(body.encode('utf-8')).digest()).decode()}'" == digest
+    # every other script element is a figure's spec, which is data (never run)
+    specs = [attrs for attrs in (a for _, a in _script_tags(elements)) if attrs]
+    assert specs and all(a == {"type": "application/json"} for a in specs)
+    assert len(specs) == len(page_figures(source)) == source.count('<figure class="bcas-figure')
     # The policy must come before anything it governs.
     assert elements.names().index("meta") < elements.names().index("title") < elements.names().index("script")
 
@@ -178,13 +187,13 @@ def test_hostile_text_is_escaped_in_the_source(hostile_report: str) -> None:
 def test_hostile_text_creates_no_elements_or_handlers(hostile_report: str) -> None:
     elements = parse(hostile_report)
     names = elements.names()
-    assert names.count("script") == 1
+    # the page's script, the Vega bundle, the figure loader, and one spec (data) per figure
+    assert [a for _, a in _script_tags(elements) if a != {"type": "application/json"}] == [{}, {}, {}]
+    assert names.count("script") == 3 + len(page_figures(hostile_report))
     assert "img" not in names and "textarea" not in names and "link" not in names
     handlers = [(t, n) for t, a in elements.tags for n in a if n.lower().startswith("on")]
     assert handlers == []
-    # Every <svg> is one of the report's figures (opened by the plotting code with its namespace).
-    svgs = [a for t, a in elements.tags if t == "svg"]
-    assert svgs and all(a.get("xmlns") == "http://www.w3.org/2000/svg" and a.get("role") == "img" for a in svgs)
+    assert "svg" not in names  # the figures are specs, drawn by Vega in the browser
     # The text a reader sees holds the payloads verbatim.
     text = "".join(elements.text)
     for payload in HOSTILE:
@@ -193,14 +202,13 @@ def test_hostile_text_creates_no_elements_or_handlers(hostile_report: str) -> No
 
 
 def test_unknown_label_is_plotted_with_its_escaped_name(hostile_report: str) -> None:
-    figures = [parse(svg) for svg in re.findall(r"<svg .*?</svg>", hostile_report, flags=re.S)]
+    figures = dict(page_figures(hostile_report))
     assert figures
-    texts = [t for fig in figures for t in fig.text]
-    assert "hs/s2/t16k" + SCRIPT_TAG in texts, "a label the grid table does not know still gets its point, as text"
-    assert MODEL + SVG_ONLOAD in texts  # the legend
-    assert all(
-        set(fig.names()) <= {"svg", "text", "line", "polygon", "polyline", "circle", "title", "rect"} for fig in figures
-    )
+    values = [row for spec in figures.values() for row in spec.get("data", {}).get("values", [])]
+    labels = {row.get("config") for row in values}
+    assert "hs/s2/t16k" + SCRIPT_TAG in labels, "a label the grid table does not know still gets its point, intact"
+    assert MODEL + SVG_ONLOAD in {row.get("series") for row in values}  # the legend's model
+    assert "</script" not in hostile_report.split('<script type="application/json">', 1)[1].split("</script>", 1)[0]
 
 
 def test_non_latin_and_long_text_are_written_verbatim(hostile_report: str) -> None:
@@ -221,57 +229,6 @@ def test_records_round_trip_hostile_and_non_latin_text(tmp_path: Path) -> None:
     back = [r.to_dict() for r in load_records(tmp_path / "run")]
     assert len(back) == len(records)
     assert [i for i, (got, want) in enumerate(zip(back, records, strict=True)) if got != want] == []
-
-
-# -- the SVG plots ------------------------------------------------------------------------
-
-TRICKY = ["a<b & c", 'say "hi"', "it's", "</text><script>x()</script>", 'x" onload="y()', "ح<ب>"]
-
-
-def _svg_texts(svg: str) -> tuple[Elements, list[str]]:
-    elements = parse(svg)
-    return elements, elements.text
-
-
-def test_scaling_chart_escapes_every_label() -> None:
-    series = {name: [(0.5, 0.3, 0.7)] * len(TRICKY) for name in TRICKY[:3]}
-    svg = scaling_chart("title <b>&\"'", TRICKY[:3], TRICKY[3:], series)  # ordered labels, then categorical ones
-    elements, texts = _svg_texts(svg)
-    assert set(elements.names()) <= {"svg", "text", "line", "polygon", "polyline", "circle", "title"}
-    assert elements.names().count("svg") == 1
-    assert [a for t, a in elements.tags if t == "svg"][0]["aria-label"] == "title <b>&\"'"
-    for label in TRICKY:
-        assert label in texts  # each category label is one text node, intact after unescaping
-    for name in TRICKY[:3]:
-        assert name in texts  # legend entries
-    assert not [n for _, a in elements.tags for n in a if n.startswith("on")]
-
-
-def test_cost_scatter_escapes_every_label() -> None:
-    points = [
-        (TRICKY[i % 3], label, 0.001 * (i + 1), 0.1 * i, 0.05 * i, 0.15 * i, i % 2 == 0)
-        for i, label in enumerate(TRICKY)
-    ]
-    svg = cost_scatter("cost <b>&\"'", 'axis "<x>"', points, money=True)
-    elements, texts = _svg_texts(svg)
-    assert set(elements.names()) <= {"svg", "text", "line", "polyline", "circle", "title"}
-    assert [a for t, a in elements.tags if t == "svg"][0]["aria-label"] == "cost <b>&\"'"
-    assert 'axis "<x>"' in texts
-    for model, label, *_ in points:
-        assert any(t.startswith(f"{model} · {label}: ") for t in texts)  # the point's tooltip, intact
-    assert not [n for _, a in elements.tags for n in a if n.startswith("on")]
-
-
-def test_shift_bars_escapes_every_label() -> None:
-    bars = [(label, 0.1 * (i - 2), -0.2, 0.3) for i, label in enumerate(TRICKY)]
-    svg = shift_bars('shift "vs" <ref> & co', bars)
-    elements, texts = _svg_texts(svg)
-    assert set(elements.names()) <= {"svg", "text", "line", "rect", "title"}
-    assert [a for t, a in elements.tags if t == "svg"][0]["aria-label"] == 'shift "vs" <ref> & co'
-    for label in TRICKY:
-        assert label in texts
-        assert any(t.startswith(f"{label}: ") for t in texts)  # the bar's tooltip
-    assert not [n for _, a in elements.tags for n in a if n.startswith("on")]
 
 
 def test_summary_table_lists_every_row(real_report: tuple[str, int]) -> None:

@@ -6,8 +6,8 @@ columns (grid, model, dataset, configuration, n, accuracy, its interval, the dif
 the reference, cost and tokens per correct answer, p95 latency) without scrolling; with "all
 columns" ticked it scrolls inside its own box with its first columns kept in view;
 no model name breaks across lines; the items table gives a question room (no 3-4 words a
-line); every chart has axis titles; the cost chart keeps its legend under the points,
-labels points and uses round, evenly spaced ticks.  A screenshot of the page's top is
+line); every figure is drawn with axis titles; the cost chart keeps its legend under the points,
+names each point's configuration (its tooltip) and uses round, evenly spaced ticks.  A screenshot of the page's top is
 written beside the report for a person to look at.
 """
 
@@ -60,21 +60,28 @@ FACTS = r"""
   document.getElementById('summary-all').click();
   const questions = Array.from(document.querySelectorAll('table.items td.q'))
     .map((c) => ({width: c.getBoundingClientRect().width, lines: lines(c), words: c.textContent.trim().split(/\s+/).length}));
-  const charts = Array.from(document.querySelectorAll('svg')).map((svg) => ({
-    title: svg.getAttribute('aria-label'),
-    axis_titles: Array.from(svg.querySelectorAll('text.axis-title')).map((t) => t.textContent),
-  }));
-  const cost = Array.from(document.querySelectorAll('svg')).filter((s) => s.querySelector('circle.on-frontier, circle.point'));
-  const costFacts = cost.map((svg) => ({
-    lowest_legend: Math.min(...Array.from(svg.querySelectorAll('circle.legend')).map((c) => +c.getAttribute('cy'))),
-    lowest_point: Math.max(...Array.from(svg.querySelectorAll('circle.on-frontier, circle.point')).map((c) => +c.getAttribute('cy'))),
-    labels: svg.querySelectorAll('text.point-label').length,
-    points: svg.querySelectorAll('circle.on-frontier, circle.point').length,
-    ticks: Array.from(svg.querySelectorAll('text.x-tick')).map((t) => ({text: t.textContent, x: +t.getAttribute('x')})),
-    width: +svg.getAttribute('width'),
-  }));
+  // each figure as Vega drew it (an svg of class "marks"): axis titles, the x axis's tick labels, the legend, the points
+  const rect = (el) => el.getBoundingClientRect();
+  const figures = Array.from(document.querySelectorAll('figure.bcas-figure')).map((f) => {
+    const svg = f.querySelector('svg.marks');
+    if (!svg) return {name: f.dataset.figure, drawn: false};
+    const xAxis = Array.from(svg.querySelectorAll('g.role-axis')).find((g) => (g.getAttribute('aria-label') || '').startsWith('X-axis'));
+    const points = Array.from(svg.querySelectorAll('g.mark-symbol.role-mark path'));
+    const legend = svg.querySelector('g.role-legend');
+    return {
+      name: f.dataset.figure, drawn: true, right: rect(svg).right,
+      axis_titles: Array.from(svg.querySelectorAll('g.role-axis-title text')).map((t) => t.textContent),
+      ticks: xAxis ? Array.from(xAxis.querySelectorAll('g.role-axis-label text')).filter((t) => +(t.getAttribute('opacity') ?? 1) > 0)
+        .map((t) => ({text: t.textContent, left: rect(t).left, right: rect(t).right})) : [],
+      svg_left: rect(svg).left, svg_right: rect(svg).right,
+      lowest_point: Math.max(...points.map((p) => rect(p).bottom)),
+      legend_top: legend ? rect(legend).top : null,
+      points: points.length,
+      described: points.filter((p) => (p.getAttribute('aria-label') || '').includes('configuration: ')).length,
+    };
+  });
   return {page_width: document.documentElement.scrollWidth, box_right: boxRight, key: key, broken: broken,
-          before: before, after: after, third: third, questions: questions, charts: charts, cost: costFacts,
+          before: before, after: after, third: third, questions: questions, figures: figures,
           box_scrolls: boxScrolls, scrolls_first: scrollsFirst};
 })()
 """
@@ -143,18 +150,22 @@ def test_every_chart_has_axis_titles_and_the_cost_chart_keeps_its_legend_off_the
     laptop: tuple[dict, Path],
 ) -> None:
     facts, _ = laptop
-    assert len(facts["charts"]) >= 4
-    for chart in facts["charts"]:
+    figures = facts["figures"]
+    assert len(figures) >= 4 and all(f["drawn"] for f in figures), figures
+    for chart in figures:
         assert len(chart["axis_titles"]) == 2 and all(chart["axis_titles"]), chart
-    assert facts["cost"]  # cost against accuracy, and cost of a correct answer
-    for cost in facts["cost"]:
-        assert cost["lowest_legend"] > cost["lowest_point"]  # under the plot, not on it
-        assert 0 < cost["labels"] <= cost["points"]
-        ticks = cost["ticks"]
-        values = [float(t["text"]) for t in ticks]
+        assert chart["svg_right"] <= WIDTH, chart["name"]  # no figure runs off the page
+    cost = [f for f in figures if f["name"].startswith(("cost-", "cop-"))]
+    assert cost  # cost against accuracy, and cost of a correct answer
+    for chart in cost:
+        assert chart["legend_top"] > chart["lowest_point"]  # under the plot, not on it
+        assert chart["points"] > 0 and chart["described"] == chart["points"]  # each point names its configuration
+        ticks = chart["ticks"]
+        values = [float(t["text"].replace("$", "").replace(",", "")) for t in ticks]
         steps = {round(b - a, 12) for a, b in zip(values, values[1:], strict=False)}
         assert len(ticks) >= 3 and len(steps) == 1, ticks  # evenly spaced
         step = steps.pop()
         assert round(step / 10 ** math.floor(math.log10(step)), 6) in (1, 2, 2.5, 5), ticks  # round numbers
         assert all(len(t["text"]) <= 8 and "e" not in t["text"] for t in ticks), ticks  # no 8e-05
-        assert all(0 <= t["x"] <= cost["width"] for t in ticks)
+        assert all(chart["svg_left"] <= t["left"] and t["right"] <= chart["svg_right"] for t in ticks)
+        assert all(a["right"] < b["left"] for a, b in zip(ticks, ticks[1:], strict=False)), ticks  # none overlap

@@ -152,9 +152,10 @@ INTERACT = r"""
     headers: Array.from(t.querySelectorAll('thead th')).map((c) => c.textContent),
     rows: Array.from(t.tBodies[0].rows).map((r) => Array.from(r.cells).map((c) => c.textContent)),
   }));
-  out.lines = Array.from(document.querySelectorAll('polyline.budget-line')).map((l) => [
-    l.closest('svg').getAttribute('aria-label'), l.getAttribute('points').trim().split(/\s+/).length]);
-  out.dots = Array.from(document.querySelectorAll('circle.category-dot')).map((c) => c.closest('svg').getAttribute('aria-label'));
+  // as Vega drew each figure: a path per model's budget line (its points), a path per categorical dot
+  out.lines = Array.from(document.querySelectorAll('figure.bcas-figure g.budget_line_marks path')).map((l) => [
+    l.closest('figure').dataset.figure, (l.getAttribute('d').match(/[ML]/g) || []).length]);
+  out.dots = Array.from(document.querySelectorAll('figure.bcas-figure g.category_dots_marks path')).map((c) => c.closest('figure').dataset.figure);
   out.ready = document.body.dataset.ready;
   return out;
 })()

@@ -8,15 +8,14 @@ that categorical configurations are never joined by a line.
 
 from __future__ import annotations
 
-import re
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bcas.grids import GRIDS
+from bcas.report.charts import cost_chart, scaling_chart
 from bcas.report.html_figures import budget_axis
 from bcas.report.pareto import COST, TOKENS, Point, axis_for, cheapest_within, frontier, panels
-from bcas.report.plots import cost_scatter, scaling_chart
+from tests.support.figures import marks
 
 
 def _point(i: int, x: float, acc: float) -> Point:
@@ -117,21 +116,26 @@ def test_categorical_configurations_are_never_joined() -> None:
         "m1": [(0.2, 0.1, 0.3), (0.4, 0.3, 0.5), (0.5, 0.4, 0.6), (0.6, 0.5, 0.7)],
         "m2": [(0.3, 0.2, 0.4), None, (0.5, 0.4, 0.6), (0.7, 0.6, 0.8)],
     }
-    svg = scaling_chart("t", ["s1", "s2"], ["plan", "plan+rf"], series)
-    lines = re.findall(r'<polyline class="budget-line" points="([^"]*)"', svg)
-    assert [len(pts.split()) for pts in lines] == [2, 1]  # only the ordered budgets, per model
-    assert svg.count('class="category-dot"') == 4 and svg.count('class="interval"') == 4
-    only_categories = scaling_chart("t", [], ["a", "b", "c"], {"m": [(0.1, 0, 0.2)] * 3})
-    assert "polyline" not in only_categories and only_categories.count("category-dot") == 3
+    drawn = marks(scaling_chart("f", "t", ["s1", "s2"], ["plan", "plan+rf"], series).spec)
+    assert sorted(len(line) for line in drawn["line"]) == [1, 2]  # only the ordered budgets, per model
+    assert sorted(len(band) for band in drawn["area"]) == [1, 2]  # each line's 95% band
+    assert sum(len(g) for g in drawn["rule"]) == 4  # an interval whisker per categorical point
+    only_categories = marks(scaling_chart("f", "t", [], ["a", "b", "c"], {"m": [(0.1, 0, 0.2)] * 3}).spec)
+    assert "line" not in only_categories and sum(len(g) for g in only_categories["rule"]) == 3
 
 
-def test_cost_scatter_draws_the_frontier_through_its_points() -> None:
+def test_cost_chart_draws_the_frontier_through_its_points() -> None:
     pts = [
         ("m", "a", 1.0, 0.2, 0.1, 0.3, True),
         ("m", "b", 2.0, 0.1, 0.0, 0.2, False),
         ("m<x>", "c", 3.0, 0.6, 0.5, 0.7, True),
     ]
-    svg = cost_scatter("cost <&>", "USD", pts, money=True)
-    assert svg.count('class="on-frontier"') == 2 and svg.count('class="point"') == 1
-    assert len(re.findall(r'class="frontier" points="([^"]*)"', svg)[0].split()) == 3  # a step: 2 points + corner
-    assert "m&lt;x&gt;" in svg and "<x>" not in svg
+    drawn = marks(cost_chart("f", "cost <&>", "USD", pts, money=True).spec)
+    [step] = drawn["line"]
+    assert len(step) == 2  # the frontier's two points, joined by a step
+    symbols = [item for group in drawn["symbol"] for item in group]
+    ringed = [item for item in symbols if item.get("strokeWidth")]
+    assert len(symbols) == 3 and len(ringed) == 2
+    assert sorted((round(i["x"]), round(i["y"])) for i in ringed) == sorted(
+        (round(p["x"]), round(p["y"])) for p in step
+    )

@@ -349,7 +349,7 @@ def test_the_models_section_shows_each_pairs_figures_and_the_matrix_with_its_mar
         + cells
         + '<td>50</td><td class="more">10</td><td class="more">2</td><td>-20.0 *</td><td>-30.0 – -10.0</td>'
         '<td class="more">0.0040</td><td>0.0040</td><td class="more">mcnemar-exact</td>'
-        f"<td>{comps[0].verdict}</td></tr>"  # "more": behind "all columns"; the verdict is a decision column
+        f"<td class=\"prose\">{comps[0].verdict}</td></tr>"  # "more": behind "all columns"; the verdict wraps
     ) in html
     assert (
         '<tr class="fr" data-grid="g" data-dataset="d" data-config="bm25/s1" data-model="mid" data-model-b="large">'
@@ -457,13 +457,8 @@ def test_the_run_section_says_what_ran_where_and_under_which_options():
     assert str(manifest_section({"sessions": ["damaged"]})) == ""
 
 
-def test_each_panel_plots_every_model_over_its_configurations_and_shift_bars_where_the_grid_compares(monkeypatch):
+def test_each_panel_plots_every_model_over_its_configurations_and_shift_bars_where_the_grid_compares():
     from bcas.report import html_figures
-
-    charts: list[tuple] = []
-    bars: list[tuple] = []
-    monkeypatch.setattr(html_figures, "scaling_chart", lambda *a: charts.append(a) or f"chart{len(charts)}")
-    monkeypatch.setattr(html_figures, "shift_bars", lambda *a: bars.append(a) or f"bars{len(bars)}")
 
     def row(grid, label, model, acc, **kw):
         return SimpleNamespace(grid=grid, dataset="d", label=label, model=model, accuracy=acc, ci_lo=acc - 0.1,
@@ -483,21 +478,31 @@ def test_each_panel_plots_every_model_over_its_configurations_and_shift_bars_whe
         SimpleNamespace(grid="g", dataset="other", model="m1", label="s3", diff=0.9, ci_lo=0.8, ci_hi=1.0),
         SimpleNamespace(grid="search_scaling", dataset="d", model="m1", label="s1", diff=0.1, ci_lo=0, ci_hi=0.2),
     ]
+    figs = html_figures.figure_list(rows, comps, {"g": ["s3", "s1"]}, records, {})
+    assert [f.name for f in figs] == ["scaling-g-d", "shift-g-d", "scaling-search_scaling-d"]
+    scaling, shift, scaling_s = (f.spec for f in figs)
+    assert _title(scaling) == "g — d (SQuAD EM, 95% item-clustered; line: max searches in order)"
+    got = {(r["series"], r["config"], r["on_axis"]): (r["acc"], r["lo"], r["hi"]) for r in scaling["data"]["values"]}
+    assert got == {  # by budget on the line; a configuration the grid does not know is a dot, last
+        ("m1", "s1", True): (30.0, 20.0, 40.0), ("m1", "s3", True): (50.0, 40.0, 60.0),
+        ("m1", "x-old", False): (20.0, 10.0, 30.0), ("m2", "s1", True): (40.0, 30.0, 50.0),
+    }  # fmt: skip
+    assert scaling["layer"][0]["encoding"]["x"]["sort"] == ["s1", "s3", "x-old"]
+    assert _title(scaling_s) == "search_scaling — d (LLM judge (BCAS §3.6), 95% Wilson)"
+    # shift bars: the compared grid's comparisons on this dataset only; none for a scaling grid
+    assert _title(shift) == "g — d: net shift in accuracy vs reference (Newcombe 95%)"
+    assert [(r["series"], r["config"], r["diff"], r["lo"], r["hi"]) for r in shift["data"]["values"]] == [
+        ("m1", "s3", 20.0, 10.0, 30.0)
+    ]
     html = str(html_figures.figures(rows, comps, {"g": ["s3", "s1"]}, records, {}))
-    (g_title, g_ordered, g_categorical, g_series), (s_title, *_rest) = charts
-    assert g_title == "g — d (SQuAD EM, 95% item-clustered; line: max searches in order)"
-    assert (g_ordered, g_categorical) == (["s1", "s3"], ["x-old"])  # by budget; unknown configurations last
-    assert g_series == {
-        "m1": [(0.3, pytest.approx(0.2), 0.4), (0.5, 0.4, 0.6), (0.2, pytest.approx(0.1), pytest.approx(0.3))],
-        "m2": [(0.4, pytest.approx(0.3), 0.5), None, None],
-    }
-    assert s_title == "search_scaling — d (LLM judge (BCAS §3.6), 95% Wilson)"
-    # shift bars: the compared grid's model with comparisons on this dataset only; none for a scaling grid
-    assert bars == [("g — d — m1: net shift vs reference (Newcombe 95%)", [("s3", 0.2, 0.1, 0.3)])]
-    assert html.count('<div class="fig fr"') == 3
-    assert '<div class="fig fr" data-grid="g" data-dataset="d" data-model="m1">bars1</div>' in html
-    assert '<div class="fig fr" data-grid="g" data-dataset="d">chart1</div>' in html
-    assert '<div class="fig fr" data-grid="search_scaling" data-dataset="d">chart2</div>' in html
+    assert html.count('<figure class="bcas-figure fr"') == 3
+    assert '<figure class="bcas-figure fr" data-figure="shift-g-d" data-grid="g" data-dataset="d">' in html
+    assert '<figure class="bcas-figure fr" data-figure="scaling-search_scaling-d" data-grid="search_scaling"' in html
+
+
+def _title(spec: dict) -> str:
+    title = spec["title"]
+    return " ".join(title) if isinstance(title, list) else title
 
 
 def test_a_summary_row_shows_each_figure_of_its_case_and_what_answered():
@@ -522,9 +527,9 @@ def test_a_summary_row_shows_each_figure_of_its_case_and_what_answered():
         "g", "qwen (served: Other-7B.gguf)", "d", "s1 (ref)", 8, "62.5", "30.0–85.0", "ref", "0.0197", "90", "1.250",
         "50.0", 4, "0.712", "1.50", "1234", "57", "2.2", "0.0123", 1, "10.0", 2, "strict_em", "75.0",
     ]  # fmt: skip
-    # nothing correct: a correct answer's cost and tokens are infinite, not unknown
+    # nothing correct: no correct answer was bought ("none", as cost-of-pass says it), not unknown
     assert _summary_rows([with_fields(row, n_correct=0, cost_of_pass=None, tokens_of_pass=None)])[0]["cells"][8:10] == [
-        "∞", "∞",
+        "none", "none",
     ]  # fmt: skip
     # no judge, no price, unknown figures
     plain = with_fields(row, reference=False, served=None, judge_n=0, judge_accuracy=None, invalid_turn_rate=None,
@@ -867,10 +872,17 @@ def test_figures_read_the_grid_table_and_order_and_draw_every_panel_after_a_scal
     the grid's own order, or (records imported without a grid or dataset) the records'
     configurations; a scaling grid's panel (no shift bars) does not end the figures."""
     from bcas.report import html_figures
+    from bcas.report.vega import Figure
 
     charts: list[tuple] = []
-    monkeypatch.setattr(html_figures, "scaling_chart", lambda *a: charts.append(a) or f"chart{len(charts)}")
-    monkeypatch.setattr(html_figures, "shift_bars", lambda *a: "bars")
+    monkeypatch.setattr(
+        html_figures,
+        "scaling_chart",
+        lambda name, title, ordered, categorical, *a: (
+            charts.append((title, ordered, categorical)) or Figure(name, None)
+        ),
+    )
+    monkeypatch.setattr(html_figures, "shift_chart", lambda name, *a: Figure(name, None))
 
     def row(grid, dataset, label, metric="correct_em"):
         # no ``interval`` field: a row read from an older summary is Wilson's

@@ -23,6 +23,7 @@ from bcas.cli import main as bcas_main
 from bcas.config import Budget, RetrievalConfig, RunConfig
 from bcas.grids import GRIDS, Grid, GridEntry, register_grid
 from bcas.metrics.latency import latency_lines
+from bcas.report.vega import LOADER, page_figures
 from bcas.testing.mock_server import mock_reply
 from bcas.testing.project import codename_items, read_records, write_jsonl
 from bcas.testing.slotted import SlottedServer
@@ -87,6 +88,8 @@ def test_levels_summary_report_terminal_cache_and_mlflow(
         assert {"latency_p50", "latency_p95", "latency_p99", "items_per_min", "share_wait"} <= set(header)
         page = (runs[level] / "index.html").read_text()
         assert "Latency and throughput" in page and "Time per item by configuration" in page
+        per_item = dict(page_figures(page))["latency-per-item"]["data"]["values"]
+        assert len([v for v in per_item if v["mark"] == "item"]) == len(read_records(runs[level]))  # a tick each
     assert "concurrency 4, live" in shown and f"latency {GRID}/" in shown
     # the level is a run condition: the same answers, item by item
     keys = {
@@ -100,7 +103,11 @@ def test_levels_summary_report_terminal_cache_and_mlflow(
     assert bcas_main(["latency", str(runs[1]), str(runs[4]), "--out", str(tmp_path / "knee.html")]) == 0
     table = capsys.readouterr().out
     assert "items/min" in table and "p95 s" in table
-    assert "Throughput against p95 latency" in (tmp_path / "knee.html").read_text()
+    knee_page = (tmp_path / "knee.html").read_text()
+    assert "Throughput against p95 latency" in knee_page
+    [(name, knee)] = page_figures(knee_page)  # the knee, drawn offline by the bundle inlined in the page
+    assert name == "latency-knee" and sorted(v["concurrency"] for v in knee["data"]["values"]) == [1, 4]
+    assert knee_page.count(LOADER) == 1 and "<script src" not in knee_page
     # the replay: source cache, the recorded model time per call, no wait or throughput of its own
     for row in _rows(replay):
         assert row["latency_source"] == "cache" and row["mean_wait_s"] is None and row["items_per_min"] is None

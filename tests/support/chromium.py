@@ -40,6 +40,11 @@ CHROMIUM_FLAGS = (
     "--disable-sync",
 )
 LOCAL_SCHEMES = ("file", "data", "blob", "about")
+# Every figure of the page (bcas.report.vega's convention) drawn by Vega (an svg of class
+# "marks") or marked failed by the loader (data-error).
+FIGURES_SETTLED = """() => Array.from(document.querySelectorAll('figure.bcas-figure'))
+  .every((f) => f.hasAttribute('data-error') || f.querySelector('div.vega-chart svg.marks'))"""
+FIGURES_TIMEOUT_MS = 60_000
 
 
 def launch_args() -> dict[str, Any]:
@@ -93,8 +98,10 @@ class PageWatch:
         return watch
 
     def open(self, path: str | Path) -> PageWatch:
-        """Load ``path`` (a file) and wait for its load event, so every synchronous script has run."""
+        """Load ``path`` (a file) and wait for its load event, so every synchronous script has run,
+        then for every figure to be drawn or to fail (vega-embed draws after the load event)."""
         self.page.goto(Path(path).resolve().as_uri(), wait_until="load")
+        self.page.wait_for_function(FIGURES_SETTLED, timeout=FIGURES_TIMEOUT_MS)
         return self
 
     def evaluate(self, expression: str) -> Any:
