@@ -26,6 +26,7 @@ from bcas.identity import epoch_seed
 from bcas.llm.base import ModelError
 from bcas.llm.cache import tally
 from bcas.records import Answer, AnswerIdentity, Grades, Record, build_record
+from bcas.callshape import CallShape
 from bcas.registry import ROUTED_METHOD, RUN_KINDS, RegistryError, documents_needed
 from bcas.run.settings import Case, ModelSpec, Settings
 
@@ -123,6 +124,15 @@ class RunKind:
         """The kind's own invariants over a finished case's records (default: none)."""
         return []
 
+    def shape(self, name: str, config: RunConfig, documents: float) -> CallShape | None:
+        """The calls of one item of kind ``name`` (``--bcas-estimate``, :mod:`bcas.callshape`);
+        ``documents``: the documents an item brings (MADARA's ``doc_source="item"``).  Default: none declared."""
+        return None
+
+    def calibration_shape(self, config: RunConfig, documents: float) -> CallShape | None:
+        """The calls of one calibration item the case probes before its items (default: none)."""
+        return None
+
 
 class ItemKind(RunKind, ABC):
     """A kind that answers items one by one into records (``per_item=True``)."""
@@ -184,6 +194,11 @@ class BcasKind(ItemKind):
                 f"lacks: {getattr(ctx.model, 'tools_problem', '')}"
             )
 
+    def shape(self, name: str, config: RunConfig, documents: float) -> CallShape | None:
+        from bcas.agent.loop import loop_shape
+
+        return loop_shape(config)
+
     async def answer(self, ctx: KindContext, item: Item, config: RunConfig) -> Answer:
         from bcas.agent import run_bcas
         from bcas.agent.records import answer_of_trajectory
@@ -234,6 +249,19 @@ class MadaraKind(ItemKind):
         if ctx.config.assess.method == ROUTED_METHOD and todo:
             ctx.profile = await ctx.session_rsc_profile()
 
+    def shape(self, name: str, config: RunConfig, documents: float) -> CallShape | None:
+        from bcas.assess.pipeline import treatment_shape
+
+        return treatment_shape(config.assess.method, config.assess, documents)
+
+    def calibration_shape(self, config: RunConfig, documents: float) -> CallShape | None:
+        """The routed pipeline's RSC probe, once a session per model and dataset (Algorithm 2, lines 1-6)."""
+        if config.assess.method != ROUTED_METHOD:
+            return None
+        from bcas.assess.rsc.probe import probe_shape
+
+        return probe_shape(config, documents)
+
     async def answer(self, ctx: KindContext, item: Item, config: RunConfig) -> Answer:
         from bcas.assess import answer_madara
 
@@ -273,6 +301,11 @@ class RscKind(WholeCaseKind):
 
     def whole_items(self, session: KindSession, case: Case, config: RunConfig) -> int:
         return len(session.calibration(case.dataset, config.assess.calibration_n).items)
+
+    def shape(self, name: str, config: RunConfig, documents: float) -> CallShape | None:
+        from bcas.assess.rsc.probe import probe_shape
+
+        return probe_shape(config, documents)
 
     async def _probe(self, session: KindSession, case: Case, config: RunConfig, model: ChatModel) -> ProbeRun:
         from bcas.assess import rsc
@@ -316,6 +349,11 @@ class MethodKind(ItemKind):
 
     def needs_retriever(self, config: RunConfig) -> bool:
         return True
+
+    def shape(self, name: str, config: RunConfig, documents: float) -> CallShape | None:
+        from bcas.methods.base import method_shape
+
+        return method_shape(name, config)
 
     async def answer(self, ctx: KindContext, item: Item, config: RunConfig) -> Answer:
         from bcas.methods import run_method

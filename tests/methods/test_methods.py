@@ -136,6 +136,27 @@ def test_self_ask_follows_up_through_the_search_tool_then_answers() -> None:
     assert "Follow up: Who wrote Hamlet?" in last and "Intermediate answer: William Shakespeare" in last
 
 
+def test_self_ask_lets_the_model_say_whether_follow_ups_are_needed() -> None:
+    """Press et al. 2023 (Figure 3): the prompt ends "Are follow up questions needed here:" and the
+    model writes Yes or No; a No answers at once, with no search."""
+    no = ScriptedModel(lambda request, index: json.dumps({"follow_ups_needed": "No", "text": "England"}))
+    a = answer("self_ask", no, config(3))
+    assert kinds(a) == ["answer"] and a.searches_used == 0 and a.prediction == "England"
+    assert a.stop_reason == "answered" and a.extra["follow_ups_needed"] == "No"
+    first = no.requests[0].messages[-1]["content"]
+    assert "Are follow up questions needed here:\n" in first and "here: Yes" not in first
+    text_no = ScriptedModel(lambda request, index: "No.\nSo the final answer is: England", supports_json_schema=False)
+    b = answer("self_ask", text_no, config(3))
+    assert b.prediction == "England" and b.searches_used == 0 and b.extra["follow_ups_needed"] == "No"
+    # a Yes is the model's own word, carried into the later steps' prompts
+    replies = iter(["Yes.\nFollow up: Who wrote Hamlet?", "Intermediate answer: Shakespeare",
+                    "So the final answer is: England"])  # fmt: skip
+    yes = ScriptedModel(lambda request, index: next(replies), supports_json_schema=False)
+    c = answer("self_ask", yes, config(3))
+    assert c.searches_used == 1 and c.prediction == "England" and c.extra["follow_ups_needed"] == "Yes"
+    assert "Are follow up questions needed here: Yes." in yes.requests[-1].messages[-1]["content"]
+
+
 def test_text_format_without_a_schema_is_read_too() -> None:
     model = ScriptedModel(
         lambda request, index: "Follow up: Who wrote Hamlet?" if index == 0 else "So the final answer is: England",
