@@ -17,6 +17,7 @@ from bcas.config import Budget, RetrievalConfig, RunConfig
 from bcas.items import Item
 from bcas.llm.base import ChatRequest
 from bcas.methods import METHOD_STOP_REASONS, run_method
+from bcas.methods.base import method_shape
 from bcas.methods.builtin import IRCOT_MAX_PASSAGES, MAX_STEPS, UNLIMITED_ROUNDS
 from bcas.records import Answer
 from bcas.registry import METHODS, RUN_KINDS
@@ -270,3 +271,21 @@ def test_a_stepwise_method_takes_every_search_its_budget_gives_and_the_step_cap_
     unlimited = answer(name, always(KEEP_GOING), config(None, tokens=20000))
     assert unlimited.stop_reason == "max_steps"
     assert unlimited.searches_used == MAX_STEPS + (1 if name == "ircot" else 0)  # IRCoT first searches the question
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+@pytest.mark.parametrize("searches", [0, 1, 3, None])
+def test_each_methods_declared_call_structure_is_the_calls_it_makes(name: str, searches: int | None) -> None:
+    """The estimate's structure (``method_shape``, ``--bcas-estimate``) against runs: a model that
+    keeps going makes the structure's ``calls`` and ``searches`` (the budgets' bound); one that stops
+    at its first chance, at least ``calls_min``.  A method whose calls change without its declared
+    structure fails here."""
+    cfg = config(searches, tokens=20000)
+    shape = method_shape(name, cfg)
+    going = answer(name, always(KEEP_GOING), cfg)
+    assert (going.llm_calls, going.searches_used) == (shape.calls, shape.searches), (name, searches)
+    done = json.dumps({"answer": "England", "sentence": "So the answer is England.", "next": "final_answer",
+                       "follow_ups_needed": "No", "text": "England", "reasoning": "r"})  # fmt: skip
+    early = answer(name, always(done), cfg)
+    assert shape.low <= early.llm_calls <= shape.calls, (name, searches, early.llm_calls)
+    assert early.searches_used <= shape.searches
