@@ -55,6 +55,11 @@ def case_result(stats: Any, outcome: Any, grid: str, label: str) -> dict[str, st
     records = list(getattr(outcome, "records", None) or [])
     if not records:
         return props
+    from bcas.metrics.latency import items_per_minute
+
+    rate = items_per_minute(records)  # the latency line's figure (one definition of throughput)
+    if rate is not None:
+        props["bcas_items_per_min"] = f"{rate:.1f}"
     rows = summarize(records, dict(GRIDS.items()), only=[grid])
     row = next((r for r in rows if r.grid == grid and r.label == label), rows[0] if rows else None)
     if row is None:
