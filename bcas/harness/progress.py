@@ -417,11 +417,13 @@ def end_line(props: dict[str, Any], gateway: Any = None) -> str:
     per_min = props.get("bcas_items_per_min")
     rate = f", {float(per_min):.1f} items/min" if per_min else ""
     tail = f" ({resumed} already recorded)" if resumed else ""
+    # fewer items than the file holds, and why, beside the n
+    of_file = f" ({props['bcas_items_note']})" if props.get("bcas_items_note") else ""
     acc = props.get("bcas_accuracy")
     score = (
         (
             f"; {props.get('bcas_metric')} {float(acc) * 100:.1f}% [{float(props['bcas_ci_low']) * 100:.1f}, "
-            f"{float(props['bcas_ci_high']) * 100:.1f}] n={props.get('bcas_n')}"
+            f"{float(props['bcas_ci_high']) * 100:.1f}] n={props.get('bcas_n')}{of_file}"
         )
         if acc not in (None, "")
         else ""

@@ -129,6 +129,8 @@ def test_logs_get_one_plain_line_per_case_and_no_cursor_movement(project: pytest
         label = m.group("case").split("-", 2)[-1]
         latency = re.search(rf"^latency \S+/{re.escape(label)}: .*?, ([\d.]+) items/min;", out, re.M)
         assert latency and latency.group(1) == m.group("per_min"), (m.group(0), out[-3000:])
+    # 6 items of a 400-item file: the n says so
+    assert all(re.search(r"n=6 \(6 of \d+ items\)", line) for line in result.outlines if END.match(line)), out
     # Each sits under its case's result line, and pytest's own lines are intact.
     lines = result.outlines
     for i, line in enumerate(lines):
@@ -186,3 +188,14 @@ def test_the_rate_and_eta_count_from_the_first_finished_item_on_a_given_clock() 
     for i in range(11):
         resumed.add(record, now=3.0 + 0.1 * i)
     assert "22/41 items, 600.0 items/min, ETA 1.9s" in resumed.line(now=4.0)  # recorded items are not left to run
+
+
+def test_the_end_line_says_how_many_of_the_files_items_a_case_evaluated_and_why() -> None:
+    from bcas.harness.progress import end_line
+    from bcas.run.exports import items_note
+
+    props = {"bcas_case": "c", "bcas_items_total": "20", "bcas_items_run": "20", "bcas_wall_s": "2",
+             "bcas_run_tokens": "0", "bcas_run_cost": "$0", "bcas_metric": "correct_em", "bcas_accuracy": "0.5",
+             "bcas_ci_low": "0.3", "bcas_ci_high": "0.7", "bcas_n": "20", "bcas_items_note": items_note(20, 50, 30)}  # fmt: skip
+    assert "n=20 (20 of 50 items; 30 held for calibration)" in end_line(props)
+    assert "held" not in items_note(20, 50, 0)
