@@ -221,6 +221,7 @@ class BcasSession:
     def retriever(self, dataset_name: str, rconfig: RetrievalConfig, model: ChatModel | None) -> SearchIndex:
         """The index over ``dataset_name``'s whole collection (or the corpus) that ``rconfig`` searches."""
         from bcas.retrieval import build_retriever
+        from bcas.retrieval.progress import build_notes
 
         if rconfig.scope == "item" and self.corpus() is None:
             raise ValueError(
@@ -246,12 +247,15 @@ class BcasSession:
                 )
             docs = iter(corpus) if corpus is not None else self.collection(dataset_name).documents
             # A corpus is streamed into on-disk indexes; its content hash finds them again unread.
-            self._retrievers[key] = build_retriever(
-                docs,
-                rconfig,
-                model=model if needs_model else None,
-                source_hash=corpus.hash if corpus is not None else None,
-            )
+            # An embedding says what it embeds, about how long, then its progress (bcas.retrieval.progress).
+            where = dataset_name if corpus is None else str(corpus.path)
+            with build_notes(lambda line: self.progress(f"[bcas] {where}: {line}")):
+                self._retrievers[key] = build_retriever(
+                    docs,
+                    rconfig,
+                    model=model if needs_model else None,
+                    source_hash=corpus.hash if corpus is not None else None,
+                )
             speed = getattr(self._retrievers[key], "embed_speed", None)
             if speed:  # this build embedded the collection (a cached one reports nothing)
                 self.progress(
