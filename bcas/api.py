@@ -32,11 +32,10 @@ from bcas.tracking import SINKS, ResultSink, SinkError, open_sinks, publish_all,
 if TYPE_CHECKING:
     import pandas
 
-    from bcas.run.estimate import CaseEstimate
-
     from bcas.gating.plan import GatePlan
     from bcas.gating.report import GateReport
     from bcas.report.summary import Comparison, SummaryRow
+    from bcas.run.estimate import CaseEstimate
     from bcas.run.finalize import GateReporter
     from bcas.run.session import BcasSession
 
@@ -218,7 +217,7 @@ def estimate(
         settings = build_settings(given, Path(root) if root is not None else Path.cwd())
     except OptionError as exc:
         raise _argument_error(exc) from None
-    return estimate_cases(settings, make_plan(settings).cases)
+    return estimate_cases(settings, list(make_plan(settings).cases))
 
 
 def _run(

@@ -278,7 +278,11 @@ for _name, _paper, _searches in (
     ("self_ask", "Press et al. 2023, Self-Ask (Findings of EMNLP 2023)", "budget"),
 ):
     METHODS.register(
-        _name, f"bcas.methods.builtin:{_name}", paper=_paper, searches=_searches, shape=f"bcas.methods.builtin:{_name}_shape"
+        _name,
+        f"bcas.methods.builtin:{_name}",
+        paper=_paper,
+        searches=_searches,
+        shape=f"bcas.methods.builtin:{_name}_shape",
     )
     RUN_KINDS.register(
         _name,

@@ -71,29 +71,37 @@ def lines(estimates: list[CaseEstimate], settings: Any) -> list[str]:
     if reranked:
         out.append(
             "  note: the llm reranker asks the model once per candidate: "
-            + ", ".join(str(n) for n in reranked) + " calls per search, in the re-ranking cases' calls"
+            + ", ".join(str(n) for n in reranked)
+            + " calls per search, in the re-ranking cases' calls"
         )
     judged = sum(e.judge_calls for e in cases)
     if judged:
         out.append(f"  plus {judged:,.0f} judge calls ({settings.judge}), priced and timed apart")
     speeds = sorted({f"{e.model}: {e.speed}" for e in estimates if e.items})
-    out.append("  wall time from " + ("; ".join(speeds) or "nothing") + (
-        " (unknown: no measured speed; run a few items first and their records become the basis)"
-        if any(e.wall is None for e in estimates) else ""
-    ))
+    out.append(
+        "  wall time from "
+        + ("; ".join(speeds) or "nothing")
+        + (
+            " (unknown: no measured speed; run a few items first and their records become the basis)"
+            if any(e.wall is None for e in estimates)
+            else ""
+        )
+    )
 
     def total(rows: list[CaseEstimate], name: str) -> str:
         priced = [e.cost for e in rows if e.cost is not None]
         unknown = [e.case_id for e in rows if e.cost is None]
         walls = [e.wall for e in rows]
         wall = (
-            "unknown" if any(w is None for w in walls)
+            "unknown"
+            if any(w is None for w in walls)
             else f"{_duration(sum(w[0] for w in walls if w))}-{_duration(sum(w[1] for w in walls if w))}"
         )
         return (
             f"{name}: {sum(e.items for e in rows)} items, {sum(e.calls for e in rows):,.0f} calls, "
             f"{sum(e.tokens_in for e in rows):,.0f} tokens in, {sum(e.tokens_out for e in rows):,.0f} "
-            f"tokens out, cost ${sum(priced):.6f}" + (f" + {len(unknown)} case(s) of unknown cost" if unknown else "")
+            f"tokens out, cost ${sum(priced):.6f}"
+            + (f" + {len(unknown)} case(s) of unknown cost" if unknown else "")
             + f", wall {wall}"
         )
 

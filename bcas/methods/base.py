@@ -357,7 +357,9 @@ def method_shape(name: str, config: RunConfig) -> CallShape:
         return shape
     kind = METHODS.meta(name, "searches", "budget") if name in METHODS else "budget"
     limit = config.budget.max_searches
-    searches = 0 if kind == "none" or limit == 0 else 1 if kind == "one" else ASSUMED_SEARCHES if limit is None else limit
+    searches = (
+        0 if kind == "none" or limit == 0 else 1 if kind == "one" else ASSUMED_SEARCHES if limit is None else limit
+    )
     return CallShape(
         calls=float(searches) + 1, calls_min=1, searches=float(searches), searches_min=0,
         out_tokens=float(config.budget.max_total_tokens), passages=float(searches * config.retrieval.k),

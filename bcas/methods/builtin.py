@@ -298,7 +298,9 @@ def _self_ask_step(run: MethodRun, text: str) -> tuple[str, str]:
 
 def _answer_cap(config: RunConfig) -> float:
     b = config.budget
-    return float(b.max_total_tokens if b.per_turn_max_tokens is None else min(b.per_turn_max_tokens, b.max_total_tokens))
+    return float(
+        b.max_total_tokens if b.per_turn_max_tokens is None else min(b.per_turn_max_tokens, b.max_total_tokens)
+    )
 
 
 def _budget_cap(config: RunConfig, calls: float) -> float:

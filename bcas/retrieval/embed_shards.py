@@ -133,7 +133,9 @@ def embed_resumable(
                 parts.append(np.asarray(embedder.encode(piece, batch_size=batch_size), dtype=np.float32))
                 said.update(len(piece))
                 at += len(piece)
-            vectors = np.ascontiguousarray(np.concatenate(parts) if parts else np.zeros((0, meta["dim"])), dtype=np.float32)
+            vectors = np.ascontiguousarray(
+                np.concatenate(parts) if parts else np.zeros((0, meta["dim"])), dtype=np.float32
+            )
             if vectors.shape != (len(block), meta["dim"]):
                 raise ValueError(f"embedder {embedder.name!r} returned shape {vectors.shape} for {len(block)} texts")
             tmp = work / f".{shard_name(first)}.tmp"

@@ -67,7 +67,9 @@ class EmbedProgress:
         self.first = int(done)
         self.announced = False
         self.next_tenth = 1
-        note(f"{what}: {self.total - self.first:,} chunks to embed" + (f" ({self.first:,} done before)" if done else ""))
+        note(
+            f"{what}: {self.total - self.first:,} chunks to embed" + (f" ({self.first:,} done before)" if done else "")
+        )
 
     def rate(self) -> float | None:
         spent = self.clock() - self.started

@@ -339,7 +339,9 @@ def _speeds(sess: Any, settings: Any, cases: list[Any]) -> dict[str, Speed]:
         if label in out:
             continue
         fingerprint = sess.fingerprint(case.model)
-        measured = speed_of_records(by_model.get(label, []), f"{len(by_model.get(label, []))} records in the run folder")
+        measured = speed_of_records(
+            by_model.get(label, []), f"{len(by_model.get(label, []))} records in the run folder"
+        )
         if measured is None and is_test_double(fingerprint):
             measured = Speed("mock: instant", INSTANT, (0.0, 0.05), HARNESS_S)
         if measured is None and settings.cache and not cache_disabled_by_env():

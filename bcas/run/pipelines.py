@@ -21,12 +21,12 @@ from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from bcas.callshape import CallShape
 from bcas.grading import score_prediction
 from bcas.identity import epoch_seed
 from bcas.llm.base import ModelError
 from bcas.llm.cache import tally
 from bcas.records import Answer, AnswerIdentity, Grades, Record, build_record
-from bcas.callshape import CallShape
 from bcas.registry import ROUTED_METHOD, RUN_KINDS, RegistryError, documents_needed
 from bcas.run.settings import Case, ModelSpec, Settings
 

@@ -75,7 +75,11 @@ def run(folder: Path, more: list[str], select: str | None) -> tuple[int, float, 
 
 def keywords(more: list[str]) -> dict[str, Any]:
     """:func:`bcas.estimate`'s keywords for the command-line options ``more``."""
-    pairs = {flag: more[i + 1] for i, flag in enumerate(more[:-1]) if flag.startswith("--") and not more[i + 1].startswith("--")}
+    pairs = {
+        flag: more[i + 1]
+        for i, flag in enumerate(more[:-1])
+        if flag.startswith("--") and not more[i + 1].startswith("--")
+    }
     out: dict[str, Any] = {"no_cache": True}
     if "--bcas-datasets" in pairs:
         out["datasets"] = pairs["--bcas-datasets"].split(",")
@@ -95,7 +99,10 @@ def actual(folder: Path, since: float) -> dict[str, dict[str, float]]:
     out = {}
     for case, recs in rows.items():
         ends = [float(r["created_at"]) for r in recs]
-        starts = [float(r["created_at"]) - float((r.get("timing") or {}).get("item_s") or r.get("latency_s") or 0) for r in recs]
+        starts = [
+            float(r["created_at"]) - float((r.get("timing") or {}).get("item_s") or r.get("latency_s") or 0)
+            for r in recs
+        ]
         out[case] = {
             "items": len(recs),
             "calls": sum(r["llm_calls"] for r in recs),

@@ -151,7 +151,9 @@ def test_quiet_shows_no_progress_but_keeps_the_summary(project: pytest.Pytester)
     result = project.runpytest_subprocess(*RUN, "--bcas-report", str(project.path / "quiet"), "-q")
     result.assert_outcomes(passed=2)
     out = result.stdout.str()
-    assert not [line for line in out.splitlines() if LIVE.match(line)] and not [line for line in result.outlines if line.startswith("[bcas]")]
+    assert not [line for line in out.splitlines() if LIVE.match(line)] and not [
+        line for line in result.outlines if line.startswith("[bcas]")
+    ]
     assert "bcas summary" in out and any(line.startswith("brief ") for line in result.outlines)
     assert Path(project.path / "quiet" / "records.jsonl").is_file()
 
