@@ -40,7 +40,7 @@ from typing import Any
 
 from bcas.callshape import CallShape
 from bcas.registry import per_item
-from bcas.run.pipelines import run_kind
+from bcas.run.pipelines import run_kind, whole_case_kind
 
 PROMPT_TOKENS = 400
 """Tokens of a prompt's instructions (system prompt, format), a stated assumption."""
@@ -277,7 +277,8 @@ def estimate(settings: Any, cases: list[Any]) -> list[CaseEstimate]:
                 whole = sess.collection(case.dataset)
                 pool = 10**9 if settings.corpus else sum(len(it.documents) for it in whole.items)
                 if not per_item(case.entry.kind):
-                    items = list(sess.calibration(case.dataset, config.assess.calibration_n).items)
+                    count = whole_case_kind(case.entry.kind).whole_items(sess, case, config)
+                    items = list(sess.calibration(case.dataset, config.assess.calibration_n).items)[:count]
                     est.whole = est.calibration = True
                 else:
                     items = [it for it, _ in plan.todo]

@@ -153,10 +153,6 @@ class WholeCaseKind(RunKind, ABC):
     def whole_items(self, session: KindSession, case: Case, config: RunConfig) -> int:
         """How many items the case covers (for the cost estimate)."""
 
-    @abstractmethod
-    async def rehearse(self, session: KindSession, case: Case, config: RunConfig, model: ChatModel) -> None:
-        """Run the case against ``model`` writing nothing (the cost estimate replays it)."""
-
 
 def run_kind(name: str) -> RunKind:
     """The registered run kind ``name`` (an unknown name raises, listing the registered ones)."""
@@ -313,9 +309,6 @@ class RscKind(WholeCaseKind):
         ds = session.calibration(case.dataset, config.assess.calibration_n)
         retriever = session.retriever(case.dataset, config.retrieval, model) if self.needs_retriever(config) else None
         return await rsc.probe_run(model, list(ds.items), retriever, config, task=ds.task)
-
-    async def rehearse(self, session: KindSession, case: Case, config: RunConfig, model: ChatModel) -> None:
-        await self._probe(session, case, config, model)
 
     async def run_whole(self, session: KindSession, case: Case, config: RunConfig) -> tuple[int, int, list[str]]:
         from bcas.run.rsc_files import RSC_DIR, write_probe

@@ -17,10 +17,12 @@ and the estimate and the run then cover the other items.  ``--warmup 0`` shows t
 estimate from the call structure alone (the budgets' bound for a stepwise method).
 
     python benchmarks/perf/bench_estimate.py [--grids smoke,baselines,madara] [--models mock:gold,embedded]
-        [--items 2] [--datasets hotpotqa,conflictqa] [--select EXPR] [--write-docs]
+        [--items 2] [--datasets hotpotqa,conflictqa] [--select EXPR] [--write-docs] [--section NAME]
 
+Each grid runs on one dataset of each kind (:data:`DATASETS`) unless ``--datasets`` says.
 ``--write-docs`` writes the table, the commands, the wall time and the load before and after
-into docs/measured.md (section ``estimate-vs-run``).
+into docs/measured.md (section ``--section``, one per model: ``estimate-vs-run-mock``,
+``estimate-vs-run-embedded``).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ from bench_latency import short_commit, write_section  # noqa: E402
 import bcas  # noqa: E402
 
 TARGET = 0.15  # estimated calls within 15% of the actual
+DATASETS = {"smoke": "hotpotqa,conflictqa", "baselines": "hotpotqa", "madara": "conflictqa"}
+"""Each grid's datasets unless ``--datasets`` names others: one of each kind, to keep the runs short."""
 
 
 def load() -> str:
@@ -167,11 +171,12 @@ def main() -> int:
     parser.add_argument("--grids", default="smoke,baselines,madara")
     parser.add_argument("--models", default="mock:gold,embedded")
     parser.add_argument("--items", type=int, default=2, help="items the estimate and the run cover per dataset")
-    parser.add_argument("--datasets", default=None, help="--bcas-datasets for every grid (default: each grid's own)")
+    parser.add_argument("--datasets", default=None, help="--bcas-datasets for every grid (default: DATASETS)")
     parser.add_argument("--calibration-n", type=int, default=4, help="the routed pipeline's calibration items")
     parser.add_argument("--warmup", type=int, default=1, help="items run first, the estimate's basis (0: none)")
     parser.add_argument("--select", default=None, help="pytest -k expression of the cases (e.g. 'not hs')")
     parser.add_argument("--write-docs", action="store_true", help="write the table into docs/measured.md")
+    parser.add_argument("--section", default="estimate-vs-run", help="docs/measured.md section (one per model)")
     args = parser.parse_args()
     facts: dict[str, Any] = {"before": load(), "commit": short_commit(), "date": datetime.date.today().isoformat()}
     table = list(HEAD)
@@ -182,9 +187,10 @@ def main() -> int:
             folder = Path(tempfile.mkdtemp(prefix=f"bench-estimate-{grid}-")) / "run"
             warm = args.warmup
             total = warm + args.items
-            more = options(grid, model, total, args.datasets, args.calibration_n)
+            datasets = args.datasets or DATASETS.get(grid)
+            more = options(grid, model, total, datasets, args.calibration_n)
             if warm:
-                run(folder, options(grid, model, warm, args.datasets, args.calibration_n), args.select)
+                run(folder, options(grid, model, warm, datasets, args.calibration_n), args.select)
             t0 = time.perf_counter()
             rows = bcas.estimate(grid, model, limit=total, out=str(folder), root=str(REPO), **keywords(more))
             est_s = time.perf_counter() - t0
@@ -206,8 +212,8 @@ def main() -> int:
             f"calibration {args.calibration_n} items; {facts['wall_s']} s in all; before: {facts['before']}; "
             f"after: {facts['after']}. Runs: " + "; ".join(commands)
         )
-        write_section("<!-- estimate-vs-run:begin -->", "<!-- estimate-vs-run:end -->",
-                      head + "\n\n" + "\n".join(table), "The estimate against the run")  # fmt: skip
+        write_section(f"<!-- {args.section}:begin -->", f"<!-- {args.section}:end -->",
+                      head + "\n\n" + "\n".join(table), f"The estimate against the run ({args.models})")  # fmt: skip
     return 0
 
 
