@@ -17,7 +17,7 @@ within the token budget (an upper bound).  Cost: the run's price sheet on those 
 
 Wall time, a range, from measured speed (:class:`Speed`): the run folder's records of
 the model (each call's and each search's measured time; the 10th to 90th percentile of a
-call), else the generation cache's recorded latencies of the model's calls, else, for
+call, half the fastest to twice the slowest below :data:`FEW_CALLS` calls), else the generation cache's recorded latencies of the model's calls, else, for
 the ``mock`` backend, near zero (:data:`INSTANT`); otherwise unknown (run a few items
 first: their records become the basis).  A case's range is
 
@@ -121,9 +121,15 @@ def _documents(config: Any, mean_docs: float) -> float:
     return float(min(mean_docs, assess.n_docs))
 
 
+FEW_CALLS = 20
+"""Below this many measured times the range is half the fastest to twice the slowest: a few calls
+on a shared machine measure little (a stated rule of the estimate)."""
+
+
 def _percentiles(values: list[float]) -> tuple[float, float]:
-    if len(values) == 1:
-        return values[0], values[0]
+    """The 10th to 90th percentile of ``values``; with fewer than :data:`FEW_CALLS`, widened."""
+    if len(values) < FEW_CALLS:
+        return min(values) / 2, max(values) * 2
     qs = statistics.quantiles(values, n=10, method="inclusive")
     return qs[0], qs[-1]
 

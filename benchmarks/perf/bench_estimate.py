@@ -218,11 +218,12 @@ def main() -> int:
 
 
 def _selected(case_id: str, expr: str) -> bool:
-    """A rough reading of a ``-k`` expression for the estimate's rows: 'not X' drops ids containing X."""
+    """A rough reading of a ``-k`` expression for the estimate's rows: 'not X' drops ids containing X;
+    'A or B' keeps ids containing either."""
     words = expr.split()
     if len(words) == 2 and words[0] == "not":
         return words[1] not in case_id
-    return expr in case_id
+    return any(part.strip() in case_id for part in expr.split(" or "))
 
 
 if __name__ == "__main__":
