@@ -207,8 +207,9 @@ def main() -> int:
     print(f"before: {facts['before']}; after: {facts['after']}")
     if args.write_docs:
         head = (
-            f"`bench_estimate.py` at {facts['commit']}, {facts['date']}: {args.items} items per dataset after "
-            f"{args.warmup} warm-up item(s) (the estimate's basis of speed and of where a stepwise method stops), "
+            f"`bench_estimate.py` at {facts['commit']}, {facts['date']}: the estimate, then the run, of "
+            f"--bcas-limit {args.warmup + args.items} (the items a {args.warmup}-item warm-up run did not record; "
+            "its records are the estimate's basis of speed and of where a stepwise method stops), "
             f"calibration {args.calibration_n} items; {facts['wall_s']} s in all; before: {facts['before']}; "
             f"after: {facts['after']}. Runs: " + "; ".join(commands)
         )
