@@ -5,8 +5,9 @@ the estimate (:func:`bcas.estimate`, the rows ``--bcas-estimate`` prints) of a f
 into a fresh run folder, then the run itself (``pytest benchmarks --bcas-grid G ...
 --bcas-no-cache``, every answer generated), then per case the ratio estimate / actual of
 model calls, searches and tokens (prompt, completion), and whether the wall-time range
-holds the case's actual wall time (from its records: the first item's start to the last
-item's end).  The calibration probe (the routed MADARA pipeline's, on ``--calibration-n``
+holds the case's actual wall time (from its records, as the latency line's items/min counts
+it: the items' submission, ``timing.batch_start``, to the last answer, ``timing.finished_at``;
+a case's set-up before its items, an index opened, is in neither).  The calibration probe (the routed MADARA pipeline's, on ``--calibration-n``
 items: 4 by default, to keep the probe small; the grids' own is 100) is a row of its own,
 compared with the probe's calls in ``rsc/*.calls.jsonl``.
 
@@ -102,11 +103,10 @@ def actual(folder: Path, since: float) -> dict[str, dict[str, float]]:
             rows[f"{r['model']}-{r['dataset']}-{r['label']}"].append(r)
     out = {}
     for case, recs in rows.items():
-        ends = [float(r["created_at"]) for r in recs]
-        starts = [
-            float(r["created_at"]) - float((r.get("timing") or {}).get("item_s") or r.get("latency_s") or 0)
-            for r in recs
-        ]
+        # the items' span, as the latency line's items/min counts it: their submission to the last answer
+        timing = [r.get("timing") or {} for r in recs]
+        ends = [float(t.get("finished_at") or r["created_at"]) for t, r in zip(timing, recs, strict=True)]
+        starts = [float(t.get("batch_start") or r["created_at"]) for t, r in zip(timing, recs, strict=True)]
         out[case] = {
             "items": len(recs),
             "calls": sum(r["llm_calls"] for r in recs),
