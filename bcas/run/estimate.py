@@ -147,13 +147,13 @@ def speed_of_records(records: list[Any], source: str) -> Speed | None:
         searches.extend(float(s) for s in timing.get("search_times") or [])
         if timing.get("harness_s") is not None:
             harness.append(float(timing["harness_s"]))
-    if not calls:
+    if not calls and not harness:
         return None
     calls.sort(), searches.sort(), harness.sort()
     # Per item, the harness's share up to the slowest measured (the first item of a process opens the index).
     return Speed(
         source,
-        _percentiles(calls),
+        _percentiles(calls) if calls else INSTANT,  # no call timed: a test double's (the mock's) instant calls
         _percentiles(searches) if searches else UNMEASURED_SEARCH_S,
         (0.0, max(harness)) if harness else HARNESS_S,
     )
