@@ -161,7 +161,7 @@ def compare(grid: str, model: str, rows: list[Any], measured: dict[str, dict[str
 
 HEAD = [
     "| grid | model | case | items | calls est / actual (within 15%) | searches est/actual | prompt tokens est/actual "
-    "| completion tokens est/actual (a cap) | wall range holds the actual | expected calls from |",
+    "| completion tokens est/actual | wall range holds the actual | expected calls from |",
     "|---|---|---|---|---|---|---|---|---|---|",
 ]
 
