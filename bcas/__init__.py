@@ -1,8 +1,8 @@
 """bcas: an evaluation suite for budgeted agentic retrieval-augmented generation.
 
 Two front doors run the same engine (:mod:`bcas.run`): the pytest plugin
-(``pytest benchmarks --bcas-grid smoke``) and :func:`bcas.evaluate`.  Importing
-``bcas`` loads neither: ``evaluate`` is imported on first use.
+(``pytest benchmarks --bcas-grid smoke``) and :func:`bcas.evaluate` (:func:`bcas.estimate`: what
+it would spend, without running it).  Importing ``bcas`` loads neither: both are imported on first use.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from bcas.api import Results, evaluate
+    from bcas.api import Results, estimate, evaluate
 
-__all__ = ["Results", "evaluate"]
+__all__ = ["Results", "estimate", "evaluate"]
 
 
 def __getattr__(name: str) -> object:

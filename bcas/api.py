@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from bcas.gating.plan import GatePlan
     from bcas.gating.report import GateReport
     from bcas.report.summary import Comparison, SummaryRow
+    from bcas.run.estimate import CaseEstimate
     from bcas.run.finalize import GateReporter
     from bcas.run.session import BcasSession
 
@@ -193,6 +194,30 @@ def evaluate(
         # the option's name as this call's keyword; the command line's own hint does not apply here
         raise ValueError(str(exc).split("; write --bcas-")[0].replace("--bcas-", "")) from None
     return _run(settings, given, plan, progress, opened)
+
+
+def estimate(
+    grids: str | Sequence[str] = ("smoke",),
+    models: str | Sequence[str] | None = None,
+    datasets: str | Sequence[str] | None = None,
+    *,
+    limit: int | str | None = None,
+    out: str | os.PathLike[str] | None = None,
+    root: str | os.PathLike[str] | None = None,
+    **options: RawValue,
+) -> list[CaseEstimate]:
+    """What :func:`evaluate` with the same arguments would spend, without running it: per case
+    (and per calibration probe, marked ``calibration``) its items, model calls, searches, tokens,
+    cost and wall-time range (:mod:`bcas.run.estimate`; ``--bcas-estimate`` prints the same rows).
+    No model is loaded, no index built, nothing written."""
+    from bcas.run.estimate import estimate as estimate_cases
+
+    given = raw_options(grids, models, datasets, limit, out, dict(options))
+    try:
+        settings = build_settings(given, Path(root) if root is not None else Path.cwd())
+    except OptionError as exc:
+        raise _argument_error(exc) from None
+    return estimate_cases(settings, list(make_plan(settings).cases))
 
 
 def _run(

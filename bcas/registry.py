@@ -268,7 +268,8 @@ METHODS: Registry[Any] = Registry("method")
 Each is also a run kind of the same name (one :func:`bcas.methods.register_method` call
 registers both), answered through :data:`bcas.run.pipelines.METHOD`.  Metadata: ``paper``
 (the citation), ``searches`` (``"none"``, ``"one"`` or ``"budget"``: what it spends of
-``max_searches``)."""
+``max_searches``), ``shape`` (its call structure for the estimate, ``RunConfig -> bcas.callshape.CallShape``,
+an object or a lazy ``"module:attr"``)."""
 for _name, _paper, _searches in (
     ("closed_book", "FlashRAG naive generation (Jin et al. 2024): the model alone", "none"),
     ("retrieve_read", "Lewis et al. 2020, retrieval-augmented generation: retrieve once, then read", "one"),
@@ -276,7 +277,13 @@ for _name, _paper, _searches in (
     ("ircot", "Trivedi et al. 2023, IRCoT (ACL 2023)", "budget"),
     ("self_ask", "Press et al. 2023, Self-Ask (Findings of EMNLP 2023)", "budget"),
 ):
-    METHODS.register(_name, f"bcas.methods.builtin:{_name}", paper=_paper, searches=_searches)
+    METHODS.register(
+        _name,
+        f"bcas.methods.builtin:{_name}",
+        paper=_paper,
+        searches=_searches,
+        shape=f"bcas.methods.builtin:{_name}_shape",
+    )
     RUN_KINDS.register(
         _name,
         "bcas.run.pipelines:METHOD",

@@ -50,7 +50,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bcas.assess.agents import AssessDocument, Assessment, score_documents
+from bcas.assess.agents import AGENTS, AssessDocument, Assessment, score_documents
 from bcas.assess.aggregate import (
     atf_filter,
     order_best_first,
@@ -63,11 +63,13 @@ from bcas.assess.generate import SCORING_FOR_TASK, generate_answer, task_of
 from bcas.assess.pde import extract_per_document, random_subset, vote
 from bcas.assess.router import RoutingDecision
 from bcas.assess.usage import Ledger, Usage
+from bcas.callshape import CallShape
 from bcas.config import AssessConfig, RunConfig
 from bcas.grading import score_prediction, strict_exact_match
 from bcas.llm.base import ChatModel, ModelError
 from bcas.llm.usage import metering
 from bcas.records import Answer, AnswerIdentity, Grades, Record, build_record
+from bcas.registry import ROUTED_METHOD as ROUTED
 from bcas.registry import TREATMENTS, routed_modes
 
 # --------------------------------------------------------------------------- treatments
@@ -217,6 +219,60 @@ async def _pde_random(ctx: TreatmentContext) -> TreatmentOutcome:
     selected = random_subset(len(ctx.documents), ctx.config.k, ctx.seed)
     winner, candidates, groups = await _extract_and_vote(ctx, selected, None)
     return TreatmentOutcome(winner, "", selected, None, None, candidates, {"vote_groups": groups})
+
+
+# --------------------------------------------------------------------------- call structures
+
+_SCORED = ("3-agent", "cot", "sda", "sda-cot", "rrf", "atf")  # 3 agents x m documents, then one generation
+_VOTED = ("pde", "pde-unif")  # 3 agents x m documents, then one extraction per top-k document
+
+
+def treatment_shape(method: str, cfg: AssessConfig, documents: float) -> CallShape:
+    """The calls of treatment ``method`` on an item of ``documents`` gathered documents (the
+    estimate's, :mod:`bcas.callshape`), from the structure above: ``nf`` one generation over
+    :func:`nf_count` documents; the scored treatments three assessment agents per document
+    (one call each) and the generation over the k chosen; PDE one extraction per chosen
+    document; ``pde-random`` its k extractions alone; the routed pipeline (``madara``)
+    as the treatment the router picks, between the cheapest and the dearest it can pick.
+    A treatment registered with a ``shape`` metadata (``(AssessConfig, documents) -> CallShape``)
+    gives its own; one without is assumed to assess every document and generate once."""
+    m = float(documents)
+    agents = float(len(AGENTS))
+    k = float(min(cfg.k, documents))
+    score_cap = float(cfg.max_tokens if method in ("cot", "sda-cot") else cfg.score_max_tokens)
+    answer_cap = float(cfg.answer_max_tokens)
+    searches = 1.0 if cfg.doc_source == "retrieval" else 0.0
+    if method == ROUTED:
+        routes = [treatment_shape(name, cfg, documents) for name in routed_modes().values()]
+        dear = max(routes, key=lambda r: r.calls)
+        cheap = min(routes, key=lambda r: r.calls)
+        return CallShape(
+            calls=dear.calls, calls_min=cheap.calls, searches=searches, out_tokens=dear.out_tokens,
+            passages=dear.passages, note="the route the RSC profile picks decides",
+        )  # fmt: skip
+    if method == "nf":
+        shown = float(nf_count(cfg, int(documents)))
+        return CallShape(calls=1, searches=searches, out_tokens=answer_cap, passages=shown)
+    if method in _SCORED:
+        return CallShape(
+            calls=agents * m + 1, searches=searches, out_tokens=agents * m * score_cap + answer_cap,
+            passages=agents * m + k,
+        )  # fmt: skip
+    if method in _VOTED:
+        return CallShape(
+            calls=agents * m + k, searches=searches, out_tokens=agents * m * score_cap + k * answer_cap,
+            passages=agents * m + k,
+        )  # fmt: skip
+    if method == "pde-random":
+        return CallShape(calls=k, searches=searches, out_tokens=k * answer_cap, passages=k)
+    declared = TREATMENTS.meta(method, "shape") if method in TREATMENTS else None
+    if callable(declared):
+        shape: CallShape = declared(cfg, documents)
+        return shape
+    return CallShape(
+        calls=agents * m + 1, searches=searches, out_tokens=agents * m * score_cap + answer_cap,
+        passages=agents * m + k, note=f"{method} declares no call structure: assessed and generated as 3-Agent",
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- records

@@ -3,14 +3,14 @@
 For sizing an array before it is submitted: the estimate plans every item of the run
 (not only one shard's) and splits it as the shards will (:func:`bcas.shard.shard_number`
 of each item id; a whole-case kind on the shard of its case id).  A shard's calls are
-its items' replayed calls, an item that could not be replayed counting the mean of its
-case.  Its wall time is, case after case (a session runs its cases one after another),
+its items' expected calls (each case's call structure, :mod:`bcas.run.estimate`).  Its
+wall time is, case after case (a session runs its cases one after another),
 
     calls of the case on the shard x measured latency per call / items in flight
 
 with items in flight ``min(--bcas-concurrency, items of the case on the shard)``, and
-the latency per call the mean over the model's replayed calls (a cache hit keeps the
-latency measured when its result was produced; an asked test double, its own).  It
+the latency per call the middle of the model's measured range (the run folder's records,
+else the generation cache's recorded latencies; the mock backend's, near zero).  It
 leaves out what a process spends outside model calls (start, indexes, grading), and a
 server shared by many shards answers slower than it did alone: read it as a lower bound.
 """
@@ -35,7 +35,7 @@ class ShardEstimate:
 
 
 def per_call_latency(estimates: Sequence[Any]) -> dict[str, float]:
-    """Mean measured latency of one call, per model, over its replayed calls."""
+    """Mean measured latency of one call, per model, over its estimated calls."""
     sums: dict[str, list[float]] = {}
     for est in estimates:
         entry = sums.setdefault(est.model, [0.0, 0.0])

@@ -38,6 +38,7 @@ from typing import Any
 import pytest
 
 from bcas.harness import state
+from bcas.metrics.latency import per_minute
 from bcas.records.case_status import MARKS
 from bcas.run.cost import cost_text, record_spend
 from bcas.run.exports import case_result
@@ -96,7 +97,7 @@ class CaseStats:
         else:
             self.cost += cost
 
-    def rate(self, now: float) -> float | None:
+    def rate(self, now: float) -> float | None:  # items per second, for the ETA
         """Items per second since the first item finished (``None`` before a second one has).
 
         Not from the case's start: the first item carries the one-off costs (an index read,
@@ -111,7 +112,7 @@ class CaseStats:
         left = max(0, self.total - self.resumed - self.done)
         parts = [
             f"{self.resumed + self.done}/{self.total} items",
-            f"{rate:.2f} items/s" if rate else "- items/s",
+            f"{per_minute(rate, 1.0) or 0:.1f} items/min" if rate else "- items/min",
             ("stopped at the cost cap" if self.stopped else f"ETA {format_duration(left / rate)}" if rate else "ETA ?"),
             f"{format_tokens(self.tokens)} tokens",
             cost_text(self.cost, self.unpriced, self.priced),
@@ -411,13 +412,18 @@ def end_line(props: dict[str, Any], gateway: Any = None) -> str:
     resumed = int(props.get("bcas_items_resumed") or 0)
     total, ran = int(props.get("bcas_items_total") or 0), int(props.get("bcas_items_run") or 0)
     wall = float(props.get("bcas_wall_s") or 0.0)
-    rate = f", {ran / wall:.2f} items/s" if ran and wall > 0 else ""
+    # The latency line's items/min (its records' answers over their own span); the case's wall time
+    # beside it also holds its set-up (an index build), which is no throughput.
+    per_min = props.get("bcas_items_per_min")
+    rate = f", {float(per_min):.1f} items/min" if per_min else ""
     tail = f" ({resumed} already recorded)" if resumed else ""
+    # fewer items than the file holds, and why, beside the n
+    of_file = f" ({props['bcas_items_note']})" if props.get("bcas_items_note") else ""
     acc = props.get("bcas_accuracy")
     score = (
         (
             f"; {props.get('bcas_metric')} {float(acc) * 100:.1f}% [{float(props['bcas_ci_low']) * 100:.1f}, "
-            f"{float(props['bcas_ci_high']) * 100:.1f}] n={props.get('bcas_n')}"
+            f"{float(props['bcas_ci_high']) * 100:.1f}] n={props.get('bcas_n')}{of_file}"
         )
         if acc not in (None, "")
         else ""

@@ -42,6 +42,7 @@ from typing import Any, Protocol
 from bcas.agent.budget import BudgetLedger, Step
 from bcas.agent.protocol import answer_schema, find_json_object, parse_answer
 from bcas.agent.window import ContextFull, ContextWindow
+from bcas.callshape import CallShape
 from bcas.config import RunConfig
 from bcas.items import Item
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, split_reasoning
@@ -49,6 +50,7 @@ from bcas.llm.usage import metering
 from bcas.prompts import prompt_template
 from bcas.records import Answer
 from bcas.registry import METHODS, RUN_KINDS
+from bcas.timing import timed_search
 
 METHOD_STOP_REASONS = ("answered", "max_searches", "max_total_tokens", "max_steps", "context_window", "error")
 """Why a method stopped (each method's docstring says which it uses):
@@ -147,7 +149,7 @@ class MethodRun:
             raise MethodError(f"{self.name} asked for search #{self.ledger.searches_used + 1} beyond max_searches")
         query = " ".join(query.split()) or " ".join(self.item.question.split())
         try:
-            with metering() as meter:  # a reranker's model calls, made for this item
+            with metering() as meter, timed_search():  # timed as the loop's searches; a reranker's calls are model time
                 asearch = getattr(self.retriever, "asearch", None)
                 if asearch is not None:
                     hits = list(await asearch(query, k=None, exclude_ids=tuple(exclude)))
@@ -308,21 +310,23 @@ def register_method(
     paper: str = "",
     searches: str = "budget",
     prompts: tuple[str, ...] = (),
+    shape: Callable[[RunConfig], CallShape] | str | None = None,
 ) -> Any:
     """Register a method and its run kind of the same name (one call; a decorator without ``method``).
 
     ``prompts``: the folders of its own prompt templates (absolute, or relative to the bcas
     package), hashed into its answers' identity with the shared ones (``SHARED_PROMPTS``); ``paper``: its citation; ``searches``:
-    ``"none"``, ``"one"`` or ``"budget"``.
+    ``"none"``, ``"one"`` or ``"budget"``; ``shape``: its call structure for ``--bcas-estimate``
+    (``RunConfig -> CallShape``, :func:`method_shape`; without one the estimate assumes the budget's bound).
     """
     if method is None:
 
         def decorate(fn: Method) -> Method:
-            register_method(name, fn, paper=paper, searches=searches, prompts=prompts)
+            register_method(name, fn, paper=paper, searches=searches, prompts=prompts, shape=shape)
             return fn
 
         return decorate
-    METHODS.register(name, method, paper=paper, searches=searches)
+    METHODS.register(name, method, paper=paper, searches=searches, shape=shape)
     RUN_KINDS.register(
         name,
         "bcas.run.pipelines:METHOD",
@@ -332,3 +336,32 @@ def register_method(
         budgeted=searches == "budget",
     )
     return method
+
+
+ASSUMED_SEARCHES = 3
+"""Searches an item of a method that declares no call structure is assumed to make under
+unlimited searches (a stated assumption of the estimate)."""
+
+
+def method_shape(name: str, config: RunConfig) -> CallShape:
+    """The call structure of method ``name`` under ``config`` (its registered ``shape``); a method
+    registered without one is assumed to search as its ``searches`` metadata says and answer once."""
+    declared = METHODS.meta(name, "shape") if name in METHODS else None
+    if isinstance(declared, str):
+        import importlib
+
+        module, _, attr = declared.partition(":")
+        declared = getattr(importlib.import_module(module), attr)
+    if callable(declared):
+        shape: CallShape = declared(config)
+        return shape
+    kind = METHODS.meta(name, "searches", "budget") if name in METHODS else "budget"
+    limit = config.budget.max_searches
+    searches = (
+        0 if kind == "none" or limit == 0 else 1 if kind == "one" else ASSUMED_SEARCHES if limit is None else limit
+    )
+    return CallShape(
+        calls=float(searches) + 1, calls_min=1, searches=float(searches), searches_min=0,
+        out_tokens=float(config.budget.max_total_tokens), passages=float(searches * config.retrieval.k),
+        note=f"{name} declares no call structure: one call per search and the answer assumed",
+    )  # fmt: skip

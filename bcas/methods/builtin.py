@@ -19,6 +19,8 @@ from bcas.agent.protocol import (
     QUERY_MAX_CHARS,
     parse_answer,
 )
+from bcas.callshape import CallShape
+from bcas.config import RunConfig
 from bcas.methods.base import MethodRun, TokensSpent
 
 UNLIMITED_ROUNDS = 3
@@ -34,6 +36,7 @@ REASONING_MAX_CHARS = 600
 _ANSWER_IS = re.compile(r"answer is", re.IGNORECASE)
 _FOLLOW_UP = re.compile(r"follow[ -]?up\s*:\s*(?P<q>.+)", re.IGNORECASE)
 _FINAL = re.compile(r"final answer is\s*:?\s*(?P<a>.+)", re.IGNORECASE)
+_YES_NO = re.compile(r"\s*(?:are follow up questions needed here\s*:\s*)?\b(yes|no)\b\.?", re.IGNORECASE)
 _INTERMEDIATE = re.compile(r"intermediate answer\s*:\s*(?P<a>.+)", re.IGNORECASE)
 
 
@@ -183,45 +186,62 @@ async def ircot(run: MethodRun) -> str:
 
 async def self_ask(run: MethodRun) -> str:
     """Self-Ask with a search engine (Press et al. 2023, "Measuring and Narrowing the Compositionality
-    Gap in Language Models", §3-§4): the model asks itself follow-up questions; each follow-up goes
-    to the search tool and its intermediate answer is added to the prompt; it ends with "So the final
-    answer is".  Our search tool returns passages, not an answer box, so the model reads the
-    follow-up's passages into its intermediate answer (one more call).
+    Gap in Language Models", §3-§4): the prompt ends "Are follow up questions needed here:" and the
+    model writes Yes or No (Figure 3); after No it gives the final answer at once; after Yes it asks
+    itself follow-up questions, each goes to the search tool and its intermediate answer is added to
+    the prompt; it ends with "So the final answer is".  Our search tool returns passages, not an
+    answer box, so the model reads the follow-up's passages into its intermediate answer (one more
+    call).
 
-    Steps: (``generate`` [the next step], ``search`` [the follow-up], ``generate`` [its intermediate
-    answer]) per follow-up, then either the step that gave the final answer (an ``answer`` step) or,
-    when the search budget is spent, an ``answer`` call over the follow-ups.  Stop reasons:
-    ``answered`` (the model gave the final answer), ``max_searches``, ``max_total_tokens``,
-    ``max_steps`` (:data:`MAX_STEPS` follow-ups under unlimited searches).
+    Steps: the first ``generate`` (Yes or No, then the first follow-up; after No the final answer,
+    an ``answer`` step), then (``search`` [the follow-up], ``generate`` [its intermediate answer],
+    ``generate`` [the next step]) per follow-up, ending with the step that gave the final answer (an
+    ``answer`` step) or, when the search budget is spent, an ``answer`` call over the follow-ups.
+    Stop reasons: ``answered`` (the model gave the final answer), ``max_searches``,
+    ``max_total_tokens``, ``max_steps`` (:data:`MAX_STEPS` follow-ups under unlimited searches).
+    The model's Yes or No is kept in the record (``extra.follow_ups_needed``).
     """
     question = run.item.question
     history: list[str] = []
+    needed: str | None = None  # the model's own Yes/No, written at the first step
     step_fmt = run.render("format_json" if run.schema else "format_text")
+    first_fmt = run.render("first_json" if run.schema else "first_text")
     inter_fmt = run.render("intermediate_json" if run.schema else "intermediate_text")
 
     def so_far() -> str:
-        return "\n".join(history)
+        return "\n".join(([f"Are follow up questions needed here: {needed}."] if needed else []) + history)
 
     for _ in range(run.step_bound(MAX_STEPS)):
-        if not run.can_search:
+        if not run.can_search and needed is not None:
             await run.answer(run.render("answer", history=so_far(), question=question))
             return "max_searches"
-        prompt = run.render("step", question=question, history=so_far(), format=step_fmt)
+        if needed is None:
+            prompt = run.render("step_first", question=question, format=first_fmt)
+        else:
+            prompt = run.render("step", question=question, needed=needed, history="\n".join(history), format=step_fmt)
         try:
             allowance = run.step_allowance()
         except TokensSpent:
             await run.answer(run.render("answer", history=so_far(), question=question), forced=True)
             return "max_total_tokens"
-        schema = _object(
-            next={"type": "string", "enum": ["follow_up", "final_answer"]},
-            text=_string(_fit(allowance, QUERY_MAX_CHARS)),
-        )
+        text_field = _string(_fit(allowance, QUERY_MAX_CHARS))
+        if needed is None:
+            schema = _object(follow_ups_needed={"type": "string", "enum": ["Yes", "No"]}, text=text_field)
+        else:
+            schema = _object(next={"type": "string", "enum": ["follow_up", "final_answer"]}, text=text_field)
         result = await run.generate(prompt, schema, stop=None if run.schema else ("\nIntermediate answer",))
-        kind, text = _self_ask_step(run, result.text)
+        if needed is None:
+            needed, kind, text = _self_ask_first(run, result.text)
+            run.notes["follow_ups_needed"] = needed
+        else:
+            kind, text = _self_ask_step(run, result.text)
         if kind == "final_answer":
             run.ledger.steps[-1].kind = "answer"
             run.prediction = parse_answer(text[: ANSWER_MAX_CHARS * 2]) if text else ""
             return "answered"
+        if not run.can_search:  # "Yes", with no search allowed: answer over nothing
+            await run.answer(run.render("answer", history=so_far(), question=question))
+            return "max_searches"
         history.append(f"Follow up: {text or question}")
         hits = await run.search(text or question)
         try:
@@ -242,6 +262,24 @@ async def self_ask(run: MethodRun) -> str:
     return "max_steps"
 
 
+def _self_ask_first(run: MethodRun, text: str) -> tuple[str, str, str]:
+    """(``Yes`` | ``No``, ``follow_up`` | ``final_answer``, its text) of Self-Ask's first step: the
+    model's answer to "Are follow up questions needed here:"; an unreadable one is a Yes."""
+    said = run.read_field(text, "follow_ups_needed")
+    if said in ("Yes", "No"):
+        body = run.read_field(text, "text") or ""
+        return said, ("final_answer" if said == "No" else "follow_up"), body
+    match = _YES_NO.match(text)
+    needed = "No" if match and match.group(1).lower() == "no" else "Yes"
+    rest = text[match.end() :] if match else text
+    if needed == "No":
+        final = _FINAL.search(rest)
+        lines = rest.strip().splitlines()
+        return needed, "final_answer", (final.group("a").strip() if final else (lines[0].strip() if lines else ""))
+    kind, body = _self_ask_step(run, rest)
+    return needed, kind, body
+
+
 def _self_ask_step(run: MethodRun, text: str) -> tuple[str, str]:
     """(``follow_up`` | ``final_answer``, its text) of a Self-Ask step; an unreadable step is a follow-up."""
     kind = run.read_field(text, "next")
@@ -255,13 +293,90 @@ def _self_ask_step(run: MethodRun, text: str) -> tuple[str, str]:
     return "follow_up", (first[0].strip()[:QUERY_MAX_CHARS] if first else "")
 
 
+# -- call structures (the estimate's, bcas.callshape): one function per method, beside its calls --
+
+
+def _answer_cap(config: RunConfig) -> float:
+    b = config.budget
+    return float(
+        b.max_total_tokens if b.per_turn_max_tokens is None else min(b.per_turn_max_tokens, b.max_total_tokens)
+    )
+
+
+def _budget_cap(config: RunConfig, calls: float) -> float:
+    """Completion tokens of ``calls`` calls at most: each its allowance, never beyond ``max_total_tokens``."""
+    b = config.budget
+    per = b.max_total_tokens if b.per_turn_max_tokens is None else b.per_turn_max_tokens
+    return float(min(b.max_total_tokens, per * calls))
+
+
+def closed_book_shape(config: RunConfig) -> CallShape:
+    """:func:`closed_book`: one answer call, no search."""
+    return CallShape(calls=1, out_tokens=_answer_cap(config))
+
+
+def retrieve_read_shape(config: RunConfig) -> CallShape:
+    """:func:`retrieve_read`: one search (none when the budget allows none), one answer call."""
+    searches = 0 if config.budget.max_searches == 0 else 1
+    return CallShape(calls=1, searches=searches, out_tokens=_answer_cap(config), passages=searches * config.retrieval.k)
+
+
+def iter_retgen_shape(config: RunConfig) -> CallShape:
+    """:func:`iter_retgen`: T rounds of one search and one call (one call and no search when T = 0);
+    the token budget may cut it to one call (a forced answer)."""
+    rounds = config.budget.max_searches
+    rounds = UNLIMITED_ROUNDS if rounds is None else int(rounds)
+    if rounds == 0:
+        return CallShape(calls=1, out_tokens=_answer_cap(config))
+    return CallShape(
+        calls=rounds, calls_min=1, searches=rounds, searches_min=1, out_tokens=_budget_cap(config, rounds),
+        passages=rounds * config.retrieval.k, note="the token budget may end the rounds early",
+    )  # fmt: skip
+
+
+def ircot_shape(config: RunConfig) -> CallShape:
+    """:func:`ircot`: a first search, then (sentence, search) until the searches run out or a
+    sentence says "answer is" (at least one sentence), then the reader's answer."""
+    limit = config.budget.max_searches
+    if limit == 0:
+        return CallShape(calls=1, out_tokens=_answer_cap(config))
+    sentences = MAX_STEPS if limit is None else int(limit) - 1
+    k = config.retrieval.k
+    shown = sum(min(IRCOT_MAX_PASSAGES, k * (i + 1)) for i in range(sentences)) + min(
+        IRCOT_MAX_PASSAGES, k * (sentences + 1)
+    )
+    return CallShape(
+        calls=sentences + 1, calls_min=min(2, sentences + 1), searches=sentences + 1, searches_min=1,
+        out_tokens=_budget_cap(config, sentences + 1), passages=shown,
+        note='a sentence saying "answer is" ends it after one sentence',
+    )  # fmt: skip
+
+
+def self_ask_shape(config: RunConfig) -> CallShape:
+    """:func:`self_ask`: the first step (Yes or No), then per follow-up a search, its intermediate
+    answer and the next step, until the searches run out (then one answer call) or the model
+    gives the final answer; a No answers at the first step."""
+    limit = config.budget.max_searches
+    follow_ups = MAX_STEPS if limit is None else int(limit)
+    calls = 2 * follow_ups + 1 if follow_ups else 2  # S follow-ups: 2S calls and the answer; no search: step + answer
+    return CallShape(
+        calls=calls, calls_min=1, searches=follow_ups, searches_min=0, out_tokens=_budget_cap(config, calls),
+        passages=follow_ups * config.retrieval.k, note="a No, or the final answer, ends it early",
+    )  # fmt: skip
+
+
 __all__ = [
     "IRCOT_MAX_PASSAGES",
     "MAX_STEPS",
     "UNLIMITED_ROUNDS",
     "closed_book",
+    "closed_book_shape",
     "ircot",
+    "ircot_shape",
     "iter_retgen",
+    "iter_retgen_shape",
     "retrieve_read",
+    "retrieve_read_shape",
     "self_ask",
+    "self_ask_shape",
 ]

@@ -77,6 +77,19 @@ def percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=float), q))
 
 
+def per_minute(items: float, seconds: float) -> float | None:
+    """Items per minute: ``items`` over the wall ``seconds`` they took, times 60 (``None``: no time or
+    no item).  The one definition of throughput: the latency line, the case's end line and the
+    terminal's progress all say items/min through it."""
+    return 60.0 * items / seconds if items and seconds > 0 else None
+
+
+def items_per_minute(recs: Sequence[dict[str, Any]]) -> float | None:
+    """A case's answers per minute from its records (the ``items_per_min`` column, module docstring):
+    live answers only (a replay's throughput is not measured, ``None``)."""
+    return latency_columns(recs, intervals=False).items_per_min
+
+
 def _throughput(timed: list[tuple[dict[str, Any], dict[str, Any]]]) -> float | None:
     """Answers per minute over the wall time of each batch of submitted items (its start to its last answer).
 
@@ -90,7 +103,7 @@ def _throughput(timed: list[tuple[dict[str, Any], dict[str, Any]]]) -> float | N
             return None
         spans[float(start)] = max(spans.get(float(start), float(start)), float(end))
     wall = sum(end - start for start, end in spans.items())
-    return 60.0 * len(timed) / wall if wall > 0 else None
+    return per_minute(len(timed), wall)
 
 
 def latency_columns(recs: Sequence[dict[str, Any]], intervals: bool = True) -> LatencyColumns:
@@ -190,4 +203,13 @@ def latency_lines(rows: Sequence[Any]) -> list[str]:
     return lines
 
 
-__all__ = ["PERCENTILES", "LatencyColumns", "latency_columns", "latency_lines", "load_curve", "percentile"]
+__all__ = [
+    "PERCENTILES",
+    "LatencyColumns",
+    "items_per_minute",
+    "latency_columns",
+    "latency_lines",
+    "load_curve",
+    "per_minute",
+    "percentile",
+]

@@ -40,7 +40,7 @@ import numpy as np
 
 from bcas.retrieval.ann import DENSE_INDEX_KINDS, DenseIndex  # noqa: F401  (re-exported)
 from bcas.retrieval.model_table import ModelTable, weights_digest
-from bcas.retrieval.progress import bars_off
+from bcas.retrieval.progress import EmbedProgress, bars_off
 
 
 class EmbedderError(RuntimeError):
@@ -198,11 +198,16 @@ def embed_chunks(
 
     out = np.zeros((len(texts), embedder.dim), dtype=np.float32)
     step = max(batch_size * 8, 1)
+    said = EmbedProgress(f"dense index: embedding with {embedder.name}", len(texts))
     with tqdm(
         total=len(texts), desc=f"dense: embed ({embedder.name})", unit="chunk", disable=bars_off(progress)
     ) as bar:
-        for start in range(0, len(texts), step):
-            block = texts[start : start + step]
+        start = 0
+        while start < len(texts):
+            # the first block is small: its speed says about how long the rest takes, before the bulk starts
+            block = texts[start : start + (min(step, EmbedProgress.PROBE_CHUNKS) if start == 0 else step)]
             out[start : start + len(block)] = embedder.encode(block, batch_size=batch_size)
             bar.update(len(block))
+            said.update(len(block))
+            start += len(block)
     return out

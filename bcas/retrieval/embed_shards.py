@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from bcas.retrieval.progress import bars_off
+from bcas.retrieval.progress import EmbedProgress, bars_off
 
 SHARD_SIZE = 4096
 log = logging.getLogger(__name__)
@@ -111,6 +111,7 @@ def embed_resumable(
     done = completed_rows(work, meta)
     texts = texts_from(done)
     started = time.perf_counter()
+    said = EmbedProgress(f"dense index: embedding with {embedder.name}", n, done)
     with tqdm(
         total=n,
         initial=done,
@@ -124,7 +125,17 @@ def embed_resumable(
             block = list(islice(texts, min(shard_size, n - first)))
             if len(block) != min(shard_size, n - first):
                 raise ValueError(f"the collection yielded {first + len(block)} texts, {n} expected")
-            vectors = np.ascontiguousarray(embedder.encode(block, batch_size=batch_size), dtype=np.float32)
+            parts = []  # in pieces, for the progress lines (the first piece small: its speed gives the ETA)
+            at = 0
+            while at < len(block):
+                size = EmbedProgress.PROBE_CHUNKS if said.done == said.first else max(batch_size * 8, 1)
+                piece = block[at : at + size]
+                parts.append(np.asarray(embedder.encode(piece, batch_size=batch_size), dtype=np.float32))
+                said.update(len(piece))
+                at += len(piece)
+            vectors = np.ascontiguousarray(
+                np.concatenate(parts) if parts else np.zeros((0, meta["dim"])), dtype=np.float32
+            )
             if vectors.shape != (len(block), meta["dim"]):
                 raise ValueError(f"embedder {embedder.name!r} returned shape {vectors.shape} for {len(block)} texts")
             tmp = work / f".{shard_name(first)}.tmp"

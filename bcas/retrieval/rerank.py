@@ -52,6 +52,18 @@ DEFAULT_TOP_LOGPROBS = 20
 DEFAULT_PASSAGE_CHARS = 2000
 
 
+def rerank_calls_per_search(mode: str, reranker: str, candidates: int, k: int) -> int:
+    """Model calls one search's re-ranking makes (the estimate's, :mod:`bcas.callshape`): the ``llm``
+    reranker asks the model once per candidate of the pool (``max(candidates, k)``, as
+    :meth:`bcas.retrieval.retriever.Retriever.search` draws it); a cross-encoder, or a mode that
+    does not re-rank, none."""
+    from bcas.registry import mode_uses
+
+    if not mode_uses(mode, "rerank") or reranker.partition(":")[0] != "llm":
+        return 0
+    return max(candidates, k)
+
+
 class RerankerError(RuntimeError):
     """A reranker cannot be created or failed to score; the message says what to change."""
 

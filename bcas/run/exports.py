@@ -28,6 +28,11 @@ NESTED = ("config", "judge", "steps", "extra", "grades", "timing")
 PYARROW_MISSING = "pyarrow is not installed (pip install 'bcas[parquet]'); records.jsonl holds every record"
 
 
+def items_note(evaluated: int, file_items: int, held: int) -> str:
+    """'20 of 50 items; 30 held for calibration': a case evaluated on fewer items than its file holds."""
+    return f"{evaluated} of {file_items} items" + (f"; {held} held for calibration" if held else "")
+
+
 def case_result(stats: Any, outcome: Any, grid: str, label: str) -> dict[str, str]:
     """A finished case's ``bcas_*`` properties (strings): its primary metric, interval, n, cost, and this session's run."""
     from bcas.grids import GRIDS
@@ -43,6 +48,9 @@ def case_result(stats: Any, outcome: Any, grid: str, label: str) -> dict[str, st
         "bcas_run_cost": cost_text(stats.cost, stats.unpriced, stats.priced),
         "bcas_stopped": "true" if stats.stopped else "false",
     }
+    file_items, held = int(getattr(outcome, "file_items", 0) or 0), int(getattr(outcome, "held_out", 0) or 0)
+    if file_items and stats.total < file_items:  # fewer items than the file holds: said where n is shown
+        props["bcas_items_note"] = items_note(stats.total, file_items, held)
     from bcas.records.case_status import case_verdict
 
     # The rule cases.jsonl follows (bcas.run.session.run_case), on the same stop message.
@@ -55,6 +63,11 @@ def case_result(stats: Any, outcome: Any, grid: str, label: str) -> dict[str, st
     records = list(getattr(outcome, "records", None) or [])
     if not records:
         return props
+    from bcas.metrics.latency import items_per_minute
+
+    rate = items_per_minute(records)  # the latency line's figure (one definition of throughput)
+    if rate is not None:
+        props["bcas_items_per_min"] = f"{rate:.1f}"
     rows = summarize(records, dict(GRIDS.items()), only=[grid])
     row = next((r for r in rows if r.grid == grid and r.label == label), rows[0] if rows else None)
     if row is None:

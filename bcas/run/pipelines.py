@@ -21,6 +21,7 @@ from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from bcas.callshape import CallShape
 from bcas.grading import score_prediction
 from bcas.identity import epoch_seed
 from bcas.llm.base import ModelError
@@ -123,6 +124,15 @@ class RunKind:
         """The kind's own invariants over a finished case's records (default: none)."""
         return []
 
+    def shape(self, name: str, config: RunConfig, documents: float) -> CallShape | None:
+        """The calls of one item of kind ``name`` (``--bcas-estimate``, :mod:`bcas.callshape`);
+        ``documents``: the documents an item brings (MADARA's ``doc_source="item"``).  Default: none declared."""
+        return None
+
+    def calibration_shape(self, config: RunConfig, documents: float) -> CallShape | None:
+        """The calls of one calibration item the case probes before its items (default: none)."""
+        return None
+
 
 class ItemKind(RunKind, ABC):
     """A kind that answers items one by one into records (``per_item=True``)."""
@@ -142,10 +152,6 @@ class WholeCaseKind(RunKind, ABC):
     @abstractmethod
     def whole_items(self, session: KindSession, case: Case, config: RunConfig) -> int:
         """How many items the case covers (for the cost estimate)."""
-
-    @abstractmethod
-    async def rehearse(self, session: KindSession, case: Case, config: RunConfig, model: ChatModel) -> None:
-        """Run the case against ``model`` writing nothing (the cost estimate replays it)."""
 
 
 def run_kind(name: str) -> RunKind:
@@ -183,6 +189,11 @@ class BcasKind(ItemKind):
                 f"{ctx.case.id}: action_format 'tools' needs native tool calling, which model {ctx.case.model.label} "
                 f"lacks: {getattr(ctx.model, 'tools_problem', '')}"
             )
+
+    def shape(self, name: str, config: RunConfig, documents: float) -> CallShape | None:
+        from bcas.agent.loop import loop_shape
+
+        return loop_shape(config)
 
     async def answer(self, ctx: KindContext, item: Item, config: RunConfig) -> Answer:
         from bcas.agent import run_bcas
@@ -234,6 +245,19 @@ class MadaraKind(ItemKind):
         if ctx.config.assess.method == ROUTED_METHOD and todo:
             ctx.profile = await ctx.session_rsc_profile()
 
+    def shape(self, name: str, config: RunConfig, documents: float) -> CallShape | None:
+        from bcas.assess.pipeline import treatment_shape
+
+        return treatment_shape(config.assess.method, config.assess, documents)
+
+    def calibration_shape(self, config: RunConfig, documents: float) -> CallShape | None:
+        """The routed pipeline's RSC probe, once a session per model and dataset (Algorithm 2, lines 1-6)."""
+        if config.assess.method != ROUTED_METHOD:
+            return None
+        from bcas.assess.rsc.probe import probe_shape
+
+        return probe_shape(config, documents)
+
     async def answer(self, ctx: KindContext, item: Item, config: RunConfig) -> Answer:
         from bcas.assess import answer_madara
 
@@ -274,15 +298,17 @@ class RscKind(WholeCaseKind):
     def whole_items(self, session: KindSession, case: Case, config: RunConfig) -> int:
         return len(session.calibration(case.dataset, config.assess.calibration_n).items)
 
+    def shape(self, name: str, config: RunConfig, documents: float) -> CallShape | None:
+        from bcas.assess.rsc.probe import probe_shape
+
+        return probe_shape(config, documents)
+
     async def _probe(self, session: KindSession, case: Case, config: RunConfig, model: ChatModel) -> ProbeRun:
         from bcas.assess import rsc
 
         ds = session.calibration(case.dataset, config.assess.calibration_n)
         retriever = session.retriever(case.dataset, config.retrieval, model) if self.needs_retriever(config) else None
         return await rsc.probe_run(model, list(ds.items), retriever, config, task=ds.task)
-
-    async def rehearse(self, session: KindSession, case: Case, config: RunConfig, model: ChatModel) -> None:
-        await self._probe(session, case, config, model)
 
     async def run_whole(self, session: KindSession, case: Case, config: RunConfig) -> tuple[int, int, list[str]]:
         from bcas.run.rsc_files import RSC_DIR, write_probe
@@ -316,6 +342,11 @@ class MethodKind(ItemKind):
 
     def needs_retriever(self, config: RunConfig) -> bool:
         return True
+
+    def shape(self, name: str, config: RunConfig, documents: float) -> CallShape | None:
+        from bcas.methods.base import method_shape
+
+        return method_shape(name, config)
 
     async def answer(self, ctx: KindContext, item: Item, config: RunConfig) -> Answer:
         from bcas.methods import run_method

@@ -87,6 +87,8 @@ class CaseOutcome:
     wall_s: float
     violations: list[str] = field(default_factory=list)
     stopped: str | None = None  # the cost cap's message when it cut the case short
+    file_items: int = 0  # the dataset's file holds this many items (0: not known)
+    held_out: int = 0  # of them, held for calibration (MADARA Algorithm 2), never evaluated
 
 
 class BcasSession:
@@ -219,6 +221,7 @@ class BcasSession:
     def retriever(self, dataset_name: str, rconfig: RetrievalConfig, model: ChatModel | None) -> SearchIndex:
         """The index over ``dataset_name``'s whole collection (or the corpus) that ``rconfig`` searches."""
         from bcas.retrieval import build_retriever
+        from bcas.retrieval.progress import build_notes
 
         if rconfig.scope == "item" and self.corpus() is None:
             raise ValueError(
@@ -244,12 +247,15 @@ class BcasSession:
                 )
             docs = iter(corpus) if corpus is not None else self.collection(dataset_name).documents
             # A corpus is streamed into on-disk indexes; its content hash finds them again unread.
-            self._retrievers[key] = build_retriever(
-                docs,
-                rconfig,
-                model=model if needs_model else None,
-                source_hash=corpus.hash if corpus is not None else None,
-            )
+            # An embedding says what it embeds, about how long, then its progress (bcas.retrieval.progress).
+            where = dataset_name if corpus is None else str(corpus.path)
+            with build_notes(lambda line: self.progress(f"[bcas] {where}: {line}")):
+                self._retrievers[key] = build_retriever(
+                    docs,
+                    rconfig,
+                    model=model if needs_model else None,
+                    source_hash=corpus.hash if corpus is not None else None,
+                )
             speed = getattr(self._retrievers[key], "embed_speed", None)
             if speed:  # this build embedded the collection (a cached one reports nothing)
                 self.progress(
@@ -461,6 +467,18 @@ class BcasSession:
             if t.done() and not t.cancelled():
                 t.exception()  # retrieved: no "Task exception was never retrieved" traceback
 
+    def file_items(self, case: Case) -> tuple[int, int]:
+        """(items the case's dataset file holds, items held for calibration): for the n shown beside
+        a case that evaluates fewer (``--bcas-limit``, a grid's calibration split).  A corpus-backed
+        or unreadable file: (0, 0)."""
+        from bcas.grids import get_grid
+
+        try:
+            whole = self.collection(case.dataset)
+        except Exception:  # noqa: BLE001 - a count to show, never a reason to fail a case
+            return 0, 0
+        return len(whole.items), get_grid(case.grid).holdout_for(self.settings.calibration_n)
+
     def plan_case(self, case: Case) -> CasePlan:
         """What a case runs: its items (this shard's, not yet recorded), configuration and answer identity."""
         from bcas.grids import get_grid
@@ -525,6 +543,7 @@ class BcasSession:
         self.cases_run += 1
         records = [r.to_dict() for r in self._case_records(ds, config_id, fingerprint, phash) if r.epoch < epochs]
         outcome = CaseOutcome(case.id, records, len(todo), skipped, time.perf_counter() - t0)
+        outcome.file_items, outcome.held_out = self.file_items(case)
         outcome.violations = check_invariants(case, ds, config, records, self.settings.allow_errors, epochs)
         stop = self.spend.finish_case(case, len(records), len(wanted))  # a case the cap cut short
         if stop is not None:

@@ -373,3 +373,28 @@ def test_no_retrieved_documents_still_gives_a_record(method):
     # generators that answer over a document set still answer (closed book); per-document ones have nothing to read
     assert ex["generation_calls"] == (0 if method.startswith("pde") else 1)
     assert field(rec, "stop_reason") == "answered"
+
+
+@pytest.mark.parametrize("method", sorted(EXPECTED_CALLS))
+def test_each_treatments_declared_call_structure_is_the_calls_it_makes(method):
+    """The estimate's structure (``treatment_shape``) against a run: a treatment whose calls change
+    without its declared structure fails here (``--bcas-estimate`` reads the structure)."""
+    from bcas.assess.pipeline import treatment_shape
+
+    for m in (4, 6):
+        model = ScriptedModel()
+        rec = run(make_item(m=m), model, method)
+        shape = treatment_shape(method, AssessConfig(method=method, doc_source="item", k=2), m)
+        assert shape.calls == shape.low == field(rec, "llm_calls") == len(model.requests), (method, m)
+        assert shape.searches == field(rec, "searches_used") == 0
+
+
+def test_the_probes_declared_call_structure_bounds_its_calls():
+    from bcas.assess.rsc.probe import probe_shape
+
+    cfg = RunConfig(assess=AssessConfig(method="madara", doc_source="item", k=2, calibration_n=3))
+    model = ScriptedModel()
+    asyncio.run(probe(model, [make_item(i) for i in range(3)], None, cfg))
+    shape = probe_shape(cfg, 4)
+    assert shape.low * 3 <= len(model.requests) <= shape.calls * 3
+    assert len(model.requests) == shape.calls * 3  # every chain re-scored at its three levels

@@ -132,6 +132,10 @@ def test_a_users_method_runs_in_the_grid_beside_the_builtins(user_run: tuple[Pat
     assert all(r["searches_used"] == 1 for r in by_method["retrieve_read"] + by_method["first_passage"])
     assert all(r["searches_used"] <= 3 and r["tokens_out"] <= 2000 for r in records if r["method"] != "bcas")
     assert [s["kind"] for s in by_method["first_passage"][0]["steps"]] == ["search", "answer"]
+    # every search a method makes is timed as the loop's are: the latency views' shares are measured
+    searched = [r for r in records if r["searches_used"]]
+    assert searched and all(r["timing"]["searches"] == r["searches_used"] for r in searched)
+    assert all(len(r["timing"]["search_times"]) == r["searches_used"] for r in searched)
     assert all(r["correct_em"] for r in by_method["first_passage"])  # mock:gold answers the gold answer
     # each method's answers have their own prompt hash and configuration
     assert len({r["prompt_hash"] for r in records}) == len(by_method)

@@ -17,6 +17,7 @@ from bcas.config import Budget, RetrievalConfig, RunConfig
 from bcas.items import Item
 from bcas.llm.base import ChatRequest
 from bcas.methods import METHOD_STOP_REASONS, run_method
+from bcas.methods.base import method_shape
 from bcas.methods.builtin import IRCOT_MAX_PASSAGES, MAX_STEPS, UNLIMITED_ROUNDS
 from bcas.records import Answer
 from bcas.registry import METHODS, RUN_KINDS
@@ -136,6 +137,27 @@ def test_self_ask_follows_up_through_the_search_tool_then_answers() -> None:
     assert "Follow up: Who wrote Hamlet?" in last and "Intermediate answer: William Shakespeare" in last
 
 
+def test_self_ask_lets_the_model_say_whether_follow_ups_are_needed() -> None:
+    """Press et al. 2023 (Figure 3): the prompt ends "Are follow up questions needed here:" and the
+    model writes Yes or No; a No answers at once, with no search."""
+    no = ScriptedModel(lambda request, index: json.dumps({"follow_ups_needed": "No", "text": "England"}))
+    a = answer("self_ask", no, config(3))
+    assert kinds(a) == ["answer"] and a.searches_used == 0 and a.prediction == "England"
+    assert a.stop_reason == "answered" and a.extra["follow_ups_needed"] == "No"
+    first = no.requests[0].messages[-1]["content"]
+    assert "Are follow up questions needed here:\n" in first and "here: Yes" not in first
+    text_no = ScriptedModel(lambda request, index: "No.\nSo the final answer is: England", supports_json_schema=False)
+    b = answer("self_ask", text_no, config(3))
+    assert b.prediction == "England" and b.searches_used == 0 and b.extra["follow_ups_needed"] == "No"
+    # a Yes is the model's own word, carried into the later steps' prompts
+    replies = iter(["Yes.\nFollow up: Who wrote Hamlet?", "Intermediate answer: Shakespeare",
+                    "So the final answer is: England"])  # fmt: skip
+    yes = ScriptedModel(lambda request, index: next(replies), supports_json_schema=False)
+    c = answer("self_ask", yes, config(3))
+    assert c.searches_used == 1 and c.prediction == "England" and c.extra["follow_ups_needed"] == "Yes"
+    assert "Are follow up questions needed here: Yes." in yes.requests[-1].messages[-1]["content"]
+
+
 def test_text_format_without_a_schema_is_read_too() -> None:
     model = ScriptedModel(
         lambda request, index: "Follow up: Who wrote Hamlet?" if index == 0 else "So the final answer is: England",
@@ -249,3 +271,21 @@ def test_a_stepwise_method_takes_every_search_its_budget_gives_and_the_step_cap_
     unlimited = answer(name, always(KEEP_GOING), config(None, tokens=20000))
     assert unlimited.stop_reason == "max_steps"
     assert unlimited.searches_used == MAX_STEPS + (1 if name == "ircot" else 0)  # IRCoT first searches the question
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+@pytest.mark.parametrize("searches", [0, 1, 3, None])
+def test_each_methods_declared_call_structure_is_the_calls_it_makes(name: str, searches: int | None) -> None:
+    """The estimate's structure (``method_shape``, ``--bcas-estimate``) against runs: a model that
+    keeps going makes the structure's ``calls`` and ``searches`` (the budgets' bound); one that stops
+    at its first chance, at least ``calls_min``.  A method whose calls change without its declared
+    structure fails here."""
+    cfg = config(searches, tokens=20000)
+    shape = method_shape(name, cfg)
+    going = answer(name, always(KEEP_GOING), cfg)
+    assert (going.llm_calls, going.searches_used) == (shape.calls, shape.searches), (name, searches)
+    done = json.dumps({"answer": "England", "sentence": "So the answer is England.", "next": "final_answer",
+                       "follow_ups_needed": "No", "text": "England", "reasoning": "r"})  # fmt: skip
+    early = answer(name, always(done), cfg)
+    assert shape.low <= early.llm_calls <= shape.calls, (name, searches, early.llm_calls)
+    assert early.searches_used <= shape.searches

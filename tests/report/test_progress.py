@@ -41,11 +41,11 @@ RUN = [
     "no:benchmark",
 ]
 LIVE = re.compile(
-    r"^(\[gw\d\] )?(?P<case>\S+): (?P<done>\d)/6 items, (?P<rate>[\d.]+|-) items/s, "
+    r"^(\[gw\d\] )?(?P<case>\S+): (?P<done>\d)/6 items, (?P<rate>[\d.]+|-) items/min, "
     r"ETA (?P<eta>[\dhms.]+|\?), [\d.k]+ tokens, \$\d+\.\d{4}$"
 )
 END = re.compile(
-    r"^\[bcas\] (\[gw\d\] )?(?P<case>\S+): 6/6 items in [\d.]+s, [\d.]+ items/s, [\d.k]+ tokens, "
+    r"^\[bcas\] (\[gw\d\] )?(?P<case>\S+): 6/6 items in [\d.]+s, (?P<per_min>[\d.]+) items/min, [\d.k]+ tokens, "
     r"\$\d+\.\d{4}; correct_em [\d.]+% \[[\d.]+, [\d.]+\] n=6"
 )
 
@@ -86,7 +86,7 @@ def live_frames(seen: set[str]) -> dict[str, list[re.Match[str]]]:
 
 def assert_collapsed(screen_text: list[str], dots_line: re.Pattern[str]) -> None:
     """What stays: pytest's own result line, no live line, no bcas end line (a terminal shows the table instead)."""
-    assert not [line for line in screen_text if "items/s" in line], screen_text
+    assert not [line for line in screen_text if LIVE.match(line) or END.match(line)], screen_text
     assert any(dots_line.match(line) for line in screen_text), screen_text
     assert any(line.startswith("bcas/") or "bcas summary" in line for line in screen_text)
 
@@ -124,6 +124,13 @@ def test_logs_get_one_plain_line_per_case_and_no_cursor_movement(project: pytest
     ends = [END.match(line) for line in result.outlines if line.startswith("[bcas]")]
     assert [m.group("case") for m in ends if m] == list(CASES), result.outlines
     assert len(ends) == 2
+    # One definition of throughput: each end line's items/min is its case's latency line's.
+    for m in ends:
+        label = m.group("case").split("-", 2)[-1]
+        latency = re.search(rf"^latency \S+/{re.escape(label)}: .*?, ([\d.]+) items/min;", out, re.M)
+        assert latency and latency.group(1) == m.group("per_min"), (m.group(0), out[-3000:])
+    # 6 items of a 400-item file: the n says so
+    assert all(re.search(r"n=6 \(6 of \d+ items\)", line) for line in result.outlines if END.match(line)), out
     # Each sits under its case's result line, and pytest's own lines are intact.
     lines = result.outlines
     for i, line in enumerate(lines):
@@ -144,7 +151,9 @@ def test_quiet_shows_no_progress_but_keeps_the_summary(project: pytest.Pytester)
     result = project.runpytest_subprocess(*RUN, "--bcas-report", str(project.path / "quiet"), "-q")
     result.assert_outcomes(passed=2)
     out = result.stdout.str()
-    assert "items/s" not in out and not [line for line in result.outlines if line.startswith("[bcas]")]
+    assert not [line for line in out.splitlines() if LIVE.match(line)] and not [
+        line for line in result.outlines if line.startswith("[bcas]")
+    ]
     assert "bcas summary" in out and any(line.startswith("brief ") for line in result.outlines)
     assert Path(project.path / "quiet" / "records.jsonl").is_file()
 
@@ -168,16 +177,27 @@ def test_the_rate_and_eta_count_from_the_first_finished_item_on_a_given_clock() 
     then finishes the rest in one more: the ETA is the time those take, not 10x more."""
     record = {"tokens_in": 10, "tokens_out": 5, "cost_usd": 0.0}
     stats = CaseStats("c", total=41, resumed=0, started=0.0)
-    assert stats.line(now=5.0) == "c: 0/41 items, - items/s, ETA ?, 0 tokens, $0.0000"
+    assert stats.line(now=5.0) == "c: 0/41 items, - items/min, ETA ?, 0 tokens, $0.0000"
     stats.add(record, now=10.0)  # the first item, after ten seconds of warm-up
-    assert "1/41 items, - items/s, ETA ?" in stats.line(now=10.0)  # one point is no rate
+    assert "1/41 items, - items/min, ETA ?" in stats.line(now=10.0)  # one point is no rate
     for i in range(1, 21):  # then one item every 0.05 s
         stats.add(record, now=10.0 + 0.05 * i)
     line = stats.line(now=11.0)  # 20 items in the second since the first; 20 left
-    assert "21/41 items, 20.00 items/s, ETA 1.0s, 315 tokens" in line, line
+    assert "21/41 items, 1200.0 items/min, ETA 1.0s, 315 tokens" in line, line
     assert "ETA 1.0s" in CaseStats(**{**stats.__dict__}).line(now=11.0)  # as an xdist worker hands it over
-    assert "10.00 items/s, ETA 2.0s" in stats.line(now=12.0)  # a stall lowers the rate as time passes
+    assert "600.0 items/min, ETA 2.0s" in stats.line(now=12.0)  # a stall lowers the rate as time passes
     resumed = CaseStats("r", total=41, resumed=11, started=0.0)
     for i in range(11):
         resumed.add(record, now=3.0 + 0.1 * i)
-    assert "22/41 items, 10.00 items/s, ETA 1.9s" in resumed.line(now=4.0)  # recorded items are not left to run
+    assert "22/41 items, 600.0 items/min, ETA 1.9s" in resumed.line(now=4.0)  # recorded items are not left to run
+
+
+def test_the_end_line_says_how_many_of_the_files_items_a_case_evaluated_and_why() -> None:
+    from bcas.harness.progress import end_line
+    from bcas.run.exports import items_note
+
+    props = {"bcas_case": "c", "bcas_items_total": "20", "bcas_items_run": "20", "bcas_wall_s": "2",
+             "bcas_run_tokens": "0", "bcas_run_cost": "$0", "bcas_metric": "correct_em", "bcas_accuracy": "0.5",
+             "bcas_ci_low": "0.3", "bcas_ci_high": "0.7", "bcas_n": "20", "bcas_items_note": items_note(20, 50, 30)}  # fmt: skip
+    assert "n=20 (20 of 50 items; 30 held for calibration)" in end_line(props)
+    assert "held" not in items_note(20, 50, 0)

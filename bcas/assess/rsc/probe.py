@@ -29,6 +29,7 @@ from bcas.assess.pipeline import run_nf_for_probe
 from bcas.assess.rsc.perturb import contradict_steps, random_chain, shuffle_sentences
 from bcas.assess.rsc.profile import RSCProfile, Triple, profile_from_triples
 from bcas.assess.usage import CallEntry, Ledger, Usage
+from bcas.callshape import CallShape
 from bcas.config import AssessConfig, RunConfig
 from bcas.llm.base import ChatModel, ChatRequest, ModelError
 from bcas.llm.usage import metering
@@ -194,3 +195,20 @@ async def probe_run(
         config={"tau_nf": cfg.tau_nf, "rho1_threshold": cfg.rho1_threshold, "doc_source": cfg.doc_source},
     )
     return ProbeRun(profile, triples, nf_results, list(ledger.entries), item_ids)
+
+
+def probe_shape(config: RunConfig, documents: float) -> CallShape:
+    """The calls of the probe on one calibration item of ``documents`` documents (the estimate's,
+    :mod:`bcas.callshape`), from :func:`probe_run`: each ``rsc_agents`` agent scores each document
+    with CoT, each chain is re-scored at up to three perturbation levels (level 3 needs another
+    chain of the agent; a score without a chain is not re-scored), and EvalNF generates once
+    (``probe_nf``)."""
+    cfg = config.assess
+    scored = float(len(cfg.rsc_agents)) * float(documents)
+    nf = 1.0 if cfg.probe_nf else 0.0
+    searches = 1.0 if cfg.doc_source == "retrieval" else 0.0
+    return CallShape(
+        calls=4 * scored + nf, calls_min=scored + nf, searches=searches,
+        out_tokens=scored * (cfg.max_tokens + 3 * cfg.rescore_max_tokens) + nf * cfg.answer_max_tokens,
+        passages=4 * scored + nf * float(documents), note="a score with no reasoning chain is not re-scored",
+    )  # fmt: skip

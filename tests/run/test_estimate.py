@@ -1,0 +1,128 @@
+"""``--bcas-estimate`` / :func:`bcas.estimate`: each case's calls from its declared call structure,
+calibration apart, no model loaded and no index built; checked against mock runs of the same
+cases (``bcas.evaluate``), whose records the estimate then takes as its basis."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import bcas
+from bcas.grids import register_grid
+from bcas.grids.baselines import BASELINE_MODES, baselines_grid
+from bcas.grids.table import GRIDS
+from bcas.testing.project import read_records
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def bm25_baselines() -> Any:
+    """The baselines grid on BM25 and one dataset (no dense index to build)."""
+    saved = GRIDS.snapshot()
+    register_grid(baselines_grid(name="est-baselines", datasets=("hotpotqa",), modes=BASELINE_MODES[:1]))
+    yield "est-baselines"
+    GRIDS.restore(saved)
+
+
+def _no_loading(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any model load or index build fails the test."""
+    import bcas.llm
+    import bcas.retrieval
+    from bcas.run.session import BcasSession
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the estimate loaded a model or built an index")
+
+    monkeypatch.setattr(bcas.llm, "load_model", refuse)
+    monkeypatch.setattr(bcas.retrieval, "build_retriever", refuse)
+    monkeypatch.setattr(BcasSession, "model", refuse)
+    monkeypatch.setattr(BcasSession, "retriever", refuse)
+    monkeypatch.setattr(BcasSession, "judge", refuse)
+
+
+def test_the_estimate_loads_no_model_builds_no_index_and_counts_each_method_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_loading(monkeypatch)
+    rows = bcas.estimate("baselines", "embedded", limit=50, out=str(tmp_path / "run"), root=str(tmp_path))
+    assert not (tmp_path / "run").exists(), "the estimate wrote a run folder"
+    closed = next(r for r in rows if r.case_id.endswith("hotpotqa-closed_book"))
+    assert (closed.items, closed.calls, closed.calls_min, closed.calls_max, closed.searches) == (50, 50, 50, 50, 0)
+    read = next(r for r in rows if r.case_id.endswith("hotpotqa-retrieve_read/bm25"))
+    assert (read.calls, read.searches) == (50, 50)
+    # the re-ranking mode adds the llm reranker's calls, one per candidate of each search
+    reranked = next(r for r in rows if r.case_id.endswith("hotpotqa-retrieve_read/hs+r"))
+    assert reranked.calls == 50 * (1 + 100) and reranked.rerank == 100
+    assert len({r.calls / r.items for r in rows if r.items}) > 3  # not one count for every method
+    assert closed.dataset_items > 50
+
+
+def test_madara_treatments_differ_and_calibration_is_a_row_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_loading(monkeypatch)
+    rows = bcas.estimate(
+        "madara", "mock:gold", ["conflictqa"], limit=5, out=str(tmp_path / "run"), root=str(tmp_path), calibration_n=7
+    )
+    per_item = {r.case_id.rsplit("madara/", 1)[-1]: r.calls / r.items for r in rows if not r.calibration}
+    assert per_item["nf"] == 1 and per_item["sda"] == per_item["atf"] == 3 * 10 + 1 and per_item["pde"] == 3 * 10 + 5
+    calibration = [r for r in rows if r.calibration]
+    assert len(calibration) == 1 and calibration[0].items == 7 and calibration[0].calls > 0
+    assert calibration[0].case_id.startswith("calibration: RSC probe")
+    evaluated = next(r for r in rows if not r.calibration)
+    assert evaluated.held_out == 7 and evaluated.dataset_items > evaluated.items
+    assert all(r.wall is not None and r.wall[1] < 60 for r in rows)  # the mock: near zero
+
+
+def test_the_estimate_holds_the_mock_runs_calls_and_then_takes_its_records_as_basis(
+    tmp_path: Path, bm25_baselines: str
+) -> None:
+    out = str(tmp_path / "run")
+    before = bcas.estimate(bm25_baselines, "mock:gold", limit=2, out=out, root=str(tmp_path))
+    bcas.evaluate(bm25_baselines, "mock:gold", limit=2, out=out, root=str(tmp_path), no_cache=True)
+    records = read_records(Path(out))
+    calls: dict[str, list[int]] = {}
+    for r in records:
+        calls.setdefault(f"{r['model']}-{r['dataset']}-{r['label']}", []).append(r["llm_calls"])
+        # every method's searches are timed, as the loop's are
+        assert r["timing"]["searches"] == r["searches_used"], r["label"]
+    for est in before:
+        got = calls[est.case_id]
+        assert est.items == len(got) == 2
+        assert est.calls_min <= sum(got) <= est.calls_max, est.case_id
+        if est.calls_min == est.calls_max:  # a fixed structure: exactly the run's calls
+            assert est.calls == sum(got), est.case_id
+    # Nothing left to run: nothing to spend.  Two more items: the recorded items are the basis.
+    assert all(e.items == 0 and e.calls == 0 for e in bcas.estimate(bm25_baselines, "mock:gold", limit=2, out=out,
+                                                                  root=str(tmp_path)))  # fmt: skip
+    more = bcas.estimate(bm25_baselines, "mock:gold", limit=4, out=out, root=str(tmp_path))
+    for est in more:
+        got = calls[est.case_id]  # the items not yet recorded, at the recorded items' mean
+        assert est.items >= 2 and est.calls == pytest.approx(est.items * sum(got) / len(got)), est.case_id
+        assert est.wall is not None and est.wall[0] <= est.wall[1]
+    loop = next(e for e in more if e.kind == "bcas")
+    assert loop.basis == "2 recorded item(s) of the case" and loop.calls < loop.calls_max
+
+
+def test_the_terminal_table_names_calibration_the_held_out_items_and_the_wall_range(tmp_path: Path) -> None:
+    from bcas.testing.project import grid_project
+    from tests.support.mockruns import run_pytest
+
+    folder = grid_project(tmp_path / "p", "")
+    out = run_pytest(
+        folder, "--bcas-grid", "madara", "--bcas-model", "mock:gold", "--bcas-datasets", "conflictqa",
+        "--bcas-limit", "5", "--bcas-calibration-n", "7", "--bcas-estimate", "--bcas-report", str(tmp_path / "never"),
+    )  # fmt: skip
+    text = out.stdout
+    assert out.returncode == 0, text[-3000:] + out.stderr[-2000:]
+    assert "calibration: RSC probe mock-gold-conflictqa" in text and re.search(r"^calibration: 7 items", text, re.M)
+    assert "(5 of " in text and "; 7 held for calibration)" in text
+    assert "wall time from mock-gold: mock: instant" in text
+    assert not (tmp_path / "never").exists()
