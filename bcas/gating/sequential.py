@@ -215,6 +215,16 @@ def decide(y: np.ndarray, n: int, alpha: float, family_size: int, max_drop: floa
     )
 
 
+def _count_table(n: int, side: str) -> np.ndarray:
+    """Log e-value of every (worse-only, better-only) count pair up to ``n`` items, with no tolerance
+    (then concordant items do not move the capital): the Monte Carlo looks the paths up here."""
+    counts = np.arange(n + 1)
+    table = np.full((n + 1, n + 1), -np.inf)
+    for w in counts:
+        table[w, : n + 1 - w] = log_e(np.full(n + 1 - w, w), counts[: n + 1 - w], np.zeros(n + 1 - w), 0.0, side)
+    return table
+
+
 def simulate(
     p_worse: float,
     p_better: float,
@@ -234,11 +244,16 @@ def simulate(
     fixed-n fallback of the undecided runs.
     """
     rng = rng or np.random.default_rng(0)
-    u = rng.random((runs, n))
+    u = rng.random((runs, n), dtype=np.float32)
     y = (u < p_worse).astype(np.int8) - ((u >= p_worse) & (u < p_worse + p_better)).astype(np.int8)
     fail_at, pass_at = thresholds(alpha, family_size)
-    crossed = log_e_path(y, max_drop, FAIL) >= math.log(fail_at)
-    passed = log_e_path(y, max_drop, PASS) >= math.log(pass_at)
+    if max_drop == 0.0:
+        worse, better = np.cumsum(y > 0, axis=1), np.cumsum(y < 0, axis=1)
+        crossed = _count_table(n, FAIL)[worse, better] >= math.log(fail_at)
+        passed = _count_table(n, PASS)[worse, better] >= math.log(pass_at)
+    else:
+        crossed = log_e_path(y, max_drop, FAIL) >= math.log(fail_at)
+        passed = log_e_path(y, max_drop, PASS) >= math.log(pass_at)
     stop = crossed | passed
     decided = stop.any(axis=1)
     first = np.where(decided, stop.argmax(axis=1), n - 1)
@@ -247,14 +262,59 @@ def simulate(
     return failed, decided, first + 1, counts
 
 
+def mcnemar_critical(n: int, level: float) -> np.ndarray:
+    """Per number of discordant items ``d`` (0..n): the fewest baseline-only items the exact
+    one-sided McNemar test rejects at ``level`` (``d + 1``: none)."""
+    from scipy.stats import binom
+
+    out = np.empty(n + 1, dtype=int)
+    for d in range(n + 1):
+        tail = binom.sf(np.arange(d + 1) - 1, d, 0.5)  # P(X >= k), k = 0..d
+        ok = np.nonzero(tail <= level)[0]
+        out[d] = int(ok[0]) if ok.size else d + 1
+    return out
+
+
+def gate_fails(
+    p_worse: float,
+    p_better: float,
+    n: int,
+    runs: int,
+    alpha: float,
+    *,
+    family_size: int = 1,
+    rng: np.random.Generator | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The whole sequential gate without a tolerance, simulated: per run whether the case fails
+    (the e-process, or at N undecided the exact McNemar test at ``alpha x FALLBACK_SHARE / m``)
+    and the paired items it used."""
+    failed, decided, used, counts = simulate(p_worse, p_better, n, runs, alpha, family_size=family_size, rng=rng)
+    critical = mcnemar_critical(n, alpha * FALLBACK_SHARE / max(1, family_size))
+    fallback = ~decided & (counts[:, 0] >= critical[counts.sum(axis=1)])
+    return failed | fallback, used
+
+
+def fixed_power(n: int, p_worse: float, p_better: float, level: float, critical: np.ndarray | None = None) -> float:
+    """Exact power of the fixed-n one-sided McNemar test at ``level`` on ``n`` paired items."""
+    from scipy.stats import binom
+
+    critical = mcnemar_critical(n, level) if critical is None else critical
+    d = np.arange(n + 1)
+    share = p_worse / (p_worse + p_better) if p_worse + p_better > 0 else 0.5
+    return float((binom.pmf(d, n, p_worse + p_better) * binom.sf(critical[: n + 1] - 1, d, share)).sum())
+
+
 __all__ = [
     "BET_GRID",
     "FALLBACK_SHARE",
     "SequentialDecision",
     "case_decision",
     "decide",
+    "fixed_power",
+    "gate_fails",
     "log_e",
     "log_e_path",
+    "mcnemar_critical",
     "paired_sequence",
     "sequence_order",
     "sequential_result",

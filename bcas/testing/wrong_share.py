@@ -6,11 +6,13 @@
 hash range: there its final answer is replaced by a wrong one.  The item decides, not the
 request, so the same items are wrong in every configuration and every run -- the
 regression a sequential gate should catch against ``mock:gold``, of a known size
-(:func:`is_wrong` says which items).  It stands in for no capability.
+(:func:`is_wrong` says which items).  ``"30@0.05"`` also waits 0.05 s per call (a run slow
+enough to be killed mid-way in a resume test).  It stands in for no capability.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import json
@@ -29,14 +31,17 @@ def is_wrong(question: str, percent: float) -> bool:
 
 
 class WrongShareModel(MockModel):
-    def __init__(self, percent: float) -> None:
+    def __init__(self, percent: float, delay: float = 0.0) -> None:
         super().__init__("gold")
+        self.delay = delay
         if not 0.0 <= percent <= 100.0:
             raise ModelError(f"wrong_share: the share of wrong items is a percentage in [0, 100], got {percent!r}")
         self.percent = percent
         self.model_id = f"wrong_share:{percent:g}"
 
     async def chat(self, request: ChatRequest) -> ChatResult:
+        if self.delay:
+            await asyncio.sleep(self.delay)
         result = await super().chat(request)
         questions = _View(request).questions()
         kind = (result.extra or {}).get("kind")
