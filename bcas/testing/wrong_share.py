@@ -59,10 +59,12 @@ class WrongShareModel(MockModel):
 
 
 def create(model: str | None = None, **options: Any) -> WrongShareModel:
+    share, _, delay = (model or "30").partition("@")
     try:
-        percent = float(model) if model else 30.0
+        percent, seconds = float(share), float(delay or 0.0)
     except ValueError:
         raise ModelError(
-            f"wrong_share: the model name is the percentage of wrong items (e.g. 30), got {model!r}"
+            "wrong_share: the model name is the percentage of wrong items, optionally @seconds per call "
+            f"(e.g. 30 or 30@0.05), got {model!r}"
         ) from None
-    return WrongShareModel(percent)
+    return WrongShareModel(percent, seconds)
