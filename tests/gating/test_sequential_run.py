@@ -69,10 +69,15 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp / "base"
 
 
-def test_a_regression_stops_the_case_early_and_the_verdict_says_how(baseline: Path) -> None:
-    tmp = baseline.parent
-    run = tmp / "wrong40"
-    (row,) = _rows(_run(tmp, "wrong_share:40", run, baseline))
+@pytest.fixture(scope="module")
+def wrong40(baseline: Path) -> tuple[Path, dict[str, object]]:
+    run = baseline.parent / "wrong40"
+    (row,) = _rows(_run(baseline.parent, "wrong_share:40", run, baseline))
+    return run, row
+
+
+def test_a_regression_stops_the_case_early_and_the_verdict_says_how(wrong40: tuple[Path, dict[str, object]]) -> None:
+    run, row = wrong40
     used = int(str(row["used"]))
     assert row["verdict"] == "FAIL" and used < ITEMS
     assert str(row["how"]).startswith(f"stopped after {used} of {ITEMS} items: regression shown (e = ")
@@ -80,6 +85,28 @@ def test_a_regression_stops_the_case_early_and_the_verdict_says_how(baseline: Pa
     report = json.loads((run / "gate-report.json").read_text())
     assert report["rows"][0]["how"] == row["how"] and report["rows"][0]["case_status"] == "passed"
     assert f"stopped after {used} of {ITEMS} items" in (run / "index.html").read_text()
+
+
+@pytest.mark.slow  # a new MLflow SQLite store runs its schema migrations (about 20 s on 2 busy cores)
+def test_mlflow_gets_the_verdict_and_how_it_was_reached(
+    wrong40: tuple[Path, dict[str, object]], tmp_path: Path
+) -> None:
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    from bcas.tracking.mlflow_sink import MlflowSink
+
+    run, row = wrong40
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    MlflowSink(uri, "bcas-seq").publish(run)
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("bcas-seq")
+    runs = client.search_runs([experiment.experiment_id])
+    (child,) = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert child.data.tags["bcas.gate"] == "FAIL" and child.data.tags["bcas.gate_how"] == row["how"]
+    assert child.data.tags["bcas.gate_items_used"] == str(row["used"])
+    assert parent.data.tags["bcas.gate"].startswith("FAIL")
 
 
 def test_a_run_within_the_tolerance_passes_early(baseline: Path) -> None:
