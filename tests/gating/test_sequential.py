@@ -114,3 +114,22 @@ def test_with_a_tolerance_a_small_drop_passes_early_and_says_so() -> None:
     assert decision.state == PASS and decision.used < 1000
     assert f"passed after {decision.used} of 1000 items: drop <= 10 pts shown" in decision.sentence()
     assert float(np.exp(log_e_path(y, 0.10, FAIL).max())) < 1.0 / 0.025
+
+
+def test_gate_power_sequential_answers_how_many_items_a_drop_needs() -> None:
+    """``bcas gate power --sequential 15 --n 300``: the simulated power and the items used."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-m", "bcas", "gate", "power", "--sequential", "15,30", "--n", "300", "--cases", "1"],
+        cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (row,) = [line for line in done.stdout.splitlines() if line.startswith("| 15 | 300 |")]
+    power, mean_items = float(row.split("|")[3]), float(row.split("|")[4])
+    assert power >= 0.95 and mean_items < 150  # a 15-point drop on 20% discordant items: caught early
+    assert "a drop of 30 points needs at least 30% discordant items" in done.stdout
