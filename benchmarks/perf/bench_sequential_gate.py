@@ -18,7 +18,15 @@ exact McNemar test at N for the undecided runs), vectorised with numpy:
   (the sequential gate's, at its 95% Wilson lower bound, capped at the fixed-n power on N
   and at 0.99), and the saving ``1 - E/n``.
 
+Real runs (``--real``, one at a time, each in its own process): ``mock:gold`` as the baseline
+against ``wrong_share:P`` (:mod:`bcas.testing.wrong_share`: wrong on a known P% of the items)
+on 200 one-hop items, and the embedded model (SmolLM2-135M, retrieve-then-read on TriviaQA)
+against itself with a degraded answer prompt (the passages left out of the template, the
+change applied in the current run's process, compared with ``--bcas-allow-mismatch``); both
+gated sequentially, their items used and verdicts written into docs/measured.md.
+
     python benchmarks/perf/bench_sequential_gate.py [--runs 10000] [--alpha 0.05] [--write-docs]
+    python benchmarks/perf/bench_sequential_gate.py --real [--real-items 40] [--write-docs]
 """
 
 from __future__ import annotations
@@ -119,6 +127,78 @@ def verdicts(rows: list[dict[str, float | str]], alpha: float) -> list[str]:
     ]
 
 
+REAL_SCRIPT = r"""
+import json, sys
+from pathlib import Path
+from bcas.config import RetrievalConfig, RunConfig, Budget
+from bcas.grids import Grid, GridEntry, register_grid
+from bcas.llm import register_backend
+from bcas.testing.project import codename_items
+register_backend("wrong_share", "bcas.testing.wrong_share:create")
+kind, model, out, baseline, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+options = {}
+if kind == "mock":
+    items = Path(out).parent / "items.jsonl"
+    if not items.exists():
+        items.write_text("".join(json.dumps(r) + "\n" for r in codename_items(n)))
+    dataset = str(items)
+    entry = GridEntry("retrieve_read", RunConfig(budget=Budget(max_searches=1), retrieval=RetrievalConfig(mode="bm25")))
+else:
+    dataset = "triviaqa"
+    entry = GridEntry("retrieve_read", RunConfig(budget=Budget(max_searches=1), retrieval=RetrievalConfig(mode="bm25")))
+    if baseline != "-":  # the degraded prompt: the passages are left out of the answer template
+        import bcas.prompts as prompts
+        original = prompts.prompt_text
+        def degraded(package, name):
+            text = original(package, name)
+            return text.replace("Passages:\n$passages\n\n", "").replace(", using the passages", "") \
+                if name.startswith("retrieve_read/answer") else text
+        prompts.prompt_text = degraded
+        options["allow_mismatch"] = True
+register_grid(Grid("seq_" + kind, (entry,), datasets=(dataset,), limit=n))
+import bcas
+if baseline != "-":
+    options.update(baseline=baseline, gate_sequential=True, gate_new_model=True)
+r = bcas.evaluate("seq_" + kind, model, limit=n, out=out, **options)
+rows = [{"how": row.how, "verdict": row.verdict, "used": row.items_used, "n": row.n_paired,
+         "base": row.baseline_acc, "cur": row.current_acc} for row in (r.gate.rows if r.gate else [])]
+print(json.dumps({"records": len(r.records), "rows": rows}))
+"""
+
+
+def real_runs(items: int, folder: Path) -> list[str]:
+    """The two gated runs of the module docstring, each in its own process; markdown lines."""
+    import json
+    import subprocess
+
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "run_real.py"
+    script.write_text(REAL_SCRIPT, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    runs = [
+        ("mock", "mock:gold", "wrong_share:20", 200, "mock:gold vs wrong_share:20 (wrong on 20% of items)"),
+        ("embedded", "embedded", "embedded", items, "embedded SmolLM2-135M vs itself, degraded prompt"),
+    ]
+    out = [
+        "| run | paired items N | items run | sequential verdict | gate |",
+        "|---|---:|---:|---|---|",
+    ]
+    for kind, base_model, model, n, title in runs:
+        started = time.perf_counter()
+        base = folder / f"{kind}-base"
+        for spec, target, baseline in ((base_model, base, "-"), (model, folder / f"{kind}-current", str(base))):
+            argv = [sys.executable, str(script), kind, spec, str(target), baseline, str(n)]
+            done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise SystemExit(f"{title}: the run failed:\n{done.stderr[-3000:]}")
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        (row,) = result["rows"]
+        took = time.perf_counter() - started
+        print(f"{title}: {result['records']} records, {row['how']} ({took:.0f} s)")
+        out.append(f"| {title} | {row['n']} | {result['records']} | {row['how']} | {row['verdict']} |")
+    return out
+
+
 def write_marked(path: Path, begin: str, end: str, body: str) -> None:
     text = path.read_text(encoding="utf-8")
     if begin not in text or end not in text:
@@ -135,7 +215,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--write-docs", action="store_true", help="write the table into docs/measured.md and docs/gating.md"
     )
+    parser.add_argument("--real", action="store_true", help="run the two real gated runs instead of the simulation")
+    parser.add_argument("--real-items", type=int, default=40, help="items of the embedded model's run")
+    parser.add_argument("--keep", type=Path, default=None, help="folder for the real runs (default: a temporary one)")
     args = parser.parse_args(argv)
+    if args.real:
+        import tempfile
+
+        from bench_latency import short_commit, write_section
+
+        with tempfile.TemporaryDirectory() as tmp:
+            lines = real_runs(args.real_items, args.keep or Path(tmp))
+        print("\n".join(lines))
+        if args.write_docs:
+            head = (
+                f"`bench_sequential_gate.py --real --real-items {args.real_items}` at {short_commit()}, "
+                f"{datetime.date.today().isoformat()}, alpha 0.05, one case each (items run: the records the "
+                "current run wrote; the rest were never run):"
+            )
+            write_section(
+                "<!-- sequential-gate-runs:begin -->",
+                "<!-- sequential-gate-runs:end -->",
+                head + "\n\n" + "\n".join(lines),
+                "Sequential gate on real runs",
+            )
+        return 0
     started = time.perf_counter()
     rows = measure(args.runs, args.alpha, args.seed)
     lines = table(rows, args.alpha) + [""] + verdicts(rows, args.alpha)
