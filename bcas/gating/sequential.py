@@ -49,15 +49,27 @@ import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from scipy.special import logsumexp
 
 from bcas.gating.baseline import GateResult, item_outcomes, paired_result
 
-if TYPE_CHECKING:
-    from bcas.gating.plan import GatePlan
+
+class GatePlan(Protocol):
+    """What the sequential gate reads of the gate's plan (:class:`bcas.gating.plan.GatePlan`, which
+    imports this module)."""
+
+    @property
+    def cases(self) -> Mapping[str, Any]: ...
+    @property
+    def items(self) -> Mapping[str, dict[str, bool]]: ...
+    @property
+    def options(self) -> Any: ...
+    @property
+    def seed(self) -> int: ...
+
 
 # Fractions of the largest admissible bet averaged over (Waudby-Smith & Ramdas 2024, §5).
 BET_GRID = np.linspace(0.02, 0.98, 24)
@@ -255,7 +267,7 @@ def simulate(
         crossed = log_e_path(y, max_drop, FAIL) >= math.log(fail_at)
         passed = log_e_path(y, max_drop, PASS) >= math.log(pass_at)
     stop = crossed | passed
-    decided = stop.any(axis=1)
+    decided = np.asarray(stop.any(axis=1))
     first = np.where(decided, stop.argmax(axis=1), n - 1)
     failed = crossed[np.arange(runs), first]
     counts = np.stack([(y > 0).sum(axis=1), (y < 0).sum(axis=1)], axis=1)
@@ -302,25 +314,6 @@ def fixed_power(n: int, p_worse: float, p_better: float, level: float, critical:
     d = np.arange(n + 1)
     share = p_worse / (p_worse + p_better) if p_worse + p_better > 0 else 0.5
     return float((binom.pmf(d, n, p_worse + p_better) * binom.sf(critical[: n + 1] - 1, d, share)).sum())
-
-
-__all__ = [
-    "BET_GRID",
-    "FALLBACK_SHARE",
-    "SequentialDecision",
-    "case_decision",
-    "decide",
-    "fixed_power",
-    "gate_fails",
-    "log_e",
-    "log_e_path",
-    "mcnemar_critical",
-    "paired_sequence",
-    "sequence_order",
-    "sequential_result",
-    "simulate",
-    "thresholds",
-]
 
 
 def case_decision(plan: GatePlan, case_id: str, records: list[dict[str, Any]]) -> SequentialDecision:
@@ -379,3 +372,22 @@ def sequential_result(plan: GatePlan, case_id: str, records: list[dict[str, Any]
         e_value=decision.e_fail if decision.state != PASS else decision.e_pass,
         how=how,
     )
+
+
+__all__ = [
+    "BET_GRID",
+    "FALLBACK_SHARE",
+    "SequentialDecision",
+    "case_decision",
+    "decide",
+    "fixed_power",
+    "gate_fails",
+    "log_e",
+    "log_e_path",
+    "mcnemar_critical",
+    "paired_sequence",
+    "sequence_order",
+    "sequential_result",
+    "simulate",
+    "thresholds",
+]
