@@ -162,3 +162,26 @@ def test_the_verdict_reaches_the_terminal_table_and_the_junit_properties() -> No
     props = dict(junit_properties(result, cp))
     assert props["bcas_gate"] == "FAIL" and props["bcas_gate_sequential"].startswith(how)
     assert props["bcas_gate_items_used"] == "8" and float(props["bcas_gate_e_value"]) >= 40
+
+
+def test_undecided_at_n_the_fixed_n_verdict_applies_at_half_alpha_and_says_so() -> None:
+    """6 of 40 items lost, none won: the e-process never reaches 40 (it needs 8 straight losses),
+    so at N the exact McNemar test decides at 0.025: p = 2^-6 = 0.0156 fails the case."""
+    from bcas.gating import GateOptions, GatePlan
+    from bcas.gating.plan import CasePlan
+    from bcas.gating.sequential import sequence_order, sequential_result
+
+    base = {f"q{i}": True for i in range(40)}
+    order = sequence_order(base, 0, "c1")
+    cp = CasePlan("c1", "smoke", "correct_em", "k", n_paired=40, family="session", family_size=1, threshold=0.05)
+    plan = GatePlan("base", GateOptions(sequential=True), {"c1": cp}, {"c1": base}, 0)
+    for lost, failed in ((6, True), (4, False)):
+        wrong = set(order[:: 40 // lost][:lost])  # spread over the sequence
+        result = sequential_result(plan, "c1", [{"item_id": i, "correct_em": i not in wrong} for i in base])
+        assert result is not None and result.sequential == "undecided" and result.stopped_at == 40
+        assert result.failed_now is failed and result.p_value == pytest.approx(min(1.0, 2 * 2.0**-lost))
+        verdict = "<= 0.025: FAIL" if failed else "> 0.025: pass"
+        assert result.how.startswith("undecided after 40 of 40 items (e = ")
+        assert result.how.endswith(
+            f"the fixed-n verdict applies at alpha x 0.5: one-sided exact McNemar p = {2.0**-lost:.4g} {verdict}"
+        )
