@@ -253,6 +253,7 @@ def _run(
     session = BcasSession(settings, token=token, observer=observer)
     try:
         gate_plan = _plan_gate(session, plan, given, token) if settings.baseline else None
+        session.gate_plan = gate_plan  # --bcas-gate-sequential orders and stops items by it
     except ValueError:
         session.close()
         raise
@@ -332,7 +333,11 @@ def _plan_gate(session: BcasSession, plan: Plan, given: dict[str, RawValue], tok
     settings = session.settings
     try:
         options = GateOptions.parse(
-            given.get("alpha"), given.get("gate-family"), given.get("max-drop"), given.get("gate-strict")
+            given.get("alpha"),
+            given.get("gate-family"),
+            given.get("max-drop"),
+            given.get("gate-strict"),
+            given.get("gate-sequential"),
         )
     except GateError as exc:
         raise ValueError(str(exc).replace("--bcas-", "").replace("-", "_", 1)) from None

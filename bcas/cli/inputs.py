@@ -80,10 +80,32 @@ def _numbers(option: str, text: str) -> list[int]:
     help="share of items flipping to correct in the power table",  # pragma: no mutate
 )
 @click.option("--tango-size", is_flag=True, help="also print the tolerance test's exact size")  # pragma: no mutate
-def gate_power(alpha: float, cases: str, sizes: str, p_better: float, tango_size: bool) -> int:
-    from bcas.gating.power import power_tables, tango_size_lines
+@click.option(
+    "--sequential",
+    "drops",
+    default=None,
+    metavar="PTS[,PTS...]",
+    help="instead: how many items a sequential gate (--bcas-gate-sequential) needs for these drops, "  # pragma: no mutate
+    "simulated on each --n with --discordance",
+)
+@click.option(
+    "--discordance",
+    type=click.FloatRange(0, 100, min_open=True),
+    default=20.0,
+    show_default=True,
+    help="with --sequential: percent of items the two runs disagree on",  # pragma: no mutate
+)
+def gate_power(
+    alpha: float, cases: str, sizes: str, p_better: float, tango_size: bool, drops: str | None, discordance: float
+) -> int:
+    from bcas.gating.power import power_tables, sequential_lines, tango_size_lines
 
     families, counts = _numbers("--cases", cases), _numbers("--n", sizes)
+    if drops is not None:
+        points = [float(x) for x in _numbers("--sequential", drops)]
+        for family in families:
+            click.echo("\n".join(sequential_lines(alpha, points, discordance, counts, family)) + "\n")
+        return 0
     click.echo(power_tables(alpha, families, counts, p_better))
     if tango_size:
         click.echo("\n".join(tango_size_lines(alpha)))

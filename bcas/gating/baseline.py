@@ -324,6 +324,12 @@ class GateResult:
     min_discordant: int | None = None
     min_drop: float | None = None
     baseline: str = ""  # the baseline model (and fingerprint) when it is not the current model
+    # --bcas-gate-sequential (bcas.gating.sequential): the state (fail, pass, undecided), the
+    # paired items used (K of n_paired), the largest e-value and how the verdict was reached
+    sequential: str = ""
+    stopped_at: int | None = None
+    e_value: float | None = None
+    how: str = ""
 
     @property
     def can_fail(self) -> bool:
@@ -338,12 +344,14 @@ class GateResult:
         threshold = self.threshold if threshold is None else threshold
         tolerance = f" by more than {self.max_drop * 100:g} points" if self.max_drop > 0 else ""
         whose = f" ({self.baseline})" if self.baseline else ""
+        how = f"; sequential gate: {self.how}" if self.how else ""
+        used = f"{self.stopped_at} of " if self.stopped_at is not None and self.stopped_at < self.n_paired else ""
         return (
             f"regression gate: {self.case_id}: {self.metric} accuracy {self.current_acc:.3f} vs baseline "
-            f"{self.baseline_acc:.3f}{whose} on {self.n_paired} shared items; baseline-only correct {self.worse_only}, "
+            f"{self.baseline_acc:.3f}{whose} on {used}{self.n_paired} shared items; baseline-only correct {self.worse_only}, "
             f"current-only correct {self.better_only}; {self.test} p = {self.p_value:.4g} <= {step} "
             f"threshold {threshold:.4g} (alpha {self.alpha:g}, {self.family_size} gated cases in family "
-            f"{self.family}): significantly worse{tolerance}"
+            f"{self.family}): significantly worse{tolerance}{how}"
         )
 
 

@@ -82,10 +82,16 @@ class GateOptions:
     max_drop: float = 0.0
     strict: bool = False
     metric: str | None = None  # --bcas-gate-metric (from the settings): replaces each grid's primary metric
+    sequential: bool = False  # --bcas-gate-sequential: decide after every item (bcas.gating.sequential)
 
     @classmethod
     def parse(
-        cls, alpha: Any = None, family: Any = None, max_drop_points: Any = None, strict: Any = False
+        cls,
+        alpha: Any = None,
+        family: Any = None,
+        max_drop_points: Any = None,
+        strict: Any = False,
+        sequential: Any = False,
     ) -> GateOptions:
         """Validate option values; ``GateError`` names the option at fault (as its flag)."""
         a = 0.05 if alpha is None else float(alpha)
@@ -97,10 +103,23 @@ class GateOptions:
         pts = 0.0 if max_drop_points is None else float(max_drop_points)
         if not (0.0 <= pts < 100.0 and math.isfinite(pts)):
             raise GateError(f"--bcas-max-drop is in accuracy points and must lie in [0, 100), got {max_drop_points!r}")
-        return cls(a, fam, pts / 100.0, bool(strict))
+        return cls(a, fam, pts / 100.0, bool(strict), sequential=bool(sequential))
 
     @property
     def test(self) -> str:
+        if self.sequential:
+            from bcas.gating.sequential import FALLBACK_SHARE
+
+            pts = self.max_drop * 100
+            null = f"a drop of at most {pts:g} points" if pts > 0 else "no regression"
+            return (
+                f"sequential gate (mixture betting e-process on {null}, checked after every item; "
+                f"at N undecided: the {self._fixed_test} at alpha x {FALLBACK_SHARE:g})"
+            )
+        return self._fixed_test
+
+    @property
+    def _fixed_test(self) -> str:
         if self.max_drop > 0:
             return f"Tango score test of a drop larger than {self.max_drop * 100:g} points"
         return "one-sided exact McNemar"
@@ -140,6 +159,7 @@ class GatePlan:
     options: GateOptions
     cases: dict[str, CasePlan]
     items: dict[str, dict[str, bool]] = field(default_factory=dict, repr=False, compare=False)
+    seed: int = 0  # the session seed: it orders a sequential case's items (bcas.gating.sequential)
 
     @property
     def gated(self) -> list[CasePlan]:
@@ -154,12 +174,14 @@ class GatePlan:
             "baseline": self.baseline,
             "options": asdict(self.options),
             "cases": [asdict(c) for c in self.cases.values()],
+            "seed": self.seed,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GatePlan:
         cases = [CasePlan(**c) for c in data["cases"]]
-        return cls(data["baseline"], GateOptions(**data["options"]), {c.case_id: c for c in cases})
+        options = GateOptions(**data["options"])
+        return cls(data["baseline"], options, {c.case_id: c for c in cases}, seed=int(data.get("seed", 0)))
 
     def save(self, run_dir: Path, token: str, worker: str | None = None) -> Path:
         """Write the plan beside the records (the xdist controller reads what a worker planned)."""
@@ -352,7 +374,7 @@ def plan_gate(
             plan.family_size = sizes[plan.family]
             plan.threshold = options.alpha / plan.family_size
             plan.min_discordant, plan.min_drop = min_detectable(plan.n_paired, plan.threshold, options.max_drop)
-    return GatePlan(str(baseline), options, plans, items)
+    return GatePlan(str(baseline), options, plans, items, seed)
 
 
 def fingerprint_note(found: BaselineCase) -> str:
@@ -381,6 +403,10 @@ def case_result(plan: GatePlan, case_id: str, records: list[dict[str, Any]]) -> 
     if not cp.gated:
         return None
     o = plan.options
+    if o.sequential:
+        from bcas.gating.sequential import sequential_result
+
+        return sequential_result(plan, case_id, records)
     return paired_result(
         case_id,
         cp.key,

@@ -81,3 +81,38 @@ def tango_size_lines(alpha: float) -> list[str]:
     for n in (20, 50, 100, 200):
         out.append(f"| {n} | " + " | ".join(f"{tango_exact_size(n, m, alpha):.4f}" for m in (0.05, 0.10)) + " |")
     return out
+
+
+def sequential_lines(
+    alpha: float, drops: list[float], discordance: float, sizes: list[int], family: int = 1, runs: int = 4000
+) -> list[str]:
+    """``bcas gate power --sequential``: items a sequential gate needs for each drop, by simulation.
+
+    For each drop (points) and horizon N: the sequential gate's power (Monte Carlo over ``runs``
+    sequences with ``discordance`` percent discordant items; :func:`bcas.gating.sequential.gate_fails`),
+    the mean and 90th percentile of the paired items it used, and the fixed-n gate's exact power
+    on N items at the same level (``alpha / family``).
+    """
+    from bcas.gating.sequential import fixed_power, gate_fails, mcnemar_critical
+
+    rng = np.random.default_rng(0)
+    out = [
+        f"Sequential gate at alpha {alpha:g} ({family} gated case{'s' if family > 1 else ''} per family), "
+        f"{discordance:g}% of items discordant; {runs} simulated runs each:",
+        "",
+        "| drop (pts) | N | power | mean items | 90% of runs within | fixed-n power at N |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for drop in drops:
+        if drop > discordance:
+            out.append(f"| {drop:g} | - | a drop of {drop:g} points needs at least {drop:g}% discordant items |||||")
+            continue
+        p_w, p_b = (discordance + drop) / 200.0, (discordance - drop) / 200.0
+        for n in sizes:
+            failed, used = gate_fails(p_w, p_b, n, runs, alpha, family_size=family, rng=rng)
+            fixed = fixed_power(n, p_w, p_b, alpha / family, mcnemar_critical(n, alpha / family))
+            out.append(
+                f"| {drop:g} | {n} | {failed.mean():.3f} | {used.mean():.0f} | {np.quantile(used, 0.9):.0f} | "
+                f"{fixed:.3f} |"
+            )
+    return out

@@ -47,6 +47,8 @@ class GateRow:
     compared_with: str = ""  # the baseline's model when another, and any --bcas-allow-mismatch override
     case_status: str = ""  # the case's status (bcas.records.case_status), when the run folder has it
     reason: str = ""  # why a case that did not pass did not
+    how: str = ""  # --bcas-gate-sequential: how the verdict was reached ("stopped after K of N items: ...")
+    items_used: int | None = None  # --bcas-gate-sequential: paired items the decision used (K of n_paired)
 
 
 @dataclass
@@ -109,6 +111,7 @@ class GateReport:
                 f"{_num(r.p_holm):>9}{_pct(r.min_drop, '-'):>9}  {r.verdict}"
             )
         out.extend(f"{r.case_id}: {r.verdict}: {r.reason}" for r in self.rows if r.verdict.startswith(VERDICT_CASE))
+        out.extend(f"{r.case_id}: sequential gate: {r.how}" for r in self.rows if r.how)
         for case_id, reason in self.not_gated[:10]:
             out.append(f"not gated: {case_id}: {reason}")
         if len(self.not_gated) > 10:
@@ -218,6 +221,8 @@ def build_report(plan: GatePlan | None, results: list[GateResult]) -> GateReport
                 r.min_drop,
                 verdict,
                 r.baseline,
+                how=r.how,
+                items_used=r.stopped_at,
             )
         )
     if plan is not None:
@@ -287,4 +292,15 @@ def junit_properties(result: GateResult | None, plan: CasePlan | None) -> list[t
         ("bcas_gate_family", f"{result.family} ({result.family_size} cases)"),
         ("bcas_gate_can_fail", str(result.can_fail).lower()),
         ("bcas_gate_min_drop_pts", "" if result.min_drop is None else f"{result.min_drop * 100:.2f}"),
+    ] + _sequential_properties(result)
+
+
+def _sequential_properties(result: GateResult) -> list[tuple[str, str]]:
+    """``--bcas-gate-sequential``: how the verdict was reached, the items used and the e-value."""
+    if not result.how:
+        return []
+    return [
+        ("bcas_gate_sequential", result.how),
+        ("bcas_gate_items_used", str(result.stopped_at)),
+        ("bcas_gate_e_value", "" if result.e_value is None else f"{result.e_value:.6g}"),
     ]

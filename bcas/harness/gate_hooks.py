@@ -31,10 +31,15 @@ GATE_OPTIONS = pytest.StashKey[GateOptions]()
 
 
 def read_options(config: pytest.Config) -> None:
-    """``--bcas-alpha``, ``--bcas-gate-family``, ``--bcas-max-drop``, ``--bcas-gate-strict`` into the stash."""
+    """``--bcas-alpha``, ``--bcas-gate-family``, ``--bcas-max-drop``, ``--bcas-gate-strict``,
+    ``--bcas-gate-sequential`` into the stash."""
     try:
         config.stash[GATE_OPTIONS] = GateOptions.parse(
-            _get(config, "alpha"), _get(config, "gate-family"), _get(config, "max-drop"), _get(config, "gate-strict")
+            _get(config, "alpha"),
+            _get(config, "gate-family"),
+            _get(config, "max-drop"),
+            _get(config, "gate-strict"),
+            _get(config, "gate-sequential"),
         )
     except GateError as exc:
         raise pytest.UsageError(str(exc)) from None

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 def test_case(bcas_case: Case, bcas_session: BcasSession, request: pytest.FixtureRequest) -> None:
     """Run one grid case; fail on a broken invariant, the accuracy floor or the regression gate."""
+    bcas_session.gate_plan = plan_of(request.config)  # --bcas-gate-sequential orders and stops items by it
     try:
         outcome = bcas_session.run_case(bcas_case)
     except CaseStopped as stop:  # --bcas-max-cost: skipped with its reason, resumable

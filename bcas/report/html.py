@@ -466,6 +466,7 @@ def _gate(gate: Any) -> dict[str, Any] | None:
         "headers": GATE_HEADERS,
         "rows": rows,
         "overrides": [(r.case_id, r.compared_with) for r in gate.rows if getattr(r, "compared_with", "")],
+        "sequential": [(r.case_id, r.how) for r in gate.rows if getattr(r, "how", "")],
         "not_gated": list(gate.not_gated),
     }
 

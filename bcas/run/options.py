@@ -226,6 +226,13 @@ OPTIONS: list[Option] = [
         "usage error before anything runs when a gated case cannot fail at --bcas-alpha "
         "(too few paired items for its Holm threshold)",
     ),
+    (
+        "gate-sequential",
+        "bool",
+        False,
+        "sequential regression gate: items in a seeded random order, an anytime-valid test after "
+        "every item, a case's remaining items stopped once it is decided (docs/gating.md)",
+    ),
     ("report", "str", None, "run directory for records and reports (default reports/<grids>)"),
     ("allow-errors", "bool", False, "do not fail a case whose items end with stop_reason=error"),
     ("no-cache", "bool", False, "disable the generation cache"),

@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # typing only: the classes of the resources a session opens
 
 if TYPE_CHECKING:
     from bcas.gating.baseline import GateResult
+    from bcas.gating.plan import GatePlan
 
 
 @dataclass
@@ -128,6 +129,8 @@ class BcasSession:
         self.cases_run = 0
         self.unpriced: set[tuple[str, str]] = set()
         self.gate_results: list[GateResult] = []  # this process's paired tests (bcas.gating.case)
+        # The gate's plan, set by the front door: under --bcas-gate-sequential it orders and stops a case's items.
+        self.gate_plan: GatePlan | None = None
         # Notes and warnings through the observer; --bcas-max-cost's guard (bcas.run.cost).
         self.progress = self.observer.message
         self.spend = CostGuard(settings.max_cost, settings.run_dir, token, self.progress)
@@ -522,10 +525,28 @@ class BcasSession:
         context = CaseContext(self, case, ds, plan.identity, model)
         await context.prepare([it for it, _ in todo])
         tracker = self.observer.start(case, len(wanted), skipped, self.prices is not None)
+        gate = self._sequential_gate(case)
+        seen: dict[tuple[str, int], dict[str, Any]] = {}
+        if gate is not None:  # a seeded order; the test's state from the records already there (resume)
+            from bcas.gating.sequential import sequence_order
+
+            rank = {i: n for n, i in enumerate(sequence_order([it.id for it in ds.items], self.settings.seed, case.id))}
+            todo = sorted(todo, key=lambda job: (rank[job[0].id], job[1]))
+            seen = {(r.item_id, r.epoch): r.to_dict() for r in self._case_records(ds, config_id, fingerprint, phash)}
 
         def recorded(record: Record) -> None:
             self._note_price(record)
             tracker.item_done(record)
+
+        def settle(key: Any, record: Record) -> None:  # in the item's slot: before the next item is admitted
+            if gate is not None:
+                seen[(record.item_id, record.epoch)] = record.to_dict()
+            self.spend.settle(case, key, record)
+
+        async def admit() -> Any:
+            if gate is not None and gate(list(seen.values())):
+                return None  # the sequential gate decided the case: its remaining items are not run
+            return await self.spend.admit(case)
 
         prices = self.prices
         await run_items(
@@ -535,16 +556,22 @@ class BcasSession:
             grade=self._grader(),
             price=(lambda r: reprice_record(r, prices)) if prices is not None else None,
             concurrency=self.settings.concurrency,
-            admit=lambda: self.spend.admit(case),  # None: the cost cap stops new items
-            settle=lambda key, record: self.spend.settle(case, key, record),
+            admit=admit,  # None: the cost cap or the sequential gate stops new items
+            settle=settle,
             on_record=recorded,
         )
         await self._grade_missing(case, ds, config_id, fingerprint, phash)
         self.cases_run += 1
         records = [r.to_dict() for r in self._case_records(ds, config_id, fingerprint, phash) if r.epoch < epochs]
-        outcome = CaseOutcome(case.id, records, len(todo), skipped, time.perf_counter() - t0)
+        ran = len(todo)
+        checked = ds
+        if gate is not None and gate(records):  # items the gate spared are not missing
+            recorded_ids = {str(r.get("item_id")) for r in records}
+            checked = replace(ds, items=tuple(it for it in ds.items if it.id in recorded_ids))
+            ran = sum(1 for it, e in todo if (it.id, e) in seen)
+        outcome = CaseOutcome(case.id, records, ran, skipped, time.perf_counter() - t0)
         outcome.file_items, outcome.held_out = self.file_items(case)
-        outcome.violations = check_invariants(case, ds, config, records, self.settings.allow_errors, epochs)
+        outcome.violations = check_invariants(case, checked, config, records, self.settings.allow_errors, epochs)
         stop = self.spend.finish_case(case, len(records), len(wanted))  # a case the cap cut short
         if stop is not None:
             outcome.stopped = str(stop)
@@ -553,6 +580,18 @@ class BcasSession:
         if stop is not None:
             raise stop  # skipped, resumable; run_case writes its status from the same message
         return outcome
+
+    def _sequential_gate(self, case: Case) -> Callable[[list[dict[str, Any]]], bool] | None:
+        """Under ``--bcas-gate-sequential``, for a gated case: whether its records so far decide it."""
+        plan = self.gate_plan
+        if plan is None or not plan.options.sequential or case.id not in plan.cases or not plan.cases[case.id].gated:
+            return None
+        from bcas.gating.sequential import case_decision
+
+        def decided(records: list[dict[str, Any]]) -> bool:
+            return case_decision(plan, case.id, records).decided
+
+        return decided
 
     def close(self) -> None:
         if self.gate_results:

@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 # Files of the run folder published as artifacts, when present.
-ARTIFACTS = ("records.jsonl", "records.parquet", "summary.json", "summary.csv", "run.json", "index.html")
+ARTIFACTS = (
+    "records.jsonl",
+    "records.parquet",
+    "summary.json",
+    "summary.csv",
+    "run.json",
+    "index.html",
+    "gate-report.json",
+)
 # Summary-row fields that are a case's metrics (numbers; a missing one is left out, never 0).
 CASE_METRICS = (
     "accuracy",
@@ -125,6 +133,17 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
+
+
+def _gate_rows(run_dir: Path, gate: Any) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """The gate report's rows by the case's (model, dataset, config id), through ``cases.jsonl``."""
+    if not isinstance(gate, dict):
+        return {}
+    from bcas.records.case_status import read_case_statuses
+
+    where = {s.case_id: (s.model, s.dataset, s.config_id) for s in read_case_statuses(run_dir)}
+    rows = [r for r in gate.get("rows") or [] if isinstance(r, dict)]
+    return {where[str(r.get("case_id"))]: r for r in rows if str(r.get("case_id")) in where}
 
 
 def case_key(grid: str, model: str, dataset: str, config_id: str) -> str:
@@ -245,6 +264,10 @@ def read_run_folder(run_dir: Path) -> RunFolder:
     by_case: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for r in records:
         by_case.setdefault((str(r.get("model")), str(r.get("dataset")), str(r.get("config_id"))), []).append(r)
+    gate = _read_json(run_dir / "gate-report.json")
+    gates = _gate_rows(run_dir, gate)
+    if isinstance(gate, dict) and gate.get("overall"):
+        tags["bcas.gate"] = str(gate["overall"])[:5000]
     cases = []
     total_cost, total_in, total_out, cost_known = 0.0, 0.0, 0.0, True
     for row in summary.get("rows") or []:
@@ -280,6 +303,12 @@ def read_run_folder(run_dir: Path) -> RunFolder:
             case_tags["bcas.dataset_hash"] = str(one["dataset_hash"])
         if one.get("prompt_hash"):
             case_tags["bcas.prompt_hash"] = str(one["prompt_hash"])
+        gate_row = gates.get((str(row.get("model")), str(row.get("dataset")), str(row.get("config_id"))))
+        if gate_row is not None:  # the regression gate's verdict, and how a sequential gate reached it
+            case_tags["bcas.gate"] = str(gate_row.get("verdict"))
+            if gate_row.get("how"):
+                case_tags["bcas.gate_how"] = str(gate_row["how"])[:5000]
+                case_tags["bcas.gate_items_used"] = str(gate_row.get("items_used"))
         if row.get("latency_source"):  # live, or cache: the latency metrics are the recorded times
             case_tags["bcas.latency_source"] = str(row["latency_source"])
         case_tags.update(verdict_tags(summary, row))

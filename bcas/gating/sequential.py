@@ -1,0 +1,393 @@
+"""The sequential paired gate: an anytime-valid test checked after every item, stopped when decided.
+
+The fixed-n gate decides once all N paired items are in.  The sequential gate
+(``--bcas-gate-sequential``) runs a case's items in a seeded random order
+(:func:`sequence_order`) and after each paired item updates two e-processes on the
+paired outcomes ``Y`` (+1: only the baseline right, -1: only the current run right,
+0: concordant), whose mean is the accuracy drop:
+
+* **fail** tests ``H0: drop <= PTS`` (``PTS`` = ``--bcas-max-drop``, 0 without it: "no
+  regression"): the capital of bets on ``Y - PTS``;
+* **pass** tests ``H0: drop >= PTS`` (non-inferiority within the tolerance; with no
+  tolerance, "the current run is better"): the capital of bets on ``PTS - Y``.
+
+Each e-process is the average of the capital processes of ``K`` constant bets, a grid
+of fractions of the largest bet that keeps the capital non-negative -- the
+"diversified" (mixture) betting martingale of Waudby-Smith & Ramdas (2024),
+"Estimating means of bounded random variables by betting", JRSS-B 86(1):1-27, §4-5.
+Every constant bet's capital is a nonnegative supermartingale under its null (a
+martingale on the null's boundary), so their average is too, and Ville's inequality
+bounds the chance it ever reaches ``c`` by ``1/c``: the test may be checked after every
+item.  With ``PTS = 0`` only discordant items move the capital, and the bet ``lambda`` is
+the likelihood ratio of a discordant item being the baseline's with probability
+``(1 + lambda)/2`` against 1/2: the average is the one-sided binomial mixture martingale
+(Robbins 1970; Howard et al. 2021, "Time-uniform, nonparametric, nonasymptotic
+confidence sequences", Ann. Statist. 49(2), §3) under a uniform prior discretised on
+``K`` points (``tests/gating/test_sequential.py`` checks it against the closed form).
+
+The capital is a function of the three counts of the items seen so far, so the state of
+the test is recomputed from the records, in the sequence order, on resume: a resumed
+run takes the same decision at the same item as an uninterrupted one.
+
+Decisions, for a case in a Holm family of ``m`` gated cases at level ``alpha``:
+
+* failed as soon as ``e_fail >= m / (alpha * (1 - FALLBACK_SHARE))``;
+* passed as soon as ``e_pass >= m / alpha``;
+* at N paired items undecided: the fixed-n test (exact McNemar, Tango with a
+  tolerance) at ``alpha * FALLBACK_SHARE / m``.
+
+The case's p-value (for the session-wide Holm step) is the Bonferroni combination
+``min(1, p_seq / (1 - share), p_fixed / share)`` of the anytime-valid
+``p_seq = 1 / max e_fail`` and the fixed-n p-value (when N was reached): a valid p-value
+under continuous monitoring, so Holm over the family keeps the fixed-n gate's
+family-wise guarantee (docs/gating.md says why Holm on these p-values, not e-BH).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+import numpy as np
+from scipy.special import logsumexp
+
+from bcas.gating.baseline import GateResult, item_outcomes, paired_result
+
+
+class GatePlan(Protocol):
+    """What the sequential gate reads of the gate's plan (:class:`bcas.gating.plan.GatePlan`, which
+    imports this module)."""
+
+    @property
+    def cases(self) -> Mapping[str, Any]: ...
+    @property
+    def items(self) -> Mapping[str, dict[str, bool]]: ...
+    @property
+    def options(self) -> Any: ...
+    @property
+    def seed(self) -> int: ...
+
+
+# Fractions of the largest admissible bet averaged over (Waudby-Smith & Ramdas 2024, §5).
+BET_GRID = np.linspace(0.02, 0.98, 24)
+# Share of alpha the fixed-n test at N keeps; the e-process spends the rest.
+FALLBACK_SHARE = 0.5
+
+FAIL, PASS, UNDECIDED, RUNNING = "fail", "pass", "undecided", "running"
+
+
+def sequence_order(item_ids: Iterable[str], seed: int, case_id: str) -> list[str]:
+    """The seeded random order a sequential case runs its items in (a function of ids only)."""
+    return sorted(item_ids, key=lambda i: hashlib.sha256(f"{seed}\x1f{case_id}\x1f{i}".encode()).hexdigest() + str(i))
+
+
+def _bets(delta: float, side: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Log factors of one item (worse-only, better-only, concordant) for each bet of the grid."""
+    if side == FAIL:  # bet on Y - delta; Y = -1 makes 1 - lam (1 + delta) >= 0
+        lam = BET_GRID / (1.0 + delta)
+        return np.log1p(lam * (1.0 - delta)), np.log1p(-lam * (1.0 + delta)), np.log1p(-lam * delta)
+    lam = BET_GRID / (1.0 - delta)  # bet on delta - Y; Y = +1 makes 1 - lam (1 - delta) >= 0
+    return np.log1p(-lam * (1.0 - delta)), np.log1p(lam * (1.0 + delta)), np.log1p(lam * delta)
+
+
+def log_e(worse: np.ndarray, better: np.ndarray, concordant: np.ndarray, delta: float, side: str) -> np.ndarray:
+    """Log of the mixture e-process after items with these counts (arrays of any equal shape).
+
+    ``side`` ``"fail"`` tests ``drop <= delta``, ``"pass"`` tests ``drop >= delta``
+    (``delta`` a fraction in [0, 1)).
+    """
+    lw, lb, lc = _bets(delta, side)
+    w = np.asarray(worse, dtype=float)[..., None]
+    b = np.asarray(better, dtype=float)[..., None]
+    c = np.asarray(concordant, dtype=float)[..., None]
+    return np.asarray(logsumexp(w * lw + b * lb + c * lc, axis=-1) - math.log(BET_GRID.size))
+
+
+def log_e_path(y: np.ndarray, delta: float, side: str) -> np.ndarray:
+    """Log e-process after each item of ``y`` (last axis: the sequence; +1, -1 or 0 per item)."""
+    worse = np.cumsum(y > 0, axis=-1)
+    better = np.cumsum(y < 0, axis=-1)
+    seen = np.arange(1, y.shape[-1] + 1)
+    out = np.zeros(y.shape, dtype=float)
+    lw, lb, lc = _bets(delta, side)
+    for k in range(BET_GRID.size):  # accumulate the mixture one bet at a time: memory stays O(y)
+        out += np.exp(worse * lw[k] + better * lb[k] + (seen - worse - better) * lc[k])
+    with np.errstate(divide="ignore"):
+        return np.asarray(np.log(out / BET_GRID.size))
+
+
+def thresholds(alpha: float, family_size: int) -> tuple[float, float]:
+    """The e-values at which a case of a family of ``family_size`` fails and passes."""
+    m = max(1, int(family_size))
+    return m / (alpha * (1.0 - FALLBACK_SHARE)), m / alpha
+
+
+@dataclass(frozen=True)
+class SequentialDecision:
+    """Where a sequential case stands after the items of its sequence recorded so far."""
+
+    state: str  # fail, pass, undecided (N reached: the fixed-n verdict applies) or running
+    used: int  # paired items of the sequence the decision used (K)
+    n: int  # paired items planned (N)
+    e_fail: float  # largest e-value of the fail test over the items used
+    e_pass: float
+    fail_at: float  # thresholds
+    pass_at: float
+    max_drop: float
+    alpha: float = 0.05
+    family_size: int = 1
+
+    @property
+    def decided(self) -> bool:
+        return self.state != RUNNING
+
+    @property
+    def p_sequential(self) -> float:
+        """The anytime-valid p-value of "no regression" (beyond the tolerance): 1 / max e."""
+        return min(1.0, 1.0 / self.e_fail) if self.e_fail > 0 else 1.0
+
+    def combined_p(self, p_fixed: float | None) -> float:
+        """Bonferroni combination of the sequential and (at N) fixed-n p-values (module docstring)."""
+        p = self.p_sequential / (1.0 - FALLBACK_SHARE)
+        if self.state == UNDECIDED and p_fixed is not None:
+            p = min(p, p_fixed / FALLBACK_SHARE)
+        return min(1.0, p)
+
+    def sentence(self, fixed_verdict: str = "") -> str:
+        """How the verdict was reached, in words (terminal, JUnit, report, MLflow)."""
+        tol = self.max_drop * 100
+        if self.state == FAIL:
+            what = f"drop > {tol:g} pts shown" if tol > 0 else "regression shown"
+            return (
+                f"stopped after {self.used} of {self.n} items: {what} "
+                f"(e = {self.e_fail:.4g}, threshold {self.fail_at:.4g} = {self._level(1.0 - FALLBACK_SHARE)})"
+            )
+        if self.state == PASS:
+            what = f"drop <= {tol:g} pts shown" if tol > 0 else "improvement shown"
+            return (
+                f"passed after {self.used} of {self.n} items: {what} (e = {self.e_pass:.4g}, "
+                f"threshold {self.pass_at:.4g} = {self._level(1.0)})"
+            )
+        if self.state == UNDECIDED:
+            return (
+                f"undecided after {self.n} of {self.n} items (e = {self.e_fail:.4g} < {self.fail_at:.4g}): "
+                f"the fixed-n verdict applies at alpha x {FALLBACK_SHARE:g}"
+                + (f": {fixed_verdict}" if fixed_verdict else "")
+            )
+        return f"running: {self.used} of {self.n} items (e = {self.e_fail:.4g})"
+
+    def _level(self, share: float) -> str:
+        """The threshold as 1 / (the level it tests at): m / (alpha x share)."""
+        m = f"{self.family_size}/" if self.family_size > 1 else "1/"
+        return m + (f"({self.alpha:g} x {share:g})" if share < 1.0 else f"{self.alpha:g}")
+
+
+def paired_sequence(order: Sequence[str], current: Mapping[str, bool], base: Mapping[str, bool]) -> np.ndarray:
+    """The paired outcomes (+1, -1, 0) of the longest prefix of ``order`` whose items are all recorded;
+    items the baseline does not hold are passed over (they are run, but not paired)."""
+    out: list[int] = []
+    for item_id in order:
+        if item_id not in base:
+            continue
+        if item_id not in current:
+            break
+        out.append(int(base[item_id]) - int(current[item_id]))
+    return np.asarray(out, dtype=np.int8)
+
+
+def decide(y: np.ndarray, n: int, alpha: float, family_size: int, max_drop: float = 0.0) -> SequentialDecision:
+    """The first item of ``y`` (paired outcomes in sequence order) at which the case is decided."""
+    fail_at, pass_at = thresholds(alpha, family_size)
+    if y.size == 0:
+        state = RUNNING if n else UNDECIDED
+        return SequentialDecision(state, 0, n, 1.0, 1.0, fail_at, pass_at, max_drop, alpha, family_size)
+    lf = log_e_path(y, max_drop, FAIL)
+    lp = log_e_path(y, max_drop, PASS)
+    hits = np.nonzero((lf >= math.log(fail_at)) | (lp >= math.log(pass_at)))[0]
+    if hits.size:
+        k = int(hits[0]) + 1
+        state = FAIL if lf[k - 1] >= math.log(fail_at) else PASS
+    else:
+        k = int(y.size)
+        state = UNDECIDED if k >= n else RUNNING
+    return SequentialDecision(
+        state,
+        k,
+        n,
+        float(np.exp(lf[:k].max())),
+        float(np.exp(lp[:k].max())),
+        fail_at,
+        pass_at,
+        max_drop,
+        alpha,
+        family_size,
+    )
+
+
+def _count_table(n: int, side: str) -> np.ndarray:
+    """Log e-value of every (worse-only, better-only) count pair up to ``n`` items, with no tolerance
+    (then concordant items do not move the capital): the Monte Carlo looks the paths up here."""
+    counts = np.arange(n + 1)
+    table = np.full((n + 1, n + 1), -np.inf)
+    for w in counts:
+        table[w, : n + 1 - w] = log_e(np.full(n + 1 - w, w), counts[: n + 1 - w], np.zeros(n + 1 - w), 0.0, side)
+    return table
+
+
+def simulate(
+    p_worse: float,
+    p_better: float,
+    n: int,
+    runs: int,
+    alpha: float,
+    *,
+    max_drop: float = 0.0,
+    family_size: int = 1,
+    rng: np.random.Generator | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Monte Carlo of the sequential gate on ``runs`` sequences of ``n`` paired items.
+
+    Each item is only-baseline-right with ``p_worse``, only-current-right with
+    ``p_better``.  Returns per run: failed by the e-process, decided by it (failed or
+    passed), items used, and the paired counts at N (worse-only, better-only) for the
+    fixed-n fallback of the undecided runs.
+    """
+    rng = rng or np.random.default_rng(0)
+    u = rng.random((runs, n), dtype=np.float32)
+    y = (u < p_worse).astype(np.int8) - ((u >= p_worse) & (u < p_worse + p_better)).astype(np.int8)
+    fail_at, pass_at = thresholds(alpha, family_size)
+    if max_drop == 0.0:
+        worse, better = np.cumsum(y > 0, axis=1), np.cumsum(y < 0, axis=1)
+        crossed = _count_table(n, FAIL)[worse, better] >= math.log(fail_at)
+        passed = _count_table(n, PASS)[worse, better] >= math.log(pass_at)
+    else:
+        crossed = log_e_path(y, max_drop, FAIL) >= math.log(fail_at)
+        passed = log_e_path(y, max_drop, PASS) >= math.log(pass_at)
+    stop = crossed | passed
+    decided = np.asarray(stop.any(axis=1))
+    first = np.where(decided, stop.argmax(axis=1), n - 1)
+    failed = crossed[np.arange(runs), first]
+    counts = np.stack([(y > 0).sum(axis=1), (y < 0).sum(axis=1)], axis=1)
+    return failed, decided, first + 1, counts
+
+
+def mcnemar_critical(n: int, level: float) -> np.ndarray:
+    """Per number of discordant items ``d`` (0..n): the fewest baseline-only items the exact
+    one-sided McNemar test rejects at ``level`` (``d + 1``: none)."""
+    from scipy.stats import binom
+
+    out = np.empty(n + 1, dtype=int)
+    for d in range(n + 1):
+        tail = binom.sf(np.arange(d + 1) - 1, d, 0.5)  # P(X >= k), k = 0..d
+        ok = np.nonzero(tail <= level)[0]
+        out[d] = int(ok[0]) if ok.size else d + 1
+    return out
+
+
+def gate_fails(
+    p_worse: float,
+    p_better: float,
+    n: int,
+    runs: int,
+    alpha: float,
+    *,
+    family_size: int = 1,
+    rng: np.random.Generator | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The whole sequential gate without a tolerance, simulated: per run whether the case fails
+    (the e-process, or at N undecided the exact McNemar test at ``alpha x FALLBACK_SHARE / m``)
+    and the paired items it used."""
+    failed, decided, used, counts = simulate(p_worse, p_better, n, runs, alpha, family_size=family_size, rng=rng)
+    critical = mcnemar_critical(n, alpha * FALLBACK_SHARE / max(1, family_size))
+    fallback = ~decided & (counts[:, 0] >= critical[counts.sum(axis=1)])
+    return failed | fallback, used
+
+
+def fixed_power(n: int, p_worse: float, p_better: float, level: float, critical: np.ndarray | None = None) -> float:
+    """Exact power of the fixed-n one-sided McNemar test at ``level`` on ``n`` paired items."""
+    from scipy.stats import binom
+
+    critical = mcnemar_critical(n, level) if critical is None else critical
+    d = np.arange(n + 1)
+    share = p_worse / (p_worse + p_better) if p_worse + p_better > 0 else 0.5
+    return float((binom.pmf(d, n, p_worse + p_better) * binom.sf(critical[: n + 1] - 1, d, share)).sum())
+
+
+def case_decision(plan: GatePlan, case_id: str, records: list[dict[str, Any]]) -> SequentialDecision:
+    """Where a gated case of ``plan`` stands on its records so far, read in its sequence order.
+
+    Used while the case runs (to stop its remaining items) and once it ends (its verdict),
+    on the same records in the same order: a resumed run decides at the same item.
+    """
+    cp = plan.cases[case_id]
+    base = plan.items[case_id]
+    o = plan.options
+    order = sequence_order(base, plan.seed, case_id)
+    y = paired_sequence(order, item_outcomes(records, cp.metric), base)
+    return decide(y, len(base), o.alpha, cp.family_size, o.max_drop)
+
+
+def sequential_result(plan: GatePlan, case_id: str, records: list[dict[str, Any]]) -> GateResult | None:
+    """The gate result of a sequential case: the fixed-n numbers on the items used, with the
+    combined p-value (module docstring) and how the verdict was reached."""
+    cp = plan.cases[case_id]
+    decision = case_decision(plan, case_id, records)
+    base = plan.items[case_id]
+    used = set(sequence_order(base, plan.seed, case_id)[: decision.used])  # the order's paired items only
+    kept = [r for r in records if str(r.get("item_id")) in used]
+    fixed = paired_result(
+        case_id,
+        cp.key,
+        kept,
+        {i: v for i, v in base.items() if i in used},
+        cp.family_size,
+        plan.options.alpha,
+        metric=cp.metric,
+        max_drop=plan.options.max_drop,
+        family=cp.family,
+        grid=cp.grid,
+        baseline=cp.baseline_model,
+    )
+    if fixed is None:
+        return None
+    p = decision.combined_p(fixed.p_value if decision.state == UNDECIDED else None)
+    how = decision.sentence()
+    if decision.state == UNDECIDED:
+        fixed_fails = fixed.p_value <= fixed.threshold * FALLBACK_SHARE
+        how = decision.sentence(
+            f"{fixed.test} p = {fixed.p_value:.4g} {'<=' if fixed_fails else '>'} "
+            f"{fixed.threshold * FALLBACK_SHARE:.4g}: {'FAIL' if fixed_fails else 'pass'}"
+        )
+    return replace(
+        fixed,
+        n_paired=decision.n,
+        p_value=p,
+        failed_now=p <= fixed.threshold,
+        test=plan.options.test,
+        sequential=decision.state,
+        stopped_at=decision.used,
+        e_value=decision.e_fail if decision.state != PASS else decision.e_pass,
+        how=how,
+    )
+
+
+__all__ = [
+    "BET_GRID",
+    "FALLBACK_SHARE",
+    "SequentialDecision",
+    "case_decision",
+    "decide",
+    "fixed_power",
+    "gate_fails",
+    "log_e",
+    "log_e_path",
+    "mcnemar_critical",
+    "paired_sequence",
+    "sequence_order",
+    "sequential_result",
+    "simulate",
+    "thresholds",
+]

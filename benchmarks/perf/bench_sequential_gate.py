@@ -1,0 +1,269 @@
+"""What the sequential gate saves, simulated: type-I error under monitoring, power, expected items.
+
+Paired outcomes are drawn per item: only the baseline right with ``p_w``, only the
+current run right with ``p_b``, concordant otherwise, for a drop ``d = p_w - p_b`` and a
+discordance ``r = p_w + p_b`` (the baseline's accuracy only decides which ``(d, r)`` are
+possible: ``p_w <= acc`` and ``p_b <= 1 - acc``; the paired law is the same for every
+accuracy that allows it, so each ``(d, r, N)`` is simulated once and the column lists the
+accuracies of 0.3, 0.6, 0.9 it stands for).  Each setting runs the whole sequential gate
+of :mod:`bcas.gating.sequential` (the e-process checked after every item, the fixed-n
+exact McNemar test at N for the undecided runs), vectorised with numpy:
+
+* **type-I** (drop 0): the share of runs that fail, with its 95% Monte Carlo interval
+  (must stay <= alpha: the gate is watched after every item);
+* **power at N**: the share that fail with a drop, beside the fixed-n gate's exact power on
+  N items;
+* **E[items]**: the mean paired items the sequential gate used (K when it stopped, N else),
+  against **n fixed**: the fewest items with which the fixed-n gate reaches the same power
+  (the sequential gate's, at its 95% Wilson lower bound, capped at the fixed-n power on N
+  and at 0.99), and the saving ``1 - E/n``.
+
+Real runs (``--real``, one at a time, each in its own process): ``mock:gold`` as the baseline
+against ``wrong_share:P`` (:mod:`bcas.testing.wrong_share`: wrong on a known P% of the items)
+on 200 one-hop items, and the embedded model (SmolLM2-135M, retrieve-then-read on TriviaQA)
+against itself with a degraded answer prompt (the passages left out of the template, the
+change applied in the current run's process, compared with ``--bcas-allow-mismatch``); both
+gated sequentially, their items used and verdicts written into docs/measured.md.
+
+    python benchmarks/perf/bench_sequential_gate.py [--runs 10000] [--alpha 0.05] [--write-docs]
+    python benchmarks/perf/bench_sequential_gate.py --real [--real-items 40] [--write-docs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bcas.gating.sequential import fixed_power, gate_fails, mcnemar_critical  # noqa: E402
+
+DROPS = (0, 5, 10, 15)  # points
+DISCORDANCE = (5, 10, 20, 40)  # percent of items
+SIZES = (100, 300, 1000)
+ACCURACIES = (0.3, 0.6, 0.9)
+TARGET_SAVING = 0.40
+POWER_CAP = 0.99  # "same power" is capped here: a power of 1.0000 would ask the fixed-n gate for unbounded items
+GATING = REPO / "docs" / "gating.md"
+
+
+def accuracies(p_worse: float, p_better: float) -> list[float]:
+    return [a for a in ACCURACIES if p_worse <= a + 1e-9 and p_better <= 1 - a + 1e-9]
+
+
+def wilson_lower(rate: float, runs: int, z: float = 1.96) -> float:
+    """The 95% Wilson lower bound of a Monte Carlo share (never the share itself at 1.0)."""
+    centre = rate + z * z / (2 * runs)
+    spread = z * ((rate * (1 - rate) + z * z / (4 * runs)) / runs) ** 0.5
+    return (centre - spread) / (1 + z * z / runs)
+
+
+def settings() -> list[tuple[int, int, int]]:
+    return [(d, r, n) for d in DROPS for r in DISCORDANCE if r >= d for n in SIZES]
+
+
+def measure(runs: int, alpha: float, seed: int = 0) -> list[dict[str, float | str]]:
+    rng = np.random.default_rng(seed)
+    critical = mcnemar_critical(max(SIZES) * 4, alpha)
+    rows: list[dict[str, float | str]] = []
+    for d, r, n in settings():
+        p_w, p_b = (r + d) / 200, (r - d) / 200
+        accs = accuracies(p_w, p_b)
+        if not accs:
+            continue
+        failed, used = gate_fails(p_w, p_b, n, runs, alpha, rng=rng)
+        rate = float(failed.mean())
+        half = 1.96 * (rate * (1 - rate) / runs) ** 0.5
+        row: dict[str, float | str] = {
+            "drop": d, "disc": r, "n": n, "acc": "/".join(f"{a:g}" for a in accs),
+            "rate": rate, "lo": max(0.0, rate - half), "hi": rate + half, "items": float(used.mean()),
+        }  # fmt: skip
+        if d > 0:
+            at_n = fixed_power(n, p_w, p_b, alpha, critical)
+            target = min(wilson_lower(rate, runs), at_n, POWER_CAP)
+            n_fixed = next(k for k in range(1, n + 1) if fixed_power(k, p_w, p_b, alpha, critical) >= target - 1e-12)
+            row.update(fixed=at_n, n_fixed=n_fixed, saving=1 - float(used.mean()) / n_fixed)
+        rows.append(row)
+    return rows
+
+
+def table(rows: list[dict[str, float | str]], alpha: float) -> list[str]:
+    out = [
+        "| drop (pts) | discordance | N | accuracies | fails (95% MC interval) | fixed-n power at N | "
+        "E[items] sequential | n fixed, same power | saving |",
+        "|---:|---:|---:|---|---|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        cell = f"{row['rate']:.4f} ({row['lo']:.4f}-{row['hi']:.4f})"
+        if row["drop"] == 0:
+            cell += " <= alpha" if float(row["rate"]) <= alpha else " **> alpha**"
+            rest = "| - | {:.0f} | - | - |".format(row["items"])
+        else:
+            saving = float(row["saving"])
+            mark = "" if saving >= TARGET_SAVING or float(row["drop"]) < 10 else " (below 40%)"
+            rest = f"| {row['fixed']:.3f} | {row['items']:.0f} | {row['n_fixed']} | {saving * 100:.0f}%{mark} |"
+        out.append(f"| {row['drop']} | {row['disc']}% | {row['n']} | {row['acc']} | {cell} {rest}")
+    return out
+
+
+def verdicts(rows: list[dict[str, float | str]], alpha: float) -> list[str]:
+    nulls = [r for r in rows if r["drop"] == 0]
+    big = [r for r in rows if float(r["drop"]) >= 10]
+    worst = max(float(r["rate"]) for r in nulls)
+    met = [r for r in big if float(r["saving"]) >= TARGET_SAVING]
+    return [
+        f"type-I error <= alpha {alpha:g} in {sum(float(r['rate']) <= alpha for r in nulls)} of {len(nulls)} "
+        f"no-drop settings (largest {worst:.4f})",
+        f"saving >= {TARGET_SAVING:.0%} at equal alpha and power in {len(met)} of {len(big)} settings with a drop "
+        ">= 10 points" + ("" if len(met) == len(big) else " (target NOT met in every setting)"),
+    ]
+
+
+REAL_SCRIPT = r"""
+import json, sys
+from pathlib import Path
+from bcas.config import RetrievalConfig, RunConfig, Budget
+from bcas.grids import Grid, GridEntry, register_grid
+from bcas.llm import register_backend
+from bcas.testing.project import codename_items
+register_backend("wrong_share", "bcas.testing.wrong_share:create")
+kind, model, out, baseline, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+options = {}
+if kind == "mock":
+    items = Path(out).parent / "items.jsonl"
+    if not items.exists():
+        items.write_text("".join(json.dumps(r) + "\n" for r in codename_items(n)))
+    dataset = str(items)
+    entry = GridEntry("retrieve_read", RunConfig(budget=Budget(max_searches=1), retrieval=RetrievalConfig(mode="bm25")))
+else:
+    dataset = "triviaqa"
+    entry = GridEntry("retrieve_read", RunConfig(budget=Budget(max_searches=1), retrieval=RetrievalConfig(mode="bm25")))
+    if baseline != "-":  # the degraded prompt: the passages are left out of the answer template
+        import bcas.prompts as prompts
+        original = prompts.prompt_text
+        def degraded(package, name):
+            text = original(package, name)
+            return text.replace("Passages:\n$passages\n\n", "").replace(", using the passages", "") \
+                if name.startswith("retrieve_read/answer") else text
+        prompts.prompt_text = degraded
+        options["allow_mismatch"] = True
+register_grid(Grid("seq_" + kind, (entry,), datasets=(dataset,), limit=n))
+import bcas
+if baseline != "-":
+    options.update(baseline=baseline, gate_sequential=True, gate_new_model=True)
+r = bcas.evaluate("seq_" + kind, model, limit=n, out=out, **options)
+rows = [{"how": row.how, "verdict": row.verdict, "used": row.items_used, "n": row.n_paired,
+         "base": row.baseline_acc, "cur": row.current_acc} for row in (r.gate.rows if r.gate else [])]
+print(json.dumps({"records": len(r.records), "rows": rows}))
+"""
+
+
+def real_runs(items: int, folder: Path) -> list[str]:
+    """The two gated runs of the module docstring, each in its own process; markdown lines."""
+    import json
+    import subprocess
+
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "run_real.py"
+    script.write_text(REAL_SCRIPT, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    runs = [
+        ("mock", "mock:gold", "wrong_share:20", 200, "mock:gold vs wrong_share:20 (wrong on 20% of items)"),
+        ("embedded", "embedded", "embedded", items, "embedded SmolLM2-135M vs itself, degraded prompt"),
+    ]
+    out = [
+        "| run | paired items N | items run | sequential verdict | gate |",
+        "|---|---:|---:|---|---|",
+    ]
+    for kind, base_model, model, n, title in runs:
+        started = time.perf_counter()
+        base = folder / f"{kind}-base"
+        for spec, target, baseline in ((base_model, base, "-"), (model, folder / f"{kind}-current", str(base))):
+            argv = [sys.executable, str(script), kind, spec, str(target), baseline, str(n)]
+            done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise SystemExit(f"{title}: the run failed:\n{done.stderr[-3000:]}")
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        (row,) = result["rows"]
+        took = time.perf_counter() - started
+        print(f"{title}: {result['records']} records, {row['how']} ({took:.0f} s)")
+        out.append(f"| {title} | {row['n']} | {result['records']} | {row['how']} | {row['verdict']} |")
+    return out
+
+
+def write_marked(path: Path, begin: str, end: str, body: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    if begin not in text or end not in text:
+        raise SystemExit(f"{path}: markers {begin} ... {end} not found")
+    path.write_text(text[: text.index(begin)] + f"{begin}\n{body}\n{end}" + text[text.index(end) + len(end) :])
+    print(f"written: {path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10_000, help="Monte Carlo runs per setting")
+    parser.add_argument("--alpha", type=float, default=0.05)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--write-docs", action="store_true", help="write the table into docs/measured.md and docs/gating.md"
+    )
+    parser.add_argument("--real", action="store_true", help="run the two real gated runs instead of the simulation")
+    parser.add_argument("--real-items", type=int, default=40, help="items of the embedded model's run")
+    parser.add_argument("--keep", type=Path, default=None, help="folder for the real runs (default: a temporary one)")
+    args = parser.parse_args(argv)
+    if args.real:
+        import tempfile
+
+        from bench_latency import short_commit, write_section
+
+        with tempfile.TemporaryDirectory() as tmp:
+            lines = real_runs(args.real_items, args.keep or Path(tmp))
+        print("\n".join(lines))
+        if args.write_docs:
+            head = (
+                f"`bench_sequential_gate.py --real --real-items {args.real_items}` at {short_commit()}, "
+                f"{datetime.date.today().isoformat()}, alpha 0.05, one case each (items run: the records the "
+                "current run wrote; the rest were never run):"
+            )
+            write_section(
+                "<!-- sequential-gate-runs:begin -->",
+                "<!-- sequential-gate-runs:end -->",
+                head + "\n\n" + "\n".join(lines),
+                "Sequential gate on real runs",
+            )
+        return 0
+    started = time.perf_counter()
+    rows = measure(args.runs, args.alpha, args.seed)
+    lines = table(rows, args.alpha) + [""] + verdicts(rows, args.alpha)
+    took = time.perf_counter() - started
+    print("\n".join(lines))
+    print(f"{len(rows)} settings x {args.runs} runs in {took:.0f} s; load average {os.getloadavg()[0]:.2f}")
+    if args.write_docs:
+        from bench_latency import short_commit, write_section
+
+        head = (
+            f"`bench_sequential_gate.py --runs {args.runs} --alpha {args.alpha:g}` at {short_commit()}, "
+            f"{datetime.date.today().isoformat()} (simulation: the figures do not depend on the machine):"
+        )
+        body = (
+            head
+            + "\n\n"
+            + "\n".join(table(rows, args.alpha))
+            + "\n\n"
+            + "\n".join(f"- {v}" for v in verdicts(rows, args.alpha))
+        )
+        write_section("<!-- sequential-gate:begin -->", "<!-- sequential-gate:end -->", body, "Sequential gate")
+        write_marked(GATING, "<!-- sequential-gate:begin -->", "<!-- sequential-gate:end -->", body)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,51 @@
+"""--bcas-gate-sequential through the pytest plugin, as a user meets it (pytester): the instant
+test double answers what ``BCAS_INSTANT_ANSWER`` says, so the current run is wrong on purpose."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from bcas.testing.project import backends, budget_grid, codename_items, grid_project, preload, read_records
+
+preload()
+
+pytest_plugins = ["pytester"]
+
+TINY = ["--bcas-backend", "instant", "--bcas-no-cache", "-p", "no:cacheprovider", "--bcas-grid", "seq_tiny"]
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.Pytester:
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("BCAS_INSTANT_ANSWER", "alpha")
+    conftest = backends({"instant": "bcas.testing.instant:create"}) + budget_grid(
+        "seq_tiny", [pytester.path / "tiny.jsonl"]
+    )
+    grid_project(pytester.path, conftest, datasets={"tiny.jsonl": codename_items(40)})
+    return pytester
+
+
+def test_the_plugin_stops_each_case_once_decided_and_says_how(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base_dir = project.path / "gold"
+    project.runpytest(*TINY, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)
+    monkeypatch.setenv("BCAS_INSTANT_ANSWER", "beta")  # every answer wrong now
+    run_dir, junit = project.path / "worse", project.path / "junit.xml"
+    result = project.runpytest(
+        *TINY, "--bcas-report", str(run_dir), "--bcas-baseline", str(base_dir), "--bcas-gate-sequential",
+        f"--junitxml={junit}",
+    )  # fmt: skip
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    # two gated cases: threshold 2 / (0.05 x 0.5) = 80, which 9 straight losses pass (about 102) and 8 do not (56.8)
+    how = "stopped after 9 of 20 items: regression shown (e = 102.4, threshold 80 = 2/(0.05 x 0.5))"
+    assert out.count("sequential gate: " + how) >= 2
+    assert len(read_records(run_dir)) < 2 * 20  # the grid runs 20 of the 40 items  # the remaining items were never run
+    cases = list(ET.parse(junit).getroot().iter("testcase"))
+    props = [{p.get("name"): p.get("value") for p in case.iter("property")} for case in cases]
+    assert [p["bcas_gate_sequential"] for p in props] == [how, how]
+    assert [p["bcas_gate_items_used"] for p in props] == ["9", "9"]
