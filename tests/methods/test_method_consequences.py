@@ -97,3 +97,17 @@ def test_a_rerank_step_is_shown_as_cached_only_when_every_call_came_from_the_cac
         assert step["calls"] == len(cached)
         assert step["note"] == f"{len(cached)} re-ranking calls ({sum(cached)} from cache)"
         assert step["tokens_in"] == sum(10 + i for i in range(len(cached)))
+
+
+def test_a_step_is_taken_exactly_when_the_reserve_leaves_a_whole_step() -> None:
+    """``forced_answer_tokens`` (48) are held back for the answer and a step needs 48 more: with 96
+    tokens a method takes one step of 48 tokens, with 95 it answers at once (forced), both sides
+    of the boundary, for IRCoT and Self-Ask."""
+    terse = json.dumps({"sentence": "The river flows.", "next": "follow_up", "text": "Which river?", "answer": "Avon"})
+    for name in ("ircot", "self_ask"):
+        at = run(name, ScriptedModel(lambda r, i: terse), config(searches=4, tokens=96), FakeRetriever(MANY, k=2))
+        steps = [s for s in at.steps if s["kind"] == "generate"]
+        assert steps and steps[0]["max_tokens"] == 48, name
+        below = run(name, ScriptedModel(lambda r, i: terse), config(searches=4, tokens=95), FakeRetriever(MANY, k=2))
+        assert not [s for s in below.steps if s["kind"] == "generate"], name
+        assert below.stop_reason == "max_total_tokens" and below.extra["forced_answer"] is True, name
