@@ -6,6 +6,7 @@ calibration items, so EM_NF and the RSC probe saw the test items and their label
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -102,3 +103,30 @@ def test_session_probe_items_are_the_calibration_split_and_never_evaluated(tmp_p
         assert evaluated.hash == load_evaluation("conflictqa", 20, 3, holdout=MADARA.holdout).hash
     finally:
         session.close()
+
+
+def _documented_order(ds: Dataset, seed: int) -> list[str]:
+    """The documented permutation, computed independently: ids by sha256("<seed>:<id>") hex, ascending."""
+    return sorted((it.id for it in ds.items), key=lambda i: hashlib.sha256(f"{seed}:{i}".encode()).hexdigest())
+
+
+def test_subsets_and_calibration_follow_the_documented_permutation() -> None:
+    """``subset(limit, seed)`` keeps the first ``limit`` ids of the permutation by sha256("<seed>:<id>")
+    in file order; the calibration split takes its head and leaves the rest, for several seeds and
+    sizes on both sides of the dataset's size."""
+    ds = _dataset(40)
+    file_order = [it.id for it in ds.items]
+    for seed in (0, 1, 7, 12345, 2**31 - 1):
+        order = _documented_order(ds, seed)
+        for limit in (1, 2, 5, 17, 39, 40, 41):
+            kept = [it.id for it in ds.subset(limit, seed).items]
+            expected = set(order[:limit])
+            assert kept == [i for i in file_order if i in expected], (seed, limit)
+        for calibration_n in (1, 3, 20, 40):
+            calibration, rest = ds.calibration_split(calibration_n, seed)
+            assert [it.id for it in calibration.items] == [i for i in file_order if i in set(order[:calibration_n])]
+            assert [it.id for it in rest.items] == [i for i in file_order if i in set(order[calibration_n:])]
+            # the evaluated items are the next ones of the same permutation
+            if calibration_n < 40:
+                evaluated = {it.id for it in rest.subset(2, seed).items}
+                assert evaluated == set(order[calibration_n : calibration_n + 2])

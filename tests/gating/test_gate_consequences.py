@@ -50,6 +50,19 @@ def test_errored_or_empty_answers_count_against_the_floor_and_no_items_is_zero()
     )
 
 
+def test_ungraded_answers_count_against_the_judges_floor():
+    """Under ``judge_verdict``, an answer the judge never graded (no verdict) is no pass: 3 of 5
+    graded right and 2 ungraded is 0.600 over 5 items, below a 0.7 floor (not 3 of 3)."""
+    graded = _records([True, True, True], judge_verdict=True)
+    ungraded = [{"item_id": f"u{i}", "correct_em": True, "prediction": "x", "judge_verdict": None} for i in range(2)]
+    for records in (graded + ungraded, ungraded + graded):
+        message = floor_failure("c", records, "judge_verdict", 0.7)
+        assert message == "regression gate: c: judge_verdict accuracy 0.600 over 5 items is below the floor 0.700"
+        assert floor_failure("c", records, "judge_verdict", 0.6) is None
+    assert floor_failure("c", graded, "judge_verdict", 1.0) is None  # all graded and right: at the floor
+    assert floor_failure("c", ungraded, "judge_verdict", 0.1) is not None  # nothing graded: 0.000
+
+
 def _independent_size(n: int, margin: float, alpha: float, grid: int) -> float:
     """The same maximum, by scipy's multinomial pmf over every rejecting table."""
     rejecting = [

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
 from pathlib import Path
 
 import pytest
@@ -84,8 +85,13 @@ def test_shard_numbers_partition_ids_stably() -> None:
         sizes = [sum(o == [s] for o in owners) for s in range(1, count + 1)]
         assert min(sizes) > 0.6 * len(ids) / count  # no shard starves
     # The documented formula, independently: the first 8 bytes of sha256, big-endian, mod N, plus one.
-    digest = hashlib.sha256(b"5a8b2c1e").digest()
-    assert shard_number("5a8b2c1e", 5) == 1 + int.from_bytes(digest[:8], "big") % 5
+    # Several ids and counts, so a shard that agrees under another byte order or slice by chance
+    # (``5a8b2c1e`` is shard 1 of 5 both big- and little-endian) cannot pass for all of them.
+    for key in ("5a8b2c1e", "q1", "item-17", "hotpot/5ab3b0bf", "ünïcode-id", "", "x" * 300):
+        digest = hashlib.sha256(key.encode("utf-8")).digest()
+        (first_eight,) = struct.unpack(">Q", digest[:8])
+        for count in (1, 2, 3, 5, 7, 10, 16, 97, 1000):
+            assert shard_number(key, count) == 1 + first_eight % count, (key, count)
     assert parse_shard("2/4") == Shard(2, 4) and parse_shard(" 1 / 1 ") == Shard(1, 1) and parse_shard(None) is None
     for bad in ("0/2", "3/2", "2", "a/b", "1/0"):
         with pytest.raises(ShardError):

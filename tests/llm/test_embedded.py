@@ -174,6 +174,32 @@ def small_batch_model(smollm2_gguf: Path) -> Iterator[EmbeddedModel]:
     model.close()
 
 
+def test_prefix_reuse_off_evaluates_every_prompt_from_an_empty_cache(
+    small_batch_model: EmbeddedModel, smollm2_gguf: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``BCAS_PREFIX_REUSE=0``: the engine reuses nothing of the prompt before (each reply reports
+    0 reused prompt tokens), where the default engine reuses the batches two prompts share."""
+    system = {"role": "system", "content": "You answer questions about rivers and the towns along them. " * 6}
+    requests = [
+        ChatRequest([system, {"role": "user", "content": question}], max_tokens=1)
+        for question in ("Which river flows through Paris?", "Which towns lie on the Loire?")
+    ]
+
+    def reused(model: EmbeddedModel) -> list[int]:
+        async def both() -> list[int]:
+            return [int((await model.chat(r)).extra["reused_prompt_tokens"]) for r in requests]
+
+        return asyncio.run(both())
+
+    assert reused(small_batch_model)[1] >= 32  # the default: the shared system prompt's batches are reused
+    monkeypatch.setenv("BCAS_PREFIX_REUSE", "0")
+    cold = EmbeddedModel(smollm2_gguf, n_ctx=512, n_batch=32, n_threads=1)
+    try:
+        assert reused(cold) == [0, 0]
+    finally:
+        cold.close()
+
+
 def test_an_answer_does_not_depend_on_the_request_before_it(small_batch_model: EmbeddedModel) -> None:
     """A resumed run, a call replayed from the generation cache or items interleaved at
     concurrency > 1 change which request the engine served last.  The answer (its very

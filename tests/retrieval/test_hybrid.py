@@ -77,3 +77,32 @@ def test_bad_parameters_are_rejected():
         rrf_fuse([[1]], -1)
     with pytest.raises(ValueError, match="fusion_alpha"):
         convex_fuse([], [], 1.5)
+
+
+def _rrf_reference(rankings: list[list[str]], rrf_k: int) -> dict[str, float]:
+    """Cormack et al. 2009, independently: Σ over lists of 1 / (k + rank), rank counted from 1."""
+    out: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, key in enumerate(dict.fromkeys(ranking), start=1):
+            out[key] = out.get(key, 0.0) + 1.0 / (rrf_k + rank)
+    return out
+
+
+@pytest.mark.parametrize("rrf_k", [0, 1, 60, 100])
+def test_rrf_scores_follow_the_formula_and_ties_keep_the_lexical_order(rrf_k: int) -> None:
+    lexical = ["a", "b", "c", "d"]
+    dense = ["b", "a", "e", "d", "b"]  # a and b tie (ranks 1+2 each); c and e tie (rank 3 in one list)
+    fused = rrf_fuse([lexical, dense], rrf_k)
+    assert dict(fused) == pytest.approx(_rrf_reference([lexical, dense], rrf_k))
+    # ties broken by first appearance, the lexical list first: a before b, c before e
+    assert [key for key, _ in fused] == ["a", "b", "d", "c", "e"]  # d: 2 / (k + 4) beats c's 1 / (k + 3)
+    swapped = rrf_fuse([dense, lexical], rrf_k)
+    assert [key for key, _ in swapped][:2] == ["b", "a"]  # the first list's order decides a tie
+
+
+def test_convex_fusion_ties_keep_the_lexical_order() -> None:
+    lex = [("x", 2.0), ("y", 1.0)]
+    dense = [("y", 5.0), ("x", 1.0)]  # at α = 0.5 both fuse to 0.5
+    assert [key for key, _ in convex_fuse(lex, dense, 0.5)] == ["x", "y"]
+    assert [key for key, _ in convex_fuse(dense, lex, 0.5)] == ["y", "x"]
+    assert dict(convex_fuse(lex, dense, 0.5)) == pytest.approx({"x": 0.5, "y": 0.5})

@@ -89,6 +89,52 @@ def test_rejudge_shows_the_judge_in_the_summary_and_the_report(finished: Path, t
     assert f"mock:gold · {last['judge']['grade_id']}" in (run / "index.html").read_text(encoding="utf-8")
 
 
+JUDGE_SHEET = """
+default = "judged"
+[sheets.judged.models."coin"]
+input_per_mtok = 3.0
+output_per_mtok = 12.0
+[sheets.judged.models."mock:gold"]
+input_per_mtok = 10.0
+output_per_mtok = 40.0
+"""
+
+
+def test_rejudge_prices_the_judge_under_the_latest_sessions_sheet(finished: Path, tmp_path: Path) -> None:
+    """The run's first session priced under the packaged sheet (no price for the mock judge); a
+    later ``bcas reprice`` put another sheet in force (the judge at $10 / $40 per million): the
+    judge's cost is the one under that later sheet."""
+    run = _copy(finished, tmp_path)
+    prices = tmp_path / "judged.toml"
+    prices.write_text(JUDGE_SHEET, encoding="utf-8")
+    assert main(["reprice", str(run), "--prices", str(prices)]) == 0
+    sessions = json.loads((run / "run.json").read_text(encoding="utf-8"))["sessions"]
+    assert len(sessions) >= 2 and (sessions[0].get("price_sheet") or {}).get("path") != str(prices)
+    assert main(["rejudge", str(run), "--judge", "mock:gold", "--no-report"]) == 0
+    judges = [r.judge or {} for r in load_records(run)]
+    assert len(judges) == 6 and all(j.get("model") == "mock:gold" for j in judges)
+    for j in judges:
+        expected = (int(j.get("tokens_in", 0)) * 10.0 + int(j.get("tokens_out", 0)) * 40.0) / 1e6
+        assert j["cost_usd"] == pytest.approx(expected) and j["cost_usd"] > 0
+
+
+def test_three_way_grades_are_filed_under_their_own_identity(finished: Path, tmp_path: Path) -> None:
+    """A three-way rejudge after a two-way one by the same judge grades every answer again
+    (it is another grade) and keeps the two-way grade beside it."""
+    run = _copy(finished, tmp_path)
+    assert main(["rejudge", str(run), "--judge", "mock:gold", "--no-report"]) == 0
+    two_way = {gid for r in load_records(run) for gid in r.grades or {}}
+    assert main(["rejudge", str(run), "--judge", "mock:gold", "--three-way", "--no-report"]) == 0
+    last = json.loads((run / "run.json").read_text(encoding="utf-8"))["sessions"][-1]
+    three_way = last["judge"]["grade_id"]
+    assert three_way not in two_way
+    records = load_records(run)
+    assert len(records) == 6
+    for rec in records:
+        assert set(rec.grades or {}) == two_way | {three_way}  # both grades, each under its own identity
+        assert rec.judge is not None and rec.judge["grade_id"] == three_way
+
+
 def test_no_report_leaves_the_views_as_they_were(finished: Path, tmp_path: Path) -> None:
     run = _copy(finished, tmp_path)
     written = {name: (run / name).read_bytes() for name in VIEWS}
