@@ -1,8 +1,9 @@
 """``openai`` backend: any server speaking the OpenAI chat-completions protocol.
 
 vLLM's ``serve``, ``llama_cpp.server``, hosted APIs: one ``POST {base_url}/chat/completions``
-per request over a shared ``httpx.AsyncClient``.  Concurrency comes from many
-coroutines in flight, capped by a semaphore (``concurrency``).
+per request, each request in flight on a connection of its own (a lane: an
+``httpx.AsyncClient`` of one connection, reused; :class:`_LoopState`).  Concurrency comes
+from many coroutines in flight, capped by a semaphore (``concurrency``).
 
 Failure handling:
 
@@ -73,8 +74,9 @@ import email.utils
 import json
 import os
 import random
+import ssl
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -94,11 +96,21 @@ STREAM_ENV = "BCAS_STREAM"
 
 @dataclass
 class _LoopState:
-    """Objects bound to one event loop (httpx pools and semaphores cannot cross loops)."""
+    """Objects bound to one event loop (httpx pools and semaphores cannot cross loops).
+
+    ``lanes``: one ``httpx.AsyncClient`` of one connection per request in flight, made on
+    first need (at most ``concurrency``); ``idle`` holds those not in use, the last freed
+    on top.  A request takes a lane of its own instead of sharing one pool of
+    ``concurrency`` connections: httpcore's pool checks every connection it holds (a
+    liveness probe of each idle socket, a scan of all for each) on every request and
+    every response, work that grows with the concurrency and that the event loop pays
+    between a wave's answers; a lane's pool holds one.
+    """
 
     loop: asyncio.AbstractEventLoop
-    client: httpx.AsyncClient
     semaphore: asyncio.Semaphore
+    lanes: list[httpx.AsyncClient] = field(default_factory=list)
+    idle: list[httpx.AsyncClient] = field(default_factory=list)
 
 
 class _Retryable(Exception):
@@ -183,6 +195,7 @@ class OpenAICompatModel(ChatModel):
         if self._api_key:
             self._headers["Authorization"] = f"Bearer {self._api_key}"
         self._state: _LoopState | None = None
+        self._tls: ssl.SSLContext | None = None
         self._rng = random.Random()
         self._window: int | None = context_window
         self._window_known = context_window is not None
@@ -215,15 +228,25 @@ class OpenAICompatModel(ChatModel):
         loop = asyncio.get_running_loop()
         state = self._state
         if state is None or state.loop is not loop:
-            # A client from a finished loop cannot be closed from this one; drop it.
-            client = httpx.AsyncClient(
-                timeout=self.timeout,
-                headers=self._headers,
-                limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency),
-            )
-            state = _LoopState(loop, client, asyncio.Semaphore(self.concurrency))
+            # Clients from a finished loop cannot be closed from this one; drop them.
+            state = _LoopState(loop, asyncio.Semaphore(self.concurrency))
             self._state = state
         return state
+
+    def _lane(self, state: _LoopState) -> httpx.AsyncClient:
+        """An idle lane of ``state`` (:class:`_LoopState`), or a new one; the caller holds the semaphore."""
+        if state.idle:
+            return state.idle.pop()
+        if self._tls is None:  # one TLS context for every lane: making one reads the CA bundle (~30 ms)
+            self._tls = httpx.create_ssl_context()
+        lane = httpx.AsyncClient(
+            timeout=self.timeout,
+            headers=self._headers,
+            verify=self._tls,
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+        )
+        state.lanes.append(lane)
+        return lane
 
     def _redact(self, text: str) -> str:
         if self._api_key:
@@ -277,15 +300,18 @@ class OpenAICompatModel(ChatModel):
         state = self._loop_state()
         streamed: dict[str, Any] | None = None
         async with state.semaphore:
+            client = self._lane(state)
             try:
                 if body.get("stream"):
-                    response, streamed = await self._stream(state.client, body)
+                    response, streamed = await self._stream(client, body)
                 else:
-                    response = await state.client.post(self.url, json=body)
+                    response = await client.post(self.url, json=body)
             except httpx.TimeoutException as exc:
                 raise _Retryable(f"timed out ({type(exc).__name__})") from exc
             except httpx.TransportError as exc:
                 raise _Retryable(f"connection error ({type(exc).__name__}: {exc})") from exc
+            finally:
+                state.idle.append(client)
         status = response.status_code
         if status == 429:
             raise _Retryable("HTTP 429 (rate limited)", wait=_retry_after(response))
@@ -498,7 +524,8 @@ class OpenAICompatModel(ChatModel):
         except RuntimeError:
             running = None
         if running is state.loop:
-            await state.client.aclose()
+            for lane in state.lanes:
+                await lane.aclose()
 
 
 def server_timings(timings: Any) -> dict[str, float]:
