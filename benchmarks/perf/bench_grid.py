@@ -14,7 +14,10 @@ generation cache off, so every call reaches the server.
 Any failure of a child pytest run (the warm-up or the timed run: a non-zero exit
 code, no junit report, a case without records) prints "NOT measured" and exits 1.
 
-    python benchmarks/perf/bench_grid.py [--items 128] [--concurrency 16] [--latency 0.2]
+    python benchmarks/perf/bench_grid.py [--items 128] [--concurrency 16] [--latency 0.2] [--profile PATH]
+
+``--profile PATH`` runs the timed pytest under cProfile (its statistics to ``PATH``; the
+figures of such a run are the profiler's, not the grid's).
 """
 
 from __future__ import annotations
@@ -54,11 +57,18 @@ def figure(name: str, value: float, unit: str, target: str = "", met: bool | Non
 
 
 def run_grid(
-    project: Path, base_url: str, report: Path, items: int, concurrency: int, env: dict[str, str]
+    project: Path,
+    base_url: str,
+    report: Path,
+    items: int,
+    concurrency: int,
+    env: dict[str, str],
+    profile: str | None = None,
 ) -> tuple[float, dict[str, float], int]:
     junit = report.with_suffix(".xml")
+    profiled = ["-m", "cProfile", "-o", str(Path(profile).resolve())] if profile else []
     cmd = [
-        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
+        sys.executable, *profiled, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
         "--bcas-backend", "openai", "--bcas-base-url", base_url, "--bcas-model", "canned",
         "--bcas-grid", "perf_p2", "--bcas-limit", str(items), "--bcas-concurrency", str(concurrency),
         "--bcas-no-cache", "--bcas-report", str(report),
@@ -90,6 +100,7 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=128)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--profile", help="run the timed pytest under cProfile, its statistics written to PROFILE")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
     print(
@@ -112,7 +123,9 @@ def main() -> int:
         if warm_rc != 0:
             return not_measured(f"the warm-up pytest run exited {warm_rc}")
         server.reset()
-        wall, cases, rc = run_grid(project, server.base_url, root / "timed", args.items, args.concurrency, env)
+        wall, cases, rc = run_grid(
+            project, server.base_url, root / "timed", args.items, args.concurrency, env, args.profile
+        )
         print(f"  server saw {server.requests} requests, at most {server.max_in_flight} at once; pytest rc {rc}")
         if rc != 0:
             return not_measured(f"the timed pytest run exited {rc}")
