@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import json
 import os
 import random
@@ -178,6 +179,7 @@ class OpenAICompatModel(ChatModel):
         self.model_id = model_id or model
         self.base_url = base_url.rstrip("/")
         self.url = f"{self.base_url}/chat/completions"
+        self._url = httpx.URL(self.url)  # parsed once: httpx parses a string URL on every request
         self.concurrency = concurrency
         self.timeout = httpx.Timeout(timeout, connect=min(connect_timeout, timeout))
         self.max_retries = max_retries
@@ -195,7 +197,6 @@ class OpenAICompatModel(ChatModel):
         if self._api_key:
             self._headers["Authorization"] = f"Bearer {self._api_key}"
         self._state: _LoopState | None = None
-        self._tls: ssl.SSLContext | None = None
         self._rng = random.Random()
         self._window: int | None = context_window
         self._window_known = context_window is not None
@@ -237,12 +238,10 @@ class OpenAICompatModel(ChatModel):
         """An idle lane of ``state`` (:class:`_LoopState`), or a new one; the caller holds the semaphore."""
         if state.idle:
             return state.idle.pop()
-        if self._tls is None:  # one TLS context for every lane: making one reads the CA bundle (~30 ms)
-            self._tls = httpx.create_ssl_context()
         lane = httpx.AsyncClient(
             timeout=self.timeout,
             headers=self._headers,
-            verify=self._tls,
+            verify=_tls_context(),
             limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
         )
         state.lanes.append(lane)
@@ -305,7 +304,7 @@ class OpenAICompatModel(ChatModel):
                 if body.get("stream"):
                     response, streamed = await self._stream(client, body)
                 else:
-                    response = await client.post(self.url, json=body)
+                    response = await client.post(self._url, json=body)
             except httpx.TimeoutException as exc:
                 raise _Retryable(f"timed out ({type(exc).__name__})") from exc
             except httpx.TransportError as exc:
@@ -350,7 +349,7 @@ class OpenAICompatModel(ChatModel):
         holding generated text), usage and llama.cpp's ``timings`` from the chunks that send them.
         A stream that ends without ``[DONE]`` or any choice is a malformed body (retried).
         """
-        async with client.stream("POST", self.url, json=body) as response:
+        async with client.stream("POST", self._url, json=body) as response:
             if response.status_code != 200:
                 await response.aread()
                 return response, None
@@ -526,6 +525,12 @@ class OpenAICompatModel(ChatModel):
         if running is state.loop:
             for lane in state.lanes:
                 await lane.aclose()
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context for every lane of every model of the process: making one reads the CA bundle (~30 ms)."""
+    return httpx.create_ssl_context()
 
 
 def server_timings(timings: Any) -> dict[str, float]:

@@ -32,8 +32,8 @@ service time is the client's own (``docs/measured.md``, "Harness tax").
     python benchmarks/perf/bench_latency.py --known [--items N] [--levels 1,4,16] [--service 0.2]
         [--profile PATH] [--write-docs]
 
-(``--profile PATH``: cProfile's statistics of each level's client side, written to
-``PATH.c<level>``, the top functions printed.)
+(``--profile PATH``: cProfile's statistics of each level's client side in CPU time, written
+to ``PATH.c<level>``, the top functions printed.)
 
 ``--write-docs`` replaces the section between ``<!-- latency-curve:begin -->`` and
 ``<!-- latency-curve:end -->`` of docs/measured.md with the table (on a quiet machine);
@@ -258,7 +258,8 @@ async def _known_level(
         # the client's start-up (its connections included) is no part of a level
         await asyncio.gather(*(model.chat(ChatRequest([{"role": "user", "content": "hi"}], max_tokens=2))
                                for _ in range(level)))  # fmt: skip
-        profiler = cProfile.Profile() if profile is not None else None
+        # CPU time, not wall time: the profile says what the client computes, whatever the machine's load
+        profiler = cProfile.Profile(time.process_time) if profile is not None else None
         cpu, started = time.process_time(), time.perf_counter()
         if profiler is not None:
             profiler.enable()

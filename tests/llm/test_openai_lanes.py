@@ -8,6 +8,7 @@ holds one connection, so a request costs about two probes (taking it, giving it 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from httpcore._async.http11 import AsyncHTTP11Connection
@@ -58,3 +59,30 @@ def test_lanes_are_reused_and_closed(monkeypatch: pytest.MonkeyPatch) -> None:
 
         made, closed = asyncio.run(main())
     assert made == 4 and closed
+
+
+def test_the_endpoint_url_is_parsed_once_not_per_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    import httpx._urls
+
+    parses = 0
+    real = httpx._urls.urlparse
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal parses
+        parses += 1
+        return real(*args, **kwargs)
+
+    with SlottedServer(4, 0.01) as server:
+        model = OpenAICompatModel("m", base_url=server.base_url, concurrency=4)
+
+        async def main() -> None:
+            ask = ChatRequest([{"role": "user", "content": "x"}])
+            await asyncio.gather(*(model.chat(ask) for _ in range(4)))  # the four lanes exist
+            monkeypatch.setattr(httpx._urls, "urlparse", counted)
+            try:
+                await asyncio.gather(*(model.chat(ask) for _ in range(16)))
+            finally:
+                await model.aclose()
+
+        asyncio.run(main())
+    assert parses <= 2, f"{parses} URL parses for 16 requests on warm lanes"
