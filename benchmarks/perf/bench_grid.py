@@ -16,8 +16,8 @@ code, no junit report, a case without records) prints "NOT measured" and exits 1
 
     python benchmarks/perf/bench_grid.py [--items 128] [--concurrency 16] [--latency 0.2] [--profile PATH]
 
-``--profile PATH`` runs the timed pytest under cProfile (its statistics to ``PATH``; the
-figures of such a run are the profiler's, not the grid's).
+``--profile PATH`` runs the timed pytest under cProfile in CPU time (its statistics to
+``PATH``; the wall-time figures of such a run are the profiler's, not the grid's).
 """
 
 from __future__ import annotations
@@ -51,6 +51,18 @@ register_grid(Grid("perf_p2", tuple(
 """
 
 
+PROFILED = """
+import cProfile, sys, time
+import pytest
+profiler = cProfile.Profile(time.process_time)
+profiler.enable()
+code = pytest.main(sys.argv[1:])
+profiler.disable()
+profiler.dump_stats({out!r})
+sys.exit(int(code))
+"""
+
+
 def figure(name: str, value: float, unit: str, target: str = "", met: bool | None = None) -> None:
     """One machine-readable line for benchmarks/perf/run_all.py's table."""
     print("FIGURE " + json.dumps({"name": name, "value": value, "unit": unit, "target": target, "met": met}))
@@ -66,9 +78,10 @@ def run_grid(
     profile: str | None = None,
 ) -> tuple[float, dict[str, float], int]:
     junit = report.with_suffix(".xml")
-    profiled = ["-m", "cProfile", "-o", str(Path(profile).resolve())] if profile else []
+    # --profile: pytest under cProfile in CPU time (what the client computes, whatever the machine's load)
+    profiled = ["-c", PROFILED.format(out=str(Path(profile).resolve()))] if profile else ["-m", "pytest"]
     cmd = [
-        sys.executable, *profiled, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
+        sys.executable, *profiled, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
         "--bcas-backend", "openai", "--bcas-base-url", base_url, "--bcas-model", "canned",
         "--bcas-grid", "perf_p2", "--bcas-limit", str(items), "--bcas-concurrency", str(concurrency),
         "--bcas-no-cache", "--bcas-report", str(report),

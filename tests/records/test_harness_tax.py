@@ -65,3 +65,22 @@ def test_a_failed_write_fails_the_run(tmp_path: Path, monkeypatch: pytest.Monkey
 
     with pytest.raises(OSError, match="No space left"):
         asyncio.run(run_items([("q1", 0), ("q2", 0)], produce, store, concurrency=2))
+
+
+def test_the_progress_line_reads_a_records_spend_without_serializing_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bcas.run.cost import record_spend
+
+    record = _record("q1").replace(
+        tokens_in=120,
+        tokens_out=30,
+        cost_usd=0.25,
+        judge={"model": "j", "tokens_in": 7, "tokens_out": 3, "cost_usd": 0.5},
+    )
+    from_dict = record_spend(record.to_dict())
+
+    def serialized(self: Record) -> dict[str, object]:
+        raise AssertionError("record_spend serialized the whole record")
+
+    monkeypatch.setattr(Record, "to_dict", serialized)
+    assert record_spend(record) == from_dict == (160, 0.75)  # the answer's and the judge's tokens and cost
+    assert record_spend(record.replace(cost_usd=None)) == (160, None)  # an unpriced answer: cost unknown
