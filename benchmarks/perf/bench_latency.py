@@ -27,7 +27,8 @@ folder, so the record writes count too).  Per level it prints the p50/p95 of eac
 wall time and of each item's service time (slot taken to record made) against the
 service time, items per second against the ideal ``concurrency / service``, what the
 server saw (most requests at once) and the load average beside.  Whatever exceeds the
-service time is the client's own (``docs/measured.md``, "Harness tax").
+service time is the client's own (``docs/measured.md``, "Harness tax against a known
+service time").
 
     python benchmarks/perf/bench_latency.py --known [--items N] [--levels 1,4,16] [--service 0.2]
         [--profile PATH] [--write-docs]
