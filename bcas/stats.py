@@ -209,6 +209,8 @@ def bootstrap_ci(
     n_resamples: int = 1000,
     alpha: float = 0.05,
     seed: int = 0,
+    *,
+    rowwise: bool = False,
 ) -> tuple[float, float]:
     """Percentile bootstrap ``1 - alpha`` interval of ``stat(values)``.
 
@@ -218,6 +220,11 @@ def bootstrap_ci(
     values are equal every resample equals the sample and the interval is the
     single point ``(stat(values), stat(values))``.  ``values`` must be finite and
     ``stat`` must return a finite scalar.
+
+    ``rowwise=True``: ``stat`` is a numpy reduction that takes ``axis`` (``np.mean``,
+    ``partial(np.percentile, q=95)``); it is called once on all the resamples
+    (``axis=1``) instead of once per resample: the same estimates, hence the same
+    interval, without a thousand Python calls (the latency percentiles at every case's end).
     """
     _check_alpha(alpha)
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
@@ -241,7 +248,14 @@ def bootstrap_ci(
         return point, point
     rng = np.random.default_rng(seed)
     indices = rng.integers(0, data.size, size=(n_resamples, data.size))
-    estimates = np.fromiter((_stat(data[row]) for row in indices), dtype=float, count=n_resamples)
+    estimates: np.ndarray
+    if rowwise:
+        reduce_rows: Callable[..., Any] = stat
+        estimates = np.asarray(reduce_rows(data[indices], axis=1), dtype=np.float64)
+        if estimates.shape != (n_resamples,) or not np.all(np.isfinite(estimates)):
+            raise ValueError(f"stat with axis=1 must return {n_resamples} finite values, got shape {estimates.shape}")
+    else:
+        estimates = np.fromiter((_stat(data[row]) for row in indices), dtype=float, count=n_resamples)
     lo, hi = np.quantile(estimates, [alpha / 2.0, 1.0 - alpha / 2.0])
     return float(lo), float(hi)
 

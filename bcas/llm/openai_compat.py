@@ -1,8 +1,9 @@
 """``openai`` backend: any server speaking the OpenAI chat-completions protocol.
 
 vLLM's ``serve``, ``llama_cpp.server``, hosted APIs: one ``POST {base_url}/chat/completions``
-per request over a shared ``httpx.AsyncClient``.  Concurrency comes from many
-coroutines in flight, capped by a semaphore (``concurrency``).
+per request, each request in flight on a connection of its own (a lane: an
+``httpx.AsyncClient`` of one connection, reused; :class:`_LoopState`).  Concurrency comes
+from many coroutines in flight, capped by a semaphore (``concurrency``).
 
 Failure handling:
 
@@ -70,11 +71,13 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import json
 import os
 import random
+import ssl
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -94,11 +97,21 @@ STREAM_ENV = "BCAS_STREAM"
 
 @dataclass
 class _LoopState:
-    """Objects bound to one event loop (httpx pools and semaphores cannot cross loops)."""
+    """Objects bound to one event loop (httpx pools and semaphores cannot cross loops).
+
+    ``lanes``: one ``httpx.AsyncClient`` of one connection per request in flight, made on
+    first need (at most ``concurrency``); ``idle`` holds those not in use, the last freed
+    on top.  A request takes a lane of its own instead of sharing one pool of
+    ``concurrency`` connections: httpcore's pool checks every connection it holds (a
+    liveness probe of each idle socket, a scan of all for each) on every request and
+    every response, work that grows with the concurrency and that the event loop pays
+    between a wave's answers; a lane's pool holds one.
+    """
 
     loop: asyncio.AbstractEventLoop
-    client: httpx.AsyncClient
     semaphore: asyncio.Semaphore
+    lanes: list[httpx.AsyncClient] = field(default_factory=list)
+    idle: list[httpx.AsyncClient] = field(default_factory=list)
 
 
 class _Retryable(Exception):
@@ -166,6 +179,7 @@ class OpenAICompatModel(ChatModel):
         self.model_id = model_id or model
         self.base_url = base_url.rstrip("/")
         self.url = f"{self.base_url}/chat/completions"
+        self._url = httpx.URL(self.url)  # parsed once: httpx parses a string URL on every request
         self.concurrency = concurrency
         self.timeout = httpx.Timeout(timeout, connect=min(connect_timeout, timeout))
         self.max_retries = max_retries
@@ -215,15 +229,23 @@ class OpenAICompatModel(ChatModel):
         loop = asyncio.get_running_loop()
         state = self._state
         if state is None or state.loop is not loop:
-            # A client from a finished loop cannot be closed from this one; drop it.
-            client = httpx.AsyncClient(
-                timeout=self.timeout,
-                headers=self._headers,
-                limits=httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency),
-            )
-            state = _LoopState(loop, client, asyncio.Semaphore(self.concurrency))
+            # Clients from a finished loop cannot be closed from this one; drop them.
+            state = _LoopState(loop, asyncio.Semaphore(self.concurrency))
             self._state = state
         return state
+
+    def _lane(self, state: _LoopState) -> httpx.AsyncClient:
+        """An idle lane of ``state`` (:class:`_LoopState`), or a new one; the caller holds the semaphore."""
+        if state.idle:
+            return state.idle.pop()
+        lane = httpx.AsyncClient(
+            timeout=self.timeout,
+            headers=self._headers,
+            verify=_tls_context(),
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+        )
+        state.lanes.append(lane)
+        return lane
 
     def _redact(self, text: str) -> str:
         if self._api_key:
@@ -277,15 +299,18 @@ class OpenAICompatModel(ChatModel):
         state = self._loop_state()
         streamed: dict[str, Any] | None = None
         async with state.semaphore:
+            client = self._lane(state)
             try:
                 if body.get("stream"):
-                    response, streamed = await self._stream(state.client, body)
+                    response, streamed = await self._stream(client, body)
                 else:
-                    response = await state.client.post(self.url, json=body)
+                    response = await client.post(self._url, json=body)
             except httpx.TimeoutException as exc:
                 raise _Retryable(f"timed out ({type(exc).__name__})") from exc
             except httpx.TransportError as exc:
                 raise _Retryable(f"connection error ({type(exc).__name__}: {exc})") from exc
+            finally:
+                state.idle.append(client)
         status = response.status_code
         if status == 429:
             raise _Retryable("HTTP 429 (rate limited)", wait=_retry_after(response))
@@ -324,7 +349,7 @@ class OpenAICompatModel(ChatModel):
         holding generated text), usage and llama.cpp's ``timings`` from the chunks that send them.
         A stream that ends without ``[DONE]`` or any choice is a malformed body (retried).
         """
-        async with client.stream("POST", self.url, json=body) as response:
+        async with client.stream("POST", self._url, json=body) as response:
             if response.status_code != 200:
                 await response.aread()
                 return response, None
@@ -498,7 +523,14 @@ class OpenAICompatModel(ChatModel):
         except RuntimeError:
             running = None
         if running is state.loop:
-            await state.client.aclose()
+            for lane in state.lanes:
+                await lane.aclose()
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context for every lane of every model of the process: making one reads the CA bundle (~30 ms)."""
+    return httpx.create_ssl_context()
 
 
 def server_timings(timings: Any) -> dict[str, float]:

@@ -117,7 +117,7 @@ def latency_columns(recs: Sequence[dict[str, Any]], intervals: bool = True) -> L
     for q in PERCENTILES:
         setattr(out, f"latency_p{q}", percentile(times, q))
         if intervals:
-            lo, hi = bootstrap_ci(times, stat=partial(np.percentile, q=q), n_resamples=1000, seed=0)
+            lo, hi = bootstrap_ci(times, stat=partial(np.percentile, q=q), n_resamples=1000, seed=0, rowwise=True)
             setattr(out, f"latency_p{q}_lo", lo)
             setattr(out, f"latency_p{q}_hi", hi)
     sources = {str(t.get("source") or "live") for _, t in timed}

@@ -2,7 +2,8 @@
 
 Store layout: ``reports/<run>/records.jsonl`` (or ``records.<worker>.jsonl`` per
 pytest-xdist worker, merged by :meth:`ResultStore.merge`).  Every append is one
-``write`` of one complete JSON line, then flush and ``fsync``, under an exclusive
+``write`` of complete JSON lines (one record's, or those of the records that finished
+together: :meth:`ResultStore.append_many`), then flush and ``fsync``, under an exclusive
 ``fcntl`` lock on ``<run>/.records.lock``, so several processes may append to the
 same file.  A process killed mid-write can leave a torn last line (no newline, or
 not JSON); opening a store for writing detects it, reports it (``logging`` warning
@@ -207,7 +208,14 @@ class ResultStore:
 
     def append(self, record: Record) -> None:
         """Append one record: one write of one full line, flush, fsync, under the lock."""
-        payload = (record.to_json() + "\n").encode("utf-8")
+        self.append_many([record])
+
+    def append_many(self, records: Sequence[Record]) -> None:
+        """Append ``records`` in order: one write of their full lines, one fsync, under the lock
+        (a group commit: the executor writes the records that finished together at once)."""
+        if not records:
+            return
+        payload = "".join(record.to_json() + "\n" for record in records).encode("utf-8")
         with self.lock():
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:

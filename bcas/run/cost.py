@@ -38,7 +38,11 @@ STOPS_FILE = "stops.jsonl"
 
 def record_spend(rec: Record | dict[str, Any]) -> tuple[int, float | None]:
     """(tokens, cost in USD or None when unknown) of one record: the answer's model calls and its judge's."""
-    data = rec if isinstance(rec, dict) else rec.to_dict()
+    # Read from the record's own fields: serializing the whole record (its steps and timing) per
+    # finished item for four numbers was most of the progress line's cost.
+    data = (
+        rec if isinstance(rec, dict) else {k: getattr(rec, k) for k in ("tokens_in", "tokens_out", "cost_usd", "judge")}
+    )
     tokens = int(data.get("tokens_in") or 0) + int(data.get("tokens_out") or 0)
     cost = data.get("cost_usd")
     judge = data.get("judge") or {}
