@@ -349,7 +349,7 @@ def test_the_models_section_shows_each_pairs_figures_and_the_matrix_with_its_mar
         + cells
         + '<td>50</td><td class="more">10</td><td class="more">2</td><td>-20.0 *</td><td>-30.0 – -10.0</td>'
         '<td class="more">0.0040</td><td>0.0040</td><td class="more">mcnemar-exact</td>'
-        f"<td class=\"prose\">{comps[0].verdict}</td></tr>"  # "more": behind "all columns"; the verdict wraps
+        f'<td class="prose">{comps[0].verdict}</td></tr>'  # "more": behind "all columns"; the verdict wraps
     ) in html
     assert (
         '<tr class="fr" data-grid="g" data-dataset="d" data-config="bm25/s1" data-model="mid" data-model-b="large">'
