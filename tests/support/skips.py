@@ -34,3 +34,8 @@ RAY_IMPORTABLE = importlib.util.find_spec("ray") is not None
 skip_if_no_ray = pytest.mark.skipif(
     not RAY_IMPORTABLE, reason="ray is not installed: pip install 'bcas[ray]' (CI installs it)"
 )
+
+MCP_IMPORTABLE = importlib.util.find_spec("mcp") is not None
+skip_if_no_mcp = pytest.mark.skipif(
+    not MCP_IMPORTABLE, reason="the official MCP SDK is not installed: pip install 'bcas[agents]' (CI installs it)"
+)
