@@ -43,7 +43,7 @@ def build_app(bridge: BridgeLedger, loop: asyncio.AbstractEventLoop, timeout_s: 
         "bcas-bridge", instructions="Search tool of a bcas run, under the run's search budget.", log_level="WARNING"
     )
 
-    @server.tool(name=SEARCH_TOOL, description=SEARCH_DESCRIPTION, structured_output=False)
+    @server.tool(name=SEARCH_TOOL, description=SEARCH_DESCRIPTION, structured_output=False)  # type: ignore[untyped-decorator]
     async def search(query: str) -> str:
         future = asyncio.run_coroutine_threadsafe(bridge.search(query, "mcp"), loop)
         reply = await asyncio.wait_for(asyncio.wrap_future(future), timeout_s)

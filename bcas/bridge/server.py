@@ -200,7 +200,8 @@ class BridgeServer:
         return 200, completion_body(result, str(getattr(bridge.model, "model_id", "model")), self.calls)
 
     def tool_call(self, payload: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        function = payload.get("function") if isinstance(payload.get("function"), dict) else payload
+        given = payload.get("function")
+        function: dict[str, Any] = given if isinstance(given, dict) else payload
         name = str(function.get("name") or "")
         if name != SEARCH_TOOL:
             return 400, openai_error(f"name: unknown tool {name!r}; the bridge serves {SEARCH_TOOL!r}", "unknown_tool")
