@@ -17,7 +17,7 @@ from bcas.bridge import DIALECTS, Endpoints, open_bridge, refusal_message
 from bcas.config import Budget, RetrievalConfig, RunConfig
 from bcas.items import Item
 from bcas.testing.scripted import FakeRetriever, ScriptedModel
-from tests.support.skips import MCP_IMPORTABLE
+from tests.support.skips import MCP_IMPORTABLE, skip_if_no_mcp
 
 ITEM = Item(id="q1", question="Where was the author of Hamlet born?", answers=("Stratford",), documents=())
 PASSAGES = [
@@ -215,3 +215,26 @@ def test_the_bridge_binds_loopback_only() -> None:
 
     _, urls = run_agent(agent, config(), mcp=MCP_IMPORTABLE)
     assert all(u.startswith("http://127.0.0.1:") for u in urls if u)
+
+
+@skip_if_no_mcp
+def test_the_mcp_server_lists_and_calls_the_search_tool_through_the_official_client_session() -> None:
+    async def listed(url: str) -> tuple[list[Any], str]:
+        from mcp.client.session import ClientSession
+        from mcp.client.streamable_http import streamable_http_client
+
+        async with streamable_http_client(url) as streams, ClientSession(streams[0], streams[1]) as session:
+            await session.initialize()
+            tools = (await session.list_tools()).tools
+            result = await session.call_tool("search", {"query": "Shakespeare born"})
+            return tools, "".join(getattr(c, "text", "") for c in result.content)
+
+    def agent(ep: Endpoints) -> tuple[list[Any], str]:
+        return asyncio.run(listed(ep.mcp_url))
+
+    bridge, (tools, text) = run_agent(agent, config(searches=2), mcp=True)
+    assert [t.name for t in tools] == ["search"]
+    assert tools[0].input_schema["required"] == ["query"]
+    assert "[1] William Shakespeare: William Shakespeare was born in Stratford-upon-Avon." in text
+    assert "(searches left: 1)" in text
+    assert [(s.query, s.note) for s in bridge.ledger.steps] == [("Shakespeare born", "mcp")]
