@@ -300,7 +300,7 @@ RUN_KINDS.register(
     "agent",
     "bcas.run.bridged:AGENT",
     per_item=True,
-    prompts=(),
+    prompts=("bridge/prompts",),
     label="agent/{config.bridged.label}/{config.label}",
     budgeted=False,
 )

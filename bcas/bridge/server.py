@@ -98,6 +98,8 @@ def completion_body(result: ChatResult, model: str, n: int) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": result.text if (result.text or not calls) else None}
     if calls:
         message["tool_calls"] = calls
+    if result.reasoning:  # as DeepSeek's and vLLM's servers send it
+        message["reasoning_content"] = result.reasoning
     usage = {"prompt_tokens": int(result.prompt_tokens), "completion_tokens": int(result.completion_tokens),
              "total_tokens": int(result.prompt_tokens) + int(result.completion_tokens)}  # fmt: skip
     return {
