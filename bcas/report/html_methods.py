@@ -24,7 +24,7 @@ from bcas.report.templating import render
 HEADERS = [
     "model", "dataset", "method", "agent", "n", "method acc %", "agent acc %", "diff (method − agent) pts",
     "95% CI (Newcombe)", "p (McNemar)", "p Holm", "searches/item", "completion tokens/item", "tokens/correct",
-    "USD/correct",
+    "USD/correct", "p50 latency s/item",
 ]  # fmt: skip
 
 
@@ -42,6 +42,7 @@ def _row(m: MethodRow) -> dict[str, Any]:
             f"{m.p_holm:.3g}" + (" *" if m.significant else ""), f"{m.mean_searches:.2f}", f"{m.mean_tokens_out:.0f}",
             "∞" if m.tokens_per_correct is None else f"{m.tokens_per_correct:,.0f}",
             "–" if m.cost_per_correct is None else f"${m.cost_per_correct:.6g}",
+            "–" if m.latency_p50_s is None else f"{m.latency_p50_s:.2f}",
         ],
     }  # fmt: skip
 
