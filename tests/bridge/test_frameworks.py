@@ -78,8 +78,8 @@ def test_two_frameworks_answer_hotpotqa_on_the_embedded_model_with_every_call_on
         stack.callback(GRIDS.restore, grids)
         budget, retrieval = Budget(max_searches=2, max_total_tokens=600), RetrievalConfig(mode="bm25", k=2)
         entries = tuple(
-            GridEntry("agent", RunConfig(budget=budget, retrieval=retrieval, bridged=BridgedAgent(callable=target)),
-                      name=f"agent/{name}")
+            GridEntry("agent", RunConfig(budget=budget, retrieval=retrieval,
+                                         bridged=BridgedAgent(callable=target, timeout_s=3000)), name=f"agent/{name}")
             for name, target in FRAMEWORKS.items()
         )  # fmt: skip
         register_grid(Grid("frameworks_embedded", entries, datasets=("hotpotqa",), limit=2))
