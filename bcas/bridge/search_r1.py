@@ -24,9 +24,11 @@ One difference, for a chat API: the repository appends each observation to one g
 completion; here each model reply is an assistant message and each observation
 (``<information>`` block or the invalid-action note) the user message after it.  The
 budgets are the bridge's: a search past ``max_searches`` is answered with the refusal inside
-``<information>``; a call past ``max_total_tokens`` is refused and the agent stops.  No
-``<answer>`` within the turns is no answer (an error record): the protocol's answer is the
-tagged one.
+``<information>``; a call past ``max_total_tokens`` is refused and the agent stops (no answer:
+an error record).  And, so that a model not trained on the protocol still answers: with no
+``<answer>`` after the turns, one more turn asks for it
+(``bcas/bridge/prompts/search_r1_final.txt``); a reply still without the tag answers with its
+text, the tags taken out (:func:`untagged`); an empty one is no answer.
 """
 
 from __future__ import annotations
@@ -78,19 +80,33 @@ def read_action(reply: str) -> tuple[str, str]:
     return "invalid", ""
 
 
+def untagged(reply: str) -> str:
+    """A reply's text without the protocol's tags and what ``<think>`` and ``<search>`` enclose."""
+    text = re.sub(r"<(think|search|information)>.*?(</\1>|$)", " ", reply, flags=re.DOTALL)
+    text = re.sub(r"</?(think|search|information|answer)>", " ", text)
+    return " ".join(text.split())
+
+
+def _chat(client: httpx.Client, endpoints: Endpoints, messages: list[dict[str, str]]) -> str | None:
+    """One turn's reply, or ``None`` when the bridge refuses the call (the token budget is spent)."""
+    body = {"model": endpoints.model, "messages": messages, "max_tokens": MAX_RESPONSE_TOKENS,
+            "stop": list(STOP), "temperature": 0.0}  # fmt: skip
+    response = client.post(f"{endpoints.openai_base_url}/chat/completions", json=body)
+    if response.status_code == 400 and response.json().get("error", {}).get("code") == "max_total_tokens":
+        return None
+    response.raise_for_status()
+    return str(response.json()["choices"][0]["message"].get("content") or "")
+
+
 def search_r1(question: str, endpoints: Endpoints) -> str | None:
     """Answer ``question`` by the Search-R1 protocol through the bridge (see the module docstring)."""
     messages: list[dict[str, str]] = [{"role": "user", "content": search_r1_prompt(question)}]
     invalid = prompt_template("bcas.bridge", "search_r1_invalid").substitute()
     with httpx.Client(timeout=600, headers={"Authorization": f"Bearer {endpoints.api_key}"}) as client:
         for _ in range(MAX_TURNS):
-            body = {"model": endpoints.model, "messages": messages, "max_tokens": MAX_RESPONSE_TOKENS,
-                    "stop": list(STOP), "temperature": 0.0}  # fmt: skip
-            response = client.post(f"{endpoints.openai_base_url}/chat/completions", json=body)
-            if response.status_code == 400 and response.json().get("error", {}).get("code") == "max_total_tokens":
+            reply = _chat(client, endpoints, messages)
+            if reply is None:
                 return None  # the token budget is spent before an answer
-            response.raise_for_status()
-            reply = str(response.json()["choices"][0]["message"].get("content") or "")
             kind, text = read_action(reply)
             if kind == "answer":
                 return text
@@ -105,7 +121,21 @@ def search_r1(question: str, endpoints: Endpoints) -> str | None:
             else:
                 observation = invalid
             messages.append({"role": "user", "content": observation})
-    return None
+        final = prompt_template("bcas.bridge", "search_r1_final").substitute()
+        reply = _chat(client, endpoints, [*messages, {"role": "user", "content": final}])
+    if reply is None:
+        return None
+    kind, text = read_action(reply)
+    return text if kind == "answer" else untagged(reply) or None
 
 
-__all__ = ["MAX_RESPONSE_TOKENS", "MAX_TURNS", "TOPK", "passages_text", "read_action", "search_r1", "search_r1_prompt"]
+__all__ = [
+    "MAX_RESPONSE_TOKENS",
+    "MAX_TURNS",
+    "TOPK",
+    "passages_text",
+    "read_action",
+    "search_r1",
+    "search_r1_prompt",
+    "untagged",
+]

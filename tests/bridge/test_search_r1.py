@@ -8,7 +8,7 @@ from typing import Any
 
 from bcas.bridge import open_bridge
 from bcas.bridge.runner import AgentOutcome, run_agent
-from bcas.bridge.search_r1 import MAX_TURNS, read_action
+from bcas.bridge.search_r1 import MAX_TURNS, read_action, untagged
 from bcas.config import BridgedAgent, Budget, RetrievalConfig, RunConfig
 from bcas.items import Item
 from bcas.llm.base import ChatRequest
@@ -56,9 +56,9 @@ def test_past_its_budget_search_r1_reads_the_refusal_and_without_an_answer_gives
     bridge, outcome = run(model, searches=1)
     assert outcome.error == "no answer: the agent returned nothing"
     assert bridge.ledger.searches_used == 1 and len(bridge.refused_searches) == MAX_TURNS - 1
-    last: ChatRequest = model.requests[-1]
-    assert "search budget is spent" in last.messages[-1]["content"]
-    assert "Shakespeare" not in last.messages[-1]["content"]
+    last: ChatRequest = model.requests[-1]  # the turn that asks for the answer, after the last refusal
+    assert "search budget is spent" in last.messages[-2]["content"]
+    assert "Shakespeare" not in last.messages[-2]["content"]
 
 
 def test_a_reply_with_neither_tag_gets_the_repositorys_invalid_action_note() -> None:
@@ -68,10 +68,23 @@ def test_a_reply_with_neither_tag_gets_the_repositorys_invalid_action_note() -> 
     assert model.requests[1].messages[-1]["content"].startswith("My previous action is invalid.")
 
 
+def test_after_its_turns_without_an_answer_it_asks_once_more_and_takes_an_untagged_reply_as_the_answer() -> None:
+    def script(request: ChatRequest, index: int) -> str:
+        asked = "final answer" in request.messages[-1]["content"]
+        return "<think>It is Stratford.</think> Stratford-upon-Avon" if asked else "Let me think."
+
+    model = ScriptedModel(script)
+    _, outcome = run(model)
+    assert outcome.answer == "Stratford-upon-Avon"
+    assert len(model.requests) == MAX_TURNS + 1
+    assert model.requests[-1].messages[-1]["content"].startswith("Now give your final answer to the question inside")
+
+
 def test_the_answer_tag_wins_and_a_cut_off_search_is_read() -> None:
     assert read_action("<search> a </search> <answer> b </answer>") == ("answer", "b")
     assert read_action("<think>x</think><search> who wrote Hamlet") == ("search", "who wrote Hamlet")
     assert read_action("no tags") == ("invalid", "")
+    assert untagged("<think>hm</think> Paris <search> capital") == "Paris"
 
 
 def test_a_spent_token_budget_stops_the_agent_without_an_answer() -> None:
