@@ -16,6 +16,7 @@ from bcas.config import BridgedAgent, Budget, RetrievalConfig, RunConfig
 from bcas.grids import Grid, GridEntry, register_grid
 from bcas.llm import register_backend
 from bcas.testing.project import codename_items, write_jsonl
+from tests.support.skips import skip_if_no_mcp
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "extending.md"
 BUDGET = Budget(max_searches=2, max_total_tokens=400)
@@ -109,6 +110,22 @@ def greedy(question, endpoints):
             if reply.status_code != 200:
                 return reply.json()["error"]["code"]
     return "never refused"
+
+
+def mcp_searcher(question, endpoints):
+    """Searches once through the MCP server (the official client session), then answers."""
+    import asyncio
+
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def search():
+        async with streamable_http_client(endpoints.mcp_url) as streams, ClientSession(*streams[:2]) as session:
+            await session.initialize()
+            return await session.call_tool("search", {"query": question})
+
+    asyncio.run(search())
+    return "alpha"
 '''
 
 
@@ -154,3 +171,12 @@ def test_budgets_hold_whatever_the_agent_does(items: Path, tmp_path: Path, agent
         assert r["tokens_out"] == budget.max_total_tokens and r["extra"]["bridge"]["refused_calls"] == 1
         assert r["prediction"] == "max_total_tokens"  # the agent was told why, and answered with it
     assert results.passed, results.failures
+
+
+@skip_if_no_mcp
+def test_an_agent_searching_through_mcp_runs_in_a_grid(items: Path, tmp_path: Path, agents_module: str) -> None:
+    mcp = BridgedAgent(callable=f"{agents_module}:mcp_searcher", dialects=("mcp",), name="mcp")
+    results = bcas.evaluate(grids=grid("mcp_agent", items, ("mcp", mcp)), models="instant", out=tmp_path / "run")
+    records = by_label(results.records, "mcp")
+    assert len(records) == 2 and all(r["error"] is None for r in records)
+    assert all([(s["kind"], s["note"]) for s in r["steps"]] == [("search", "mcp")] for r in records)
