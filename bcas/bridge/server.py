@@ -261,7 +261,15 @@ class _BridgeHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        """Write a reply; an agent that hung up before it came (its client timed out) is no error of the bridge's:
+        the call it asked for was made and is on the ledger."""
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
 
     def _stream(self, body: dict[str, Any]) -> None:
         data = b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in stream_events(body)) + b"data: [DONE]\n\n"
@@ -269,7 +277,7 @@ class _BridgeHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        self._write(data)
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         owner = self.server_owner

@@ -19,6 +19,7 @@ from bcas.bridge import Endpoints
 
 INSTRUCTIONS = "Answer the question with a short phrase. Use the search tool to find facts first."
 MAX_TOKENS = 64  # per call: the 135M model rambles otherwise
+CLIENT_TIMEOUT_S = 3000.0  # a call on a loaded CPU can outlast the OpenAI client's 600 s; no retry doubles it
 MAX_STEPS = 2  # a search, then the answer (each framework asks once more without tools past it)
 
 
@@ -44,7 +45,11 @@ def smolagents_agent(question: str, endpoints: Endpoints) -> str:
             return search_through(endpoints, query)
 
     model = OpenAIServerModel(
-        model_id=endpoints.model, api_base=endpoints.openai_base_url, api_key=endpoints.api_key, max_tokens=MAX_TOKENS
+        model_id=endpoints.model,
+        api_base=endpoints.openai_base_url,
+        api_key=endpoints.api_key,
+        max_tokens=MAX_TOKENS,
+        client_kwargs={"timeout": CLIENT_TIMEOUT_S, "max_retries": 0},
     )
     agent = ToolCallingAgent(tools=[Search()], model=model, max_steps=MAX_STEPS, verbosity_level=0)
     return str(agent.run(question))
@@ -57,7 +62,9 @@ def openai_agents_agent(question: str, endpoints: Endpoints) -> str:
     from openai import AsyncOpenAI
 
     set_tracing_disabled(True)
-    client = AsyncOpenAI(base_url=endpoints.openai_base_url, api_key=endpoints.api_key)
+    client = AsyncOpenAI(
+        base_url=endpoints.openai_base_url, api_key=endpoints.api_key, timeout=CLIENT_TIMEOUT_S, max_retries=0
+    )
     model = OpenAIChatCompletionsModel(model=endpoints.model, openai_client=client)
     settings = ModelSettings(max_tokens=MAX_TOKENS, temperature=0.0)
 
