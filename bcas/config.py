@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from bcas.identity import option_prompt_hash
+from bcas.identity import agent_code_id, option_prompt_hash
 from bcas.registry import RETRIEVAL_MODES, agent_tool_methods, assess_methods
 
 ACTION_FORMATS = ("json", "text", "tools")  # bcas.agent.protocol
@@ -306,6 +306,65 @@ class AssessConfig:
             raise ConfigError("calibration_n must be > 0 and rsc_bootstrap >= 0")
 
 
+BRIDGE_DIALECTS = ("openai", "mcp", "retriever")
+"""The bridge's search-tool dialects (:mod:`bcas.bridge`): an OpenAI function schema, an MCP
+server and the Search-R1/FlashRAG retriever API."""
+
+
+@dataclass(frozen=True)
+class BridgedAgent:
+    """A user's agent that answers through the bridge (the ``agent`` run kind, :mod:`bcas.run.bridged`).
+
+    Exactly one of ``callable`` (``"module:function"``, or the name of an agent registered in
+    :data:`bcas.registry.AGENTS`), called with the question and the bridge's
+    :class:`bcas.bridge.Endpoints` and returning the answer, and ``command`` (an argument
+    list: the endpoints in environment variables, the question on stdin, the answer on
+    stdout).  ``timeout_s``: the agent's wall-clock limit per item (past it, an error record).
+    ``code``: files or folders holding the agent's code, hashed into the answer identity
+    beside what bcas finds itself (a callable's module file; a command's file arguments, else
+    its executable) (:func:`bcas.identity.agent_code_id`).  ``dialects``: the search tool's
+    dialects served beside the chat endpoint (``mcp`` needs the ``agents`` extra).
+    ``name``: the agent's name in labels (default: the function's or the command's).
+    """
+
+    callable: str = ""
+    command: tuple[str, ...] = ()
+    timeout_s: float = 300.0
+    code: tuple[str, ...] = ()
+    dialects: tuple[str, ...] = ("openai", "retriever")
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        for attr in ("command", "code", "dialects"):
+            if not isinstance(getattr(self, attr), tuple):
+                object.__setattr__(self, attr, tuple(getattr(self, attr)))
+        if bool(self.callable) == bool(self.command):
+            raise ConfigError("a bridged agent needs exactly one of callable ('module:function') and command")
+        if self.timeout_s <= 0:
+            raise ConfigError(f"timeout_s must be > 0, got {self.timeout_s}")
+        unknown = [d for d in self.dialects if d not in BRIDGE_DIALECTS]
+        if unknown:
+            raise ConfigError(f"dialects: unknown {unknown}; choose from {list(BRIDGE_DIALECTS)}")
+
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        if self.callable:
+            return self.callable.rsplit(":", 1)[-1]
+        return "".join(c if c.isalnum() or c in "-_." else "-" for c in self.command[-1].rsplit("/", 1)[-1])
+
+    @property
+    def code_id(self) -> str:
+        """The agent's code identity (:func:`bcas.identity.agent_code_id`)."""
+        return agent_code_id(self.callable, self.command, self.code)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BridgedAgent:
+        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls(**fields)
+
+
 # Fields added after records existed, left out of ``RunConfig.to_dict`` (and so of the
 # configuration id) while at these values: a configuration that does not use them keeps
 # the id it always had.
@@ -328,12 +387,18 @@ class RunConfig:
     # entry of a method's run kind sets it), "" for the loop and MADARA: part of the id, so two
     # methods at the same budget and retrieval are two configurations.  Left out of the id while "".
     method: str = ""
+    # The user's agent that answers through the bridge (the ``agent`` run kind); ``None`` (and left out of
+    # the id) otherwise.  Its code's identity joins the configuration id (:attr:`config_id`).
+    bridged: BridgedAgent | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field, but the :data:`OPTIONAL_FIELDS` at their default (and an empty ``method``) left out."""
+        """Every field, but the :data:`OPTIONAL_FIELDS` at their default (and an empty ``method``, no
+        ``bridged`` agent) left out."""
         data = dataclasses.asdict(self)
         if not data["method"]:
             del data["method"]
+        if data["bridged"] is None:
+            del data["bridged"]
         for part, defaults in OPTIONAL_FIELDS.items():
             for name, default in defaults.items():
                 if data[part].get(name) == default:
@@ -352,6 +417,7 @@ class RunConfig:
             assess=AssessConfig(**assess),
             seed=data.get("seed", 0),
             method=str(data.get("method") or ""),
+            bridged=BridgedAgent.from_dict(data["bridged"]) if data.get("bridged") else None,
         )
 
     @property
@@ -362,6 +428,8 @@ class RunConfig:
         options = {o: option_prompt_hash(o) for o in ("cite", "abstain") if getattr(self.agent, o)}
         if options:
             data["option_prompts"] = options
+        if self.bridged is not None:  # the agent's code: changing it is another configuration
+            data["agent_code"] = self.bridged.code_id
         canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 

@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from bcas.registry import RUN_KINDS
+from bcas.registry import AGENTS, RUN_KINDS
 
 PACKAGE_ROOT = Path(__file__).resolve().parent
 
@@ -247,3 +247,82 @@ __all__ = [
     "server_fingerprint",
     "short",
 ]
+
+
+# -- the code of a user's agent (the ``agent`` run kind, bcas.bridge) ---------------------------------------
+
+_FILE_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def _file_digest(path: Path) -> str:
+    """sha256 of a file's bytes, cached by path, size and modification time."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _FILE_DIGESTS:
+        _FILE_DIGESTS[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return _FILE_DIGESTS[key]
+
+
+def _code_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return [path] if path.is_file() else []
+
+
+@functools.cache
+def _distributions() -> dict[str, list[str]]:
+    import importlib.metadata
+
+    return dict(importlib.metadata.packages_distributions())
+
+
+def _callable_code(target: str) -> list[str]:
+    """What identifies a ``module:function`` agent's code: its module's file digest and, when the module
+    belongs to an installed distribution other than a local file, that distribution's version."""
+    import importlib.metadata
+    import importlib.util
+
+    if ":" not in target and target in AGENTS:  # a registered agent: its target's module
+        registered = AGENTS[target]
+        target = registered if isinstance(registered, str) else f"{registered.__module__}:{registered.__qualname__}"
+    module = target.split(":", 1)[0]
+    parts = [f"callable:{target}"]
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin or not Path(spec.origin).is_file():
+        return [*parts, "module:unresolved"]
+    parts.append(f"file:{Path(spec.origin).name}:{_file_digest(Path(spec.origin))}")
+    top = module.split(".", 1)[0]
+    for dist in sorted(set(_distributions().get(top, ()))):
+        parts.append(f"dist:{dist}=={importlib.metadata.version(dist)}")
+    return parts
+
+
+def agent_code_id(callable_: str, command: Iterable[str] = (), code: Iterable[str] = ()) -> str:
+    """Hash (16 hex) of a user agent's code: changing the code changes the answer identity.
+
+    A callable (``module:function`` or a registered agent's name): its module file's bytes and
+    the version of the distribution it belongs to (an installed package).  A command: the bytes
+    of every argument that names an existing file (``python3 agent.py``: ``agent.py``), else of
+    the executable it runs.  ``code``: more files or folders (every file under them) of the
+    agent's.  Paths are read relative to the current folder.
+    """
+    parts = _callable_code(callable_) if callable_ else []
+    args = list(command)
+    if args:
+        parts.append("command:" + json.dumps(args))
+        files = [Path(a) for a in args if Path(a).is_file()]
+        if not files:
+            import shutil
+
+            found = shutil.which(args[0])
+            files = [Path(found)] if found else []
+        parts += [f"file:{f}:{_file_digest(f)}" for f in files]
+    for entry in code:
+        files = _code_files(Path(entry))
+        if not files:
+            raise FileNotFoundError(f"code: {entry} names no file or folder of the agent's code")
+        parts += [f"file:{f}:{_file_digest(f)}" for f in files]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]

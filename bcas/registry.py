@@ -294,6 +294,25 @@ for _name, _paper, _searches in (
     )
 
 
+AGENTS: Registry[Any] = Registry("agent")
+"""Built-in agents for the ``agent`` run kind (:mod:`bcas.run.bridged`): a callable
+``(question, endpoints) -> answer`` a :class:`bcas.config.BridgedAgent` names by its
+registered name instead of ``module:function``.  Metadata: ``paper`` (the citation)."""
+AGENTS.register(
+    "search_r1",
+    "bcas.bridge.search_r1:search_r1",
+    paper="Jin et al. 2025, Search-R1 (arXiv 2503.09516); github.com/PeterGriffinJin/Search-R1",
+)
+RUN_KINDS.register(
+    "agent",
+    "bcas.run.bridged:AGENT",
+    per_item=True,
+    prompts=("bridge/prompts",),
+    label="agent/{config.bridged.label}/{config.label}",
+    budgeted=False,
+)
+
+
 def per_item(kind: str) -> bool:
     """Whether run kind ``kind`` writes one record per item (an unknown kind: yes)."""
     return kind not in RUN_KINDS or bool(RUN_KINDS.meta(kind, "per_item", True))
@@ -327,6 +346,7 @@ def routed_modes() -> dict[str, str]:
 
 
 __all__ = [
+    "AGENTS",
     "ENTRY_POINT_GROUP",
     "METHODS",
     "RETRIEVAL_MODES",

@@ -35,6 +35,9 @@ Adding an experiment means adding a table here, not a new test function.
 - ``baselines``: BCAS §6.1 / §7 -- the BCAS loop against closed-book, retrieve-then-read,
   Iter-RetGen, IRCoT and Self-Ask (:mod:`bcas.methods`) at 3 searches and 2K tokens, BM25 and
   hybrid + re-ranking, on the paper's three datasets (:mod:`bcas.grids.baselines`).
+- ``agents``: the baselines table with agents written elsewhere added, answering through the
+  bridge (the built-in Search-R1-style agent; :func:`agents_grid` adds your own), each compared
+  with the loop of its retrieval mode (:mod:`bcas.grids.agents`, :mod:`bcas.bridge`).
 - ``smoke``: a handful of configurations on a few items, the README's main job on
   the embedded CPU default.
 
@@ -69,6 +72,7 @@ its derived turn bound (searches + 3 unusable turns) is below the former fixed c
 
 from __future__ import annotations
 
+from bcas.grids.agents import AGENTS_GRID, agents_grid
 from bcas.grids.baselines import AGENT_VS_METHOD, BASELINES, baselines_grid
 from bcas.grids.paper import (
     ABLATION,
@@ -109,6 +113,7 @@ from bcas.grids.table import (
 
 __all__ = [
     "ABLATION",
+    "AGENTS_GRID",
     "AGENT_VS_METHOD",
     "BASELINES",
     "BCAS_PAPER_RETRIEVAL",
@@ -134,6 +139,7 @@ __all__ = [
     "SDA_VS_RRF",
     "SEARCH_SCALING",
     "SMOKE",
+    "agents_grid",
     "axis_extremes",
     "base_label",
     "baselines_grid",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bcas.config import AgentConfig, Budget, RetrievalConfig, RunConfig
+from bcas.config import AgentConfig, BridgedAgent, Budget, RetrievalConfig, RunConfig
 from bcas.grids.paper import BCAS_PAPER_RETRIEVAL
 from bcas.grids.table import Grid, GridEntry, register_grid
 from bcas.registry import METHODS
@@ -56,12 +56,16 @@ def baselines_grid(
     methods: tuple[str, ...] = BASELINE_METHODS,
     datasets: tuple[str, ...] = BASELINE_DATASETS,
     modes: tuple[tuple[str, RetrievalConfig], ...] = BASELINE_MODES,
+    bridged: tuple[tuple[str, BridgedAgent], ...] = (),
 ) -> Grid:
     """The baselines table at a budget of ``searches`` and ``tokens`` (see the module docstring).
 
     ``name`` defaults to ``baselines`` at the matched budget (3 searches, 2K tokens) and to
     ``baselines_s<searches>_t<tokens>`` otherwise; ``methods`` may name any registered method;
-    ``modes``: (label tag, retrieval) pairs, the loop of each being its methods' reference.
+    ``modes``: (label tag, retrieval) pairs, the loop of each being its methods' reference;
+    ``bridged``: (name, agent) pairs of agents that answer through the bridge (the ``agent`` run
+    kind, :mod:`bcas.bridge`), one entry ``agent/<name>/<tag>`` per mode at the whole budget,
+    each compared with the loop of its mode in the same family as the methods.
     """
     budget = Budget(max_searches=searches, max_total_tokens=tokens)
     if name is None:
@@ -82,6 +86,12 @@ def baselines_grid(
         for (tag, retrieval), agent_label in zip(modes, agents, strict=True):
             config = RunConfig(budget=spend, retrieval=retrieval)
             entries.append(GridEntry(method, config, name=f"{method}/{tag}", compare=((agent_label, AGENT_VS_METHOD),)))
+    for agent_name, outside in bridged:
+        for (tag, retrieval), agent_label in zip(modes, agents, strict=True):
+            config = RunConfig(budget=budget, retrieval=retrieval, bridged=outside)
+            entries.append(
+                GridEntry("agent", config, name=f"agent/{agent_name}/{tag}", compare=((agent_label, AGENT_VS_METHOD),))
+            )
     return Grid(
         name,
         tuple(entries),

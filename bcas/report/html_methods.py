@@ -27,7 +27,7 @@ from bcas.report.vega import slug
 HEADERS = [
     "model", "dataset", "method", "agent", "n", "method acc %", "agent acc %", "diff (method − agent) pts",
     "95% CI (Newcombe)", "p (McNemar)", "p Holm", "verdict", "searches/item", "completion tokens/item",
-    "tokens/correct", "USD/correct",
+    "tokens/correct", "USD/correct", "p50 latency s/item",
 ]  # fmt: skip
 
 
@@ -46,6 +46,7 @@ def _row(m: MethodRow) -> dict[str, Any]:
             f"{m.mean_tokens_out:.0f}",
             "none correct" if m.tokens_per_correct is None else f"{m.tokens_per_correct:,.0f}",
             "–" if m.cost_per_correct is None else f"${m.cost_per_correct:.6g}",
+            "–" if m.latency_p50_s is None else f"{m.latency_p50_s:.2f}",
         ],
     }  # fmt: skip
 

@@ -41,6 +41,7 @@ from bcas.registry import METHODS
 from bcas.report.paired import order_bounds
 
 AGENT_METHOD = "bcas"
+BRIDGED_METHOD = "agent"  # the records of an agent that answered through the bridge (bcas.bridge)
 N_RESAMPLES = 2000
 
 
@@ -70,6 +71,7 @@ class MethodRow:
     mean_cost_usd: float | None
     cost_per_correct: float | None  # USD; None: unpriced, or no correct answer
     tokens_per_correct: float | None  # None: no correct answer
+    latency_p50_s: float | None = None  # median seconds per item (the summary row's latency_p50)
 
 
 @dataclass
@@ -200,8 +202,8 @@ def method_comparison(
     ``rows``/``comparisons``: the summary's (:class:`bcas.report.summary.SummaryRow`,
     ``Comparison``); ``groups``: (grid, model, dataset, label) -> its records;
     ``outcome_of``: grid -> the outcome function of the grid's primary metric.
-    A comparison counts when its candidate's records are a registered method's and its
-    reference's the loop's.
+    A comparison counts when its candidate's records are a registered method's, or a bridged
+    agent's (``method`` ``agent``, :mod:`bcas.bridge`), and its reference's the loop's.
     """
     by_key = {(r.grid, r.model, r.dataset, r.label): r for r in rows}
     out: list[MethodRow] = []
@@ -209,7 +211,8 @@ def method_comparison(
         cand = groups.get((c.grid, c.model, c.dataset, c.label)) or []
         ref = groups.get((c.grid, c.model, c.dataset, c.reference)) or []
         method = str(cand[0].get("method")) if cand else ""
-        if not cand or not ref or method not in METHODS or str(ref[0].get("method")) != AGENT_METHOD:
+        compared = method in METHODS or method == BRIDGED_METHOD
+        if not cand or not ref or not compared or str(ref[0].get("method")) != AGENT_METHOD:
             continue
         row, agent_row = (
             by_key.get((c.grid, c.model, c.dataset, c.label)),
@@ -226,6 +229,7 @@ def method_comparison(
                 verdict=c.verdict,
                 mean_searches=row.mean_searches, mean_tokens_out=row.mean_tokens_out, mean_tokens=_mean(tokens),
                 mean_cost_usd=row.mean_cost_usd, cost_per_correct=row.cost_of_pass, tokens_per_correct=row.tokens_of_pass,
+                latency_p50_s=getattr(row, "latency_p50", None),
             )
         )  # fmt: skip
     cells: dict[tuple[str, str, str, str], list[MethodRow]] = defaultdict(list)
@@ -285,6 +289,7 @@ def method_lines(method_rows: list[MethodRow], extras: list[ExtraCost]) -> list[
                 continue
             per = "no correct answer" if m.tokens_per_correct is None else f"{m.tokens_per_correct:,.0f} tokens/correct"
             usd = "" if m.cost_per_correct is None else f", ${m.cost_per_correct:.6g}/correct"
+            usd += "" if m.latency_p50_s is None else f", p50 {m.latency_p50_s:.2f} s/item"
             lines.append(
                 f"  {m.label}: {m.accuracy * 100:.1f}% vs agent {m.agent_accuracy * 100:.1f}%, "
                 f"diff {m.diff * 100:+.1f} [{m.ci_lo * 100:.1f}, {m.ci_hi * 100:.1f}] p_holm={m.p_holm:.3g}"

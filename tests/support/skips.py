@@ -69,3 +69,8 @@ def _no_browser_reason() -> str:
 skip_if_no_chromium = pytest.mark.skipif(
     not PLAYWRIGHT_IMPORTABLE or find_chromium() is None, reason=_no_browser_reason()
 )
+
+MCP_IMPORTABLE = importlib.util.find_spec("mcp") is not None
+skip_if_no_mcp = pytest.mark.skipif(
+    not MCP_IMPORTABLE, reason="the official MCP SDK is not installed: pip install 'bcas[agents]' (CI installs it)"
+)
