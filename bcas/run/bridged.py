@@ -19,7 +19,7 @@ from bcas.config import RunConfig
 from bcas.items import Item
 from bcas.records import Answer
 from bcas.registry import RegistryError
-from bcas.run.pipelines import ItemKind, KindContext
+from bcas.run.pipelines import ItemKind, KindContext, with_titles
 
 
 class AgentKind(ItemKind):
@@ -52,13 +52,7 @@ class AgentKind(ItemKind):
         retriever = ctx.retriever_for(item)
         async with open_bridge(item, ctx.model, retriever, config, spec.dialects, spec.timeout_s) as (bridge, ends):
             outcome = await run_agent(spec, item.question, ends)
-        answer = answer_of_bridge(bridge, outcome, spec, time.perf_counter() - started)
-        titles = ctx.session.titles(ctx.case.dataset)
-        steps = [
-            {**step, "titles": [titles.get(d, d) for d in step.get("docs") or []]} if step.get("docs") else step
-            for step in answer.steps
-        ]
-        return answer.replace(steps=steps)
+        return with_titles(ctx, answer_of_bridge(bridge, outcome, spec, time.perf_counter() - started))
 
     def finish(self, ctx: KindContext, item: Item, answer: Answer) -> Answer:
         with_recall: Answer = ctx.session.with_evidence_recall(ctx.case.dataset, item, answer)

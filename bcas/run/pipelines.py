@@ -352,12 +352,7 @@ class MethodKind(ItemKind):
         from bcas.methods import run_method
 
         answer, _ = await run_method(ctx.case.entry.kind, item, ctx.model, ctx.retriever_for(item), config)
-        titles = ctx.session.titles(ctx.case.dataset)
-        steps = [
-            {**step, "titles": [titles.get(d, d) for d in step.get("docs") or []]} if step.get("docs") else step
-            for step in answer.steps
-        ]
-        return answer.replace(steps=steps)
+        return with_titles(ctx, answer)
 
     def finish(self, ctx: KindContext, item: Item, answer: Answer) -> Answer:
         with_recall: Answer = ctx.session.with_evidence_recall(ctx.case.dataset, item, answer)
@@ -441,6 +436,16 @@ async def run_item_record(ctx: KindContext, item: Item, epoch: int = 0) -> Recor
     return build_record(answer, identity, grades, extra=extra)
 
 
+def with_titles(ctx: KindContext, answer: Answer) -> Answer:
+    """``answer`` with each search step's documents named by their titles (the report's trajectory)."""
+    titles = ctx.session.titles(ctx.case.dataset)
+    steps = [
+        {**step, "titles": [titles.get(d, d) for d in step.get("docs") or []]} if step.get("docs") else step
+        for step in answer.steps
+    ]
+    return answer.replace(steps=steps)
+
+
 def answered_from_cache(record: dict[str, Any]) -> bool:
     """Whether the generation cache answered every model call of a record (``extra.cache``)."""
     cache = (record.get("extra") or {}).get("cache") or {}
@@ -464,4 +469,5 @@ __all__ = [
     "run_item_record",
     "run_kind",
     "whole_case_kind",
+    "with_titles",
 ]

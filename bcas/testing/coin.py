@@ -31,15 +31,21 @@ class CoinModel(MockModel):
         blob = json.dumps(list(request.messages), sort_keys=True, default=str).encode()
         if (result.extra or {}).get("kind") not in ("answer", "generate") or hashlib.sha256(blob).digest()[0] % 2 == 0:
             return result
-        try:
-            reply = json.loads(result.text)
-        except ValueError:
-            reply = None
-        if isinstance(reply, dict) and "answer" in reply:
-            text = json.dumps({**reply, "answer": WRONG})
-        else:
-            text = f"Answer: {WRONG}"
-        return dataclasses.replace(result, text=text)
+        return answered_wrong(result)
+
+
+def answered_wrong(result: ChatResult) -> ChatResult:
+    """``result`` with its answer replaced by WRONG, in the reply's own shape (a JSON action or
+    an ``Answer:`` line): the coin's and the wrong-share double's one rewrite."""
+    try:
+        reply = json.loads(result.text)
+    except ValueError:
+        reply = None
+    if isinstance(reply, dict) and "answer" in reply:
+        text = json.dumps({**reply, "answer": WRONG})
+    else:
+        text = f"Answer: {WRONG}"
+    return dataclasses.replace(result, text=text)
 
 
 def create(model: str | None = None, **options: Any) -> CoinModel:

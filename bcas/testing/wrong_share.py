@@ -13,15 +13,12 @@ enough to be killed mid-way in a resume test).  It stands in for no capability.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
-import json
 from typing import Any
 
 from bcas.llm.base import ChatRequest, ChatResult, ModelError
+from bcas.testing.coin import answered_wrong
 from bcas.testing.mock import MockModel, _View
-
-WRONG = "nobody knows"
 
 
 def is_wrong(question: str, percent: float) -> bool:
@@ -47,15 +44,7 @@ class WrongShareModel(MockModel):
         kind = (result.extra or {}).get("kind")
         if kind not in ("answer", "generate") or not questions or not is_wrong(questions[0], self.percent):
             return result
-        try:
-            reply = json.loads(result.text)
-        except ValueError:
-            reply = None
-        if isinstance(reply, dict) and "answer" in reply:
-            text = json.dumps({**reply, "answer": WRONG})
-        else:
-            text = f"Answer: {WRONG}"
-        return dataclasses.replace(result, text=text)
+        return answered_wrong(result)
 
 
 def create(model: str | None = None, **options: Any) -> WrongShareModel:
