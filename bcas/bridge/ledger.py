@@ -18,8 +18,12 @@ Budgets, whatever the agent does:
   not called.  So with a provider that honours ``max_tokens`` the agent's completion
   tokens never exceed ``max_total_tokens`` (no forced-answer allowance: the agent, not
   the bridge, decides when to answer).
-* **Context window.**  No call asks for more tokens than the model's window leaves
-  (:class:`bcas.agent.window.ContextWindow`).
+* **Context window.**  No call asks for more tokens than the model's window leaves after
+  its prompt, the offered tools' schemas counted (:class:`bcas.agent.window.ContextWindow`):
+  ``max_tokens`` is cut to that room.  A prompt that alone fills the window (by that estimate,
+  or by the backend's own count: its "context exceeded" error) is *refused* as a spent token
+  budget is (HTTP 400, error code ``context_window``), logged in ``refused_calls``; no step
+  is recorded, since the backend generated nothing.
 
 Every call the bridge makes is a ``generate`` step (tokens, latency, finish reason as the
 provider reported them); every search it runs is a ``search`` step (``calls=0``) whose
@@ -37,7 +41,7 @@ from bcas.agent.budget import BudgetLedger, Step
 from bcas.agent.window import ContextFull, ContextWindow
 from bcas.config import RunConfig
 from bcas.items import Item
-from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ToolCall, split_reasoning
+from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, ToolCall, split_reasoning
 from bcas.llm.usage import metering
 
 DIALECTS = ("openai", "mcp", "retriever")
@@ -51,7 +55,12 @@ SEARCH_DESCRIPTION = (
 
 
 class BudgetRefused(Exception):
-    """A model call past ``max_total_tokens``: the bridge refuses it (the model is not called)."""
+    """A model call past ``max_total_tokens`` (``code``), or whose prompt fills the context window
+    (``code="context_window"``): the bridge refuses it (the model generates nothing)."""
+
+    def __init__(self, message: str, code: str = "max_total_tokens") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(frozen=True)
@@ -186,17 +195,24 @@ class BridgeLedger:
         allowed = self.allowance(max_tokens)
         messages = [dict(m) for m in messages]
         try:
-            allowed = self.window.clamp(messages, allowed)
+            allowed = self.window.clamp(messages, allowed, tools)
         except ContextFull as exc:
-            raise BudgetRefused(f"the conversation no longer fits the model's context window: {exc}") from exc
+            self.refused_calls += 1
+            raise BudgetRefused(f"the conversation no longer fits the model's context window: {exc}",
+                                "context_window") from exc  # fmt: skip
         request = ChatRequest(
             messages=tuple(messages), max_tokens=allowed, temperature=float(temperature),
             stop=tuple(stop) if stop else None, seed=self.config.seed,
             tools=tuple(tools) if tools else None,
         )  # fmt: skip
-        result = await self.model.chat(request)
+        try:
+            result = await self.model.chat(request)
+        except ContextWindowError as exc:  # the backend counted more prompt tokens than the estimate
+            self.refused_calls += 1
+            raise BudgetRefused(f"the conversation no longer fits the model's context window: {exc}",
+                                "context_window") from exc  # fmt: skip
         if not result.cached:
-            self.window.observe(messages, int(result.prompt_tokens))
+            self.window.observe(messages, int(result.prompt_tokens), tools)
         reasoning, text = split_reasoning(result.text)
         self.ledger.record(
             Step(kind="generate", output=text, tokens_in=int(result.prompt_tokens),

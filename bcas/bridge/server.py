@@ -7,7 +7,8 @@ Routes (every one answered from the item's :class:`~bcas.bridge.ledger.BridgeLed
   reply in one chunk, then the finish chunk with ``usage``, then ``[DONE]``).  Messages
   may carry text parts, tool calls and tool results; ``tools`` are passed to a backend
   that calls tools natively.  A call past ``max_total_tokens`` is refused: HTTP 400 with
-  an OpenAI error object, ``code: "max_total_tokens"``.  ``GET /v1/models`` lists the
+  an OpenAI error object, ``code: "max_total_tokens"`` (``"context_window"`` for a prompt
+  that alone fills the model's window).  ``GET /v1/models`` lists the
   one model.
 * ``GET /v1/tools``: the search tool as an OpenAI function schema (``{"tools": [...],
   "searches_left": n}``); ``POST /v1/tools/call`` runs one call of it (a tool call as the
@@ -195,7 +196,7 @@ class BridgeServer:
                             temperature=float(payload.get("temperature") or 0.0))
             )  # fmt: skip
         except BudgetRefused as exc:
-            return 400, openai_error(f"bcas bridge: {exc}", "max_total_tokens", "budget_exhausted")
+            return 400, openai_error(f"bcas bridge: {exc}", exc.code, "budget_exhausted")
         except ModelError as exc:
             return 502, openai_error(f"bcas bridge: the backend failed: {exc}", "backend_error", "api_error")
         self.calls += 1

@@ -249,7 +249,46 @@ class _Engine:
 
         handler: Any = get_chat_completion_handler("chatml-function-calling")  # its message types are TypedDicts
         messages = tool_results_as_user(kwargs.pop("messages"))
-        return handler(llama=self.llm, messages=messages, tools=tools, tool_choice="auto" if tools else None, **kwargs)
+        llama = _CappedCompletions(self.llm, kwargs.get("max_tokens"))
+        return handler(llama=llama, messages=messages, tools=tools, tool_choice="auto" if tools else None, **kwargs)
+
+
+class _CappedCompletions:
+    """The ``Llama`` the function-calling handler sees: every completion it runs is capped so that
+    one chat call generates at most its ``max_tokens`` in all, and never past the context window.
+
+    llama-cpp-python's ``chatml-function-calling`` handler (0.3.x), with ``tool_choice="auto"``,
+    runs several completions per call (choose a function or a message, the arguments, whether
+    another function follows) with ``max_tokens=None``: each may fill the context window, and
+    the prompt of the next one then exceeds it ("Requested tokens (n) exceed context window").
+    Here each is given what is left of the call's ``max_tokens`` and of the window; once nothing
+    is left the model is not run and the completion is empty, so the handler ends its reply.
+    """
+
+    def __init__(self, llm: Any, max_tokens: int | None) -> None:
+        self._llm = llm
+        self._left = int(max_tokens) if max_tokens and max_tokens > 0 else None
+        self._first = True  # a prompt that alone overfills the window is the caller's error (context)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._llm, name)
+
+    def create_completion(self, prompt: str, **kwargs: Any) -> Any:
+        llm = self._llm
+        room = int(llm.n_ctx()) - len(llm.tokenize(prompt.encode("utf-8"), special=True)) - 1
+        cap = room if self._left is None else min(room, self._left)
+        first, self._first = self._first, False
+        if cap < 1 and not first:  # nothing left: an empty completion ends the handler's reply
+            return {"id": "cmpl-capped", "object": "text_completion", "created": int(time.time()), "model": "",
+                    "choices": [{"text": "", "index": 0, "logprobs": None, "finish_reason": "length"}],
+                    "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}  # fmt: skip
+        given = kwargs.get("max_tokens")
+        cap = max(cap, 1)  # the first completion's prompt may not fit: llama.cpp then says so
+        kwargs["max_tokens"] = cap if given is None or given <= 0 else min(int(given), cap)
+        completion = llm.create_completion(prompt=prompt, **kwargs)
+        if self._left is not None:
+            self._left -= int((completion.get("usage") or {}).get("completion_tokens", 0))
+        return completion
 
 
 def serve(conn: Connection) -> None:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from bcas.bridge import DIALECTS, Endpoints, open_bridge, refusal_message
 from bcas.config import Budget, RetrievalConfig, RunConfig
 from bcas.items import Item
+from bcas.llm.base import ContextWindowError
 from bcas.testing.scripted import FakeRetriever, ScriptedModel
 from tests.support.skips import MCP_IMPORTABLE, skip_if_no_mcp
 
@@ -238,3 +239,68 @@ def test_the_mcp_server_lists_and_calls_the_search_tool_through_the_official_cli
     assert "[1] William Shakespeare: William Shakespeare was born in Stratford-upon-Avon." in text
     assert "(searches left: 1)" in text
     assert [(s.query, s.note) for s in bridge.ledger.steps] == [("Shakespeare born", "mcp")]
+
+
+# -- the context window: no call asks the backend for more than its window ----------------------------------
+
+
+class WindowedModel(ScriptedModel):
+    """A backend with a small window that counts the prompt as a tool-calling backend renders it: the
+    messages, the tools' schemas and the instructions around them (``density`` tokens a character); a
+    prompt that fills the window is its "context exceeded" error, as llama.cpp's is."""
+
+    def __init__(self, window: int, density: float = 1 / 3) -> None:
+        super().__init__(["a b c d e f g h i j"])
+        self.context_window, self.density, self.asked = window, density, []
+
+    def backend_prompt(self, request: Any) -> int:
+        text = sum(len(m.get("content") or "") for m in request.messages)
+        tools = sum(len(json.dumps(t)) for t in request.tools or ())
+        return int((text + tools) * self.density) + (100 if request.tools else 0)
+
+    async def chat(self, request: Any) -> Any:
+        prompt = self.backend_prompt(request)
+        if prompt >= self.context_window:
+            raise ContextWindowError(f"Requested tokens ({prompt}) exceed context window of {self.context_window}")
+        self.asked.append(prompt + request.max_tokens)
+        self.fixed_prompt_tokens = prompt
+        return await super().chat(request)
+
+
+def windowed_chat(ep: Endpoints, content: str, tools: list[dict[str, Any]] | None = None) -> httpx.Response:
+    body: dict[str, Any] = {"model": ep.model, "messages": [{"role": "user", "content": content}]}
+    if tools:
+        body["tools"] = tools
+    return httpx.post(f"{ep.openai_base_url}/chat/completions", json=body, timeout=30)
+
+
+BIG_TOOL = {"type": "function", "function": {"name": "lookup", "description": "Look it up. " * 125,
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}}  # fmt: skip
+
+
+def test_a_call_offering_tools_asks_no_more_than_the_window_leaves_after_the_prompt_the_backend_renders() -> None:
+    model = WindowedModel(window=1024)
+
+    def agent(ep: Endpoints) -> list[httpx.Response]:
+        return [windowed_chat(ep, "hi", [BIG_TOOL]), windowed_chat(ep, "hi again " * 20, [BIG_TOOL])]
+
+    bridge, replies = run_agent(agent, config(tokens=5000), model)
+    assert all(asked <= 1024 for asked in model.asked)  # prompt + max_tokens, as the backend counts the prompt
+    assert [r.status_code for r in replies] == [200, 200] and len(model.asked) == 2
+    assert [s.tokens_in for s in bridge.ledger.steps] == [r.json()["usage"]["prompt_tokens"] for r in replies]
+
+
+@pytest.mark.parametrize("chars", [1100, 4000])  # fills the window by the backend's count / by the estimate too
+def test_a_prompt_that_alone_fills_the_window_is_refused_as_a_spent_budget_is_not_a_backend_failure(
+    chars: int,
+) -> None:
+    model = WindowedModel(window=1024, density=1.0)  # a denser tokenizer than the bridge's estimate assumes
+
+    def agent(ep: Endpoints) -> httpx.Response:
+        return windowed_chat(ep, "7" * chars)
+
+    bridge, reply = run_agent(agent, config(tokens=5000), model)
+    assert reply.status_code == 400 and reply.json()["error"]["code"] == "context_window"
+    assert bridge.refused_calls == 1
+    assert bridge.ledger.steps == [] and bridge.ledger.tokens_out == 0  # nothing was generated: nothing to count
+    assert model.asked == []

@@ -93,6 +93,7 @@ def test_two_frameworks_answer_hotpotqa_on_the_embedded_model_with_every_call_on
         calls = [s for s in r["steps"] if s["kind"] == "generate"]
         assert calls and r["llm_calls"] == len(calls)
         assert r["tokens_out"] == sum(s["tokens_out"] for s in calls) <= 600
+        assert all(s["tokens_out"] <= s["max_tokens"] for s in calls)  # native tool calls too
         assert r["searches_used"] <= 2
     # the records hold every call the bridge made to the model, and nothing else
     assert sum(r["llm_calls"] for r in records) == model.calls
