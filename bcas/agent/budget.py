@@ -46,6 +46,7 @@ derived from the step list, so they always equal the sum of the steps.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -270,6 +271,21 @@ class BudgetLedger:
             step.flag = "overrun"
         self.steps.append(step)
         return step
+
+    def record_search(self, query: str, hits: Sequence[Any], meter: Any, note: str = "") -> None:
+        """A search's steps: the ``search`` (its hits' chunks and documents) and, when a reranker
+        called the model for it (``meter``: :func:`bcas.llm.usage.metering`'s tally), a ``rerank``
+        step with those calls, shown as cached only when every one of them came from the cache."""
+        self.record(
+            Step(kind="search", query=query, calls=0, retrieved=tuple(h.chunk_id for h in hits),
+                 docs=tuple(h.doc_id for h in hits), note=note)
+        )  # fmt: skip
+        if meter.calls:
+            self.record(
+                Step(kind="rerank", query=query, tokens_in=meter.prompt_tokens, tokens_out=meter.completion_tokens,
+                     calls=meter.calls, cached=meter.cached == meter.calls,
+                     note=f"{meter.calls} re-ranking calls ({meter.cached} from cache)")
+            )  # fmt: skip
 
     def status(self) -> dict[str, Any]:
         """What the next prompt tells the model about its budget."""

@@ -154,16 +154,7 @@ class BridgeLedger:
             )
             return SearchReply(query, error=message, searches_left=self.searches_left)
         hits = hits[:depth]
-        self.ledger.record(
-            Step(kind="search", query=query, calls=0, retrieved=tuple(h.chunk_id for h in hits),
-                 docs=tuple(h.doc_id for h in hits), note=dialect)
-        )  # fmt: skip
-        if meter.calls:
-            self.ledger.record(
-                Step(kind="rerank", query=query, tokens_in=meter.prompt_tokens, tokens_out=meter.completion_tokens,
-                     calls=meter.calls, cached=meter.cached == meter.calls,
-                     note=f"{meter.calls} re-ranking calls ({meter.cached} from cache)")
-            )  # fmt: skip
+        self.ledger.record_search(query, hits, meter, note=dialect)
         return SearchReply(query, passages=tuple(hits), searches_left=self.searches_left)
 
     # -- calling the model ----------------------------------------------------------------

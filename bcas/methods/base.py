@@ -157,16 +157,7 @@ class MethodRun:
                     hits = list(self.retriever.search(query, k=None, exclude_ids=tuple(exclude)))
         except Exception as exc:  # a broken index ends the method like a broken model
             raise MethodError(f"search failed: {type(exc).__name__}: {exc}") from exc
-        self.ledger.record(
-            Step(kind="search", query=query, calls=0, retrieved=tuple(h.chunk_id for h in hits),
-                 docs=tuple(h.doc_id for h in hits))
-        )  # fmt: skip
-        if meter.calls:
-            self.ledger.record(
-                Step(kind="rerank", query=query, tokens_in=meter.prompt_tokens, tokens_out=meter.completion_tokens,
-                     calls=meter.calls, cached=meter.cached == meter.calls,
-                     note=f"{meter.calls} re-ranking calls ({meter.cached} from cache)")
-            )  # fmt: skip
+        self.ledger.record_search(query, hits, meter)
         return hits
 
     async def call(
