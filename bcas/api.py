@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 
     from bcas.gating.plan import GatePlan
     from bcas.gating.report import GateReport
-    from bcas.report.summary import Comparison, SummaryRow
+    from bcas.report.comparisons import Comparison
+    from bcas.report.summary import SummaryRow
     from bcas.run.estimate import CaseEstimate
     from bcas.run.finalize import GateReporter
     from bcas.run.session import BcasSession

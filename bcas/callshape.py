@@ -2,7 +2,7 @@
 
 Each piece of code that makes model calls declares, next to those calls, a function of
 its configuration that returns a :class:`CallShape` (``bcas.methods.builtin``'s
-``*_shape`` functions, ``bcas.assess.pipeline.treatment_shape``, ``bcas.agent.loop.loop_shape``,
+``*_shape`` functions, ``bcas.assess.pipeline.treatment_shape``, ``bcas.agent.shape.loop_shape``,
 ``bcas.assess.rsc.probe.probe_shape``), so a change of a method's calls changes its
 estimate (``--bcas-estimate``, :mod:`bcas.run.estimate`) with it.  A shape is a
 function of the budgets and of the configuration only: no model, no index, no data.

@@ -41,7 +41,7 @@ class GateSession(Protocol):
 
 
 class CaseRecords(Protocol):
-    """A finished case's records (``bcas.run.session.CaseOutcome``)."""
+    """A finished case's records (``bcas.run.outcome.CaseOutcome``)."""
 
     @property
     def records(self) -> list[dict[str, Any]]: ...

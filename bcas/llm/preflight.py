@@ -45,7 +45,7 @@ import httpx
 
 from bcas.identity import server_fingerprint
 from bcas.keys import key_name_problem
-from bcas.llm.openai_compat import server_message
+from bcas.llm.replies import server_message
 from bcas.llm.served import ServerFacts, read_server_facts
 
 DEFAULT_TIMEOUT_S = 30.0

@@ -43,7 +43,6 @@ the same configuration and items, Holm within each grid × dataset.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
@@ -53,13 +52,13 @@ from typing import Any
 
 from markupsafe import Markup
 
-from bcas.config import config_differences
 from bcas.grading.outcomes import outcome
 from bcas.grids import base_label
 from bcas.metrics.values import VALUES, is_share, value
 from bcas.records import Record, RecordError, load_records
 from bcas.records.manifest import read_manifest
 from bcas.report.charts import shift_chart
+from bcas.report.comparable import _values, identity_differences, refusal
 from bcas.report.membership import model_names
 from bcas.report.paired import paired, paired_bootstrap
 from bcas.report.templating import render
@@ -69,10 +68,6 @@ from bcas.stats import holm_bonferroni, mcnemar_exact, newcombe_paired_diff
 
 GroupKey = tuple[str, str, str, str]  # (model label, model fingerprint, dataset, configuration label)
 TEXT_CAP = 4000  # characters of one step's text shown in the HTML
-
-# What must be equal for answers of two runs to be a comparison of models: the items, the prompts and
-# the configuration (seed included).  The model is what is compared, so its fingerprint is not here.
-COMPARED_ON = (("dataset_hash", "dataset hash"), ("prompt_hash", "prompt hash"), ("config_id", "configuration id"))
 
 
 @dataclass
@@ -145,46 +140,6 @@ def load_run(path: str | Path) -> Run:
     records = load_records(p)
     manifest = read_manifest(p if p.is_dir() else p.parent)
     return Run(p, records, manifest)
-
-
-def _values(records: Sequence[Record | dict[str, Any]], name: str) -> list[str]:
-    return sorted({str(r.get(name) if isinstance(r, dict) else getattr(r, name)) for r in records})
-
-
-def _config_of(r: Record | dict[str, Any]) -> Any:
-    return r.get("config") if isinstance(r, dict) else r.config
-
-
-def field_differences(
-    recs_a: Sequence[Record | dict[str, Any]], recs_b: Sequence[Record | dict[str, Any]]
-) -> list[str]:
-    """The configuration fields two groups' answers differ in, in words with both values
-    (:func:`bcas.config.config_differences`); [] when either group holds several configurations."""
-    configs_a = {json.dumps(_config_of(r), sort_keys=True) for r in recs_a}
-    configs_b = {json.dumps(_config_of(r), sort_keys=True) for r in recs_b}
-    if len(configs_a) != 1 or len(configs_b) != 1:
-        return []
-    return config_differences(json.loads(next(iter(configs_a))), json.loads(next(iter(configs_b))))
-
-
-def identity_differences(
-    recs_a: Sequence[Record | dict[str, Any]], recs_b: Sequence[Record | dict[str, Any]]
-) -> list[str]:
-    """What makes two groups' answers incomparable: the dataset hash, the prompt hash or the
-    configuration id differs (another model is the comparison, not a difference); a configuration
-    id names the fields that differ, with both values (``rerank_candidates ... differs: A 10 vs B 100``).
-    The records may be :class:`Record` objects or their dicts (``bcas view``)."""
-    out = []
-    for name, what in COMPARED_ON:
-        a, b = _values(recs_a, name), _values(recs_b, name)
-        if a != b:
-            fields = field_differences(recs_a, recs_b) if name == "config_id" else []
-            tail = f" ({'; '.join(fields)})" if fields else ""
-            out.append(f"{what} differs: A {', '.join(a)} vs B {', '.join(b)}{tail}")
-        for tag, values in (("A", a), ("B", b)):
-            if len(values) > 1:
-                out.append(f"{tag} mixes {len(values)} values of the {what} under one label")
-    return out
 
 
 def _outcome(rec: Record, metric: str) -> bool | None:
@@ -353,14 +308,6 @@ def holm_verdicts(comps: list[GroupComparison], alpha: float = 0.05) -> None:
             ("run B", "run A") if c.model_a == c.model_b else (f"run B ({c.model_b})", f"run A ({c.model_a})")
         )
         c.verdict = paired_verdict(first, second, len(c.b_only), len(c.a_only), c.n, adj, alpha, len(binary)).text
-
-
-def refusal(differences: list[str]) -> str:
-    """The one line that refuses answers that are not a comparison of models."""
-    return (
-        "error: not comparable (only the model may differ): " + "; ".join(differences) + " "
-        "(--allow-mismatch compares them anyway and says so in the output)"
-    )
 
 
 # -- text ------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from markupsafe import Markup
 from bcas.grading.outcomes import outcome
 from bcas.grids import GRIDS
 from bcas.records.schema import is_test_double
+from bcas.report.comparisons import Comparison
 from bcas.report.html_cost import cost_section, stops_section
 from bcas.report.html_figures import figures
 from bcas.report.html_interactive import CSS as INTERACTIVE_CSS
@@ -41,7 +42,7 @@ from bcas.report.html_run import manifest_section
 from bcas.report.html_status import failures_section
 from bcas.report.membership import GroupKey, group_key
 from bcas.report.status import counting, mark
-from bcas.report.summary import Comparison, SummaryRow, grid_notes, served_beside
+from bcas.report.summary import SummaryRow, grid_notes, served_beside
 from bcas.report.templating import render
 from bcas.report.vega import page_scripts
 

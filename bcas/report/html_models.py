@@ -12,8 +12,8 @@ from typing import Any
 
 from markupsafe import Markup
 
+from bcas.report.comparisons import Comparison
 from bcas.report.html_interactive import fr_data
-from bcas.report.summary import Comparison
 from bcas.report.templating import render
 
 HEADERS = [

@@ -22,7 +22,7 @@ agree number for number:
 
 Rows of different runs in one table are compared only when the model is all that differs: a
 table whose rows differ in dataset hash, prompt hash or configuration id (another seed), the
-rule of ``bcas compare`` (:func:`bcas.report.compare.identity_differences`), or in the metric
+rule of ``bcas compare`` (:func:`bcas.report.comparable.identity_differences`), or in the metric
 their accuracy is measured in, is refused in one line naming each difference
 (:class:`ViewMismatch`), unless ``allow_mismatch``, which shows them and lists every
 difference at the top of the page.
@@ -43,7 +43,7 @@ from bcas.records import Record, RecordError, load_records
 from bcas.records.case_status import read_case_statuses
 from bcas.records.manifest import read_manifest, served_by_fingerprint, session_grids
 from bcas.records.store import record_files
-from bcas.report.compare import identity_differences, refusal
+from bcas.report.comparable import identity_differences, refusal
 from bcas.report.membership import grouped
 from bcas.report.paired import PairedResult, epochs_of, paired, per_item_means
 from bcas.report.summary import Summaries, SummaryRow, build_summaries

@@ -26,7 +26,7 @@ from bcas.config import config_differences
 from bcas.grids import base_label
 from bcas.records import Record, RecordError, ResultStore, dedupe, load_records
 from bcas.records.case_status import append_case_status, read_case_statuses
-from bcas.report.compare import COMPARED_ON
+from bcas.report.comparable import COMPARED_ON
 from bcas.run.rebuild import rebuild_run
 
 

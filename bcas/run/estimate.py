@@ -1,7 +1,7 @@
 """The estimate of a run before it runs (``--bcas-estimate``): calls, searches, tokens, cost and wall time.
 
 Per case, from the call structure its run kind declares (:mod:`bcas.callshape`: the BCAS
-loop's :func:`bcas.agent.loop.loop_shape`, each method's ``*_shape`` beside its calls,
+loop's :func:`bcas.agent.shape.loop_shape`, each method's ``*_shape`` beside its calls,
 :func:`bcas.assess.pipeline.treatment_shape`, :func:`bcas.assess.rsc.probe.probe_shape`)
 and its budgets, times the items the run would start (those of its plan not yet recorded
 in the run folder).  Nothing is run: no model is loaded, no index is built; the datasets

@@ -191,7 +191,7 @@ class BcasKind(ItemKind):
             )
 
     def shape(self, name: str, config: RunConfig, documents: float) -> CallShape | None:
-        from bcas.agent.loop import loop_shape
+        from bcas.agent.shape import loop_shape
 
         return loop_shape(config)
 

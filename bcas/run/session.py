@@ -17,10 +17,9 @@ import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from bcas.config import RunConfig
 from bcas.llm import backend_meta
 from bcas.records import Answer, reprice_record
 from bcas.records.case_status import ERROR, INCOMPLETE, CaseStatus, append_case_status, case_verdict
@@ -30,6 +29,7 @@ from bcas.run.context import CaseContext, _teach
 from bcas.run.cost import CaseStopped, CostGuard
 from bcas.run.invariants import check_invariants
 from bcas.run.observe import QUIET, Observer
+from bcas.run.outcome import CaseOutcome, CasePlan
 from bcas.run.pipelines import whole_case_kind
 from bcas.run.plan import CaseIdentity, case_config, case_identity, model_identity
 from bcas.run.settings import DEFAULT_LIMIT, Case, ModelSpec, Settings, judge_endpoint
@@ -51,45 +51,6 @@ if TYPE_CHECKING:  # typing only: the classes of the resources a session opens
 if TYPE_CHECKING:
     from bcas.gating.baseline import GateResult
     from bcas.gating.plan import GatePlan
-
-
-@dataclass
-class CasePlan:
-    """A case's items to run (``todo``) out of those it wants, and its answer identity (:mod:`bcas.run.plan`)."""
-
-    dataset: Dataset
-    identity: CaseIdentity
-    wanted: list[tuple[Item, int]]
-    todo: list[tuple[Item, int]]
-
-    @property
-    def config(self) -> RunConfig:
-        return self.identity.config
-
-    @property
-    def fingerprint(self) -> str:
-        return self.identity.fingerprint
-
-    @property
-    def prompt_hash(self) -> str:
-        return self.identity.prompt_hash
-
-    @property
-    def skipped(self) -> int:
-        return len(self.wanted) - len(self.todo)
-
-
-@dataclass
-class CaseOutcome:
-    case_id: str
-    records: list[dict[str, Any]]
-    ran: int
-    skipped: int
-    wall_s: float
-    violations: list[str] = field(default_factory=list)
-    stopped: str | None = None  # the cost cap's message when it cut the case short
-    file_items: int = 0  # the dataset's file holds this many items (0: not known)
-    held_out: int = 0  # of them, held for calibration (MADARA Algorithm 2), never evaluated
 
 
 class BcasSession:

@@ -13,7 +13,8 @@ from llm_cases import ACTION_SCHEMA
 
 from bcas.llm import load_model
 from bcas.llm.base import ChatRequest, ModelError
-from bcas.llm.openai_compat import OpenAICompatModel, _retry_after
+from bcas.llm.openai_compat import OpenAICompatModel
+from bcas.llm.replies import _retry_after
 from bcas.testing.servers import Fault, FaultServer
 
 FAST = {"backoff_base": 0.01, "backoff_max": 0.05, "timeout": 5.0}

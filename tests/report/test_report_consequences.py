@@ -11,9 +11,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from bcas.report.comparisons import Comparison, _compare, holm_family
 from bcas.report.html import _docs_cell
 from bcas.report.html_models import _matrix_cell, significance_marks
-from bcas.report.summary import Comparison, _compare, _documents_note, holm_family
+from bcas.report.summary import _documents_note
 from tests.support.ascii_locale import ascii_locale
 
 

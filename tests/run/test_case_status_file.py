@@ -10,8 +10,9 @@ import pytest
 
 from bcas.api import raw_options
 from bcas.records.case_status import read_case_statuses
+from bcas.run.outcome import CaseOutcome
 from bcas.run.plan import make_plan
-from bcas.run.session import BcasSession, CaseOutcome
+from bcas.run.session import BcasSession
 from bcas.run.settings import Case, build_settings
 
 

@@ -14,8 +14,9 @@ from typing import Any
 
 from bcas.grids import GRIDS
 from bcas.records import Record
+from bcas.report.comparisons import Comparison
 from bcas.report.html import render_report
-from bcas.report.summary import Comparison, SummaryRow, write_summaries
+from bcas.report.summary import SummaryRow, write_summaries
 
 MODEL = "smollm2-135m"
 DATASET = "hotpotqa"
