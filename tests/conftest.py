@@ -10,12 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 import httpcore  # noqa: F401  (see below)
 import pytest
+import vl_convert  # noqa: F401  (see below)
 from hypothesis import settings as hypothesis_settings
 from support.skips import in_ci
 
 # httpx maps httpcore's exceptions through classes it loads on first use. An in-process
 # pytester run restores sys.modules afterwards, so a first load inside one leaves httpx
 # holding a discarded copy and a later test's transport errors escape unmapped: load it now.
+# vl-convert (the report's figures) is a PyO3 extension that can be initialised only once per
+# process: imported first inside such a run, it would fail to import again after it. Load it now.
 
 # Luck is not a test: properties draw the same examples on every run (derandomized,
 # no example database), so a pass or a failure in CI is reproducible as it stands.

@@ -222,6 +222,7 @@ NOT_RUN = {
     r"^bash \.ci/install\b": "installs packages: CI runs it before the tests",
     r"^python3? -m pytest tests\b": "the test suite itself, of which this test is a part",
     r"^vllm serve\b": "a vLLM server needs a GPU and the gpu extra",
+    r"^bcas view\b.*--serve\b": "serves until Ctrl-C: tests/report/test_view.py serves the site and stops it",
     r"^bcas serve\b": "starts a llama.cpp server (tests/llm/test_preflight.py runs the recipe)",
     r"^bcas index milvus\b": "starts a Milvus Lite server (tests/retrieval/test_engine.py runs one)",
     r"^python3? benchmarks/perf/run_all\.py\b": "prints speed figures for minutes; nothing to assert",
@@ -423,6 +424,12 @@ def _run_command(command: str, pytester: pytest.Pytester, cache_dir: Path, full:
         env[name] = value
         words = words[1:]
     if words[:3] in (["python3", "-m", "pytest"], ["python", "-m", "pytest"]):
+        baseline = _value(words[3:], "--bcas-baseline")
+        if baseline and baseline.endswith(".json") and not (cwd / baseline).exists():
+            # a baseline file an earlier block of the page wrote: written here the same way
+            base = ["benchmarks", "--bcas-grid", "smoke", "-m", "hotpotqa", "--bcas-limit", "200"]
+            _pytest([*base, "--bcas-report", "reports/base"], pytester, full, env)
+            _run(["-m", "bcas", "gate", "write", "reports/base", baseline], cwd, cache_dir)
         return _pytest(words[3:], pytester, full, env)
     if words[:2] in (["python", "docs/gen_reference.py"], ["python3", "docs/gen_reference.py"]):
         out = _run(words[1:], REPO, cache_dir)
@@ -447,7 +454,7 @@ def _run_command(command: str, pytester: pytest.Pytester, cache_dir: Path, full:
         elif args[:1] == ["compare"]:
             for folder in (w for w in inputs if w != _value(args, "--report")):  # --report: the folder it writes
                 _prepare(folder, pytester)
-        elif args[:1] == ["figures"]:
+        elif args[:1] in (["figures"], ["view"]):
             for folder in inputs:
                 _prepare(folder, pytester)
         elif args[:2] != ["gate", "write"]:
