@@ -223,6 +223,9 @@ NOT_RUN = {
     r"^python3? -m pytest tests\b": "the test suite itself, of which this test is a part",
     r"^vllm serve\b": "a vLLM server needs a GPU and the gpu extra",
     r"^bcas view\b.*--serve\b": "serves until Ctrl-C: tests/report/test_view.py serves the site and stops it",
+    r"--bcas-grid my_agent\b": (
+        "the page's command-line agent in its grid: tests/bridge/test_agent_kind.py runs that agent, as shown, in a grid"
+    ),
     r"^bcas serve\b": "starts a llama.cpp server (tests/llm/test_preflight.py runs the recipe)",
     r"^bcas index milvus\b": "starts a Milvus Lite server (tests/retrieval/test_engine.py runs one)",
     r"^python3? benchmarks/perf/run_all\.py\b": "prints speed figures for minutes; nothing to assert",
