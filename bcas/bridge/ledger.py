@@ -32,10 +32,12 @@ provider reported them); every search it runs is a ``search`` step (``calls=0``)
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import time
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from bcas.agent.budget import BudgetLedger, Step
 from bcas.agent.window import ContextFull, ContextWindow
@@ -43,6 +45,9 @@ from bcas.config import RunConfig
 from bcas.items import Item
 from bcas.llm.base import ChatModel, ChatRequest, ChatResult, ContextWindowError, ToolCall, split_reasoning
 from bcas.llm.usage import metering
+from bcas.timing import timed_search
+
+T = TypeVar("T")
 
 DIALECTS = ("openai", "mcp", "retriever")
 """The search tool's dialects: an OpenAI function schema with its call endpoint, an MCP server
@@ -109,10 +114,18 @@ class BridgeLedger:
     refused_searches: list[dict[str, str]] = field(default_factory=list)
     refused_calls: int = 0
     started: float = field(default_factory=time.perf_counter)
+    # The item's context, taken where the bridge opens (inside the executor's timing meter): the
+    # server threads run each call and search in it, so its model and search time are metered
+    # as the loop's and the methods' are (bcas.timing).
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)
 
     def __post_init__(self) -> None:
         self.ledger = BudgetLedger(self.config.budget)
         self.window = ContextWindow.of(self.model)
+
+    async def in_item_context(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the running loop in the item's context (the server's own threads have another)."""
+        return await asyncio.get_running_loop().create_task(coro, context=self.context)
 
     # -- the budgets ----------------------------------------------------------------------
 
@@ -141,7 +154,7 @@ class BridgeLedger:
             return SearchReply(query, error="no retriever is configured", searches_left=self.searches_left)
         depth = self.config.retrieval.k if k is None else max(1, min(int(k), self.config.retrieval.k))
         try:
-            with metering() as meter:  # a reranker's model calls, made for this item
+            with metering() as meter, timed_search():  # a reranker's model calls, made for this item
                 asearch = getattr(self.retriever, "asearch", None)
                 if asearch is not None:
                     hits = list(await asearch(query, k=depth))

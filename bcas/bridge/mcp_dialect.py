@@ -45,7 +45,7 @@ def build_app(bridge: BridgeLedger, loop: asyncio.AbstractEventLoop, timeout_s: 
 
     @server.tool(name=SEARCH_TOOL, description=SEARCH_DESCRIPTION, structured_output=False)  # type: ignore[untyped-decorator]
     async def search(query: str) -> str:
-        future = asyncio.run_coroutine_threadsafe(bridge.search(query, "mcp"), loop)
+        future = asyncio.run_coroutine_threadsafe(bridge.in_item_context(bridge.search(query, "mcp")), loop)
         reply = await asyncio.wait_for(asyncio.wrap_future(future), timeout_s)
         return reply.message
 

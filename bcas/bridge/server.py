@@ -26,7 +26,8 @@ Routes (every one answered from the item's :class:`~bcas.bridge.ledger.BridgeLed
 * ``GET /v1/budget``: searches and completion tokens used and left.
 
 The server runs in threads of its own; every call and search it receives is run on the
-case's event loop (:func:`asyncio.run_coroutine_threadsafe`), where the backend lives.
+case's event loop (:func:`asyncio.run_coroutine_threadsafe`), where the backend lives, in the
+item's context, so the item's timing meter counts its model calls and searches (:mod:`bcas.timing`).
 Nothing a model writes is executed: a tool call is read as a query, never run as code.
 """
 
@@ -171,7 +172,7 @@ class BridgeServer:
     # -- run on the case's loop -----------------------------------------------------------
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(self.timeout_s)
+        return asyncio.run_coroutine_threadsafe(self.bridge.in_item_context(coro), self.loop).result(self.timeout_s)
 
     # -- the routes ---------------------------------------------------------------------
 

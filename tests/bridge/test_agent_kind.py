@@ -66,6 +66,9 @@ def test_the_documented_command_agent_runs_in_a_grid_beside_the_loop(items: Path
         assert r["steps"][0]["query"] == r["question"] and len(r["steps"][0]["docs"]) == RETRIEVAL.k
         assert r["searches_used"] == 1 and r["llm_calls"] == 1
         assert r["tokens_out"] == sum(s["tokens_out"] for s in r["steps"]) > 0
+        # timed as the loop's and the methods' are (the instant double reports no call times; the
+        # calls' metering is tested on the real backend in tests/bridge/test_bridge.py)
+        assert r["timing"]["searches"] == r["searches_used"] and r["timing"]["search_s"] > 0
     assert results.passed, results.failures
 
 
@@ -180,3 +183,4 @@ def test_an_agent_searching_through_mcp_runs_in_a_grid(items: Path, tmp_path: Pa
     records = by_label(results.records, "mcp")
     assert len(records) == 2 and all(r["error"] is None for r in records)
     assert all([(s["kind"], s["note"]) for s in r["steps"]] == [("search", "mcp")] for r in records)
+    assert all(r["timing"]["searches"] == r["searches_used"] == 1 for r in records)  # MCP searches are timed too

@@ -304,3 +304,35 @@ def test_a_prompt_that_alone_fills_the_window_is_refused_as_a_spent_budget_is_no
     assert bridge.refused_calls == 1
     assert bridge.ledger.steps == [] and bridge.ledger.tokens_out == 0  # nothing was generated: nothing to count
     assert model.asked == []
+
+
+def test_an_agents_calls_and_searches_are_timed_on_the_items_meter_like_the_loops() -> None:
+    # The real openai backend against a loopback server of known service time: the bridge's
+    # threads run each call and search in the item's context, so the executor's meter (opened
+    # around the item, as bcas.records.executor does) counts them, as it counts the loop's.
+    from bcas.llm.openai_compat import OpenAICompatModel
+    from bcas.testing.slotted import SlottedServer
+    from bcas.timing import timing
+
+    def agent(ep: Endpoints) -> None:
+        with httpx.Client(timeout=30) as client:
+            search_openai(client, ep, "Shakespeare")
+            search_retriever(client, ep, "Hamlet")
+        chat(ep, max_tokens=8).raise_for_status()
+
+    async def main() -> Any:
+        with SlottedServer(slots=2, service_s=0.05) as server:
+            model = OpenAICompatModel("slotted", base_url=server.base_url)
+            with timing() as meter:
+                async with open_bridge(
+                    ITEM, model, FakeRetriever(PASSAGES, k=3), config(), ("openai", "retriever")
+                ) as (
+                    _,
+                    ep,
+                ):
+                    await asyncio.to_thread(agent, ep)
+            return meter
+
+    meter = asyncio.run(main())
+    assert meter.searches == 2 and len(meter.search_times) == 2
+    assert meter.model_calls == 1 and meter.model_s >= 0.05  # the server held the call 0.05 s
