@@ -87,12 +87,16 @@ def untagged(reply: str) -> str:
     return " ".join(text.split())
 
 
+REFUSALS = ("max_total_tokens", "context_window")  # the bridge's refusals of a call (bcas.bridge.server)
+
+
 def _chat(client: httpx.Client, endpoints: Endpoints, messages: list[dict[str, str]]) -> str | None:
-    """One turn's reply, or ``None`` when the bridge refuses the call (the token budget is spent)."""
+    """One turn's reply, or ``None`` when the bridge refuses the call (the token budget is spent, or
+    the conversation no longer fits the model's window)."""
     body = {"model": endpoints.model, "messages": messages, "max_tokens": MAX_RESPONSE_TOKENS,
             "stop": list(STOP), "temperature": 0.0}  # fmt: skip
     response = client.post(f"{endpoints.openai_base_url}/chat/completions", json=body)
-    if response.status_code == 400 and response.json().get("error", {}).get("code") == "max_total_tokens":
+    if response.status_code == 400 and response.json().get("error", {}).get("code") in REFUSALS:
         return None
     response.raise_for_status()
     return str(response.json()["choices"][0]["message"].get("content") or "")
