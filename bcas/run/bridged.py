@@ -19,7 +19,7 @@ from bcas.config import RunConfig
 from bcas.items import Item
 from bcas.records import Answer
 from bcas.registry import RegistryError
-from bcas.run.pipelines import ItemKind, KindContext, with_titles
+from bcas.run.pipelines import ItemKind, KindContext, budget_problems, with_titles
 
 
 class AgentKind(ItemKind):
@@ -61,15 +61,7 @@ class AgentKind(ItemKind):
     def check(self, config: RunConfig, records: list[dict[str, Any]]) -> list[str]:
         """Searches within ``max_searches``; the agent's completion tokens within ``max_total_tokens``
         (the bridge caps each call at the tokens left, :mod:`bcas.bridge.ledger`)."""
-        b = config.budget
-        problems = []
-        for r in records:
-            if b.max_searches is not None and int(r.get("searches_used") or 0) > b.max_searches:
-                problems.append(f"{r.get('item_id')}: searches_used {r.get('searches_used')} > {b.max_searches}")
-            spent = int((r.get("extra") or {}).get("agent_tokens_out", r.get("tokens_out") or 0))
-            if spent > b.max_total_tokens:
-                problems.append(f"{r.get('item_id')}: completion tokens {spent} > budget {b.max_total_tokens}")
-        return problems
+        return budget_problems(config, records)
 
 
 AGENT = AgentKind()

@@ -361,15 +361,7 @@ class MethodKind(ItemKind):
     def check(self, config: RunConfig, records: list[dict[str, Any]]) -> list[str]:
         """Searches within ``max_searches``; completion tokens within ``max_total_tokens`` (a method
         holds the answer's tokens back inside the budget, :mod:`bcas.methods.base`)."""
-        b = config.budget
-        problems = []
-        for r in records:
-            if b.max_searches is not None and int(r.get("searches_used") or 0) > b.max_searches:
-                problems.append(f"{r.get('item_id')}: searches_used {r.get('searches_used')} > {b.max_searches}")
-            spent = int((r.get("extra") or {}).get("agent_tokens_out", r.get("tokens_out") or 0))
-            if spent > b.max_total_tokens:
-                problems.append(f"{r.get('item_id')}: completion tokens {spent} > budget {b.max_total_tokens}")
-        return problems
+        return budget_problems(config, records)
 
 
 BCAS = BcasKind()
@@ -436,6 +428,20 @@ async def run_item_record(ctx: KindContext, item: Item, epoch: int = 0) -> Recor
     return build_record(answer, identity, grades, extra=extra)
 
 
+def budget_problems(config: RunConfig, records: list[dict[str, Any]]) -> list[str]:
+    """Each record past its budget: more searches than ``max_searches``, more completion tokens
+    (the agent's own, ``extra.agent_tokens_out``, else ``tokens_out``) than ``max_total_tokens``."""
+    b = config.budget
+    problems = []
+    for r in records:
+        if b.max_searches is not None and int(r.get("searches_used") or 0) > b.max_searches:
+            problems.append(f"{r.get('item_id')}: searches_used {r.get('searches_used')} > {b.max_searches}")
+        spent = int((r.get("extra") or {}).get("agent_tokens_out", r.get("tokens_out") or 0))
+        if spent > b.max_total_tokens:
+            problems.append(f"{r.get('item_id')}: completion tokens {spent} > budget {b.max_total_tokens}")
+    return problems
+
+
 def with_titles(ctx: KindContext, answer: Answer) -> Answer:
     """``answer`` with each search step's documents named by their titles (the report's trajectory)."""
     titles = ctx.session.titles(ctx.case.dataset)
@@ -465,6 +471,7 @@ __all__ = [
     "RunKind",
     "WholeCaseKind",
     "answered_from_cache",
+    "budget_problems",
     "item_kind",
     "run_item_record",
     "run_kind",

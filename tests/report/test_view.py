@@ -33,6 +33,8 @@ import pytest
 from bcas.cli import main
 from bcas.grids import GRIDS
 from bcas.testing.project import budget_grid, codename_items, read_records, write_jsonl
+from tests.support.chromium import launch_args
+from tests.support.skips import skip_if_no_chromium
 
 REPO = Path(__file__).resolve().parents[2]
 RUNS = {  # folder -> (grid, model)
@@ -325,28 +327,6 @@ def test_serve_answers_on_loopback_with_the_view_and_the_run_reports_only(runs: 
 # -- in Chromium ---------------------------------------------------------------------------------
 
 
-def _chromium() -> str | None:
-    found = os.environ.get("BCAS_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    return found if found and Path(found).exists() else None
-
-
-def _playwright() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("playwright") is not None
-
-
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
 def _local_only(route: Any, remote: list[str]) -> None:
     """Let a request for a file through; note and abort any other (nothing may leave the machine)."""
     if route.request.url.startswith("file:"):
@@ -357,10 +337,7 @@ def _local_only(route: Any, remote: list[str]) -> None:
 
 
 @pytest.mark.browser
-@pytest.mark.skipif(
-    _chromium() is None, reason="headless Chromium not found (apt-get install chromium, or set BCAS_CHROMIUM)"
-)
-@pytest.mark.skipif(not _playwright(), reason="playwright is not installed: pip install 'bcas[test]'")
+@skip_if_no_chromium
 def test_the_view_in_chromium_shows_the_leaderboard_filters_and_a_flipped_items_page(runs: Runs) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -372,7 +349,7 @@ def test_the_view_in_chromium_shows_the_leaderboard_filters_and_a_flipped_items_
     errors: list[str] = []
     remote: list[str] = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=_chromium(), args=CHROMIUM_ARGS)
+        browser = pw.chromium.launch(**launch_args())
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
