@@ -66,6 +66,17 @@ def _color(title: str, domain: list[str]) -> Any:
     return alt.Color("series:N", title=title, scale=alt.Scale(domain=domain), legend=alt.Legend(orient="bottom"))
 
 
+def _interval_tips(series_title: str, field: str, field_title: str, fmt: str) -> list[Any]:
+    """The tooltip of a point with its 95% interval: its series, configuration, value, low and high."""
+    return [
+        alt.Tooltip("series:N", title=series_title),
+        alt.Tooltip("config:N", title="configuration"),
+        alt.Tooltip(f"{field}:Q", title=field_title, format=fmt),
+        alt.Tooltip("lo:Q", title="95% low", format=fmt),
+        alt.Tooltip("hi:Q", title="95% high", format=fmt),
+    ]
+
+
 def _pct(v: float) -> float:
     return round(100.0 * v, 4)
 
@@ -98,13 +109,7 @@ def scaling_chart(
     y = alt.Y("acc:Q", title="accuracy (%)", scale=alt.Scale(domain=[0, 100]))
     low = alt.Y("lo:Q", title="accuracy (%)")  # a band or whisker, from the interval's low end
     color = _color("model", models)
-    tip = [
-        alt.Tooltip("series:N", title="model"),
-        alt.Tooltip("config:N", title="configuration"),
-        alt.Tooltip("acc:Q", title="accuracy %", format=".1f"),
-        alt.Tooltip("lo:Q", title="95% low", format=".1f"),
-        alt.Tooltip("hi:Q", title="95% high", format=".1f"),
-    ]
+    tip = _interval_tips("model", "acc", "accuracy %", ".1f")
     layers = []
     if any(r["on_axis"] for r in rows):
         base = alt.Chart().transform_filter("datum.on_axis").encode(x=x, color=color)
@@ -147,13 +152,7 @@ def shift_chart(
     series = sorted({r["series"] for r in rows})
     labels = list(dict.fromkeys(r["config"] for r in rows))
     x = alt.X("config:N", title="configuration", sort=labels, axis=alt.Axis(labelAngle=-30, labelLimit=180))
-    tip = [
-        alt.Tooltip("series:N", title=series_title),
-        alt.Tooltip("config:N", title="configuration"),
-        alt.Tooltip("diff:Q", title="shift (points)", format="+.1f"),
-        alt.Tooltip("lo:Q", title="95% low", format="+.1f"),
-        alt.Tooltip("hi:Q", title="95% high", format="+.1f"),
-    ]
+    tip = _interval_tips(series_title, "diff", "shift (points)", "+.1f")
     base = alt.Chart().encode(x=x, xOffset=alt.XOffset("series:N", sort=series))
     chart = alt.layer(
         base.mark_bar().encode(y=alt.Y("diff:Q", title=y_title), color=_color(series_title, series), tooltip=tip),
@@ -193,11 +192,7 @@ def cost_chart(
     )
     y = alt.Y("acc:Q", title="accuracy (%)", scale=alt.Scale(domain=[0, 100]))
     tip = [
-        alt.Tooltip("series:N", title=series_title),
-        alt.Tooltip("config:N", title="configuration"),
-        alt.Tooltip("acc:Q", title="accuracy %", format=".1f"),
-        alt.Tooltip("lo:Q", title="95% low", format=".1f"),
-        alt.Tooltip("hi:Q", title="95% high", format=".1f"),
+        *_interval_tips(series_title, "acc", "accuracy %", ".1f"),
         alt.Tooltip("x:Q", title=axis_title, format="$.6~g" if money else ",.6~g"),
         alt.Tooltip("frontier:N", title="on the frontier"),
     ]
