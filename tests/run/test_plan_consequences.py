@@ -45,8 +45,11 @@ def test_a_run_limit_wins_over_the_grids_and_the_grids_over_the_default(tmp_path
     case = plan.cases[0]
     from bcas.grids import get_grid
 
-    assert plan.limit_for(case) == (get_grid("smoke").limit or DEFAULT_LIMIT)
-    assert _plan(tmp_path, limit="2").limit_for(case) == 2
+    grid_limit = get_grid("smoke").limit or DEFAULT_LIMIT
+    assert plan.limit_for(case) == grid_limit
+    # limits both below and above the grid's own, so the run's limit is seen to win either way
+    for limit in (1, grid_limit + 1, grid_limit + 7):
+        assert _plan(tmp_path, limit=str(limit)).limit_for(case) == limit
 
 
 def test_grades_of_two_judges_are_kept_apart_and_the_same_judge_is_not_asked_twice(tmp_path, monkeypatch):
