@@ -17,7 +17,9 @@ within the token budget (an upper bound).  Cost: the run's price sheet on those 
 
 Wall time, a range, from measured speed (:class:`Speed`): the run folder's records of
 the model (each call's and each search's measured time; the 10th to 90th percentile of a
-call, half the fastest to twice the slowest below :data:`FEW_CALLS` calls), else the generation cache's recorded latencies of the model's calls, else, for
+call, half the fastest to twice the slowest below :data:`FEW_CALLS` calls; per item, the
+harness's time up to the slowest item's, twice it below :data:`FEW_CALLS` items), else the
+generation cache's recorded latencies of the model's calls, else, for
 the ``mock`` backend, near zero (:data:`INSTANT`); otherwise unknown (run a few items
 first: their records become the basis).  A case's range is
 
@@ -155,8 +157,14 @@ def speed_of_records(records: list[Any], source: str) -> Speed | None:
         source,
         _percentiles(calls) if calls else INSTANT,  # no call timed: a test double's (the mock's) instant calls
         _percentiles(searches) if searches else UNMEASURED_SEARCH_S,
-        (0.0, max(harness)) if harness else HARNESS_S,
+        _harness_range(harness) if harness else HARNESS_S,
     )
+
+
+def _harness_range(harness: list[float]) -> tuple[float, float]:
+    """Per item, none to the slowest measured harness time; below :data:`FEW_CALLS` items, twice it
+    (the rule of :func:`_percentiles`: a few items on a shared machine measure little)."""
+    return 0.0, max(harness) * (2.0 if len(harness) < FEW_CALLS else 1.0)
 
 
 def speed_of_cache(path: Path, identity: str) -> Speed | None:

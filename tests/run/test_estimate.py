@@ -126,3 +126,29 @@ def test_the_terminal_table_names_calibration_the_held_out_items_and_the_wall_ra
     assert "(5 of " in text and "; 7 held for calibration)" in text
     assert "wall time from mock-gold: mock: instant" in text
     assert not (tmp_path / "never").exists()
+
+
+def test_measured_speed_widens_a_few_measurements_and_not_many() -> None:
+    """Calls: 10th-90th percentile, or half the fastest to twice the slowest below FEW_CALLS; the
+    per-item harness time: none to the slowest, twice the slowest below FEW_CALLS items."""
+    from types import SimpleNamespace
+
+    from bcas.run.estimate import FEW_CALLS, speed_of_records
+
+    def rec(calls: list[float], harness: float, source: str = "live") -> Any:
+        timing = {"source": source, "calls": [{"wall_s": c} for c in calls], "harness_s": harness}
+        return SimpleNamespace(timing=timing)
+
+    few = speed_of_records([rec([1.0, 3.0], 0.2), rec([2.0], 0.5)], "few")
+    assert few is not None
+    assert few.call == (0.5, 6.0) and few.harness == (0.0, 1.0)
+    # a cache replay measures nothing: its slow harness time is not the basis
+    assert speed_of_records([rec([1.0], 0.2), rec([9.0], 9.0, "cache")], "c").harness == (0.0, 0.4)  # type: ignore[union-attr]
+    many = [rec([float(i)], i / 100) for i in range(1, FEW_CALLS + 1)]
+    speed = speed_of_records(many, "many")
+    assert speed is not None
+    assert speed.harness == (0.0, FEW_CALLS / 100)
+    assert FEW_CALLS / 10 < speed.call[1] < FEW_CALLS and 1.0 < speed.call[0] < FEW_CALLS / 5
+    short = speed_of_records(many[:-1], "one short")
+    assert short is not None and short.harness == (0.0, 2 * (FEW_CALLS - 1) / 100)
+    assert short.call == (0.5, 2.0 * (FEW_CALLS - 1))
