@@ -36,6 +36,7 @@ from bcas.gating.baseline import (
     paired_result,
 )
 from bcas.gating.errors import GateError
+from bcas.gating.sequential import DEFAULT_FALLBACK_SHARE, check_share, sequential_result
 from bcas.registry import per_item
 
 if TYPE_CHECKING:
@@ -83,6 +84,8 @@ class GateOptions:
     strict: bool = False
     metric: str | None = None  # --bcas-gate-metric (from the settings): replaces each grid's primary metric
     sequential: bool = False  # --bcas-gate-sequential: decide after every item (bcas.gating.sequential)
+    # --bcas-gate-fallback-share: share of alpha the sequential gate's fixed-n test at N keeps
+    fallback_share: float = DEFAULT_FALLBACK_SHARE
 
     @classmethod
     def parse(
@@ -92,6 +95,7 @@ class GateOptions:
         max_drop_points: Any = None,
         strict: Any = False,
         sequential: Any = False,
+        fallback_share: Any = None,
     ) -> GateOptions:
         """Validate option values; ``GateError`` names the option at fault (as its flag)."""
         a = 0.05 if alpha is None else float(alpha)
@@ -103,18 +107,20 @@ class GateOptions:
         pts = 0.0 if max_drop_points is None else float(max_drop_points)
         if not (0.0 <= pts < 100.0 and math.isfinite(pts)):
             raise GateError(f"--bcas-max-drop is in accuracy points and must lie in [0, 100), got {max_drop_points!r}")
-        return cls(a, fam, pts / 100.0, bool(strict), sequential=bool(sequential))
+        try:
+            share = DEFAULT_FALLBACK_SHARE if fallback_share is None else check_share(fallback_share)
+        except ValueError as exc:
+            raise GateError(f"--bcas-gate-fallback-share {exc}") from None
+        return cls(a, fam, pts / 100.0, bool(strict), sequential=bool(sequential), fallback_share=share)
 
     @property
     def test(self) -> str:
         if self.sequential:
-            from bcas.gating.sequential import FALLBACK_SHARE
-
             pts = self.max_drop * 100
             null = f"a drop of at most {pts:g} points" if pts > 0 else "no regression"
             return (
                 f"sequential gate (mixture betting e-process on {null}, checked after every item; "
-                f"at N undecided: the {self._fixed_test} at alpha x {FALLBACK_SHARE:g})"
+                f"at N undecided: the {self._fixed_test} at alpha x {self.fallback_share:g})"
             )
         return self._fixed_test
 
@@ -404,8 +410,6 @@ def case_result(plan: GatePlan, case_id: str, records: list[dict[str, Any]]) -> 
         return None
     o = plan.options
     if o.sequential:
-        from bcas.gating.sequential import sequential_result
-
         return sequential_result(plan, case_id, records)
     return paired_result(
         case_id,

@@ -32,7 +32,7 @@ GATE_OPTIONS = pytest.StashKey[GateOptions]()
 
 def read_options(config: pytest.Config) -> None:
     """``--bcas-alpha``, ``--bcas-gate-family``, ``--bcas-max-drop``, ``--bcas-gate-strict``,
-    ``--bcas-gate-sequential`` into the stash."""
+    ``--bcas-gate-sequential``, ``--bcas-gate-fallback-share`` into the stash."""
     try:
         config.stash[GATE_OPTIONS] = GateOptions.parse(
             _get(config, "alpha"),
@@ -40,6 +40,7 @@ def read_options(config: pytest.Config) -> None:
             _get(config, "max-drop"),
             _get(config, "gate-strict"),
             _get(config, "gate-sequential"),
+            _get(config, "gate-fallback-share"),
         )
     except GateError as exc:
         raise pytest.UsageError(str(exc)) from None
