@@ -209,3 +209,26 @@ def test_the_smoke_grid_through_both_doors_gives_the_same_answers(tmp_path: Path
     )  # fmt: skip
     assert compare.returncode == 0, compare.stderr
     assert "no flipped items" in compare.stdout, compare.stdout
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"gate_fallback_share": 1.5}, "gate_fallback_share must lie in [0, 1), got 1.5"),
+        ({"gate_fallback_share": -0.1}, "gate_fallback_share must lie in [0, 1), got -0.1"),
+        ({"gate_family": "run"}, "gate_family must be one of session, grid, case, got 'run'"),
+    ],
+)
+def test_a_bad_gate_option_is_one_value_error_naming_the_keyword(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, object], message: str
+) -> None:
+    """The gate's options as :func:`bcas.evaluate` keywords: a bad value names the keyword, not the flag."""
+    import bcas
+
+    _register_tiny()
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
+    bcas.evaluate(grids="tiny", models="mock:gold", limit=3, seed=7, out=tmp_path / "base")
+    with pytest.raises(ValueError) as caught:
+        bcas.evaluate(grids="tiny", models="mock:gold", limit=3, seed=7, out=tmp_path / "gated",
+                      baseline=str(tmp_path / "base"), gate_sequential=True, **options)  # fmt: skip
+    assert str(caught.value) == message
