@@ -383,6 +383,45 @@ def plan_gate(
     return GatePlan(str(baseline), options, plans, items, seed)
 
 
+def resumed_share_problem(run_dir: Path, token: str, options: GateOptions) -> str | None:
+    """Under ``--bcas-gate-sequential``: why this session may not continue ``run_dir`` -- the run
+    folder's latest earlier sequential session (its ``run.json`` entry, :mod:`bcas.run.manifest`)
+    gated with another fallback share -- or None.
+
+    A resumed case's decision is recomputed from its records with the share the resuming session
+    is given (:func:`bcas.gating.sequential.case_decision`), so the same share decides at the same
+    item; another would re-decide the recorded sequence at another level.  Entries written before
+    the option existed (no ``gate-fallback-share`` key) are not compared.
+    """
+    if not options.sequential:
+        return None
+    try:
+        sessions = json.loads((Path(run_dir) / "run.json").read_text(encoding="utf-8")).get("sessions", [])
+    except (OSError, ValueError, AttributeError):
+        return None
+    for entry in reversed(sessions if isinstance(sessions, list) else []):
+        if not isinstance(entry, dict) or entry.get("session") == token:
+            continue
+        chosen = entry.get("options") or {}
+        if str((chosen.get("gate-sequential") or {}).get("value")).lower() not in ("true", "1", "yes"):
+            continue
+        if "gate-fallback-share" not in chosen:
+            return None
+        raw = (chosen["gate-fallback-share"] or {}).get("value")
+        try:
+            earlier = DEFAULT_FALLBACK_SHARE if raw in (None, "") else check_share(raw)
+        except ValueError:
+            return None
+        if earlier == options.fallback_share:
+            return None
+        return (
+            f"--bcas-gate-fallback-share {options.fallback_share:g} differs from the {earlier:g} this run "
+            f"folder's earlier sequential session used: a resumed case is decided again from its records with "
+            f"the share given, so resume with {earlier:g} or write into a new run folder"
+        )
+    return None
+
+
 def fingerprint_note(found: BaselineCase) -> str:
     return f" ({found.fingerprint})" if found.fingerprint else ""
 

@@ -74,3 +74,25 @@ def test_a_bad_fallback_share_is_a_one_line_usage_error(project: pytest.Pytester
     result = project.runpytest(*TINY, "--bcas-gate-sequential", "--bcas-gate-fallback-share", value, "--collect-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert [line for line in result.stderr.str().splitlines() if "fallback-share" in line] == [f"ERROR: {message}"]
+
+
+def test_resuming_with_another_share_is_a_usage_error_and_the_same_share_resumes(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base_dir, run_dir = project.path / "gold", project.path / "worse"
+    project.runpytest(*TINY, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)
+    monkeypatch.setenv("BCAS_INSTANT_ANSWER", "beta")
+    gated = [*TINY, "--bcas-report", str(run_dir), "--bcas-baseline", str(base_dir), "--bcas-gate-sequential"]
+    project.runpytest(*gated, "--bcas-gate-fallback-share", "0.5").assert_outcomes(failed=2)
+    records = len(read_records(run_dir))
+    again = project.runpytest(*gated)
+    assert again.ret == pytest.ExitCode.USAGE_ERROR
+    assert (
+        "ERROR: --bcas-gate-fallback-share 0.2 differs from the 0.5 this run folder's earlier sequential session "
+        "used: a resumed case is decided again from its records with the share given, so resume with 0.5 or "
+        "write into a new run folder"
+    ) in again.stderr.str().splitlines()
+    assert len(read_records(run_dir)) == records  # refused before anything ran
+    resumed = project.runpytest(*gated, "--bcas-gate-fallback-share", "0.5")
+    resumed.assert_outcomes(failed=2)
+    assert "stopped after 8 of 20 items" in resumed.stdout.str() and len(read_records(run_dir)) == records
