@@ -26,7 +26,8 @@ the bet fraction ``lambda`` in [0, 1] the density ``(2/pi) / sqrt(1 - lambda^2)`
 midpoints of ``K`` equal cells of [0, 1], each weighted by its cell's prior mass
 ``(2/pi) (arcsin b - arcsin a)``.  Against the uniform prior it moves weight to the large bets
 that a drop of 10 points or more on few discordant items calls for (six straight losses give
-e = 28.7 instead of 18.1), and keeps at least the uniform density on the small ones.  With
+e = 28.7 instead of 18.1), and keeps 2/pi (0.64) of the uniform density or more on the small
+ones.  With
 ``PTS = 0`` only discordant items move the capital, and the bet ``lambda`` is the likelihood ratio
 of a discordant item being the baseline's with probability ``q`` against 1/2: the mixture is
 the one-sided binomial mixture martingale (Robbins 1970; Howard et al. 2021, "Time-uniform,
