@@ -17,6 +17,7 @@ A bad argument is one ``ValueError`` line that names it (``limit: expected ...``
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -330,6 +331,7 @@ def _count(run_dir: Path) -> int:
 def _plan_gate(session: BcasSession, plan: Plan, given: dict[str, RawValue], token: str) -> GatePlan:
     """The gate's plan over every case, before any runs (as pytest makes it at collection)."""
     from bcas.gating import BaselineError, GateError, GateOptions, plan_gate
+    from bcas.gating.plan import resumed_share_problem
 
     settings = session.settings
     try:
@@ -339,9 +341,13 @@ def _plan_gate(session: BcasSession, plan: Plan, given: dict[str, RawValue], tok
             given.get("max-drop"),
             given.get("gate-strict"),
             given.get("gate-sequential"),
+            given.get("gate-fallback-share"),
         )
-    except GateError as exc:
-        raise ValueError(str(exc).replace("--bcas-", "").replace("-", "_", 1)) from None
+        problem = resumed_share_problem(settings.run_dir, token, options)
+        if problem:
+            raise GateError(problem)
+    except GateError as exc:  # the flag as this call's keyword: --bcas-gate-fallback-share -> gate_fallback_share
+        raise ValueError(re.sub(r"--bcas-([a-z-]+)", lambda m: m.group(1).replace("-", "_"), str(exc))) from None
     options = replace(options, metric=settings.gate_metric)
 
     def identity(case: Case) -> tuple[str, str]:

@@ -95,8 +95,22 @@ def _numbers(option: str, text: str) -> list[int]:
     show_default=True,
     help="with --sequential: percent of items the two runs disagree on",  # pragma: no mutate
 )
+@click.option(
+    "--fallback-share",
+    type=click.FloatRange(0, 1, max_open=True),
+    default=None,
+    help="with --sequential: share of alpha the fixed-n test at N keeps, as --bcas-gate-fallback-share "  # pragma: no mutate
+    "(default: the gate's default)",
+)
 def gate_power(
-    alpha: float, cases: str, sizes: str, p_better: float, tango_size: bool, drops: str | None, discordance: float
+    alpha: float,
+    cases: str,
+    sizes: str,
+    p_better: float,
+    tango_size: bool,
+    drops: str | None,
+    discordance: float,
+    fallback_share: float | None,
 ) -> int:
     from bcas.gating.power import power_tables, sequential_lines, tango_size_lines
 
@@ -104,7 +118,12 @@ def gate_power(
     if drops is not None:
         points = [float(x) for x in _numbers("--sequential", drops)]
         for family in families:
-            click.echo("\n".join(sequential_lines(alpha, points, discordance, counts, family)) + "\n")
+            lines = (
+                sequential_lines(alpha, points, discordance, counts, family)
+                if fallback_share is None
+                else sequential_lines(alpha, points, discordance, counts, family, share=fallback_share)
+            )
+            click.echo("\n".join(lines) + "\n")
         return 0
     click.echo(power_tables(alpha, families, counts, p_better))
     if tango_size:

@@ -36,6 +36,7 @@ from bcas.gating.baseline import (
     paired_result,
 )
 from bcas.gating.errors import GateError
+from bcas.gating.sequential import DEFAULT_FALLBACK_SHARE, check_share, sequential_result
 from bcas.registry import per_item
 
 if TYPE_CHECKING:
@@ -83,6 +84,8 @@ class GateOptions:
     strict: bool = False
     metric: str | None = None  # --bcas-gate-metric (from the settings): replaces each grid's primary metric
     sequential: bool = False  # --bcas-gate-sequential: decide after every item (bcas.gating.sequential)
+    # --bcas-gate-fallback-share: share of alpha the sequential gate's fixed-n test at N keeps
+    fallback_share: float = DEFAULT_FALLBACK_SHARE
 
     @classmethod
     def parse(
@@ -92,6 +95,7 @@ class GateOptions:
         max_drop_points: Any = None,
         strict: Any = False,
         sequential: Any = False,
+        fallback_share: Any = None,
     ) -> GateOptions:
         """Validate option values; ``GateError`` names the option at fault (as its flag)."""
         a = 0.05 if alpha is None else float(alpha)
@@ -103,18 +107,20 @@ class GateOptions:
         pts = 0.0 if max_drop_points is None else float(max_drop_points)
         if not (0.0 <= pts < 100.0 and math.isfinite(pts)):
             raise GateError(f"--bcas-max-drop is in accuracy points and must lie in [0, 100), got {max_drop_points!r}")
-        return cls(a, fam, pts / 100.0, bool(strict), sequential=bool(sequential))
+        try:
+            share = DEFAULT_FALLBACK_SHARE if fallback_share is None else check_share(fallback_share)
+        except ValueError as exc:
+            raise GateError(f"--bcas-gate-fallback-share {exc}") from None
+        return cls(a, fam, pts / 100.0, bool(strict), sequential=bool(sequential), fallback_share=share)
 
     @property
     def test(self) -> str:
         if self.sequential:
-            from bcas.gating.sequential import FALLBACK_SHARE
-
             pts = self.max_drop * 100
             null = f"a drop of at most {pts:g} points" if pts > 0 else "no regression"
             return (
                 f"sequential gate (mixture betting e-process on {null}, checked after every item; "
-                f"at N undecided: the {self._fixed_test} at alpha x {FALLBACK_SHARE:g})"
+                f"at N undecided: the {self._fixed_test} at alpha x {self.fallback_share:g})"
             )
         return self._fixed_test
 
@@ -377,6 +383,45 @@ def plan_gate(
     return GatePlan(str(baseline), options, plans, items, seed)
 
 
+def resumed_share_problem(run_dir: Path, token: str, options: GateOptions) -> str | None:
+    """Under ``--bcas-gate-sequential``: why this session may not continue ``run_dir`` -- the run
+    folder's latest earlier sequential session (its ``run.json`` entry, :mod:`bcas.run.manifest`)
+    gated with another fallback share -- or None.
+
+    A resumed case's decision is recomputed from its records with the share the resuming session
+    is given (:func:`bcas.gating.sequential.case_decision`), so the same share decides at the same
+    item; another would re-decide the recorded sequence at another level.  Entries written before
+    the option existed (no ``gate-fallback-share`` key) are not compared.
+    """
+    if not options.sequential:
+        return None
+    try:
+        sessions = json.loads((Path(run_dir) / "run.json").read_text(encoding="utf-8")).get("sessions", [])
+    except (OSError, ValueError, AttributeError):
+        return None
+    for entry in reversed(sessions if isinstance(sessions, list) else []):
+        if not isinstance(entry, dict) or entry.get("session") == token:
+            continue
+        chosen = entry.get("options") or {}
+        if str((chosen.get("gate-sequential") or {}).get("value")).lower() not in ("true", "1", "yes"):
+            continue
+        if "gate-fallback-share" not in chosen:
+            return None
+        raw = (chosen["gate-fallback-share"] or {}).get("value")
+        try:
+            earlier = DEFAULT_FALLBACK_SHARE if raw in (None, "") else check_share(raw)
+        except ValueError:
+            return None
+        if earlier == options.fallback_share:
+            return None
+        return (
+            f"--bcas-gate-fallback-share {options.fallback_share:g} differs from the {earlier:g} this run "
+            f"folder's earlier sequential session used: a resumed case is decided again from its records with "
+            f"the share given, so resume with {earlier:g} or write into a new run folder"
+        )
+    return None
+
+
 def fingerprint_note(found: BaselineCase) -> str:
     return f" ({found.fingerprint})" if found.fingerprint else ""
 
@@ -404,8 +449,6 @@ def case_result(plan: GatePlan, case_id: str, records: list[dict[str, Any]]) -> 
         return None
     o = plan.options
     if o.sequential:
-        from bcas.gating.sequential import sequential_result
-
         return sequential_result(plan, case_id, records)
     return paired_result(
         case_id,

@@ -16,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.special import gammaln, xlogy
 
+from bcas.gating.sequential import DEFAULT_FALLBACK_SHARE, fixed_power, gate_fails, mcnemar_critical
 from bcas.stats import mcnemar_drop_for_power, mcnemar_items_for_power, mcnemar_min_detectable_drop, tango_pvalues
 
 # The paired items a difference needs: one implementation (bcas.stats, layer 0), used by the
@@ -84,21 +85,27 @@ def tango_size_lines(alpha: float) -> list[str]:
 
 
 def sequential_lines(
-    alpha: float, drops: list[float], discordance: float, sizes: list[int], family: int = 1, runs: int = 4000
+    alpha: float,
+    drops: list[float],
+    discordance: float,
+    sizes: list[int],
+    family: int = 1,
+    runs: int = 4000,
+    share: float = DEFAULT_FALLBACK_SHARE,
 ) -> list[str]:
     """``bcas gate power --sequential``: items a sequential gate needs for each drop, by simulation.
 
     For each drop (points) and horizon N: the sequential gate's power (Monte Carlo over ``runs``
     sequences with ``discordance`` percent discordant items; :func:`bcas.gating.sequential.gate_fails`),
     the mean and 90th percentile of the paired items it used, and the fixed-n gate's exact power
-    on N items at the same level (``alpha / family``).
+    on N items at the same level (``alpha / family``); ``share``: the fallback share of alpha
+    (``--bcas-gate-fallback-share``).
     """
-    from bcas.gating.sequential import fixed_power, gate_fails, mcnemar_critical
 
     rng = np.random.default_rng(0)
     out = [
         f"Sequential gate at alpha {alpha:g} ({family} gated case{'s' if family > 1 else ''} per family), "
-        f"{discordance:g}% of items discordant; {runs} simulated runs each:",
+        f"{discordance:g}% of items discordant, fallback share {share:g}; {runs} simulated runs each:",
         "",
         "| drop (pts) | N | power | mean items | 90% of runs within | fixed-n power at N |",
         "|---:|---:|---:|---:|---:|---:|",
@@ -109,7 +116,7 @@ def sequential_lines(
             continue
         p_w, p_b = (discordance + drop) / 200.0, (discordance - drop) / 200.0
         for n in sizes:
-            failed, used = gate_fails(p_w, p_b, n, runs, alpha, family_size=family, rng=rng)
+            failed, used = gate_fails(p_w, p_b, n, runs, alpha, family_size=family, share=share, rng=rng)
             fixed = fixed_power(n, p_w, p_b, alpha / family, mcnemar_critical(n, alpha / family))
             out.append(
                 f"| {drop:g} | {n} | {failed.mean():.3f} | {used.mean():.0f} | {np.quantile(used, 0.9):.0f} | "

@@ -11,19 +11,30 @@ paired outcomes ``Y`` (+1: only the baseline right, -1: only the current run rig
 * **pass** tests ``H0: drop >= PTS`` (non-inferiority within the tolerance; with no
   tolerance, "the current run is better"): the capital of bets on ``PTS - Y``.
 
-Each e-process is the average of the capital processes of ``K`` constant bets, a grid
-of fractions of the largest bet that keeps the capital non-negative -- the
-"diversified" (mixture) betting martingale of Waudby-Smith & Ramdas (2024),
-"Estimating means of bounded random variables by betting", JRSS-B 86(1):1-27, §4-5.
-Every constant bet's capital is a nonnegative supermartingale under its null (a
-martingale on the null's boundary), so their average is too, and Ville's inequality
-bounds the chance it ever reaches ``c`` by ``1/c``: the test may be checked after every
-item.  With ``PTS = 0`` only discordant items move the capital, and the bet ``lambda`` is
-the likelihood ratio of a discordant item being the baseline's with probability
-``(1 + lambda)/2`` against 1/2: the average is the one-sided binomial mixture martingale
-(Robbins 1970; Howard et al. 2021, "Time-uniform, nonparametric, nonasymptotic
-confidence sequences", Ann. Statist. 49(2), §3) under a uniform prior discretised on
-``K`` points (``tests/gating/test_sequential.py`` checks it against the closed form).
+Each e-process is a weighted average of the capital processes of ``K`` constant bets, a grid
+of fractions of the largest bet that keeps the capital non-negative -- the "diversified"
+(mixture) betting martingale of Waudby-Smith & Ramdas (2024), "Estimating means of bounded
+random variables by betting", JRSS-B 86(1):1-27, §4-5.  Every constant bet's capital is a
+nonnegative supermartingale under its null (a martingale on the null's boundary), so any
+average of them with weights summing to one is too, and Ville's inequality bounds the chance
+it ever reaches ``c`` by ``1/c``: the test may be checked after every item.
+
+The weights are the Krichevsky-Trofimov prior (Krichevsky & Trofimov 1981, "The performance
+of universal encoding", IEEE Trans. Inf. Theory 27(2)), Beta(1/2, 1/2), over the probability
+``q = (1 + lambda)/2`` that a discordant item is the baseline's, restricted to ``q >= 1/2``: on
+the bet fraction ``lambda`` in [0, 1] the density ``(2/pi) / sqrt(1 - lambda^2)``.  The grid is the
+midpoints of ``K`` equal cells of [0, 1], each weighted by its cell's prior mass
+``(2/pi) (arcsin b - arcsin a)``.  Against the uniform prior it moves weight to the large bets
+that a drop of 10 points or more on few discordant items calls for (six straight losses give
+e = 28.7 instead of 18.1), and keeps 2/pi (0.64) of the uniform density or more on the small
+ones.  With
+``PTS = 0`` only discordant items move the capital, and the bet ``lambda`` is the likelihood ratio
+of a discordant item being the baseline's with probability ``q`` against 1/2: the mixture is
+the one-sided binomial mixture martingale (Robbins 1970; Howard et al. 2021, "Time-uniform,
+nonparametric, nonasymptotic confidence sequences", Ann. Statist. 49(2), §3) under that prior,
+discretised on ``K`` cells; its closed form is ``2^t B(w + 1/2, b + 1/2) (1 - I_{1/2}(w + 1/2,
+b + 1/2)) / (pi/2)`` after ``w`` baseline-only and ``b`` current-only items of ``t``
+(``tests/gating/test_sequential.py`` checks the grid against it).
 
 The capital is a function of the three counts of the items seen so far, so the state of
 the test is recomputed from the records, in the sequence order, on resume: a resumed
@@ -31,12 +42,15 @@ run takes the same decision at the same item as an uninterrupted one.
 
 Decisions, for a case in a Holm family of ``m`` gated cases at level ``alpha``:
 
-* failed as soon as ``e_fail >= m / (alpha * (1 - FALLBACK_SHARE))``;
+* failed as soon as ``e_fail >= m / (alpha * (1 - share))``;
 * passed as soon as ``e_pass >= m / alpha``;
 * at N paired items undecided: the fixed-n test (exact McNemar, Tango with a
-  tolerance) at ``alpha * FALLBACK_SHARE / m``.
+  tolerance) at ``alpha * share / m`` (with ``share`` 0: none, the case passes).
 
-The case's p-value (for the session-wide Holm step) is the Bonferroni combination
+``share`` is ``--bcas-gate-fallback-share`` (``gate_fallback_share=``; default
+:data:`DEFAULT_FALLBACK_SHARE`), one of the gate's options: it is written into the gate's plan
+beside the records, and the decision is recomputed from the records with it.  The case's
+p-value (for the session-wide Holm step) is the Bonferroni combination
 ``min(1, p_seq / (1 - share), p_fixed / share)`` of the anytime-valid
 ``p_seq = 1 / max e_fail`` and the fixed-n p-value (when N was reached): a valid p-value
 under continuous monitoring, so Holm over the family keeps the fixed-n gate's
@@ -71,10 +85,15 @@ class GatePlan(Protocol):
     def seed(self) -> int: ...
 
 
-# Fractions of the largest admissible bet averaged over (Waudby-Smith & Ramdas 2024, §5).
-BET_GRID = np.linspace(0.02, 0.98, 24)
-# Share of alpha the fixed-n test at N keeps; the e-process spends the rest.
-FALLBACK_SHARE = 0.5
+# Fractions of the largest admissible bet averaged over (Waudby-Smith & Ramdas 2024, §5): the
+# midpoints of 48 equal cells of [0, 1], weighted by each cell's Krichevsky-Trofimov prior mass.
+_EDGES = np.linspace(0.0, 1.0, 49)
+BET_GRID = (_EDGES[:-1] + _EDGES[1:]) / 2
+BET_WEIGHTS = np.diff(np.arcsin(_EDGES)) / (math.pi / 2)
+_LOG_WEIGHTS = np.log(BET_WEIGHTS)
+# Share of alpha the fixed-n test at N keeps by default; the e-process spends the rest
+# (benchmarks/perf/bench_sequential_gate.py compares shares; docs/gating.md says why this one).
+DEFAULT_FALLBACK_SHARE = 0.2
 
 FAIL, PASS, UNDECIDED, RUNNING = "fail", "pass", "undecided", "running"
 
@@ -103,7 +122,7 @@ def log_e(worse: np.ndarray, better: np.ndarray, concordant: np.ndarray, delta: 
     w = np.asarray(worse, dtype=float)[..., None]
     b = np.asarray(better, dtype=float)[..., None]
     c = np.asarray(concordant, dtype=float)[..., None]
-    return np.asarray(logsumexp(w * lw + b * lb + c * lc, axis=-1) - math.log(BET_GRID.size))
+    return np.asarray(logsumexp(w * lw + b * lb + c * lc + _LOG_WEIGHTS, axis=-1))
 
 
 def log_e_path(y: np.ndarray, delta: float, side: str) -> np.ndarray:
@@ -111,18 +130,29 @@ def log_e_path(y: np.ndarray, delta: float, side: str) -> np.ndarray:
     worse = np.cumsum(y > 0, axis=-1)
     better = np.cumsum(y < 0, axis=-1)
     seen = np.arange(1, y.shape[-1] + 1)
-    out = np.zeros(y.shape, dtype=float)
+    out = np.full(y.shape, -np.inf)
     lw, lb, lc = _bets(delta, side)
-    for k in range(BET_GRID.size):  # accumulate the mixture one bet at a time: memory stays O(y)
-        out += np.exp(worse * lw[k] + better * lb[k] + (seen - worse - better) * lc[k])
-    with np.errstate(divide="ignore"):
-        return np.asarray(np.log(out / BET_GRID.size))
+    for k in range(BET_GRID.size):  # accumulate the mixture one bet at a time, in logs: memory stays O(y)
+        out = np.logaddexp(out, worse * lw[k] + better * lb[k] + (seen - worse - better) * lc[k] + _LOG_WEIGHTS[k])
+    return out
 
 
-def thresholds(alpha: float, family_size: int) -> tuple[float, float]:
-    """The e-values at which a case of a family of ``family_size`` fails and passes."""
+def check_share(share: float) -> float:
+    """``share`` as a float in [0, 1); ``ValueError`` (one line) otherwise."""
+    try:
+        value = float(share)
+    except (TypeError, ValueError):
+        raise ValueError(f"must be a number in [0, 1), got {share!r}") from None
+    if not 0.0 <= value < 1.0:  # NaN fails too
+        raise ValueError(f"must lie in [0, 1), got {share!r}")
+    return value
+
+
+def thresholds(alpha: float, family_size: int, share: float = DEFAULT_FALLBACK_SHARE) -> tuple[float, float]:
+    """The e-values at which a case of a family of ``family_size`` fails and passes, when the
+    fixed-n test at N keeps ``share`` of alpha."""
     m = max(1, int(family_size))
-    return m / (alpha * (1.0 - FALLBACK_SHARE)), m / alpha
+    return m / (alpha * (1.0 - check_share(share))), m / alpha
 
 
 @dataclass(frozen=True)
@@ -139,6 +169,7 @@ class SequentialDecision:
     max_drop: float
     alpha: float = 0.05
     family_size: int = 1
+    share: float = DEFAULT_FALLBACK_SHARE  # of alpha, kept by the fixed-n test at N
 
     @property
     def decided(self) -> bool:
@@ -151,9 +182,9 @@ class SequentialDecision:
 
     def combined_p(self, p_fixed: float | None) -> float:
         """Bonferroni combination of the sequential and (at N) fixed-n p-values (module docstring)."""
-        p = self.p_sequential / (1.0 - FALLBACK_SHARE)
-        if self.state == UNDECIDED and p_fixed is not None:
-            p = min(p, p_fixed / FALLBACK_SHARE)
+        p = self.p_sequential / (1.0 - self.share)
+        if self.state == UNDECIDED and p_fixed is not None and self.share > 0:
+            p = min(p, p_fixed / self.share)
         return min(1.0, p)
 
     def sentence(self, fixed_verdict: str = "") -> str:
@@ -163,7 +194,7 @@ class SequentialDecision:
             what = f"drop > {tol:g} pts shown" if tol > 0 else "regression shown"
             return (
                 f"stopped after {self.used} of {self.n} items: {what} "
-                f"(e = {self.e_fail:.4g}, threshold {self.fail_at:.4g} = {self._level(1.0 - FALLBACK_SHARE)})"
+                f"(e = {self.e_fail:.4g}, threshold {self.fail_at:.4g} = {self._level(1.0 - self.share)})"
             )
         if self.state == PASS:
             what = f"drop <= {tol:g} pts shown" if tol > 0 else "improvement shown"
@@ -172,9 +203,12 @@ class SequentialDecision:
                 f"threshold {self.pass_at:.4g} = {self._level(1.0)})"
             )
         if self.state == UNDECIDED:
+            head = f"undecided after {self.n} of {self.n} items (e = {self.e_fail:.4g} < {self.fail_at:.4g}): "
+            if self.share == 0:
+                return head + "no fixed-n test at N (fallback share 0): pass"
             return (
-                f"undecided after {self.n} of {self.n} items (e = {self.e_fail:.4g} < {self.fail_at:.4g}): "
-                f"the fixed-n verdict applies at alpha x {FALLBACK_SHARE:g}"
+                head
+                + f"the fixed-n verdict applies at alpha x {self.share:g}"
                 + (f": {fixed_verdict}" if fixed_verdict else "")
             )
         return f"running: {self.used} of {self.n} items (e = {self.e_fail:.4g})"
@@ -198,12 +232,20 @@ def paired_sequence(order: Sequence[str], current: Mapping[str, bool], base: Map
     return np.asarray(out, dtype=np.int8)
 
 
-def decide(y: np.ndarray, n: int, alpha: float, family_size: int, max_drop: float = 0.0) -> SequentialDecision:
-    """The first item of ``y`` (paired outcomes in sequence order) at which the case is decided."""
-    fail_at, pass_at = thresholds(alpha, family_size)
+def decide(
+    y: np.ndarray,
+    n: int,
+    alpha: float,
+    family_size: int,
+    max_drop: float = 0.0,
+    share: float = DEFAULT_FALLBACK_SHARE,
+) -> SequentialDecision:
+    """The first item of ``y`` (paired outcomes in sequence order) at which the case is decided;
+    the fixed-n test at N keeps ``share`` of alpha."""
+    fail_at, pass_at = thresholds(alpha, family_size, share)
     if y.size == 0:
         state = RUNNING if n else UNDECIDED
-        return SequentialDecision(state, 0, n, 1.0, 1.0, fail_at, pass_at, max_drop, alpha, family_size)
+        return SequentialDecision(state, 0, n, 1.0, 1.0, fail_at, pass_at, max_drop, alpha, family_size, share)
     lf = log_e_path(y, max_drop, FAIL)
     lp = log_e_path(y, max_drop, PASS)
     hits = np.nonzero((lf >= math.log(fail_at)) | (lp >= math.log(pass_at)))[0]
@@ -224,6 +266,7 @@ def decide(y: np.ndarray, n: int, alpha: float, family_size: int, max_drop: floa
         max_drop,
         alpha,
         family_size,
+        share,
     )
 
 
@@ -246,6 +289,7 @@ def simulate(
     *,
     max_drop: float = 0.0,
     family_size: int = 1,
+    share: float = DEFAULT_FALLBACK_SHARE,
     rng: np.random.Generator | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Monte Carlo of the sequential gate on ``runs`` sequences of ``n`` paired items.
@@ -258,7 +302,7 @@ def simulate(
     rng = rng or np.random.default_rng(0)
     u = rng.random((runs, n), dtype=np.float32)
     y = (u < p_worse).astype(np.int8) - ((u >= p_worse) & (u < p_worse + p_better)).astype(np.int8)
-    fail_at, pass_at = thresholds(alpha, family_size)
+    fail_at, pass_at = thresholds(alpha, family_size, share)
     if max_drop == 0.0:
         worse, better = np.cumsum(y > 0, axis=1), np.cumsum(y < 0, axis=1)
         crossed = _count_table(n, FAIL)[worse, better] >= math.log(fail_at)
@@ -295,15 +339,60 @@ def gate_fails(
     alpha: float,
     *,
     family_size: int = 1,
+    share: float = DEFAULT_FALLBACK_SHARE,
     rng: np.random.Generator | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The whole sequential gate without a tolerance, simulated: per run whether the case fails
-    (the e-process, or at N undecided the exact McNemar test at ``alpha x FALLBACK_SHARE / m``)
+    (the e-process, or at N undecided the exact McNemar test at ``alpha x share / m``)
     and the paired items it used."""
-    failed, decided, used, counts = simulate(p_worse, p_better, n, runs, alpha, family_size=family_size, rng=rng)
-    critical = mcnemar_critical(n, alpha * FALLBACK_SHARE / max(1, family_size))
+    failed, decided, used, counts = simulate(
+        p_worse, p_better, n, runs, alpha, family_size=family_size, share=share, rng=rng
+    )
+    critical = mcnemar_critical(n, alpha * share / max(1, family_size))
     fallback = ~decided & (counts[:, 0] >= critical[counts.sum(axis=1)])
     return failed | fallback, used
+
+
+def horizon_curves(
+    p_worse: float,
+    p_better: float,
+    n_max: int,
+    runs: int,
+    alpha: float,
+    *,
+    family_size: int = 1,
+    share: float = DEFAULT_FALLBACK_SHARE,
+    rng: np.random.Generator | None = None,
+    chunk: int = 1000,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The whole sequential gate without a tolerance for every horizon N = 1..``n_max`` at once:
+    per N the share of ``runs`` that fail and the mean paired items used.
+
+    The e-process's path does not depend on N, only the stop at N and the fixed-n test there
+    do, so one set of ``runs`` sequences of ``n_max`` items serves every N (element ``N - 1``
+    of each array is :func:`gate_fails` at N on the first N items of the same sequences).
+    """
+    rng = rng or np.random.default_rng(0)
+    fail_at, pass_at = thresholds(alpha, family_size, share)
+    tables = _count_table(n_max, FAIL), _count_table(n_max, PASS)
+    critical = mcnemar_critical(n_max, alpha * share / max(1, family_size))
+    horizon = np.arange(1, n_max + 1)
+    fails, items = np.zeros(n_max), np.zeros(n_max)
+    for start in range(0, runs, chunk):
+        size = min(chunk, runs - start)
+        u = rng.random((size, n_max), dtype=np.float32)
+        worse = np.cumsum(u < p_worse, axis=1, dtype=np.int32)
+        better = np.cumsum((u >= p_worse) & (u < p_worse + p_better), axis=1, dtype=np.int32)
+        crossed = tables[0][worse, better] >= math.log(fail_at)
+        stop = crossed | (tables[1][worse, better] >= math.log(pass_at))
+        first = np.where(stop.any(axis=1), stop.argmax(axis=1), n_max)  # index of the deciding item
+        by_e = first < n_max
+        by_e[by_e] = crossed[np.nonzero(by_e)[0], first[by_e]]  # failed (not passed) at it
+        fails += np.cumsum(np.bincount(first[by_e], minlength=n_max)[:n_max])  # failed by the e-process by N
+        undecided_at = horizon[None, :] <= first[:, None]  # N items seen, none decided
+        fails += (undecided_at & (worse >= critical[worse + better])).sum(axis=0)  # the fixed-n test at N
+        items += np.minimum(first[:, None] + 1, horizon[None, :]).sum(axis=0)
+    return fails / runs, items / runs
 
 
 def fixed_power(n: int, p_worse: float, p_better: float, level: float, critical: np.ndarray | None = None) -> float:
@@ -327,7 +416,7 @@ def case_decision(plan: GatePlan, case_id: str, records: list[dict[str, Any]]) -
     o = plan.options
     order = sequence_order(base, plan.seed, case_id)
     y = paired_sequence(order, item_outcomes(records, cp.metric), base)
-    return decide(y, len(base), o.alpha, cp.family_size, o.max_drop)
+    return decide(y, len(base), o.alpha, cp.family_size, o.max_drop, o.fallback_share)
 
 
 def sequential_result(plan: GatePlan, case_id: str, records: list[dict[str, Any]]) -> GateResult | None:
@@ -356,10 +445,11 @@ def sequential_result(plan: GatePlan, case_id: str, records: list[dict[str, Any]
     p = decision.combined_p(fixed.p_value if decision.state == UNDECIDED else None)
     how = decision.sentence()
     if decision.state == UNDECIDED:
-        fixed_fails = fixed.p_value <= fixed.threshold * FALLBACK_SHARE
+        level = fixed.threshold * decision.share
+        fixed_fails = decision.share > 0 and fixed.p_value <= level
         how = decision.sentence(
             f"{fixed.test} p = {fixed.p_value:.4g} {'<=' if fixed_fails else '>'} "
-            f"{fixed.threshold * FALLBACK_SHARE:.4g}: {'FAIL' if fixed_fails else 'pass'}"
+            f"{level:.4g}: {'FAIL' if fixed_fails else 'pass'}"
         )
     return replace(
         fixed,
@@ -376,12 +466,15 @@ def sequential_result(plan: GatePlan, case_id: str, records: list[dict[str, Any]
 
 __all__ = [
     "BET_GRID",
-    "FALLBACK_SHARE",
+    "BET_WEIGHTS",
+    "DEFAULT_FALLBACK_SHARE",
     "SequentialDecision",
     "case_decision",
+    "check_share",
     "decide",
     "fixed_power",
     "gate_fails",
+    "horizon_curves",
     "log_e",
     "log_e_path",
     "mcnemar_critical",

@@ -18,7 +18,7 @@ import pytest
 
 from bcas.gating.baseline import GateResult
 from bcas.gating.errors import BaselineError, GateError
-from bcas.gating.plan import GateOptions, GatePlan, plan_gate
+from bcas.gating.plan import GateOptions, GatePlan, plan_gate, resumed_share_problem
 from bcas.gating.report import junit_properties
 from bcas.harness import state
 from bcas.harness.settings import _get
@@ -32,7 +32,7 @@ GATE_OPTIONS = pytest.StashKey[GateOptions]()
 
 def read_options(config: pytest.Config) -> None:
     """``--bcas-alpha``, ``--bcas-gate-family``, ``--bcas-max-drop``, ``--bcas-gate-strict``,
-    ``--bcas-gate-sequential`` into the stash."""
+    ``--bcas-gate-sequential``, ``--bcas-gate-fallback-share`` into the stash."""
     try:
         config.stash[GATE_OPTIONS] = GateOptions.parse(
             _get(config, "alpha"),
@@ -40,6 +40,7 @@ def read_options(config: pytest.Config) -> None:
             _get(config, "max-drop"),
             _get(config, "gate-strict"),
             _get(config, "gate-sequential"),
+            _get(config, "gate-fallback-share"),
         )
     except GateError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -76,6 +77,9 @@ def collected_plan(
     settings = config.stash.get(state.SETTINGS, None)
     options = replace(options_of(config), metric=settings.gate_metric if settings is not None else None)
     judge = settings is not None and settings.judge not in (None, "none")
+    resumed = resumed_share_problem(run_dir, token, options)
+    if resumed:
+        raise pytest.UsageError(resumed)
     try:
         plan = plan_gate(cases, limits, baseline, seed, options, identity, allow_mismatch, judge, new_model)
     except BaselineError as exc:

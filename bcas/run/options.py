@@ -233,6 +233,14 @@ OPTIONS: list[Option] = [
         "sequential regression gate: items in a seeded random order, an anytime-valid test after "
         "every item, a case's remaining items stopped once it is decided (docs/gating.md)",
     ),
+    (
+        "gate-fallback-share",
+        "float",
+        None,
+        "with --bcas-gate-sequential: the share of --bcas-alpha the fixed-n test at N keeps for a "
+        "case the e-process leaves undecided, the e-process spending the rest; in [0, 1) "
+        "(default 0.2; 0: no fixed-n test at N; docs/gating.md)",
+    ),
     ("report", "str", None, "run directory for records and reports (default reports/<grids>)"),
     ("allow-errors", "bool", False, "do not fail a case whose items end with stop_reason=error"),
     ("no-cache", "bool", False, "disable the generation cache"),

@@ -16,7 +16,17 @@ exact McNemar test at N for the undecided runs), vectorised with numpy:
 * **E[items]**: the mean paired items the sequential gate used (K when it stopped, N else),
   against **n fixed**: the fewest items with which the fixed-n gate reaches the same power
   (the sequential gate's, at its 95% Wilson lower bound, capped at the fixed-n power on N
-  and at 0.99), and the saving ``1 - E/n``.
+  and at 0.99), and the saving ``1 - E/n``;
+* **at the design point** (a second table, the comparison of the group-sequential
+  literature): for each drop the fixed-n gate's n for 80% power, against the sequential
+  gate whose N is the smallest with 80% power (simulated), its expected items under that
+  drop; beside it the same gate's type-I error and expected items with no drop at that N;
+* **the fallback share** (``--sweep-runs``, fewer runs): per share of alpha kept by the
+  fixed-n test at N, the settings with a 40% saving per N, the mean design-point saving and
+  the largest type-I error.
+
+One simulation of ``n_max`` items per (drop, discordance) serves every horizon N
+(:func:`bcas.gating.sequential.horizon_curves`).
 
 Real runs (``--real``, one at a time, each in its own process): ``mock:gold`` as the baseline
 against ``wrong_share:P`` (:mod:`bcas.testing.wrong_share`: wrong on a known P% of the items)
@@ -25,7 +35,7 @@ against itself with a degraded answer prompt (the passages left out of the templ
 change applied in the current run's process, compared with ``--bcas-allow-mismatch``); both
 gated sequentially, their items used and verdicts written into docs/measured.md.
 
-    python benchmarks/perf/bench_sequential_gate.py [--runs 10000] [--alpha 0.05] [--write-docs]
+    python benchmarks/perf/bench_sequential_gate.py [--runs 10000] [--alpha 0.05] [--share 0.2] [--sweep-runs 2000] [--write-docs]
     python benchmarks/perf/bench_sequential_gate.py --real [--real-items 40] [--write-docs]
 """
 
@@ -44,7 +54,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bcas.gating.sequential import fixed_power, gate_fails, mcnemar_critical  # noqa: E402
+from bcas.gating.sequential import DEFAULT_FALLBACK_SHARE, fixed_power, horizon_curves, mcnemar_critical  # noqa: E402
 
 DROPS = (0, 5, 10, 15)  # points
 DISCORDANCE = (5, 10, 20, 40)  # percent of items
@@ -52,7 +62,12 @@ SIZES = (100, 300, 1000)
 ACCURACIES = (0.3, 0.6, 0.9)
 TARGET_SAVING = 0.40
 POWER_CAP = 0.99  # "same power" is capped here: a power of 1.0000 would ask the fixed-n gate for unbounded items
+DESIGN_POWER = 0.80  # the design point: the fixed-n gate's n for this power, the sequential gate's N for it
+DESIGN_REACH = 2.5  # the sequential gate's N is searched up to this many times the fixed-n gate's n
+SWEEP_SHARES = (0.1, 0.2, 0.3, 0.5)
 GATING = REPO / "docs" / "gating.md"
+
+Row = dict[str, float | str]
 
 
 def accuracies(p_worse: float, p_better: float) -> list[float]:
@@ -66,36 +81,71 @@ def wilson_lower(rate: float, runs: int, z: float = 1.96) -> float:
     return (centre - spread) / (1 + z * z / runs)
 
 
-def settings() -> list[tuple[int, int, int]]:
-    return [(d, r, n) for d in DROPS for r in DISCORDANCE if r >= d for n in SIZES]
+def settings() -> list[tuple[int, int]]:
+    """(drop, discordance) pairs the accuracies allow."""
+    return [(d, r) for d in DROPS for r in DISCORDANCE if r >= d and accuracies((r + d) / 200, (r - d) / 200)]
 
 
-def measure(runs: int, alpha: float, seed: int = 0) -> list[dict[str, float | str]]:
+def fixed_n_for(p_w: float, p_b: float, alpha: float, target: float, critical: np.ndarray) -> int:
+    """The fewest paired items with which the fixed-n gate's exact power reaches ``target``
+    (bisection: the exact power only grows with n once it is near any target used here)."""
+    lo, hi = 1, critical.size - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fixed_power(mid, p_w, p_b, alpha, critical) >= target - 1e-12 else (mid + 1, hi)
+    return lo
+
+
+def _interval(rate: float, runs: int) -> tuple[float, float]:
+    half = 1.96 * (rate * (1 - rate) / runs) ** 0.5
+    return max(0.0, rate - half), rate + half
+
+
+def measure(
+    runs: int, alpha: float, seed: int = 0, share: float = DEFAULT_FALLBACK_SHARE
+) -> tuple[list[Row], list[Row]]:
+    """The per-N rows and the design-point rows: one simulation per (drop, discordance) serves
+    every horizon (:func:`bcas.gating.sequential.horizon_curves`)."""
     rng = np.random.default_rng(seed)
-    critical = mcnemar_critical(max(SIZES) * 4, alpha)
-    rows: list[dict[str, float | str]] = []
-    for d, r, n in settings():
+    critical = mcnemar_critical(4000, alpha)
+    design_n = {(d, r): fixed_n_for((r + d) / 200, (r - d) / 200, alpha, DESIGN_POWER, critical)
+                for d, r in settings() if d > 0}  # fmt: skip
+    reach = {(d, r): max(max(SIZES), int(DESIGN_REACH * n)) for (d, r), n in design_n.items()}
+    curves = {}
+    for d, r in settings():
+        n_max = max([max(SIZES)] + [v for (d2, r2), v in reach.items() if r2 == r]) if d == 0 else reach[(d, r)]
+        curves[(d, r)] = horizon_curves((r + d) / 200, (r - d) / 200, n_max, runs, alpha, share=share, rng=rng)
+    rows: list[Row] = []
+    for d, r in settings():
         p_w, p_b = (r + d) / 200, (r - d) / 200
-        accs = accuracies(p_w, p_b)
-        if not accs:
-            continue
-        failed, used = gate_fails(p_w, p_b, n, runs, alpha, rng=rng)
-        rate = float(failed.mean())
-        half = 1.96 * (rate * (1 - rate) / runs) ** 0.5
-        row: dict[str, float | str] = {
-            "drop": d, "disc": r, "n": n, "acc": "/".join(f"{a:g}" for a in accs),
-            "rate": rate, "lo": max(0.0, rate - half), "hi": rate + half, "items": float(used.mean()),
-        }  # fmt: skip
-        if d > 0:
-            at_n = fixed_power(n, p_w, p_b, alpha, critical)
-            target = min(wilson_lower(rate, runs), at_n, POWER_CAP)
-            n_fixed = next(k for k in range(1, n + 1) if fixed_power(k, p_w, p_b, alpha, critical) >= target - 1e-12)
-            row.update(fixed=at_n, n_fixed=n_fixed, saving=1 - float(used.mean()) / n_fixed)
-        rows.append(row)
-    return rows
+        fails, items = curves[(d, r)]
+        for n in SIZES:
+            rate = float(fails[n - 1])
+            lo, hi = _interval(rate, runs)
+            row: Row = {"drop": d, "disc": r, "n": n, "acc": "/".join(f"{a:g}" for a in accuracies(p_w, p_b)),
+                        "rate": rate, "lo": lo, "hi": hi, "items": float(items[n - 1])}  # fmt: skip
+            if d > 0:
+                at_n = fixed_power(n, p_w, p_b, alpha, critical)
+                target = min(wilson_lower(rate, runs), at_n, POWER_CAP)
+                n_fixed = fixed_n_for(p_w, p_b, alpha, target, critical[: n + 1])
+                row.update(fixed=at_n, n_fixed=n_fixed, saving=1 - float(items[n - 1]) / n_fixed)
+            rows.append(row)
+    design: list[Row] = []
+    for (d, r), n_fixed in design_n.items():
+        fails, items = curves[(d, r)]
+        null_fails, null_items = curves[(0, r)]
+        reached = np.nonzero(fails >= DESIGN_POWER)[0]
+        row = {"drop": d, "disc": r, "n_fixed": n_fixed, "reach": len(fails)}
+        if reached.size:
+            n = int(reached[0]) + 1
+            row.update(n=n, power=float(fails[n - 1]), items=float(items[n - 1]),
+                       saving=1 - float(items[n - 1]) / n_fixed, null_rate=float(null_fails[n - 1]),
+                       null_items=float(null_items[n - 1]), null_max=float(null_fails[:n].max()))  # fmt: skip
+        design.append(row)
+    return rows, design
 
 
-def table(rows: list[dict[str, float | str]], alpha: float) -> list[str]:
+def table(rows: list[Row], alpha: float) -> list[str]:
     out = [
         "| drop (pts) | discordance | N | accuracies | fails (95% MC interval) | fixed-n power at N | "
         "E[items] sequential | n fixed, same power | saving |",
@@ -114,17 +164,69 @@ def table(rows: list[dict[str, float | str]], alpha: float) -> list[str]:
     return out
 
 
-def verdicts(rows: list[dict[str, float | str]], alpha: float) -> list[str]:
+def design_table(design: list[Row], alpha: float) -> list[str]:
+    out = [
+        f"| drop (pts) | discordance | n fixed, {DESIGN_POWER:.0%} power | sequential N for {DESIGN_POWER:.0%} power | "
+        "its power at N | E[items] with the drop | saving | no drop: fails at N (largest at any N' <= N) | "
+        "no drop: E[items] |",
+        "|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+    ]
+    for row in design:
+        head = f"| {row['drop']} | {row['disc']}% | {row['n_fixed']} |"
+        if "n" not in row:
+            out.append(head + f" not reached by N = {row['reach']} | - | - | - | - | - |")
+            continue
+        saving = float(row["saving"])
+        mark = "" if saving >= TARGET_SAVING or float(row["drop"]) < 10 else " (below 40%)"
+        null = f"{row['null_rate']:.4f} ({row['null_max']:.4f})" + (
+            " **> alpha**" if float(row["null_max"]) > alpha else ""
+        )
+        out.append(
+            head + f" {row['n']} | {row['power']:.3f} | {row['items']:.0f} | {saving * 100:.0f}%{mark} | "
+            f"{null} | {row['null_items']:.0f} |"
+        )
+    return out
+
+
+def verdicts(rows: list[Row], design: list[Row], alpha: float) -> list[str]:
     nulls = [r for r in rows if r["drop"] == 0]
     big = [r for r in rows if float(r["drop"]) >= 10]
     worst = max(float(r["rate"]) for r in nulls)
     met = [r for r in big if float(r["saving"]) >= TARGET_SAVING]
+    big_design = [r for r in design if float(r["drop"]) >= 10 and "n" in r]
+    met_design = [r for r in big_design if float(r["saving"]) >= TARGET_SAVING]
+    savings = [float(r["saving"]) for r in big_design]
     return [
         f"type-I error <= alpha {alpha:g} in {sum(float(r['rate']) <= alpha for r in nulls)} of {len(nulls)} "
-        f"no-drop settings (largest {worst:.4f})",
-        f"saving >= {TARGET_SAVING:.0%} at equal alpha and power in {len(met)} of {len(big)} settings with a drop "
-        ">= 10 points" + ("" if len(met) == len(big) else " (target NOT met in every setting)"),
+        f"no-drop settings (largest {worst:.4f}; at the design points' N, largest at any horizon "
+        f"{max(float(r['null_max']) for r in design if 'n' in r):.4f})",
+        f"per N: saving >= {TARGET_SAVING:.0%} at equal alpha and power in {len(met)} of {len(big)} settings with a "
+        "drop >= 10 points" + ("" if len(met) == len(big) else " (target NOT met in every setting)"),
+        f"at the design point ({DESIGN_POWER:.0%} power): saving >= {TARGET_SAVING:.0%} in {len(met_design)} of "
+        f"{len(big_design)} drop >= 10 settings (savings {min(savings) * 100:.0f}% to {max(savings) * 100:.0f}%)"
+        + ("" if len(met_design) == len(big_design) else " (target NOT met in every setting)"),
     ]
+
+
+def sweep(runs: int, alpha: float, seed: int) -> list[str]:
+    """The fallback share against what it buys: one line per share of :data:`SWEEP_SHARES`."""
+    out = [
+        "| fallback share | e-process fails at | fixed-n test at N at | per N: saving >= 40% (of 15) | "
+        "design point: mean saving, drop >= 10 | largest type-I |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for share in SWEEP_SHARES:
+        rows, design = measure(runs, alpha, seed, share)
+        big = [float(r["saving"]) for r in rows if float(r["drop"]) >= 10]
+        at = [float(r["saving"]) for r in design if float(r["drop"]) >= 10 and "n" in r]
+        worst = max(float(r["rate"]) for r in rows if r["drop"] == 0)
+        out.append(
+            f"| {share:g}{' (default)' if share == DEFAULT_FALLBACK_SHARE else ''} | e >= {1 / (alpha * (1 - share)):.4g} | "
+            f"p <= {alpha * share:.4g} | {sum(v >= TARGET_SAVING for v in big)} | "
+            f"{np.mean(at) * 100:.1f}% | {worst:.4f} |"
+        )
+        print(out[-1], flush=True)
+    return out
 
 
 REAL_SCRIPT = r"""
@@ -213,6 +315,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--share",
+        type=float,
+        default=DEFAULT_FALLBACK_SHARE,
+        help="fallback share of alpha (--bcas-gate-fallback-share)",
+    )
+    parser.add_argument(
+        "--sweep-runs", type=int, default=2000, help="runs per setting of the fallback-share comparison (0: none)"
+    )
+    parser.add_argument(
         "--write-docs", action="store_true", help="write the table into docs/measured.md and docs/gating.md"
     )
     parser.add_argument("--real", action="store_true", help="run the two real gated runs instead of the simulation")
@@ -241,25 +352,35 @@ def main(argv: list[str] | None = None) -> int:
             )
         return 0
     started = time.perf_counter()
-    rows = measure(args.runs, args.alpha, args.seed)
-    lines = table(rows, args.alpha) + [""] + verdicts(rows, args.alpha)
+    rows, design = measure(args.runs, args.alpha, args.seed, args.share)
+    lines = table(rows, args.alpha) + [""] + design_table(design, args.alpha) + [""]
+    lines += verdicts(rows, design, args.alpha)
+    print("\n".join(lines), flush=True)
+    shares = sweep(args.sweep_runs, args.alpha, args.seed) if args.sweep_runs else []
     took = time.perf_counter() - started
-    print("\n".join(lines))
-    print(f"{len(rows)} settings x {args.runs} runs in {took:.0f} s; load average {os.getloadavg()[0]:.2f}")
+    print(f"{len(rows)} + {len(design)} rows x {args.runs} runs in {took:.0f} s; load average {os.getloadavg()[0]:.2f}")
     if args.write_docs:
         from bench_latency import short_commit, write_section
 
         head = (
-            f"`bench_sequential_gate.py --runs {args.runs} --alpha {args.alpha:g}` at {short_commit()}, "
-            f"{datetime.date.today().isoformat()} (simulation: the figures do not depend on the machine):"
+            f"`bench_sequential_gate.py --runs {args.runs} --alpha {args.alpha:g} --share {args.share:g} "
+            f"--sweep-runs {args.sweep_runs}` at {short_commit()}, {datetime.date.today().isoformat()} "
+            "(simulation: the figures do not depend on the machine).  Per N: the fixed-n gate matched to the "
+            "power the sequential gate reaches at N (capped at 0.99):"
         )
-        body = (
-            head
-            + "\n\n"
-            + "\n".join(table(rows, args.alpha))
-            + "\n\n"
-            + "\n".join(f"- {v}" for v in verdicts(rows, args.alpha))
+        body = head + "\n\n" + "\n".join(table(rows, args.alpha)) + "\n\n"
+        body += (
+            f"At the design point: the fixed-n gate's n for {DESIGN_POWER:.0%} power at that drop, against the "
+            f"sequential gate whose N is the smallest with {DESIGN_POWER:.0%} power (N searched up to "
+            f"{DESIGN_REACH:g} x n), its expected items under that drop; the last two columns are the same gate, "
+            "same N, with no drop at the same discordance:\n\n" + "\n".join(design_table(design, args.alpha))
         )
+        if shares:
+            body += (
+                f"\n\nThe fallback share (`--bcas-gate-fallback-share`), {args.sweep_runs} runs per setting:"
+                "\n\n" + "\n".join(shares)
+            )
+        body += "\n\n" + "\n".join(f"- {v}" for v in verdicts(rows, design, args.alpha))
         write_section("<!-- sequential-gate:begin -->", "<!-- sequential-gate:end -->", body, "Sequential gate")
         write_marked(GATING, "<!-- sequential-gate:begin -->", "<!-- sequential-gate:end -->", body)
     return 0

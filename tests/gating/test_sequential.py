@@ -10,42 +10,104 @@ import pytest
 from scipy.special import betainc, betaln
 
 from bcas.gating.sequential import (
+    BET_WEIGHTS,
     FAIL,
     PASS,
     RUNNING,
     UNDECIDED,
+    check_share,
     decide,
     fixed_power,
     gate_fails,
+    horizon_curves,
     log_e,
     log_e_path,
     mcnemar_critical,
     sequence_order,
+    thresholds,
 )
 
 
-def _robbins_uniform(worse: int, better: int) -> float:
-    """The one-sided binomial mixture martingale of the discordant pairs, uniform prior on
-    q in [1/2, 1] (Robbins 1970; Howard et al. 2021, §3): 2^(t+1) * int_{1/2}^1 q^w (1-q)^b dq."""
+def _kt_mixture(worse: int, better: int) -> float:
+    """The one-sided binomial mixture martingale of the discordant pairs under the Krichevsky-Trofimov
+    prior Beta(1/2, 1/2) on q restricted to [1/2, 1] (Robbins 1970; Howard et al. 2021, §3):
+    2^t int_{1/2}^1 q^w (1-q)^b q^(-1/2) (1-q)^(-1/2) dq / (pi/2)."""
     t = worse + better
-    tail = 1.0 - betainc(worse + 1, better + 1, 0.5)
-    return math.exp((t + 1) * math.log(2.0) + betaln(worse + 1, better + 1)) * tail
+    tail = 1.0 - betainc(worse + 0.5, better + 0.5, 0.5)
+    return math.exp(t * math.log(2.0) + betaln(worse + 0.5, better + 0.5) - math.log(math.pi / 2)) * tail
 
 
-@pytest.mark.parametrize(("worse", "better"), [(7, 0), (12, 0), (10, 3), (25, 10), (40, 30), (3, 9)])
+@pytest.mark.parametrize(("worse", "better"), [(6, 0), (7, 0), (12, 0), (10, 3), (25, 10), (40, 30), (3, 9), (0, 4)])
 def test_without_tolerance_the_e_process_is_the_binomial_mixture_martingale(worse: int, better: int) -> None:
-    """No tolerance: concordant items do not move it, and it is the uniform-prior mixture on a grid."""
+    """No tolerance: concordant items do not move it, and it is the KT-prior mixture on a grid of 48 cells."""
     ours = float(np.exp(log_e(np.array(worse), np.array(better), np.array(17), 0.0, FAIL)))
-    assert ours == pytest.approx(_robbins_uniform(worse, better), rel=0.02)
+    assert ours == pytest.approx(_kt_mixture(worse, better), rel=0.012)
+    assert BET_WEIGHTS.sum() == pytest.approx(1.0, abs=1e-12) and (BET_WEIGHTS > 0).all()  # a proper average
 
 
-def test_seven_straight_losses_fail_a_lone_case_at_alpha_005_and_six_do_not() -> None:
-    """The closed form's numbers: (2^(t+1) - 1) / (t + 1) is 18.1 after 6 losses, 31.9 after 7
-    (Robbins' mixture), so with the e-process's level alpha/2 (threshold 40) it takes 8."""
-    assert _robbins_uniform(6, 0) == pytest.approx(127 / 7) and _robbins_uniform(7, 0) == pytest.approx(255 / 8)
-    y = np.ones(8, dtype=np.int8)
-    assert decide(y[:7], 100, 0.05, 1).state == RUNNING
-    assert decide(y, 100, 0.05, 1).state == FAIL and decide(y, 100, 0.05, 1).used == 8
+def test_the_grid_path_and_the_count_formula_agree_on_random_sequences() -> None:
+    """log_e_path (one bet at a time along the sequence) against log_e (the counts) on several sequences."""
+    rng = np.random.default_rng(11)
+    for delta, side in ((0.0, FAIL), (0.0, PASS), (0.1, FAIL), (0.1, PASS)):
+        y = rng.choice(np.array([1, 0, -1], dtype=np.int8), size=(3, 120), p=[0.2, 0.65, 0.15])
+        path = log_e_path(y, delta, side)
+        w, b = np.cumsum(y > 0, axis=-1), np.cumsum(y < 0, axis=-1)
+        c = np.arange(1, 121) - w - b
+        assert np.allclose(path, log_e(w, b, c, delta, side), rtol=1e-10, atol=1e-10)
+
+
+# Straight losses (no tolerance): the KT closed form gives e = 15.6, 28.7, 53.3, 99.9, 188.6, 357.4
+# after 5 .. 10 of them; a lone case fails at 1/(alpha (1 - share)), a case among m at m times that.
+@pytest.mark.parametrize(
+    ("share", "family", "stops_at"),
+    [(0.0, 1, 6), (0.2, 1, 6), (0.5, 1, 7), (0.75, 1, 8), (0.9, 1, 10), (0.0, 3, 8), (0.2, 3, 8), (0.5, 3, 9)],
+)
+def test_the_fallback_share_sets_the_fail_threshold_and_the_verdict_says_it(
+    share: float, family: int, stops_at: int
+) -> None:
+    alpha = 0.05
+    fail_at = family / (alpha * (1 - share))
+    assert thresholds(alpha, family, share) == pytest.approx((fail_at, family / alpha), rel=1e-12)
+    assert _kt_mixture(stops_at - 1, 0) < 0.98 * fail_at and _kt_mixture(stops_at, 0) > 1.02 * fail_at
+    y = np.ones(stops_at, dtype=np.int8)
+    before = decide(y[:-1], 100, alpha, family, share=share)
+    assert before.state == RUNNING and before.fail_at == pytest.approx(fail_at)
+    decision = decide(y, 100, alpha, family, share=share)
+    assert decision.state == FAIL and decision.used == stops_at
+    level = f"{family}/0.05" if share == 0 else f"{family}/(0.05 x {1 - share:g})"
+    assert decision.sentence() == (
+        f"stopped after {stops_at} of 100 items: regression shown "
+        f"(e = {decision.e_fail:.4g}, threshold {fail_at:.4g} = {level})"
+    )
+    assert decision.e_fail == pytest.approx(_kt_mixture(stops_at, 0), rel=0.012)
+    # its p-value for Holm: Bonferroni over the e-process's (1 - share) and the fixed-n test's share
+    assert decision.combined_p(None) == pytest.approx(min(1.0, 1 / decision.e_fail / (1 - share)))
+
+
+@pytest.mark.parametrize("share", [0.0, 0.1, 0.2, 0.5])
+def test_undecided_at_n_the_fixed_n_test_gets_the_share_of_alpha(share: float) -> None:
+    """Three losses, two wins in 30 items: the e-process stays low; at N the fixed-n p-value counts
+    against share x alpha in the combined p-value, and the verdict names that level."""
+    y = np.array([1, 0, -1, 0, 1, 0, 0, -1, 1] + [0] * 21, dtype=np.int8)
+    decision = decide(y, 30, 0.05, 1, share=share)
+    assert decision.state == UNDECIDED and decision.used == 30
+    p_seq = 1 / decision.e_fail
+    for p_fixed in (0.001, 0.02, 0.5):
+        expected = min(1.0, p_seq / (1 - share), p_fixed / share) if share > 0 else min(1.0, p_seq)
+        assert decision.combined_p(p_fixed) == pytest.approx(expected)
+    if share == 0:
+        assert decision.sentence("x").endswith("no fixed-n test at N (fallback share 0): pass")
+    else:
+        assert decision.sentence("v").endswith(f"the fixed-n verdict applies at alpha x {share:g}: v")
+
+
+@pytest.mark.parametrize("bad", [1.0, 1.5, -0.1, float("nan"), "half", None])
+def test_a_share_outside_0_1_is_refused_in_one_line(bad: object) -> None:
+    with pytest.raises(ValueError, match=r"^must (lie|be a number) in \[0, 1\), got ") as caught:
+        check_share(bad)  # type: ignore[arg-type]
+    assert "\n" not in str(caught.value)
+    with pytest.raises(ValueError):
+        thresholds(0.05, 1, bad)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("delta", [0.0, 0.05, 0.15])
@@ -80,10 +142,14 @@ def test_monitoring_after_every_item_keeps_the_error_rate_where_peeking_does_not
 
 
 def test_a_large_drop_is_caught_early_with_the_fixed_n_gates_power() -> None:
-    """Drop 10 points, 20% discordant, 300 items: about the fixed-n gate's power, on far fewer items."""
+    """Drop 10 points, 20% discordant, 300 items: within 5 points of the fixed-n gate's power at N (the
+    price of keeping only 0.2 x alpha for the test at N), on far fewer items than the fixed-n gate
+    needs for the power it reaches."""
     failed, used = gate_fails(0.15, 0.05, 300, 4000, 0.05, rng=np.random.default_rng(3))
-    assert failed.mean() >= fixed_power(300, 0.15, 0.05, 0.05) - 0.03
-    assert used.mean() < 0.7 * 300
+    power = float(failed.mean())
+    assert fixed_power(300, 0.15, 0.05, 0.05) - 0.05 <= power < fixed_power(300, 0.15, 0.05, 0.05)
+    same_power = next(n for n in range(1, 301) if fixed_power(n, 0.15, 0.05, 0.05) >= power - 0.01)
+    assert used.mean() < 0.75 * same_power and used.mean() < 0.5 * 300
 
 
 def test_the_order_is_seeded_and_a_decision_depends_only_on_the_items_before_it() -> None:
@@ -99,10 +165,12 @@ def test_the_order_is_seeded_and_a_decision_depends_only_on_the_items_before_it(
 
 
 def test_a_case_in_a_family_faces_m_over_alpha_and_n_reached_is_undecided() -> None:
+    """Eight straight losses (e = 99.9): a lone case fails after six (threshold 1/(0.05 x 0.8) = 25),
+    a case among seven never reaches 7/(0.05 x 0.8) = 175."""
     y = np.array([1] * 8 + [0] * 12, dtype=np.int8)
     alone, in_seven = decide(y, 20, 0.05, 1), decide(y, 20, 0.05, 7)
-    assert alone.state == FAIL and "stopped after 8 of 20 items: regression shown" in alone.sentence()
-    assert in_seven.state == UNDECIDED and in_seven.fail_at == pytest.approx(7 / 0.025)
+    assert alone.state == FAIL and "stopped after 6 of 20 items: regression shown" in alone.sentence()
+    assert in_seven.state == UNDECIDED and in_seven.fail_at == pytest.approx(7 / 0.04)
     assert "the fixed-n verdict applies" in in_seven.sentence()
 
 
@@ -133,3 +201,30 @@ def test_gate_power_sequential_answers_how_many_items_a_drop_needs() -> None:
     power, mean_items = float(row.split("|")[3]), float(row.split("|")[4])
     assert power >= 0.95 and mean_items < 150  # a 15-point drop on 20% discordant items: caught early
     assert "a drop of 30 points needs at least 30% discordant items" in done.stdout
+    assert "20% of items discordant, fallback share 0.2;" in done.stdout  # the gate's default
+    other = subprocess.run(
+        [sys.executable, "-m", "bcas", "gate", "power", "--sequential", "15", "--n", "100", "--fallback-share", "0.5"],
+        cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert other.returncode == 0 and "fallback share 0.5;" in other.stdout, other.stderr
+
+
+def test_horizon_curves_are_the_gate_run_item_by_item_at_every_horizon() -> None:
+    """One simulation for every N (the bench's shortcut) against an independent run of the gate:
+    decide() on each sequence's first N items, the exact McNemar test at alpha x share at N."""
+    from scipy.stats import binom
+
+    p_w, p_b, n_max, runs, alpha = 0.15, 0.05, 70, 60, 0.05
+    for share in (0.2, 0.5):
+        fails, items = horizon_curves(p_w, p_b, n_max, runs, alpha, share=share, rng=np.random.default_rng(2))
+        u = np.random.default_rng(2).random((runs, n_max), dtype=np.float32)  # the same draws
+        y = (u < p_w).astype(np.int8) - ((u >= p_w) & (u < p_w + p_b)).astype(np.int8)
+        for n in (5, 20, 41, 70):
+            failed, used = 0, 0
+            for row in y:
+                d = decide(row[:n], n, alpha, 1, share=share)
+                worse, disc = int((row[:n] > 0).sum()), int((row[:n] != 0).sum())
+                fixed_fails = disc > 0 and binom.sf(worse - 1, disc, 0.5) <= alpha * share
+                failed += d.state == FAIL or (d.state == UNDECIDED and fixed_fails)
+                used += d.used
+            assert fails[n - 1] == pytest.approx(failed / runs) and items[n - 1] == pytest.approx(used / runs)

@@ -142,46 +142,97 @@ def test_sigkill_mid_gate_then_resume_reaches_the_same_verdict_at_the_same_item(
     assert resumed == reference
 
 
-def test_the_verdict_reaches_the_terminal_table_and_the_junit_properties() -> None:
-    """The terminal summary and the JUnit XML properties carry how a sequential verdict was reached."""
+def _plan(share: float | None = None):  # type: ignore[no-untyped-def]
     from bcas.gating import GateOptions, GatePlan
     from bcas.gating.plan import CasePlan
+
+    base = {f"q{i}": True for i in range(40)}
+    cp = CasePlan("c1", "smoke", "correct_em", "k", n_paired=40, family="session", family_size=1, threshold=0.05)
+    options = GateOptions.parse(sequential=True, fallback_share=share)
+    return GatePlan("base", options, {"c1": cp}, {"c1": base}, 0), cp, base
+
+
+@pytest.mark.parametrize(("share", "stops", "level"), [(None, 6, "1/(0.05 x 0.8)"), (0.5, 7, "1/(0.05 x 0.5)")])
+def test_the_verdict_reaches_the_terminal_table_and_the_junit_properties(
+    share: float | None, stops: int, level: str
+) -> None:
+    """The terminal summary and the JUnit XML properties carry how a sequential verdict was reached;
+    nine straight losses stop the case after six (default share 0.2: threshold 25) or, with
+    ``--bcas-gate-fallback-share 0.5``, after seven (threshold 40)."""
     from bcas.gating.report import build_report, junit_properties
     from bcas.gating.sequential import sequence_order, sequential_result
 
-    base = {f"q{i}": True for i in range(40)}
-    order = sequence_order(base, 0, "c1")
-    wrong = set(order[:9])
+    plan, cp, base = _plan(share)
+    wrong = set(sequence_order(base, 0, "c1")[:9])
     records = [{"item_id": i, "correct_em": i not in wrong} for i in base]
-    cp = CasePlan("c1", "smoke", "correct_em", "k", n_paired=40, family="session", family_size=1, threshold=0.05)
-    plan = GatePlan("base", GateOptions(sequential=True), {"c1": cp}, {"c1": base}, 0)
     result = sequential_result(plan, "c1", records)
-    assert result is not None and result.failed_now and result.stopped_at == 8
-    how = "stopped after 8 of 40 items: regression shown (e = "
+    assert result is not None and result.failed_now and result.stopped_at == stops
+    how = f"stopped after {stops} of 40 items: regression shown (e = "
+    assert result.how.startswith(how) and result.how.endswith(f" = {level})")
     assert any(line.startswith("c1: sequential gate: " + how) for line in build_report(plan, [result]).lines())
     props = dict(junit_properties(result, cp))
     assert props["bcas_gate"] == "FAIL" and props["bcas_gate_sequential"].startswith(how)
-    assert props["bcas_gate_items_used"] == "8" and float(props["bcas_gate_e_value"]) >= 40
+    assert props["bcas_gate_items_used"] == str(stops)
+    assert float(props["bcas_gate_e_value"]) >= 1 / (0.05 * (1 - plan.options.fallback_share))
 
 
-def test_undecided_at_n_the_fixed_n_verdict_applies_at_half_alpha_and_says_so() -> None:
-    """6 of 40 items lost, none won: the e-process never reaches 40 (it needs 8 straight losses),
-    so at N the exact McNemar test decides at 0.025: p = 2^-6 = 0.0156 fails the case."""
-    from bcas.gating import GateOptions, GatePlan
-    from bcas.gating.plan import CasePlan
+@pytest.mark.parametrize(
+    ("share", "lost", "failed", "verdict"),
+    [
+        (
+            0.5,
+            6,
+            True,
+            "the fixed-n verdict applies at alpha x 0.5: one-sided exact McNemar p = 0.01562 <= 0.025: FAIL",
+        ),
+        (0.5, 4, False, "the fixed-n verdict applies at alpha x 0.5: one-sided exact McNemar p = 0.0625 > 0.025: pass"),
+        (
+            None,
+            5,
+            False,
+            "the fixed-n verdict applies at alpha x 0.2: one-sided exact McNemar p = 0.03125 > 0.01: pass",
+        ),
+        (0.0, 5, False, "no fixed-n test at N (fallback share 0): pass"),
+    ],
+)
+def test_undecided_at_n_the_fixed_n_verdict_applies_at_the_share_of_alpha_and_says_so(
+    share: float | None, lost: int, failed: bool, verdict: str
+) -> None:
+    """``lost`` of 40 items lost, none won, spread over the sequence: the e-process stays below its
+    threshold (KT mixture: 8.6, 15.6, 28.7 after 4, 5, 6 losses; thresholds 20, 25, 40 for shares
+    0, 0.2, 0.5), so at N the exact McNemar test (p = 2^-lost) decides at alpha x share, and the
+    case's p-value is min(1, 1 / (e (1 - share)), p / share)."""
     from bcas.gating.sequential import sequence_order, sequential_result
 
-    base = {f"q{i}": True for i in range(40)}
+    plan, _, base = _plan(share)
+    s = plan.options.fallback_share
     order = sequence_order(base, 0, "c1")
-    cp = CasePlan("c1", "smoke", "correct_em", "k", n_paired=40, family="session", family_size=1, threshold=0.05)
-    plan = GatePlan("base", GateOptions(sequential=True), {"c1": cp}, {"c1": base}, 0)
-    for lost, failed in ((6, True), (4, False)):
-        wrong = set(order[:: 40 // lost][:lost])  # spread over the sequence
-        result = sequential_result(plan, "c1", [{"item_id": i, "correct_em": i not in wrong} for i in base])
-        assert result is not None and result.sequential == "undecided" and result.stopped_at == 40
-        assert result.failed_now is failed and result.p_value == pytest.approx(min(1.0, 2 * 2.0**-lost))
-        verdict = "<= 0.025: FAIL" if failed else "> 0.025: pass"
-        assert result.how.startswith("undecided after 40 of 40 items (e = ")
-        assert result.how.endswith(
-            f"the fixed-n verdict applies at alpha x 0.5: one-sided exact McNemar p = {2.0**-lost:.4g} {verdict}"
-        )
+    wrong = set(order[:: 40 // lost][:lost])  # spread over the sequence
+    result = sequential_result(plan, "c1", [{"item_id": i, "correct_em": i not in wrong} for i in base])
+    assert result is not None and result.sequential == "undecided" and result.stopped_at == 40
+    assert result.e_value is not None and result.e_value < 1 / (0.05 * (1 - s))
+    expected = min(1.0, 1 / (result.e_value * (1 - s)), 2.0**-lost / s if s > 0 else 1.0)
+    assert result.failed_now is failed and result.p_value == pytest.approx(expected)
+    assert result.how.startswith("undecided after 40 of 40 items (e = ") and result.how.endswith(verdict)
+
+
+def test_the_share_travels_with_the_plan_so_a_resumed_or_xdist_read_decides_alike() -> None:
+    """The plan written beside the records (read back by the xdist controller and the report) keeps
+    the share; the case's decision from the read-back plan is the one the session took."""
+    import tempfile
+
+    from bcas.gating.plan import load_plan
+    from bcas.gating.sequential import case_decision, sequence_order
+
+    for share in (0.0, 0.35, 0.5):
+        plan, _, base = _plan(share)
+        wrong = set(sequence_order(base, 0, "c1")[:7])
+        records = [{"item_id": i, "correct_em": i not in wrong} for i in base]
+        with tempfile.TemporaryDirectory() as tmp:
+            plan.save(Path(tmp), "tok")
+            back = load_plan(Path(tmp), "tok")
+        assert back is not None and back.options.fallback_share == share
+        back.items = plan.items
+        assert case_decision(back, "c1", records) == case_decision(plan, "c1", records)
+        assert case_decision(back, "c1", records).share == share
+        assert f"at alpha x {share:g})" in back.options.test

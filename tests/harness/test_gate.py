@@ -349,6 +349,10 @@ def test_each_cases_junit_properties_are_its_verdict_and_every_number_behind_it(
         ({"family": "run"}, "--bcas-gate-family"),
         ({"max_drop_points": 100}, "--bcas-max-drop"),
         ({"max_drop_points": -1}, "--bcas-max-drop"),
+        ({"fallback_share": 1}, r"^--bcas-gate-fallback-share must lie in \[0, 1\), got 1$"),
+        ({"fallback_share": "-0.5"}, r"^--bcas-gate-fallback-share must lie in \[0, 1\), got '-0.5'$"),
+        ({"fallback_share": "nan"}, r"^--bcas-gate-fallback-share must lie in \[0, 1\), got 'nan'$"),
+        ({"fallback_share": "x"}, r"^--bcas-gate-fallback-share must be a number in \[0, 1\), got 'x'$"),
     ],
 )
 def test_options_are_validated(kwargs: dict, message: str) -> None:
@@ -361,6 +365,9 @@ def test_options_defaults() -> None:
     assert (o.alpha, o.family, o.max_drop, o.strict) == (0.05, "session", 0.0, False)
     assert GateOptions.parse(max_drop_points="10").max_drop == pytest.approx(0.10)
     assert GateOptions.parse(family="").family == "session"  # an empty option is the default
+    assert GateOptions.parse().fallback_share == 0.2 and GateOptions.parse(fallback_share=None).fallback_share == 0.2
+    assert GateOptions.parse(fallback_share="0").fallback_share == 0.0
+    assert GateOptions.parse(fallback_share="0.35").fallback_share == 0.35
 
 
 # --- planning against a real dataset ---------------------------------------------------

@@ -28,8 +28,21 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path
     return pytester
 
 
+# Two gated cases, every answer wrong: the KT mixture gives e = 28.7, 53.3, 99.9 after 6, 7, 8 straight
+# losses; the default share 0.2 fails a case at 2 / (0.05 x 0.8) = 50 (after 7), share 0.5 at 80 (after 8).
+@pytest.mark.parametrize(
+    ("share", "stops", "how"),
+    [
+        ([], 7, "stopped after 7 of 20 items: regression shown (e = 53.31, threshold 50 = 2/(0.05 x 0.8))"),
+        (
+            ["--bcas-gate-fallback-share", "0.5"],
+            8,
+            "stopped after 8 of 20 items: regression shown (e = 99.93, threshold 80 = 2/(0.05 x 0.5))",
+        ),
+    ],
+)
 def test_the_plugin_stops_each_case_once_decided_and_says_how(
-    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, share: list[str], stops: int, how: str
 ) -> None:
     base_dir = project.path / "gold"
     project.runpytest(*TINY, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)
@@ -37,15 +50,49 @@ def test_the_plugin_stops_each_case_once_decided_and_says_how(
     run_dir, junit = project.path / "worse", project.path / "junit.xml"
     result = project.runpytest(
         *TINY, "--bcas-report", str(run_dir), "--bcas-baseline", str(base_dir), "--bcas-gate-sequential",
-        f"--junitxml={junit}",
+        *share, f"--junitxml={junit}",
     )  # fmt: skip
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
-    # two gated cases: threshold 2 / (0.05 x 0.5) = 80, which 9 straight losses pass (about 102) and 8 do not (56.8)
-    how = "stopped after 9 of 20 items: regression shown (e = 102.4, threshold 80 = 2/(0.05 x 0.5))"
     assert out.count("sequential gate: " + how) >= 2
     assert len(read_records(run_dir)) < 2 * 20  # the grid runs 20 of the 40 items  # the remaining items were never run
     cases = list(ET.parse(junit).getroot().iter("testcase"))
     props = [{p.get("name"): p.get("value") for p in case.iter("property")} for case in cases]
     assert [p["bcas_gate_sequential"] for p in props] == [how, how]
-    assert [p["bcas_gate_items_used"] for p in props] == ["9", "9"]
+    assert [p["bcas_gate_items_used"] for p in props] == [str(stops), str(stops)]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("1", "--bcas-gate-fallback-share must lie in [0, 1), got 1.0"),
+        ("-0.2", "--bcas-gate-fallback-share must lie in [0, 1), got -0.2"),
+        ("half", "--bcas-gate-fallback-share: expected a number, got 'half'"),
+    ],
+)
+def test_a_bad_fallback_share_is_a_one_line_usage_error(project: pytest.Pytester, value: str, message: str) -> None:
+    result = project.runpytest(*TINY, "--bcas-gate-sequential", "--bcas-gate-fallback-share", value, "--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert [line for line in result.stderr.str().splitlines() if "fallback-share" in line] == [f"ERROR: {message}"]
+
+
+def test_resuming_with_another_share_is_a_usage_error_and_the_same_share_resumes(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base_dir, run_dir = project.path / "gold", project.path / "worse"
+    project.runpytest(*TINY, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)
+    monkeypatch.setenv("BCAS_INSTANT_ANSWER", "beta")
+    gated = [*TINY, "--bcas-report", str(run_dir), "--bcas-baseline", str(base_dir), "--bcas-gate-sequential"]
+    project.runpytest(*gated, "--bcas-gate-fallback-share", "0.5").assert_outcomes(failed=2)
+    records = len(read_records(run_dir))
+    again = project.runpytest(*gated)
+    assert again.ret == pytest.ExitCode.USAGE_ERROR
+    assert (
+        "ERROR: --bcas-gate-fallback-share 0.2 differs from the 0.5 this run folder's earlier sequential session "
+        "used: a resumed case is decided again from its records with the share given, so resume with 0.5 or "
+        "write into a new run folder"
+    ) in again.stderr.str().splitlines()
+    assert len(read_records(run_dir)) == records  # refused before anything ran
+    resumed = project.runpytest(*gated, "--bcas-gate-fallback-share", "0.5")
+    resumed.assert_outcomes(failed=2)
+    assert "stopped after 8 of 20 items" in resumed.stdout.str() and len(read_records(run_dir)) == records

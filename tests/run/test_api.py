@@ -209,3 +209,54 @@ def test_the_smoke_grid_through_both_doors_gives_the_same_answers(tmp_path: Path
     )  # fmt: skip
     assert compare.returncode == 0, compare.stderr
     assert "no flipped items" in compare.stdout, compare.stdout
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"gate_fallback_share": 1.5}, "gate_fallback_share must lie in [0, 1), got 1.5"),
+        ({"gate_fallback_share": -0.1}, "gate_fallback_share must lie in [0, 1), got -0.1"),
+        ({"gate_family": "run"}, "gate_family must be one of session, grid, case, got 'run'"),
+    ],
+)
+def test_a_bad_gate_option_is_one_value_error_naming_the_keyword(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, object], message: str
+) -> None:
+    """The gate's options as :func:`bcas.evaluate` keywords: a bad value names the keyword, not the flag."""
+    import bcas
+
+    _register_tiny()
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
+    bcas.evaluate(grids="tiny", models="mock:gold", limit=3, seed=7, out=tmp_path / "base")
+    with pytest.raises(ValueError) as caught:
+        bcas.evaluate(grids="tiny", models="mock:gold", limit=3, seed=7, out=tmp_path / "gated",
+                      baseline=str(tmp_path / "base"), gate_sequential=True, **options)  # fmt: skip
+    assert str(caught.value) == message
+
+
+def test_a_sequential_run_resumes_only_with_the_share_it_began_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fallback share is recorded with the session's options (run.json); a later session into the
+    same run folder with another share is refused in one line, the same share (given or by default) resumes."""
+    import bcas
+
+    _register_tiny()
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
+    common = dict(grids="tiny", models="mock:gold", limit=3, seed=7)
+    bcas.evaluate(**common, out=tmp_path / "base")  # type: ignore[arg-type]
+    gated = dict(common, out=tmp_path / "gated", baseline=str(tmp_path / "base"), gate_sequential=True)
+    bcas.evaluate(**gated, gate_fallback_share=0.5)  # type: ignore[arg-type]
+    for other in (0.2, None):
+        extra = {} if other is None else {"gate_fallback_share": other}
+        with pytest.raises(ValueError) as caught:
+            bcas.evaluate(**gated, **extra)  # type: ignore[arg-type]
+        assert str(caught.value) == (
+            "gate_fallback_share 0.2 differs from the 0.5 this run folder's earlier sequential session used: a "
+            "resumed case is decided again from its records with the share given, so resume with 0.5 or write "
+            "into a new run folder"
+        )
+    assert bcas.evaluate(**gated, gate_fallback_share="0.5").gate is not None  # type: ignore[arg-type]
+    bcas.evaluate(**dict(gated, out=tmp_path / "fresh"))  # type: ignore[arg-type]  # default share, new folder
+    assert bcas.evaluate(**dict(gated, out=tmp_path / "fresh"), gate_fallback_share=0.2).gate is not None  # type: ignore[arg-type]
+    assert bcas.evaluate(**dict(common, out=tmp_path / "gated", baseline=str(tmp_path / "base"))).gate is not None  # type: ignore[arg-type]  # fixed-n: no share
