@@ -172,6 +172,7 @@ def test_the_probe_ledgers_the_rerankers_calls_for_its_calibration_documents(
     assert sum(u.tokens_in for u in phases.values()) == model.prompt_tokens
 
 
+@pytest.mark.proof_stage  # the embedded model as reranker and reader, a minute: CI's required proof stage
 def test_reranker_calls_on_the_embedded_model_are_on_the_madara_record(
     hotpotqa: Any, minilm_embedder: Any, embedded_model: Any
 ) -> None:

@@ -145,6 +145,7 @@ def test_each_treatment_on_a_real_fever_item(model: Any, fever1: Any, method: st
         assert set(chains) == {"relevance", "consistency", "conflict"}
 
 
+@pytest.mark.proof_stage  # a real two-item probe and a routed answer, a minute of generation: CI's required proof stage
 def test_real_probe_and_routed_madara(model: Any, fever1: Any) -> None:
     calib = load_dataset("fever", limit=3)
     config = cfg("madara", rsc_agents=("relevance",))
@@ -175,6 +176,7 @@ def fever_bm25(fever1: Any) -> Any:
     return build_retriever(full.documents, RetrievalConfig(mode="bm25", k=5))
 
 
+@pytest.mark.proof_stage  # real agents on retrieved documents, most of a minute: CI's required proof stage
 def test_retrieval_source_and_assess_hits_with_a_real_index(model: Any, fever1: Any, fever_bm25: Any) -> None:
     item = fever1.items[0]
     config = cfg("sda", doc_source="retrieval", n_docs=2)
@@ -268,6 +270,7 @@ def grid_rows(model: Any, ds: Any, items: Any, prof: Any | None, methods: tuple[
     return lines
 
 
+@pytest.mark.proof_stage  # every treatment on four documents, over a minute of generation: CI's required proof stage
 def test_grid_on_one_conflictqa_item(model: Any, grid_datasets: dict[str, Any]) -> None:
     """The MADARA table's code at default size: the slow grid's first ConflictQA item, cut
     to its first two documents (m = 2 keeps 3m + 1, 3m + k and k apart, at a third of

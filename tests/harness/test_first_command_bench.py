@@ -8,10 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "benchmarks" / "perf" / "bench_first_command.py"
 
 
+@pytest.mark.proof_stage  # a clone and a grid run, most of a minute: CI's required proof stage
 def test_grid_figures_come_from_the_clones_records(tmp_path):
     # The timing harness without the install (an install is minutes of compiling): the dry-run
     # grid of one HotpotQA item per case in a clone of HEAD, from an empty cache.

@@ -194,6 +194,7 @@ def unsharded(home: Path) -> Path:
     return run
 
 
+@pytest.mark.proof_stage  # three shard processes and a merge, most of a minute: CI's required proof stage
 def test_kubernetes_indexed_job_played_locally_merges_to_the_unsharded_run(home: Path, unsharded: Path) -> None:
     job = next(
         d for d in yaml.safe_load_all((REPO / "deploy/k8s/bcas-shards-job.yaml").read_text()) if d["kind"] == "Job"
@@ -305,6 +306,7 @@ def _merge_job(array: SlurmArray, **extra: str) -> subprocess.CompletedProcess[s
     return done
 
 
+@pytest.mark.proof_stage  # the batch scripts' shard runs, most of a minute: CI's required proof stage
 def test_slurm_array_played_locally_through_the_batch_scripts(slurm_array: SlurmArray, unsharded: Path) -> None:
     for out in slurm_array.outputs:
         assert "vllm_up: mock-random served at http://127.0.0.1:" in out

@@ -51,6 +51,7 @@ def test_max_tokens_reached_is_finish_reason_length(embedded_model: EmbeddedMode
     assert result.completion_tokens == 3
 
 
+@pytest.mark.proof_stage  # twenty constrained generations, a minute: CI's required proof stage
 def test_schema_constrained_output_is_valid_on_twenty_prompts(embedded_model: EmbeddedModel) -> None:
     cases = structured_requests()
 

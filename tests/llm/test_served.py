@@ -248,6 +248,7 @@ def _session(run_dir: Path) -> dict:  # type: ignore[type-arg]
     return json.loads((run_dir / "run.json").read_text())["sessions"][-1]
 
 
+@pytest.mark.proof_stage  # two llama.cpp servers started in turn: CI's required proof stage
 @pytest.mark.server
 def test_another_gguf_under_the_same_name_reuses_no_answer(
     one_search_project: pytest.Pytester, smollm2_gguf: Path, tmp_path: Path

@@ -29,7 +29,8 @@ from tests.support.skips import skip_if_no_chromium
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
 
-pytestmark = [pytest.mark.browser, skip_if_no_chromium]
+# Two report runs and a browser, about a minute: CI's required proof stage runs it (--runproofs).
+pytestmark = [pytest.mark.browser, pytest.mark.proof_stage, skip_if_no_chromium]
 
 WIDTH, HEIGHT = 1280, 900
 RUNS = {

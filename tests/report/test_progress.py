@@ -107,6 +107,7 @@ def test_terminal_shows_one_live_line_per_running_case_then_pytests_result(proje
     assert not [line for line in screen.text() if line.startswith("[bcas]")]
 
 
+@pytest.mark.proof_stage  # a run on two xdist workers: CI's required proof stage
 def test_terminal_with_two_workers_shows_each_workers_case(project: pytest.Pytester) -> None:
     status, output = on_terminal(project, "--bcas-report", "tty-n", "-n", "2")
     assert status == 0, output[-3000:]
@@ -138,6 +139,7 @@ def test_logs_get_one_plain_line_per_case_and_no_cursor_movement(project: pytest
             assert lines[i - 1] == "test_grids.py ."
 
 
+@pytest.mark.proof_stage  # a run on two xdist workers: CI's required proof stage
 def test_logs_with_two_workers_name_the_worker_on_lines_of_their_own(project: pytest.Pytester) -> None:
     result = project.runpytest_subprocess(*RUN, "--bcas-report", str(project.path / "plain-n"), "-n", "2")
     result.assert_outcomes(passed=2)

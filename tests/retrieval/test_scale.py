@@ -191,6 +191,7 @@ EMBED_SCRIPT = textwrap.dedent(
 N_DOCS, SHARD = 128, 16
 
 
+@pytest.mark.proof_stage  # two embedding builds, one killed, most of a minute: CI's required proof stage
 def test_embeddings_resume_after_sigkill_and_equal_an_uninterrupted_build(tmp_path, hotpot, minilm_embedder):
     killed = tmp_path / "killed"
     script = EMBED_SCRIPT.replace("N]", f"{N_DOCS}]").replace("SHARD,", f"{SHARD},")

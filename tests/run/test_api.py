@@ -176,6 +176,7 @@ def test_a_real_model_answers_through_the_api(tmp_path: Path, smollm2_gguf: Path
     assert record["model_fingerprint"] and "mock" not in record["model_fingerprint"]
 
 
+@pytest.mark.proof_stage  # the smoke grid twice on the embedded model: CI's required proof stage
 def test_the_smoke_grid_through_both_doors_gives_the_same_answers(tmp_path: Path) -> None:
     """The issue's check: ``bcas.evaluate`` runs the smoke grid on ``mock:gold`` into a folder that
     ``compare`` accepts against ``pytest benchmarks`` with the same options, no flipped item
