@@ -99,6 +99,11 @@ def test_the_report_shows_the_words_beside_n_and_only_where_the_file_holds_more(
     assert sorted(_column(html, "summary", "n")) == sorted(_shown(r["n"], note) for r in rows)
     if grid == "madara":  # the MADARA methods table shows each case's n too
         assert sorted(_column(html, "madara", "n")) == sorted(_shown(r["n"], note) for r in rows)
+    panels = re.findall(r'<table[^>]* id="([^"]*-points)"', html)  # cost against accuracy: one row per point
+    assert panels
+    for panel in panels:
+        cells = _column(html, panel, "n")
+        assert cells and set(cells) <= {_shown(r["n"], note) for r in rows}, cells
     if not note:
         assert "n-note" not in html.split("<body", 1)[1].replace(".n-note", "") and " of 12 items" not in html
     assert ("held for calibration" in html) == (grid == "madara")
