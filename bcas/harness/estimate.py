@@ -19,6 +19,7 @@ import pytest
 
 from bcas.harness import state
 from bcas.harness.estimate_shards import _duration, shard_lines
+from bcas.records.case_status import items_note
 from bcas.run.estimate import CaseEstimate, estimate
 
 
@@ -43,8 +44,7 @@ def _n(e: CaseEstimate) -> str:
     """The items, and the file's size when the case evaluates fewer than it holds (held for calibration named)."""
     if e.calibration or not e.dataset_items or e.items >= e.dataset_items:
         return ""
-    held = f"; {e.held_out} held for calibration" if e.held_out else ""
-    return f"  ({e.items} of {e.dataset_items} items{held})"
+    return f"  ({items_note(e.items, e.dataset_items, e.held_out)})"
 
 
 def lines(estimates: list[CaseEstimate], settings: Any) -> list[str]:

@@ -14,6 +14,7 @@ import pytest
 from pluggy import HookimplMarker
 
 from bcas.harness import state
+from bcas.harness.session_start import collected_cases
 from bcas.harness.settings import _get, _opt_name
 from bcas.run.manifest import finish_session, now, plain, session_entry, start_session
 from bcas.run.options import OPTIONS
@@ -80,8 +81,7 @@ class ManifestPlugin:
         """Under xdist the controller collects nothing: a worker's collection tells it about cases."""
         if self.started:
             return
-        wanted = {f"[{case.id}]" for case in self.config.stash[state.PLAN].cases}
-        if any(nodeid[nodeid.find("[") :] in wanted for nodeid in ids if "[" in nodeid):
+        if collected_cases(self.config.stash[state.PLAN].cases, ids):
             self._start()
 
     @hookimpl(trylast=True)  # after the report and the gate, which may still change the exit status

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 
 from bcas.harness import state
-from bcas.harness.session_start import _check_run_dir, _preflight, _warn_context_windows, check_selected_cases
+from bcas.harness.session_start import (
+    _check_run_dir,
+    _preflight,
+    _warn_context_windows,
+    check_selected_cases,
+    collected_cases,
+)
 from bcas.harness.settings import KIND_MARKER, REQUIREMENT_MARKERS, _get, _opt_name, read_settings
 from bcas.llm import backend_meta
 from bcas.run.options import OPTIONS
@@ -335,8 +341,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         config.stash[state.SERVED] = served
         config.stash[state.PLAN] = config.stash[state.PLAN].with_served(served)
     _warn_context_windows(config, settings)
-    if _xdist_workers(config):  # the controller collects no cases: it checks every planned one, before workers run
-        check_selected_cases(config, list(config.stash[state.PLAN].cases))
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # before the manifest plugin writes run.json
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """Under xdist the controller collects no cases: it checks those its first worker collected
+    (the selected ones: ``-k``, ``-m``), before any is scheduled; a usage error stops the session."""
+    config = node.config
+    if config.stash.get(state.CHECKED, False) or config.stash.get(state.SETTINGS, None) is None:
+        return
+    config.stash[state.CHECKED] = True
+    check_selected_cases(config, collected_cases(config.stash[state.PLAN].cases, ids))
 
 
 def _cases_started(config: pytest.Config) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from bcas.harness import state
 from bcas.run.options import OptionError
 from bcas.run.preflight import check_run_dir, preflight_servers, same_model_everywhere
-from bcas.run.settings import Settings
+from bcas.run.settings import Case, Settings
 from bcas.run.windows import context_warnings, context_windows
 
 
@@ -48,6 +49,13 @@ def _warn_context_windows(config: pytest.Config, settings: Settings) -> None:
     for line in context_warnings(settings, context_windows(settings, preflight)):
         if tr is not None:
             tr.write_line(f"[bcas] warning: {line}", yellow=True)
+
+
+def collected_cases(cases: Sequence[Case], ids: Sequence[str]) -> list[Case]:
+    """The planned ``cases`` among the node ids a worker collected (under xdist the controller
+    collects nothing): those ``-k``, ``-m`` and deselection left, in plan order."""
+    found = {nodeid[nodeid.find("[") :] for nodeid in ids if "[" in nodeid}
+    return [case for case in cases if f"[{case.id}]" in found]
 
 
 def check_selected_cases(config: pytest.Config, cases: list[Any]) -> None:

@@ -33,6 +33,8 @@ SERVED = pytest.StashKey[dict[str, str]]()
 ANY_CASE = pytest.StashKey[bool]()
 # Cases run by the xdist workers (the controller runs none itself).
 WORKER_CASES = pytest.StashKey[int]()
+# Under xdist: the controller checked the cases its first worker collected (once a session).
+CHECKED = pytest.StashKey[bool]()
 # The session's final result, for the summary.
 FINAL: pytest.StashKey[FinalResult | None] = pytest.StashKey()
 # The one line of a session stopped by Ctrl-C or SIGTERM (bcas.harness.interrupt).

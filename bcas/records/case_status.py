@@ -9,6 +9,11 @@ the latest line of each case (:func:`read_case_statuses`) and match it to their 
 answer identity (model fingerprint + configuration id + dataset), else by the case's
 grid × model × dataset × configuration label.
 
+A line also holds the size of the case's dataset file and how many of its items were
+held out for calibration, so that the n of a case evaluated on fewer items than its file
+holds is shown with the words of :func:`items_note` ("20 of 50 items; 30 held for
+calibration") by every view, the ones rebuilt from the run folder alone included.
+
 Statuses: ``passed`` (its invariants hold), ``failed`` (an invariant broke: the reason
 lists them), ``incomplete`` (stopped before all its items ran: the cost cap, an
 interrupt), ``error`` (the case raised before it finished: the reason is the error).
@@ -28,6 +33,7 @@ PASSED, FAILED, INCOMPLETE, ERROR = "passed", "failed", "incomplete", "error"
 STATUSES = (PASSED, FAILED, INCOMPLETE, ERROR)
 # Shown in place of a number wherever a case's accuracy would be.
 MARKS = {FAILED: "FAILED", INCOMPLETE: "INCOMPLETE", ERROR: "ERROR"}
+COUNT_FIELDS = frozenset({"file_items", "held_out"})
 
 
 @dataclass(frozen=True)
@@ -44,11 +50,21 @@ class CaseStatus:
     fingerprint: str = ""  # the answer identity, when the case got as far as computing it
     config_id: str = ""
     session: str = ""
+    # The size of the case's dataset file and, of its items, those held out for calibration
+    # (MADARA Algorithm 2), for the n shown beside a case evaluated on fewer (0: not known).
+    file_items: int = 0
+    held_out: int = 0
 
     @property
     def counts(self) -> bool:
         """Whether the case's accuracy is a result (it passed its checks)."""
         return self.status == PASSED
+
+
+def items_note(evaluated: int, file_items: int, held: int) -> str:
+    """'20 of 50 items; 30 held for calibration': the words beside the n of a case evaluated on
+    fewer items than its file holds, wherever that n is shown (terminal, JUnit, estimate, summary, report)."""
+    return f"{evaluated} of {file_items} items" + (f"; {held} held for calibration" if held else "")
 
 
 def case_verdict(stopped: str | None, violations: Sequence[str]) -> tuple[str, str]:
@@ -93,9 +109,19 @@ def read_case_statuses(run_dir: Path) -> list[CaseStatus]:
             continue  # a torn last line of a killed process
         if not isinstance(raw, dict) or raw.get("status") not in STATUSES:
             continue
-        entry = CaseStatus(**{k: str(v) for k, v in raw.items() if k in names and v is not None})
+        entry = CaseStatus(**{k: _field(k, v) for k, v in raw.items() if k in names and v is not None})
         latest[entry.case_id] = entry
     return list(latest.values())
+
+
+def _field(name: str, value: Any) -> Any:
+    """A field of a status line as the dataclass holds it: the counts as whole numbers, the rest as text."""
+    if name in COUNT_FIELDS:
+        try:
+            return max(int(value), 0)
+        except (TypeError, ValueError):
+            return 0
+    return str(value)
 
 
 class StatusIndex:
@@ -121,6 +147,10 @@ class StatusIndex:
         found = self.by_identity.get((fingerprint, config_id, dataset))
         if found is not None:
             return found
+        return self.by_case.get((grid, model.split(" [", 1)[0], dataset, label))
+
+    def of_case(self, grid: str, model: str, dataset: str, label: str) -> CaseStatus | None:
+        """The status line of a row's own case (its grid's), not of another grid's case with the same answers."""
         return self.by_case.get((grid, model.split(" [", 1)[0], dataset, label))
 
     def of_record(self, rec: Mapping[str, Any]) -> CaseStatus | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from bcas.config import config_differences
 from bcas.records import Record
+from bcas.records.case_status import StatusIndex, items_note
 
 # What must be equal for answers of two runs to be a comparison of models: the items, the prompts and
 # the configuration (seed included).  The model is what is compared, so its fingerprint is not here.
@@ -65,3 +66,15 @@ def refusal(differences: list[str]) -> str:
         "error: not comparable (only the model may differ): " + "; ".join(differences) + " "
         "(--allow-mismatch compares them anyway and says so in the output)"
     )
+
+
+def file_note(statuses: StatusIndex, recs: Sequence[Record]) -> str:
+    """The words beside the n of a run's case (``recs``: its answers) evaluated on fewer items than
+    its dataset file holds (:func:`bcas.records.case_status.items_note`); "" otherwise or unknown."""
+    first = recs[0] if recs else None
+    key = {} if first is None else {f: getattr(first, f) for f in ("model_fingerprint", "config_id", "dataset")}
+    status = statuses.of_record(key) if key else None
+    items = len({r.item_id for r in recs})
+    if status is None or not status.file_items or items >= status.file_items:
+        return ""
+    return items_note(items, status.file_items, status.held_out)

@@ -56,9 +56,10 @@ from bcas.grading.outcomes import outcome
 from bcas.grids import base_label
 from bcas.metrics.values import VALUES, is_share, value
 from bcas.records import Record, RecordError, load_records
+from bcas.records.case_status import StatusIndex, read_case_statuses
 from bcas.records.manifest import read_manifest
 from bcas.report.charts import shift_chart
-from bcas.report.comparable import _values, identity_differences, refusal
+from bcas.report.comparable import _values, file_note, identity_differences, refusal
 from bcas.report.membership import model_names
 from bcas.report.paired import paired, paired_bootstrap
 from bcas.report.templating import render
@@ -75,6 +76,7 @@ class Run:
     path: Path
     records: list[Record]
     manifest: dict[str, Any] | None
+    statuses: StatusIndex = field(default_factory=lambda: StatusIndex(()))  # its cases.jsonl
 
     @property
     def name(self) -> str:
@@ -138,8 +140,8 @@ class GroupComparison:
 def load_run(path: str | Path) -> Run:
     p = Path(path)
     records = load_records(p)
-    manifest = read_manifest(p if p.is_dir() else p.parent)
-    return Run(p, records, manifest)
+    folder = p if p.is_dir() else p.parent
+    return Run(p, records, read_manifest(folder), StatusIndex(read_case_statuses(folder)))
 
 
 def _outcome(rec: Record, metric: str) -> bool | None:
@@ -291,6 +293,9 @@ def compare_runs(run_a: Run, run_b: Run, metric: str = "em") -> tuple[list[Group
         prints_b = _values(groups_b[key_b], "model_fingerprint")
         if [fp_a] != prints_b:  # the comparison itself: which two models' answers are paired
             comp.notes.insert(0, f"models compared: A {model_a} ({fp_a}) vs B {comp.model_b} ({', '.join(prints_b)})")
+        for tag, run, recs in (("A", run_a, recs_a), ("B", run_b, groups_b[key_b])):
+            if note := file_note(run.statuses, recs):  # a case evaluated on fewer items than its file holds
+                comp.notes.append(f"{tag}: {note}")
         out.append(comp)
     unmatched += [f"only in B: {names_b[k[:2]]} / {k[2]} / {k[3]}" for k in sorted(groups_b) if k not in paired_b]
     holm_verdicts(out)

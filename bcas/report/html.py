@@ -58,6 +58,7 @@ td.t{overflow-wrap:normal;word-break:normal;hyphens:none} td{white-space:nowrap}
 td.q{white-space:normal;min-width:24em;max-width:36em} td.prose{white-space:normal;min-width:14em;max-width:24em} .name{white-space:nowrap}
 .ok{color:#137333}.bad{color:#b3261e} figure.bcas-figure{display:inline-block;margin:4px 8px 12px 0}
 .figure-empty{color:#555;font-style:italic} figure.bcas-figure[hidden],.figure-empty[hidden]{display:none}
+.n-note{white-space:normal;color:#555}
 tr.failed td{background:#fdecea} tr.failed td:nth-child(6){color:#b3261e;font-weight:bold}
 #case-failures{background:#fdecea;border-color:#b3261e;font-weight:normal} #case-failures h2{margin:0.2em 0}
 .trajectory td.t{white-space:normal;overflow-wrap:break-word;min-width:8em}
@@ -181,7 +182,7 @@ def _summary_cells(r: SummaryRow, label: Any, against: dict[GroupKey, Comparison
         served_beside(r.model, r.served),  # what answered, when it is not the model asked for
         r.dataset,
         label,
-        r.n,
+        n_cell(r.n, r.items_note),  # with "20 of 50 items; 30 held for calibration" when the file holds more
         # a case that did not pass: its mark and reason where its accuracy would be
         _pct(r.accuracy) if r.counts else {"text": mark(r), "title": r.reason},
         f"{_pct(r.ci_lo)}–{_pct(r.ci_hi)}" if r.counts else "—",
@@ -263,9 +264,17 @@ MADARA_HEADERS = [
 ]
 
 
-def _madara_rows(records: list[dict[str, Any]], marks: dict[GroupKey, str] | None = None) -> list[dict[str, Any]]:
-    """One row per MADARA case; ``marks``: the cases that did not pass, shown with their mark, not strict EM."""
-    marks = marks or {}
+def n_cell(n: int, note: str) -> Any:
+    """A case's n, with the words of a case evaluated on fewer items than its file holds beside it."""
+    return {"text": n, "note": note} if note else n
+
+
+def _madara_rows(
+    records: list[dict[str, Any]], marks: dict[GroupKey, str] | None = None, notes: dict[GroupKey, str] | None = None
+) -> list[dict[str, Any]]:
+    """One row per MADARA case; ``marks``: the cases that did not pass, shown with their mark, not strict EM;
+    ``notes``: the words beside the n of a case evaluated on fewer items than its file holds."""
+    marks, notes = marks or {}, notes or {}
     groups: dict[GroupKey, list[dict[str, Any]]] = defaultdict(list)
     for rec in records:
         extra = rec.get("extra") or {}
@@ -286,7 +295,7 @@ def _madara_rows(records: list[dict[str, Any]], marks: dict[GroupKey, str] | Non
                     model,
                     dataset,
                     label,
-                    n,
+                    n_cell(n, notes.get((grid, model, dataset, label), "")),
                     marks.get((grid, model, dataset, label))
                     or _pct(sum(bool(outcome(r, "strict_em")) for r in recs) / n),
                     f"{sum(r.get('llm_calls') or 0 for r in recs) / n:.1f}",
@@ -525,7 +534,7 @@ def render_report(
         models=model_sections(model_comparisons or [], matrix),
         figures=figure_html,
         madara_headers=MADARA_HEADERS,
-        madara_rows=_madara_rows(records, marks),
+        madara_rows=_madara_rows(records, marks, {(r.grid, r.model, r.dataset, r.label): r.items_note for r in rows}),
         cost=cost,
         methods=methods_html,
         profile_headers=PROFILE_HEADERS,

@@ -97,7 +97,7 @@ def _panel(i: int, panel: Panel, prefix: str = "cost", records: list[dict[str, A
                 p.model,
                 p.label,
                 p.grid,
-                p.n,
+                {"text": p.n, "note": p.items_note} if p.items_note else p.n,
                 f"{p.accuracy * 100:.1f}",
                 f"{p.ci_lo * 100:.1f}–{p.ci_hi * 100:.1f}",
                 f"{p.x:.6g}",

@@ -66,6 +66,7 @@ class Point:
     x: float  # the panel's axis: mean cost or mean completion tokens, or their cost of a correct answer
     x_lo: float | None = None  # per-pass axes: the 95% bootstrap interval (None: unbounded or unknown)
     x_hi: float | None = None
+    items_note: str = ""  # "20 of 50 items; ..." when the case evaluated fewer items than its file holds
 
     @property
     def key(self) -> tuple[str, str]:
@@ -137,6 +138,7 @@ def panels(rows: Iterable[Any], per_pass: bool = False) -> list[Panel]:
                     x=float(x or 0.0),
                     x_lo=None if bounds[0] is None else float(bounds[0]),
                     x_hi=None if bounds[1] is None else float(bounds[1]),
+                    items_note=str(_get(row, "items_note") or ""),
                 )
             )
         points.sort(key=lambda p: (p.x, -p.accuracy, p.model, p.label))

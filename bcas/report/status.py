@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, replace
 from typing import Any, Protocol, TypeVar
 
-from bcas.records.case_status import MARKS, StatusIndex
+from bcas.records.case_status import MARKS, StatusIndex, items_note
 
 
 class SummaryRow(Protocol):
@@ -25,6 +25,7 @@ class SummaryRow(Protocol):
     model: str
     dataset: str
     label: str
+    n: int
     model_fingerprint: str
     config_id: str
     status: str | None
@@ -70,11 +71,19 @@ RESULT_FIELDS = (
 
 
 def with_status(rows: Iterable[Row], index: StatusIndex) -> list[Row]:
-    """The rows with their case's status and reason (a row no status line names keeps ``None``)."""
+    """The rows with their case's status and reason (a row no status line names keeps ``None``),
+    and the size of its dataset file with the words shown beside an n below it (:func:`items_note`)."""
     out = []
     for r in rows:
         found = index.find(r.grid, r.model, r.dataset, r.label, r.model_fingerprint, r.config_id)
-        out.append(r if found is None else replace(r, status=found.status, reason=found.reason))  # type: ignore[type-var]
+        changes: dict[str, Any] = {} if found is None else {"status": found.status, "reason": found.reason}
+        # The row's own case first: another grid's case of the same answers may hold out other items.
+        sized = index.of_case(r.grid, r.model, r.dataset, r.label) or found
+        if sized is not None and sized.file_items:
+            changes.update(file_items=sized.file_items, held_out=sized.held_out)
+            if r.n < sized.file_items:
+                changes["items_note"] = items_note(r.n, sized.file_items, sized.held_out)
+        out.append(replace(r, **changes) if changes else r)  # type: ignore[type-var]
     return out
 
 

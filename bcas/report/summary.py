@@ -122,6 +122,9 @@ class SummaryRow(MetricColumns):
     served: str | None = None  # what answered, when known: a GGUF's file name, vLLM's root (run.json; bcas.run.served)
     status: str | None = None  # the case's status (bcas.records.case_status); None: the run folder names none
     reason: str = ""  # why a case that did not pass did not
+    file_items: int = 0  # items the case's dataset file holds (cases.jsonl; 0: not known)
+    held_out: int = 0  # of them, held out for calibration (MADARA Algorithm 2), never evaluated
+    items_note: str = ""  # "20 of 50 items; 30 held for calibration" when n < file_items, else ""
 
     @property
     def counts(self) -> bool:

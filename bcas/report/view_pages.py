@@ -47,7 +47,7 @@ CSS = (
 #filters{position:sticky;top:0;background:#fff;padding:4px 0;border-bottom:1px solid #ddd;z-index:1}
 #filters label{margin-right:1em} .count{color:#555} .scroll{overflow-x:auto;max-width:100%}
 td.t,th{white-space:nowrap} section.cell h3{margin-bottom:0} .metric{color:#555;font-size:13px}
-ul.pairs li{margin:2px 0} .lead{font-weight:bold}
+ul.pairs li{margin:2px 0} .lead{font-weight:bold} .n-note{color:#555;font-weight:normal}
 """
 )
 
@@ -145,6 +145,7 @@ def _row(i: int, entry: Entry, out: Path) -> dict[str, Any]:
         "report": _link(entry.run.report, out),
         "date": entry.run.date,
         "n": row.n,
+        "n_note": row.items_note,  # "20 of 50 items; 30 held for calibration" when the file holds more
         "right": row.correct if counts else "",
         "accuracy": _pts(row.accuracy) if counts else mark(row),
         "ci": {"text": f"{_pts(row.ci_lo)} – {_pts(row.ci_hi)}", "title": interval} if counts else row.reason,

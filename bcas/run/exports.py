@@ -21,16 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from bcas.records import Record
+from bcas.records.case_status import case_verdict, items_note
 from bcas.run.cost import cost_text
 
 PARQUET_FILE = "records.parquet"
 NESTED = ("config", "judge", "steps", "extra", "grades", "timing")
 PYARROW_MISSING = "pyarrow is not installed (pip install 'bcas[parquet]'); records.jsonl holds every record"
-
-
-def items_note(evaluated: int, file_items: int, held: int) -> str:
-    """'20 of 50 items; 30 held for calibration': a case evaluated on fewer items than its file holds."""
-    return f"{evaluated} of {file_items} items" + (f"; {held} held for calibration" if held else "")
 
 
 def case_result(stats: Any, outcome: Any, grid: str, label: str) -> dict[str, str]:
@@ -51,8 +47,6 @@ def case_result(stats: Any, outcome: Any, grid: str, label: str) -> dict[str, st
     file_items, held = int(getattr(outcome, "file_items", 0) or 0), int(getattr(outcome, "held_out", 0) or 0)
     if file_items and stats.total < file_items:  # fewer items than the file holds: said where n is shown
         props["bcas_items_note"] = items_note(stats.total, file_items, held)
-    from bcas.records.case_status import case_verdict
-
     # The rule cases.jsonl follows (bcas.run.session.run_case), on the same stop message.
     props["bcas_status"], reason = case_verdict(
         getattr(outcome, "stopped", None), getattr(outcome, "violations", ()) or ()

@@ -397,6 +397,7 @@ class BcasSession:
     def _case_ended(self, case: Case, status: str, reason: str) -> None:
         known = self._case_identities.pop(case.id, None)
         identity, dataset = (known[0], known[1]) if known is not None else (None, case.dataset)
+        file_items, held_out = self.file_items(case) if known is not None else (0, 0)  # a case with items
         entry = CaseStatus(
             case_id=case.id,
             grid=case.grid,
@@ -408,6 +409,8 @@ class BcasSession:
             fingerprint=identity.fingerprint if identity is not None else "",
             config_id=identity.config_id if identity is not None else "",
             session=self.token,
+            file_items=file_items,
+            held_out=held_out,
         )
         append_case_status(self.settings.run_dir, entry)
 

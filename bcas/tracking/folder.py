@@ -309,6 +309,8 @@ def read_run_folder(run_dir: Path) -> RunFolder:
             if gate_row.get("how"):
                 case_tags["bcas.gate_how"] = str(gate_row["how"])[:5000]
                 case_tags["bcas.gate_items_used"] = str(gate_row.get("items_used"))
+        if row.get("items_note"):  # a case evaluated on fewer items than its file holds: "20 of 50 items; ..."
+            case_tags["bcas.items_note"] = str(row["items_note"])
         if row.get("latency_source"):  # live, or cache: the latency metrics are the recorded times
             case_tags["bcas.latency_source"] = str(row["latency_source"])
         case_tags.update(verdict_tags(summary, row))

@@ -196,7 +196,7 @@ def test_the_rate_and_eta_count_from_the_first_finished_item_on_a_given_clock() 
 
 def test_the_end_line_says_how_many_of_the_files_items_a_case_evaluated_and_why() -> None:
     from bcas.harness.progress import end_line
-    from bcas.run.exports import items_note
+    from bcas.records.case_status import items_note
 
     props = {"bcas_case": "c", "bcas_items_total": "20", "bcas_items_run": "20", "bcas_wall_s": "2",
              "bcas_run_tokens": "0", "bcas_run_cost": "$0", "bcas_metric": "correct_em", "bcas_accuracy": "0.5",

@@ -10,6 +10,7 @@ window (no model is loaded before it refuses).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -51,6 +52,44 @@ def test_the_madara_grid_on_50_items_stops_the_pytest_session_with_one_line(tmp_
     assert "mine has 50" in errors[0] and "at most 49" in errors[0], out
     assert "Traceback" not in out and "calibration_n" not in out, out
     assert not run.exists()  # stopped before anything was written
+
+
+def _benchmarks(tmp_path: Path, data: Path, run: Path, workers: str, *more: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "BCAS_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("PYTEST_ADDOPTS", None)
+    return subprocess.run(
+        [
+            sys.executable, "-m", "pytest", "benchmarks", "-p", "no:cacheprovider", "--bcas-grid", "smoke,madara",
+            "--bcas-model", "mock:gold", "--bcas-datasets", str(data), "--bcas-report", str(run), "--bcas-limit", "2",
+            "-n", workers, *more,
+        ],  # fmt: skip
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])  # with xdist: the controller checks what its workers collected
+def test_only_the_selected_cases_are_checked_and_their_probes_said(tmp_path: Path, workers: str) -> None:
+    """``-m smoke`` leaves the MADARA grid's cases out: the 100 items they would hold out of a
+    50-item file are not checked (the smoke cases run) and no probe is said; ``-k`` selecting the
+    routed case alone, with a calibration size of 5, says its one probe and runs it."""
+    data = _items(tmp_path / "mine.jsonl", 50)
+    left_out = _benchmarks(tmp_path, data, tmp_path / "smoke", workers, "-m", "smoke")
+    out = left_out.stdout + left_out.stderr
+    assert left_out.returncode == 0, out[-3000:]
+    assert "[bcas] calibration:" not in out and not [line for line in out.splitlines() if line.startswith("ERROR")]
+    rows = json.loads((tmp_path / "smoke" / "summary.json").read_text(encoding="utf-8"))["rows"]
+    assert len(rows) == 7 and {r["grid"] for r in rows} == {"smoke"}
+    routed = _benchmarks(
+        tmp_path, data, tmp_path / "routed", workers, "-k", "madara/madara", "--bcas-calibration-n", "5"
+    )
+    out = routed.stdout + routed.stderr
+    assert routed.returncode == 0, out[-3000:]
+    said = [line for line in out.splitlines() if line.startswith("[bcas] calibration:")]
+    assert len(said) == 1 and "probes 5 calibration items before mock-gold-mine-madara/madara/cal5's" in said[0], out
+    rows = json.loads((tmp_path / "routed" / "summary.json").read_text(encoding="utf-8"))["rows"]
+    assert [(r["grid"], r["label"], r["items_note"]) for r in rows] == [
+        ("madara", "madara/madara/cal5", "2 of 50 items; 5 held for calibration")
+    ]
 
 
 def test_the_same_grid_through_the_api_is_one_value_error_naming_the_keyword(tmp_path: Path) -> None:

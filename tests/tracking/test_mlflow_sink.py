@@ -108,6 +108,7 @@ def _check_published(uri: str, run_dir: Path) -> None:
         assert child.data.tags["bcas.dataset_hash"] == mine[0]["dataset_hash"]
         assert child.data.tags["bcas.model_fingerprint"] == mine[0]["model_fingerprint"]
         assert child.data.params["config_id"] == row["config_id"]
+        assert child.data.tags.get("bcas.items_note", "") == row["items_note"]  # "3 of N items" where N > 3
     accuracies = {round(r.data.metrics["accuracy"], 3) for r in children}
     assert len(accuracies) > 1  # the two models differ: each case got its own numbers
     assert parent.data.metrics["answers"] == len(records)
