@@ -219,12 +219,11 @@ def main() -> int:
 
 
 def _selected(case_id: str, expr: str) -> bool:
-    """A rough reading of a ``-k`` expression for the estimate's rows: 'not X' drops ids containing X;
-    'A or B' keeps ids containing either."""
-    words = expr.split()
-    if len(words) == 2 and words[0] == "not":
-        return words[1] not in case_id
-    return any(part.strip() in case_id for part in expr.split(" or "))
+    """Whether ``-k expr`` selects the case ``case_id``, read by pytest's own ``-k`` grammar (``and``,
+    ``or``, ``not``, parentheses), each word matching as a part of the id, as ``-k`` matches test ids."""
+    from _pytest.mark.expression import Expression
+
+    return Expression.compile(expr).evaluate(lambda word, **_: word in case_id)
 
 
 if __name__ == "__main__":
