@@ -42,9 +42,8 @@ def _wall(e: CaseEstimate) -> str:
 
 def _n(e: CaseEstimate) -> str:
     """The items, and the file's size when the case evaluates fewer than it holds (held for calibration named)."""
-    if e.calibration or not e.dataset_items or e.items >= e.dataset_items:
-        return ""
-    return f"  ({items_note(e.items, e.dataset_items, e.held_out)})"
+    note = "" if e.calibration else items_note(e.items, e.dataset_items, e.held_out)
+    return f"  ({note})" if note else ""
 
 
 def lines(estimates: list[CaseEstimate], settings: Any) -> list[str]:

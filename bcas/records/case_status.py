@@ -63,7 +63,10 @@ class CaseStatus:
 
 def items_note(evaluated: int, file_items: int, held: int) -> str:
     """'20 of 50 items; 30 held for calibration': the words beside the n of a case evaluated on
-    fewer items than its file holds, wherever that n is shown (terminal, JUnit, estimate, summary, report)."""
+    fewer items than its file holds, wherever that n is shown (terminal, JUnit, estimate, summary,
+    report); "" when it evaluated them all or the file's size is not known (0)."""
+    if not file_items or evaluated >= file_items:
+        return ""
     return f"{evaluated} of {file_items} items" + (f"; {held} held for calibration" if held else "")
 
 
@@ -145,9 +148,7 @@ class StatusIndex:
     ) -> CaseStatus | None:
         """The status of a row: by identity (the same answers, whichever grid ran them), else by case key."""
         found = self.by_identity.get((fingerprint, config_id, dataset))
-        if found is not None:
-            return found
-        return self.by_case.get((grid, model.split(" [", 1)[0], dataset, label))
+        return found if found is not None else self.of_case(grid, model, dataset, label)
 
     def of_case(self, grid: str, model: str, dataset: str, label: str) -> CaseStatus | None:
         """The status line of a row's own case (its grid's), not of another grid's case with the same answers."""

@@ -59,3 +59,9 @@ def hidden_columns(table_id: str, headers: Sequence[str]) -> list[int]:
 
 
 __all__ = ["DECISION_COLUMNS", "PROSE_COLUMNS", "hidden_columns", "prose_columns"]
+
+
+def n_cell(n: int, note: str) -> object:
+    """A case's n as a table cell, with the words of a case evaluated on fewer items than its file
+    holds beside it (the ``table`` macro's ``note``; :func:`bcas.records.case_status.items_note`)."""
+    return {"text": n, "note": note} if note else n

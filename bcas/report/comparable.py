@@ -74,7 +74,6 @@ def file_note(statuses: StatusIndex, recs: Sequence[Record]) -> str:
     first = recs[0] if recs else None
     key = {} if first is None else {f: getattr(first, f) for f in ("model_fingerprint", "config_id", "dataset")}
     status = statuses.of_record(key) if key else None
-    items = len({r.item_id for r in recs})
-    if status is None or not status.file_items or items >= status.file_items:
+    if status is None:
         return ""
-    return items_note(items, status.file_items, status.held_out)
+    return items_note(len({r.item_id for r in recs}), status.file_items, status.held_out)

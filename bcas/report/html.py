@@ -28,6 +28,7 @@ from markupsafe import Markup
 from bcas.grading.outcomes import outcome
 from bcas.grids import GRIDS
 from bcas.records.schema import is_test_double
+from bcas.report.columns import n_cell
 from bcas.report.comparisons import Comparison
 from bcas.report.html_cost import cost_section, stops_section
 from bcas.report.html_figures import figures
@@ -262,11 +263,6 @@ MADARA_HEADERS = [
     "docs/item (retrieved)",
     "routing decision",
 ]
-
-
-def n_cell(n: int, note: str) -> Any:
-    """A case's n, with the words of a case evaluated on fewer items than its file holds beside it."""
-    return {"text": n, "note": note} if note else n
 
 
 def _madara_rows(

@@ -18,6 +18,7 @@ from markupsafe import Markup
 
 from bcas.grading.outcomes import METRIC_NAMES
 from bcas.report.charts import cost_chart
+from bcas.report.columns import n_cell
 from bcas.report.html_interactive import fr_data
 from bcas.report.pareto import (
     AXIS_NAMES,
@@ -97,7 +98,7 @@ def _panel(i: int, panel: Panel, prefix: str = "cost", records: list[dict[str, A
                 p.model,
                 p.label,
                 p.grid,
-                {"text": p.n, "note": p.items_note} if p.items_note else p.n,
+                n_cell(p.n, p.items_note),
                 f"{p.accuracy * 100:.1f}",
                 f"{p.ci_lo * 100:.1f}–{p.ci_hi * 100:.1f}",
                 f"{p.x:.6g}",

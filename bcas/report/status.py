@@ -80,9 +80,8 @@ def with_status(rows: Iterable[Row], index: StatusIndex) -> list[Row]:
         # The row's own case first: another grid's case of the same answers may hold out other items.
         sized = index.of_case(r.grid, r.model, r.dataset, r.label) or found
         if sized is not None and sized.file_items:
-            changes.update(file_items=sized.file_items, held_out=sized.held_out)
-            if r.n < sized.file_items:
-                changes["items_note"] = items_note(r.n, sized.file_items, sized.held_out)
+            note = items_note(r.n, sized.file_items, sized.held_out)
+            changes.update(file_items=sized.file_items, held_out=sized.held_out, items_note=note)
         out.append(replace(r, **changes) if changes else r)  # type: ignore[type-var]
     return out
 

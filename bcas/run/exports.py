@@ -45,8 +45,8 @@ def case_result(stats: Any, outcome: Any, grid: str, label: str) -> dict[str, st
         "bcas_stopped": "true" if stats.stopped else "false",
     }
     file_items, held = int(getattr(outcome, "file_items", 0) or 0), int(getattr(outcome, "held_out", 0) or 0)
-    if file_items and stats.total < file_items:  # fewer items than the file holds: said where n is shown
-        props["bcas_items_note"] = items_note(stats.total, file_items, held)
+    if note := items_note(stats.total, file_items, held):  # fewer items than the file holds: said where n is shown
+        props["bcas_items_note"] = note
     # The rule cases.jsonl follows (bcas.run.session.run_case), on the same stop message.
     props["bcas_status"], reason = case_verdict(
         getattr(outcome, "stopped", None), getattr(outcome, "violations", ()) or ()

@@ -180,6 +180,7 @@ def _status(label: str, file_items: int, held: int, grid: str = "g") -> CaseStat
         (3, 50, 30, "3 of 50 items; 30 held for calibration"),
         (20, 21, 0, "20 of 21 items"),
         (20, 20, 0, ""),  # every item of the file
+        (21, 20, 5, ""),  # more than the file (repeats): no words either
         (20, 0, 0, ""),  # the size is not known (a corpus-backed file, an older cases.jsonl)
     ],
 )
@@ -189,6 +190,7 @@ def test_the_words_follow_n_the_files_size_and_the_held_out_items(
     records = [_record("a", i) for i in range(n)]
     (row,) = build_summaries(records, statuses=[_status("a", file_items, held)]).rows
     assert (row.n, row.items_note) == (n, words)
+    assert items_note(n, file_items, held) == words  # the one rule, as every other view asks it
     assert (row.file_items, row.held_out) == (file_items, held)
 
 
