@@ -331,7 +331,7 @@ def _count(run_dir: Path) -> int:
 def _plan_gate(session: BcasSession, plan: Plan, given: dict[str, RawValue], token: str) -> GatePlan:
     """The gate's plan over every case, before any runs (as pytest makes it at collection)."""
     from bcas.gating import BaselineError, GateError, GateOptions, plan_gate
-    from bcas.gating.plan import resumed_share_problem
+    from bcas.gating.plan import resumed_gate_problem
 
     settings = session.settings
     try:
@@ -343,12 +343,12 @@ def _plan_gate(session: BcasSession, plan: Plan, given: dict[str, RawValue], tok
             given.get("gate-sequential"),
             given.get("gate-fallback-share"),
         )
-        problem = resumed_share_problem(settings.run_dir, token, options)
+        options = replace(options, metric=settings.gate_metric)
+        problem = resumed_gate_problem(settings.run_dir, token, options)
         if problem:
             raise GateError(problem)
     except GateError as exc:  # the flag as this call's keyword: --bcas-gate-fallback-share -> gate_fallback_share
         raise ValueError(re.sub(r"--bcas-([a-z-]+)", lambda m: m.group(1).replace("-", "_"), str(exc))) from None
-    options = replace(options, metric=settings.gate_metric)
 
     def identity(case: Case) -> tuple[str, str]:
         found = plan.identity(case, session.fingerprint(case.model))  # bcas.run.plan: computed once

@@ -383,15 +383,42 @@ def plan_gate(
     return GatePlan(str(baseline), options, plans, items, seed)
 
 
-def resumed_share_problem(run_dir: Path, token: str, options: GateOptions) -> str | None:
+# The options a sequential case's decision is recomputed with on resume, as run.json records
+# them: (option, its value as the gate uses it, from a recorded raw value, and as a user types it).
+_DECIDING: tuple[tuple[str, Callable[[Any], Any], Callable[[GateOptions], Any], Callable[[Any], str]], ...] = (
+    ("alpha", lambda raw: GateOptions.parse(alpha=raw).alpha, lambda o: o.alpha, lambda v: f"{v:g}"),
+    ("gate-family", lambda raw: GateOptions.parse(family=raw).family, lambda o: o.family, str),
+    (
+        "max-drop",
+        lambda raw: GateOptions.parse(max_drop_points=raw).max_drop,
+        lambda o: o.max_drop,
+        lambda v: f"{100 * v:g}",
+    ),
+    (
+        "gate-fallback-share",
+        lambda raw: GateOptions.parse(fallback_share=raw).fallback_share,
+        lambda o: o.fallback_share,
+        lambda v: f"{v:g}",
+    ),
+    (
+        "gate-metric",
+        lambda raw: None if raw in (None, "") else str(raw),
+        lambda o: o.metric,
+        lambda v: v or "(each grid's own)",
+    ),
+)
+
+
+def resumed_gate_problem(run_dir: Path, token: str, options: GateOptions) -> str | None:
     """Under ``--bcas-gate-sequential``: why this session may not continue ``run_dir`` -- the run
     folder's latest earlier sequential session (its ``run.json`` entry, :mod:`bcas.run.manifest`)
-    gated with another fallback share -- or None.
+    gated with another level, Holm family, tolerance, fallback share or metric -- or None.
 
-    A resumed case's decision is recomputed from its records with the share the resuming session
-    is given (:func:`bcas.gating.sequential.case_decision`), so the same share decides at the same
-    item; another would re-decide the recorded sequence at another level.  Entries written before
-    the option existed (no ``gate-fallback-share`` key) are not compared.
+    A resumed case's decision is recomputed from its records with the options the resuming
+    session is given (:func:`bcas.gating.sequential.case_decision`), so the same options decide at
+    the same item; any other would re-decide the recorded sequence at another level or against
+    another null.  An option an earlier entry does not record (written before the option
+    existed) or records unreadably is not compared.
     """
     if not options.sequential:
         return None
@@ -405,20 +432,20 @@ def resumed_share_problem(run_dir: Path, token: str, options: GateOptions) -> st
         chosen = entry.get("options") or {}
         if str((chosen.get("gate-sequential") or {}).get("value")).lower() not in ("true", "1", "yes"):
             continue
-        if "gate-fallback-share" not in chosen:
-            return None
-        raw = (chosen["gate-fallback-share"] or {}).get("value")
-        try:
-            earlier = DEFAULT_FALLBACK_SHARE if raw in (None, "") else check_share(raw)
-        except ValueError:
-            return None
-        if earlier == options.fallback_share:
-            return None
-        return (
-            f"--bcas-gate-fallback-share {options.fallback_share:g} differs from the {earlier:g} this run "
-            f"folder's earlier sequential session used: a resumed case is decided again from its records with "
-            f"the share given, so resume with {earlier:g} or write into a new run folder"
-        )
+        for name, parse, current, shown in _DECIDING:
+            if name not in chosen:
+                continue
+            try:
+                earlier = parse((chosen[name] or {}).get("value"))
+            except (GateError, ValueError, TypeError, AttributeError):
+                continue
+            if earlier != current(options):
+                return (
+                    f"--bcas-{name} {shown(current(options))} differs from the {shown(earlier)} this run folder's "
+                    f"earlier sequential session used: a resumed case is decided again from its records with the "
+                    f"value given, so resume with {shown(earlier)} or write into a new run folder"
+                )
+        return None
     return None
 
 

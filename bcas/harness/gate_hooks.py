@@ -18,7 +18,7 @@ import pytest
 
 from bcas.gating.baseline import GateResult
 from bcas.gating.errors import BaselineError, GateError
-from bcas.gating.plan import GateOptions, GatePlan, plan_gate, resumed_share_problem
+from bcas.gating.plan import GateOptions, GatePlan, plan_gate, resumed_gate_problem
 from bcas.gating.report import junit_properties
 from bcas.harness import state
 from bcas.harness.settings import _get
@@ -77,7 +77,7 @@ def collected_plan(
     settings = config.stash.get(state.SETTINGS, None)
     options = replace(options_of(config), metric=settings.gate_metric if settings is not None else None)
     judge = settings is not None and settings.judge not in (None, "none")
-    resumed = resumed_share_problem(run_dir, token, options)
+    resumed = resumed_gate_problem(run_dir, token, options)
     if resumed:
         raise pytest.UsageError(resumed)
     try:

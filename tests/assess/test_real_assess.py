@@ -23,6 +23,8 @@ from scipy.stats import spearmanr
 from support.algorithm2 import paper_route
 
 from bcas.assess import assess_hits, probe, run_madara
+from bcas.assess.agents import AssessDocument
+from bcas.assess.documents import DOC_ORDER, order_documents
 from bcas.assess.router import MODES
 from bcas.config import AssessConfig, RetrievalConfig, RunConfig
 from bcas.data import load_dataset
@@ -107,7 +109,11 @@ def check_record(rec: Any, item: Any, ds: Any, treatment: str, k: int = 5) -> No
     assert rec.llm_calls == n_assess + n_gen
     assert rec.tokens_in > 0 and rec.tokens_out > 0
     assert rec.stop_reason == "answered" and rec.error is None
-    assert ex["doc_source"] == "item" and ex["doc_ids"] == [d.id for d in item.documents]
+    # the item's own documents in the seeded order (never the file's layout: bcas.assess.documents)
+    own = [AssessDocument(d.id, d.title, d.text) for d in item.documents]
+    seeded = [d.doc_id for d in order_documents(own, f"{RunConfig().seed}:{item.id}")]
+    assert sorted(seeded) == sorted(d.id for d in item.documents)
+    assert ex["doc_source"] == "item" and ex["doc_ids"] == seeded and ex["doc_order"] == DOC_ORDER
     correct, f1 = score_prediction(rec.prediction, item.answers, ds.scoring)
     assert (rec.correct_em, rec.f1) == (correct, f1)
     if ds.scoring == "label":

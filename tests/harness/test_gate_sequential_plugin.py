@@ -89,7 +89,7 @@ def test_resuming_with_another_share_is_a_usage_error_and_the_same_share_resumes
     assert again.ret == pytest.ExitCode.USAGE_ERROR
     assert (
         "ERROR: --bcas-gate-fallback-share 0.2 differs from the 0.5 this run folder's earlier sequential session "
-        "used: a resumed case is decided again from its records with the share given, so resume with 0.5 or "
+        "used: a resumed case is decided again from its records with the value given, so resume with 0.5 or "
         "write into a new run folder"
     ) in again.stderr.str().splitlines()
     assert len(read_records(run_dir)) == records  # refused before anything ran

@@ -254,10 +254,41 @@ def test_a_sequential_run_resumes_only_with_the_share_it_began_with(
             bcas.evaluate(**gated, **extra)  # type: ignore[arg-type]
         assert str(caught.value) == (
             "gate_fallback_share 0.2 differs from the 0.5 this run folder's earlier sequential session used: a "
-            "resumed case is decided again from its records with the share given, so resume with 0.5 or write "
+            "resumed case is decided again from its records with the value given, so resume with 0.5 or write "
             "into a new run folder"
         )
     assert bcas.evaluate(**gated, gate_fallback_share="0.5").gate is not None  # type: ignore[arg-type]
     bcas.evaluate(**dict(gated, out=tmp_path / "fresh"))  # type: ignore[arg-type]  # default share, new folder
     assert bcas.evaluate(**dict(gated, out=tmp_path / "fresh"), gate_fallback_share=0.2).gate is not None  # type: ignore[arg-type]
     assert bcas.evaluate(**dict(common, out=tmp_path / "gated", baseline=str(tmp_path / "base"))).gate is not None  # type: ignore[arg-type]  # fixed-n: no share
+
+
+@pytest.mark.parametrize(
+    ("changed", "words"),
+    [
+        ({"alpha": 0.05}, "alpha 0.05 differs from the 0.1"),
+        ({"gate_family": "case"}, "gate_family case differs from the grid"),
+        ({"max_drop": 0}, "max_drop 0 differs from the 5"),
+        ({"gate_metric": "correct_em"}, "gate_metric correct_em differs from the (each grid's own)"),
+        ({"gate_fallback_share": 0.3}, "gate_fallback_share 0.3 differs from the 0.2"),
+    ],
+)
+def test_a_sequential_run_resumes_only_with_every_option_that_decides_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, changed: dict[str, object], words: str
+) -> None:
+    """Every option the sequential decision is recomputed with on resume (level, Holm family, tolerance,
+    metric, fallback share) is checked against the run folder's earlier sequential session: each one
+    changed alone is refused, naming it and both values; the same options resume."""
+    import bcas
+
+    _register_tiny()
+    monkeypatch.setenv("BCAS_CACHE_DIR", str(tmp_path / "cache"))
+    common = dict(grids="tiny", models="mock:gold", limit=3, seed=7)
+    bcas.evaluate(**common, out=tmp_path / "base")  # type: ignore[arg-type]
+    began = dict(alpha=0.1, gate_family="grid", max_drop=5, gate_fallback_share=0.2)
+    gated = dict(common, out=tmp_path / "gated", baseline=str(tmp_path / "base"), gate_sequential=True)
+    bcas.evaluate(**gated, **began)  # type: ignore[arg-type]
+    with pytest.raises(ValueError) as caught:
+        bcas.evaluate(**gated, **{**began, **changed})  # type: ignore[arg-type]
+    assert str(caught.value).startswith(words + " this run folder's earlier sequential session used")
+    assert bcas.evaluate(**gated, **began).gate is not None  # type: ignore[arg-type]
