@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import httpcore  # noqa: F401  (see below)
 import pytest
 from hypothesis import settings as hypothesis_settings
+from support.native import preload_native
 from support.skips import in_ci
 
 # httpx maps httpcore's exceptions through classes it loads on first use. An in-process
@@ -143,6 +144,14 @@ if TYPE_CHECKING:
 
 
 # -- model backends (bcas.llm) ---------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _native_modules_before_pytester(request: pytest.FixtureRequest) -> None:
+    """For a test that uses ``pytester``: the native extensions that cannot be imported twice in
+    one process imported first (support/native.py; the slow stage's SIGSEGV in docs/ci.md)."""
+    if "pytester" in request.fixturenames:
+        preload_native()
 
 
 @pytest.fixture(scope="session")
