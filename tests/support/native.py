@@ -11,7 +11,14 @@ import importlib
 import importlib.util
 import sys
 
-NOT_REIMPORTABLE = ("torch", "faiss", "tokenizers", "safetensors", "pandas", "pyarrow")  # pandas before pyarrow, which keeps it
+NOT_REIMPORTABLE = (
+    "torch",
+    "faiss",
+    "tokenizers",
+    "safetensors",
+    "pandas",
+    "pyarrow",
+)  # pandas before pyarrow, which keeps it
 
 
 def installed() -> list[str]:
