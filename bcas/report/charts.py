@@ -20,6 +20,7 @@ numbers give the same bytes, so a session's page and ``bcas report``'s are ident
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,14 +42,8 @@ CONFIG: dict[str, Any] = {
 
 def _spec(chart: Any, title: str, description: str = "") -> dict[str, Any]:
     """The chart's Vega-Lite spec, with the shared look and its title (wrapped, never cut)."""
-    words, lines, line = title.split(), [], ""
-    for w in words:  # Vega-Lite draws a list as one title line each
-        if line and len(line) + 1 + len(w) > 72:
-            lines.append(line)
-            line = w
-        else:
-            line = f"{line} {w}".strip()
-    lines.append(line)
+    # Vega-Lite draws a list as one title line each; it does not wrap a title itself
+    lines = textwrap.wrap(" ".join(title.split()), 72, break_long_words=False, break_on_hyphens=False) or [""]
     # validated against the Vega-Lite schema by the tests (tests/report/test_figures.py), not per page
     out: dict[str, Any] = chart.properties(title=lines if len(lines) > 1 else title).to_dict(validate=False)
     out["config"] = {**CONFIG, **out.get("config", {})}

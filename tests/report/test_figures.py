@@ -252,3 +252,17 @@ def test_the_bundle_is_read_from_the_cache_and_built_again_when_the_file_was_alt
         assert cached.read_text(encoding="utf-8").endswith("\n" + real)
     finally:
         vega.bundle.cache_clear()
+
+
+def test_a_long_title_is_wrapped_into_lines_of_at_most_72_characters_and_a_short_one_is_kept() -> None:
+    import altair as alt
+
+    from bcas.report.charts import _spec
+
+    chart = alt.Chart(alt.Data(values=[{"x": 1}])).mark_point().encode(x="x:Q")
+    long = "Accuracy against the search budget per model " * 4 + "with per-item 95% Wilson intervals"
+    lines = _spec(chart, long)["title"]
+    assert isinstance(lines, list) and len(lines) == 3
+    assert all(len(line) <= 72 for line in lines) and " ".join(lines) == " ".join(long.split())
+    assert all(len(a) + 1 + len(b.split()[0]) > 72 for a, b in zip(lines, lines[1:], strict=False))  # filled greedily
+    assert _spec(chart, "Short title")["title"] == "Short title"
