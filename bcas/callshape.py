@@ -9,8 +9,9 @@ function of the budgets and of the configuration only: no model, no index, no da
 
 ``calls`` is the count when the method runs as far as its budgets let it (BCAS §3.3:
 the budgets bound the trajectory), ``calls_min`` the count when the model stops at its
-first chance; for a fixed structure (closed-book, retrieve-then-read, every MADARA
-treatment) the two agree.  ``out_tokens`` bounds the completion tokens (each call's
+first chance, ``calls_max`` the most the structure allows (the BCAS loop's turn bound:
+turns the model wastes on replies that cannot be used are calls too); for a fixed structure
+(closed-book, retrieve-then-read, every MADARA treatment) the three agree.  ``out_tokens`` bounds the completion tokens (each call's
 allowance, within the token budget); ``passages`` counts the passages that reach the
 prompts (summed over calls: the prompt tokens' bulk), ``prompt_calls`` the calls whose
 prompt carries the question and the instructions.
@@ -27,6 +28,7 @@ class CallShape:
 
     calls: float
     calls_min: float | None = None  # None: the same as calls (a fixed structure)
+    calls_max: float | None = None  # None: the same as calls
     searches: float = 0.0
     searches_min: float | None = None
     out_tokens: float = 0.0  # at most, over the item's calls
@@ -39,14 +41,19 @@ class CallShape:
         return self.calls if self.calls_min is None else self.calls_min
 
     @property
+    def high(self) -> float:
+        return self.calls if self.calls_max is None else self.calls_max
+
+    @property
     def fixed(self) -> bool:
-        return self.low == self.calls
+        return self.low == self.calls == self.high
 
     def plus(self, other: CallShape) -> CallShape:
         """Both shapes' calls (an item that makes ``self``'s calls and then ``other``'s)."""
         return CallShape(
             calls=self.calls + other.calls,
             calls_min=self.low + other.low,
+            calls_max=self.high + other.high,
             searches=self.searches + other.searches,
             searches_min=(self.searches if self.searches_min is None else self.searches_min)
             + (other.searches if other.searches_min is None else other.searches_min),

@@ -15,8 +15,9 @@ document length (at most a chunk, ``RetrievalConfig.chunk_tokens``), at
 :data:`CHARS_PER_TOKEN` characters a token; completion tokens are the calls' allowances
 within the token budget (an upper bound).  Cost: the run's price sheet on those tokens.
 
-Wall time, a range, from measured speed (:class:`Speed`): the run folder's records of
-the model (each call's and each search's measured time; the 10th to 90th percentile of a
+Wall time, a range, from measured speed (:class:`Speed`): the case's own recorded items
+when it has some, else the run folder's records of the model (each call's and each search's
+measured time; the 10th to 90th percentile of a
 call, half the fastest to twice the slowest below :data:`FEW_CALLS` calls; per item, the
 harness's time up to the slowest item's, twice it below :data:`FEW_CALLS` items), else the
 generation cache's recorded latencies of the model's calls, else, for
@@ -24,7 +25,13 @@ the ``mock`` backend, near zero (:data:`INSTANT`); otherwise unknown (run a few 
 first: their records become the basis).  A case's range is
 
     items / in flight x (calls_min x call_lo + searches_min x search_lo + harness_lo,
-                         calls x call_hi + searches x search_hi + harness_hi)
+                         calls_hi x call_hi + searches x search_hi + harness_hi)
+
+where ``calls_hi`` is the larger of the expected calls and the budgets' bound (``calls``
+at the structure's count).  The expected calls of a stepwise case (the loop, IRCoT, Self-Ask)
+are its recorded items' mean, kept within ``[calls_min, calls_max]``, where ``calls_max``
+counts every action turn up to the loop's turn bound (a reply that could not be used takes a
+turn and a call, and a recorded case shows how often its model does that).
 
 with ``in flight = min(--bcas-concurrency, items)``.  An index build is not in it (the
 index is built once, before the first search; its own line says how long, BCAS §3.5).
@@ -74,7 +81,8 @@ class CaseEstimate:
     items: int = 0  # items the run would start
     calls: float = 0.0  # expected: the budgets' bound, or where the case's recorded items landed
     calls_min: float = 0.0  # when the model stops at its first chance
-    calls_max: float = 0.0  # at the budgets' bound
+    calls_max: float = 0.0  # the most the structure allows (the loop: every action turn up to its bound)
+    calls_budget: float = 0.0  # when the budgets are spent (the expectation with nothing recorded)
     searches: float = 0.0
     searches_min: float = 0.0
     searches_max: float = 0.0
@@ -198,7 +206,8 @@ def _wall(est: CaseEstimate, speed: Speed | None, concurrency: int) -> None:
     per_item = est.items / in_flight
     n = max(est.items, 1)
     lo = est.calls_min / n * speed.call[0] + est.searches_min / n * speed.search[0] + speed.harness[0]
-    hi = est.calls_max / n * speed.call[1] + est.searches_max / n * speed.search[1] + speed.harness[1]
+    calls_hi = max(est.calls, est.calls_budget)  # the turn bound's wasted turns are in the calls only when recorded
+    hi = calls_hi / n * speed.call[1] + est.searches_max / n * speed.search[1] + speed.harness[1]
     est.wall = (per_item * lo, per_item * hi)
     est.speed = speed.source
     est.latency_s = est.calls * (speed.call[0] + speed.call[1]) / 2  # for the per-shard table
@@ -225,8 +234,9 @@ def with_reranking(shape: CallShape, config: Any, pool_cap: int) -> CallShape:
 
 def _fill(est: CaseEstimate, shape: CallShape, items: int, question: float, passage: float) -> None:
     est.items = items
-    est.calls = est.calls_max = shape.calls * items
+    est.calls = est.calls_budget = shape.calls * items
     est.calls_min = shape.low * items
+    est.calls_max = shape.high * items
     est.searches = est.searches_max = shape.searches * items
     est.searches_min = (shape.searches if shape.searches_min is None else shape.searches_min) * items
     est.tokens_in = prompt_tokens(shape, question, passage) * items
@@ -240,7 +250,7 @@ def _observed(est: CaseEstimate, records: list[Any]) -> None:
     recorded items (the run folder's, same model and configuration), the calls kept within the
     structure's bounds; the budgets' bound when none is recorded."""
     if not records or not est.items:
-        if est.calls_min != est.calls_max:
+        if est.calls_min != est.calls_budget:
             est.basis = "budgets' bound"
         return
     n = len(records)
@@ -311,7 +321,11 @@ def estimate(settings: Any, cases: list[Any]) -> list[CaseEstimate]:
                         _observed(est, recorded.get((case.model.label, plan.identity.config_id), []))
                     _price(sess.prices, case.model.label, est)
                 est.item_calls = [None if shape is None else est.calls / max(est.items, 1) for _ in est.item_ids]
-                _wall(est, speeds.get(case.model.label), settings.concurrency)
+                own = recorded.get((case.model.label, plan.identity.config_id), []) if not est.whole else []
+                # A case's own recorded items measure its calls' speed (a MADARA treatment's one-token
+                # scores and a loop's long prompts differ); else the model's, over the run folder.
+                speed = speed_of_records(own, f"{len(own)} recorded item(s) of the case") if own else None
+                _wall(est, speed or speeds.get(case.model.label), settings.concurrency)
                 out.append(est)
                 calibration = kind.calibration_shape(config, 0.0) if per_item(case.entry.kind) else None
                 key = (case.model.label, case.dataset)

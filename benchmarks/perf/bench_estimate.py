@@ -12,7 +12,7 @@ items: 4 by default, to keep the probe small; the grids' own is 100) is a row of
 compared with the probe's calls in ``rsc/*.calls.jsonl``.
 
 A real model's wall time needs a measured speed: before the estimate, the grid runs on
-one item into the same folder (``--warmup 1``, the default; its records are the
+two items into the same folder (``--warmup 2``, the default; their records are the
 estimate's basis of speed and of where a stepwise method, which the model ends, stops),
 and the estimate and the run then cover the other items.  ``--warmup 0`` shows the
 estimate from the call structure alone (the budgets' bound for a stepwise method).
@@ -173,7 +173,7 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=2, help="items the estimate and the run cover per dataset")
     parser.add_argument("--datasets", default=None, help="--bcas-datasets for every grid (default: DATASETS)")
     parser.add_argument("--calibration-n", type=int, default=4, help="the routed pipeline's calibration items")
-    parser.add_argument("--warmup", type=int, default=1, help="items run first, the estimate's basis (0: none)")
+    parser.add_argument("--warmup", type=int, default=2, help="items run first, the estimate's basis (0: none)")
     parser.add_argument("--select", default=None, help="pytest -k expression of the cases (e.g. 'not hs')")
     parser.add_argument("--write-docs", action="store_true", help="write the table into docs/measured.md")
     parser.add_argument("--section", default="estimate-vs-run", help="docs/measured.md section (one per model)")

@@ -152,3 +152,59 @@ def test_measured_speed_widens_a_few_measurements_and_not_many() -> None:
     short = speed_of_records(many[:-1], "one short")
     assert short is not None and short.harness == (0.0, 2 * (FEW_CALLS - 1) / 100)
     assert short.call == (0.5, 2.0 * (FEW_CALLS - 1))
+
+
+@pytest.mark.parametrize(
+    ("budget", "agent", "calls", "least", "most"),
+    [
+        # the guarded loop, 3 searches: 3 action turns and the answer; at most 3 + 3 unusable turns
+        ({"max_searches": 3}, {"max_invalid_turns": 3}, 4, 2, 7),
+        ({"max_searches": 3}, {"max_invalid_turns": 3, "planning": True}, 5, 3, 8),
+        ({"max_searches": 5}, {"max_invalid_turns": 1}, 6, 2, 7),
+        # a reflection before action turns 2 and 4 of 5 (4 // 2), before turns 2, 4, 6 of 6 at most
+        ({"max_searches": 3}, {"max_invalid_turns": 3, "reflection": True}, 5, 2, 9),
+        ({"max_searches": 4}, {"max_invalid_turns": 2, "reflection": True, "reflect_every": 3}, 6, 2, 8),
+        # the paper's loop: only the token budget bounds the turns (one token a turn at least)
+        ({"max_searches": 2, "max_total_tokens": 50}, {}, 3, 2, 51),
+        ({"max_searches": 3}, {"max_turns": 4}, 4, 2, 5),
+    ],
+)
+def test_the_loops_most_calls_count_every_action_turn_up_to_its_bound(
+    budget: dict[str, Any], agent: dict[str, Any], calls: int, least: int, most: int
+) -> None:
+    """A reply that cannot be used takes a turn and a call: the loop's calls reach its turn bound,
+    beyond the budgets' count (where a model that wastes turns lands, a recorded case shows)."""
+    from bcas.agent.shape import loop_shape
+    from bcas.config import AgentConfig, Budget, RunConfig
+
+    shape = loop_shape(RunConfig(budget=Budget(**budget), agent=AgentConfig(**agent)))
+    assert (shape.calls, shape.low, shape.high) == (calls, least, most)
+    assert not shape.fixed
+
+
+def test_recorded_items_that_wasted_turns_are_the_basis_beyond_the_budgets_count() -> None:
+    """A case whose recorded items took 5 calls each where its budgets count 4 (an unusable reply
+    each) is expected at 5 an item, not cut to 4; at most the structure's bound; its wall range
+    counts the recorded calls."""
+    from types import SimpleNamespace
+
+    from bcas.callshape import CallShape
+    from bcas.run.estimate import CaseEstimate, Speed, _fill, _observed, _wall
+
+    shape = CallShape(calls=4.0, calls_min=2.0, calls_max=7.0, searches=3.0, searches_min=0.0)
+
+    def case(calls: list[int]) -> CaseEstimate:
+        est = CaseEstimate("c", "bcas", "m")
+        _fill(est, shape, 10, 100.0, 400.0)
+        recs = [SimpleNamespace(tokens_in=1000, tokens_out=50, llm_calls=c, searches_used=3) for c in calls]
+        _observed(est, recs)
+        return est
+
+    assert (case([5, 5]).calls, case([5, 6]).calls, case([2, 3]).calls) == (50.0, 55.0, 25.0)
+    assert case([9, 9]).calls == 70.0 and case([1]).calls == 20.0  # within [calls_min, calls_max]
+    est = case([6, 6])
+    _wall(est, Speed("s", (1.0, 2.0), (0.0, 0.0), (0.0, 0.0)), 1)
+    assert est.wall == (20.0, 120.0)  # 10 items x (2 calls x 1 s, 6 calls x 2 s)
+    fewer = case([3, 3])
+    _wall(fewer, Speed("s", (1.0, 2.0), (0.0, 0.0), (0.0, 0.0)), 1)
+    assert fewer.wall == (20.0, 80.0)  # the budgets' count (4) above the recorded 3
