@@ -85,3 +85,28 @@ def test_the_install_step_times_are_read_back_as_the_install_writes_them(tmp_pat
     failed = subprocess.run(["bash", "-c", "set -e; " + script.replace("true", "false")], cwd=REPO,
                             capture_output=True, text=True, timeout=60)  # fmt: skip
     assert failed.returncode != 0 and "sleepy one" not in failed.stderr
+
+
+def test_the_install_puts_every_dependency_and_extra_beside_the_llama_build(tmp_path):
+    """While llama.cpp compiles in the background, .ci/install installs what bcas and its extras
+    require but llama-cpp-python, read from pyproject.toml by the script it carries: every
+    requirement of the extras it names, each once, llama-cpp-python last with bcas itself."""
+    import tomllib
+
+    text = (REPO / ".ci" / "install").read_text(encoding="utf-8")
+    reader = text.split("<<'PYEOF'\n", 1)[1].split("\nPYEOF\n", 1)[0]
+    extras = re.search(r'^EXTRAS="([^"]+)"$', text, re.M)
+    assert extras is not None
+    (tmp_path / "read.py").write_text(reader)
+    done = subprocess.run([sys.executable, str(tmp_path / "read.py"), extras.group(1)], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    listed = done.stdout.splitlines()
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    wanted = list(project["dependencies"]) + [
+        r for e in extras.group(1).split(",") for r in project["optional-dependencies"][e]
+    ]
+    assert set(extras.group(1).split(",")) == {"test", "server", "parquet", "docs"}
+    assert sorted(listed) == sorted({r for r in wanted if not r.startswith("llama-cpp-python")})
+    assert len(listed) == len(set(listed)) and any(r.startswith("llama-cpp-python") for r in wanted)
+    assert '--find-links "$WHEELS/dist" "$LLAMA" -e ".[$EXTRAS]"' in text  # the built wheel goes in with bcas

@@ -55,6 +55,7 @@ def _crash_engines(model: EmbeddedModel, times: int, settle_s: float = 0.5) -> t
     return thread
 
 
+@pytest.mark.proof_stage  # an engine killed and started again, 7 s: CI's required proof stage runs it
 def test_one_crash_is_retried_on_a_fresh_engine(model: EmbeddedModel) -> None:
     first = model.worker_pid
     killer = _crash_engines(model, 1)
@@ -65,6 +66,7 @@ def test_one_crash_is_retried_on_a_fresh_engine(model: EmbeddedModel) -> None:
     assert result.completion_tokens > 0 and result.text
 
 
+@pytest.mark.proof_stage  # two engines killed and started again, 5 s: CI's required proof stage runs it
 def test_two_crashes_fail_the_request_with_its_size_and_the_model_goes_on(model: EmbeddedModel) -> None:
     killer = _crash_engines(model, 2)
     with pytest.raises(EngineCrashError) as caught:

@@ -51,6 +51,7 @@ def test_answers_from_context_with_the_servers_usage(
     assert result.prompt_tokens == local.prompt_tokens
 
 
+@pytest.mark.proof_stage  # twenty constrained generations on a real server, 14 s: CI's required proof stage runs it
 def test_schema_constrained_output_is_valid_on_twenty_prompts(llama_server: LlamaCppServer) -> None:
     # Default settings: the server rejects response_format type json_schema, the backend
     # falls back to llama.cpp's own {"type": "json_object", "schema": ...}, still constrained.

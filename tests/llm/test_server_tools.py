@@ -75,6 +75,7 @@ def test_the_server_calls_a_function_and_sees_its_result(tool_server: LlamaCppSe
     assert full.prompt_tokens - empty.prompt_tokens >= 40
 
 
+@pytest.mark.proof_stage  # a tools run against a real llama.cpp server, 15 s: CI's required proof stage runs it
 def test_a_tools_run_with_one_search_never_records_a_second(tool_server: LlamaCppServer) -> None:
     from bcas.retrieval import build_retriever
 

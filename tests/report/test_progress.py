@@ -117,6 +117,7 @@ def test_terminal_with_two_workers_shows_each_workers_case(project: pytest.Pytes
     assert_collapsed(screen.text(), re.compile(r"^\.\. +\[100%\]$"))
 
 
+@pytest.mark.proof_stage  # a paced grid run, 9 s: CI's required proof stage runs it
 def test_logs_get_one_plain_line_per_case_and_no_cursor_movement(project: pytest.Pytester) -> None:
     result = project.runpytest_subprocess(*RUN, "--bcas-report", str(project.path / "plain"))
     result.assert_outcomes(passed=2)
@@ -149,6 +150,7 @@ def test_logs_with_two_workers_name_the_worker_on_lines_of_their_own(project: py
     assert {END.match(line).group("case") for line in ends} == set(CASES)
 
 
+@pytest.mark.proof_stage  # a paced grid run, 9 s: CI's required proof stage runs it
 def test_quiet_shows_no_progress_but_keeps_the_summary(project: pytest.Pytester) -> None:
     result = project.runpytest_subprocess(*RUN, "--bcas-report", str(project.path / "quiet"), "-q")
     result.assert_outcomes(passed=2)
