@@ -142,7 +142,9 @@ def fever1() -> Any:
 
 
 # CoT's per-document reasoning is the longest generation of the set (12 s): CI's required proof stage runs it
-@pytest.mark.parametrize("method", [pytest.param(m, marks=pytest.mark.proof_stage) if m == "cot" else m for m in METHODS])
+@pytest.mark.parametrize(
+    "method", [pytest.param(m, marks=pytest.mark.proof_stage) if m == "cot" else m for m in METHODS]
+)
 def test_each_treatment_on_a_real_fever_item(model: Any, fever1: Any, method: str) -> None:
     item = fever1.items[0]
     rec = asyncio.run(run_madara(item, model, None, cfg(method), dataset=fever1))
