@@ -40,9 +40,15 @@ The capital is a function of the three counts of the items seen so far, so the s
 the test is recomputed from the records, in the sequence order, on resume: a resumed
 run takes the same decision at the same item as an uninterrupted one.
 
-Decisions, for a case in a Holm family of ``m`` gated cases at level ``alpha``:
+Decisions, for a case in a Holm family of ``m`` gated cases at level ``alpha``, of ``N``
+planned paired items:
 
-* failed as soon as ``e_fail >= m / (alpha * (1 - share))``;
+* failed as soon as ``e_fail`` reaches the fail threshold: with no tolerance, the exact
+  boundary at level ``alpha * (1 - share) / m`` over ``N`` items
+  (:mod:`bcas.gating.boundary`: the smallest value of the e-process whose chance of being
+  reached within ``N`` items under the null is at most that level; Ville's
+  ``m / (alpha * (1 - share))`` bounds it, and is the threshold with a tolerance or beyond
+  :data:`bcas.gating.boundary.EXACT_MAX_ITEMS` items);
 * passed as soon as ``e_pass >= m / alpha``;
 * at N paired items undecided: the fixed-n test (exact McNemar, Tango with a
   tolerance) at ``alpha * share / m`` (with ``share`` 0: none, the case passes).
@@ -51,14 +57,16 @@ Decisions, for a case in a Holm family of ``m`` gated cases at level ``alpha``:
 :data:`DEFAULT_FALLBACK_SHARE`), one of the gate's options: it is written into the gate's plan
 beside the records, and the decision is recomputed from the records with it.  The case's
 p-value (for the session-wide Holm step) is the Bonferroni combination
-``min(1, p_seq / (1 - share), p_fixed / share)`` of the anytime-valid
-``p_seq = 1 / max e_fail`` and the fixed-n p-value (when N was reached): a valid p-value
+``min(1, p_seq / (1 - share), p_fixed / share)`` of the sequential
+``p_seq`` (the exact chance of reaching ``max e_fail`` within ``N`` items with no tolerance,
+else Ville's ``1 / max e_fail``) and the fixed-n p-value (when N was reached): a valid p-value
 under continuous monitoring, so Holm over the family keeps the fixed-n gate's
 family-wise guarantee (docs/gating.md says why Holm on these p-values, not e-BH).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -68,6 +76,7 @@ from typing import Any, Protocol
 import numpy as np
 from scipy.special import logsumexp
 
+from bcas.gating import boundary
 from bcas.gating.baseline import GateResult, item_outcomes, paired_result
 
 
@@ -148,11 +157,51 @@ def check_share(share: float) -> float:
     return value
 
 
-def thresholds(alpha: float, family_size: int, share: float = DEFAULT_FALLBACK_SHARE) -> tuple[float, float]:
+_FAIL_ROWS: list[np.ndarray] = [np.zeros(1)]
+
+
+def _fail_row(t: int) -> np.ndarray:
+    """Log e-values of the fail test with no tolerance after ``t`` discordant items, ``w`` = 0..t
+    of them the baseline's (computed once per process, as the DP of the boundary asks for them)."""
+    while len(_FAIL_ROWS) <= t:
+        k = len(_FAIL_ROWS)
+        w = np.arange(k + 1)
+        _FAIL_ROWS.append(log_e(w, k - w, np.zeros(k + 1), 0.0, FAIL))
+    return _FAIL_ROWS[t]
+
+
+@functools.lru_cache(maxsize=1024)
+def exact_fail_threshold(n: int, level: float) -> float:
+    """The fail threshold with no tolerance for ``n`` planned items at ``level`` (:mod:`bcas.gating.boundary`)."""
+    return boundary.threshold(int(n), float(level), _fail_row)
+
+
+@functools.lru_cache(maxsize=4096)
+def _exact_tail(n: int, e: float) -> float:
+    return boundary.tail(n, e, _fail_row)
+
+
+def exact_boundary(n: int | None, max_drop: float) -> bool:
+    """Whether the fail threshold is the exact boundary over ``n`` items (no tolerance, ``n`` known and
+    at most :data:`bcas.gating.boundary.EXACT_MAX_ITEMS`), not Ville's."""
+    return n is not None and 0 < n <= boundary.EXACT_MAX_ITEMS and max_drop == 0.0
+
+
+def thresholds(
+    alpha: float,
+    family_size: int,
+    share: float = DEFAULT_FALLBACK_SHARE,
+    n: int | None = None,
+    max_drop: float = 0.0,
+) -> tuple[float, float]:
     """The e-values at which a case of a family of ``family_size`` fails and passes, when the
-    fixed-n test at N keeps ``share`` of alpha."""
+    fixed-n test at N keeps ``share`` of alpha: the fail threshold is the exact boundary over
+    ``n`` planned items with no tolerance (:func:`exact_boundary`), else Ville's."""
     m = max(1, int(family_size))
-    return m / (alpha * (1.0 - check_share(share))), m / alpha
+    level = alpha * (1.0 - check_share(share)) / m
+    if n is not None and exact_boundary(n, max_drop):
+        return exact_fail_threshold(int(n), level), m / alpha
+    return 1.0 / level, m / alpha
 
 
 @dataclass(frozen=True)
@@ -176,9 +225,17 @@ class SequentialDecision:
         return self.state != RUNNING
 
     @property
+    def exact(self) -> bool:
+        """Whether the fail threshold is the exact boundary over N items (else Ville's)."""
+        return exact_boundary(self.n, self.max_drop)
+
+    @property
     def p_sequential(self) -> float:
-        """The anytime-valid p-value of "no regression" (beyond the tolerance): 1 / max e."""
-        return min(1.0, 1.0 / self.e_fail) if self.e_fail > 0 else 1.0
+        """The p-value of "no regression" (beyond the tolerance), valid at any stopping time up to N:
+        the exact chance of reaching max e within N items, or Ville's 1 / max e."""
+        if self.e_fail <= 1.0:
+            return 1.0
+        return _exact_tail(self.n, self.e_fail) if self.exact else 1.0 / self.e_fail
 
     def combined_p(self, p_fixed: float | None) -> float:
         """Bonferroni combination of the sequential and (at N) fixed-n p-values (module docstring)."""
@@ -194,7 +251,7 @@ class SequentialDecision:
             what = f"drop > {tol:g} pts shown" if tol > 0 else "regression shown"
             return (
                 f"stopped after {self.used} of {self.n} items: {what} "
-                f"(e = {self.e_fail:.4g}, threshold {self.fail_at:.4g} = {self._level(1.0 - self.share)})"
+                f"(e = {self.e_fail:.4g}, threshold {self.fail_at:.4g} = {self._level(1.0 - self.share, fail=True)})"
             )
         if self.state == PASS:
             what = f"drop <= {tol:g} pts shown" if tol > 0 else "improvement shown"
@@ -213,10 +270,15 @@ class SequentialDecision:
             )
         return f"running: {self.used} of {self.n} items (e = {self.e_fail:.4g})"
 
-    def _level(self, share: float) -> str:
-        """The threshold as 1 / (the level it tests at): m / (alpha x share)."""
+    def _level(self, share: float, fail: bool = False) -> str:
+        """The threshold as 1 / (the level it tests at): m / (alpha x share); with the exact
+        boundary (the fail side), the level and the items it holds over."""
+        level = f"{self.alpha:g} x {share:g}" if share < 1.0 else f"{self.alpha:g}"
+        if fail and self.exact:
+            m = f" / {self.family_size}" if self.family_size > 1 else ""
+            return f"the exact boundary at {level}{m} over {self.n} items"
         m = f"{self.family_size}/" if self.family_size > 1 else "1/"
-        return m + (f"({self.alpha:g} x {share:g})" if share < 1.0 else f"{self.alpha:g}")
+        return m + (f"({level})" if share < 1.0 else level)
 
 
 def paired_sequence(order: Sequence[str], current: Mapping[str, bool], base: Mapping[str, bool]) -> np.ndarray:
@@ -242,16 +304,17 @@ def decide(
 ) -> SequentialDecision:
     """The first item of ``y`` (paired outcomes in sequence order) at which the case is decided;
     the fixed-n test at N keeps ``share`` of alpha."""
-    fail_at, pass_at = thresholds(alpha, family_size, share)
+    fail_at, pass_at = thresholds(alpha, family_size, share, n, max_drop)
     if y.size == 0:
         state = RUNNING if n else UNDECIDED
         return SequentialDecision(state, 0, n, 1.0, 1.0, fail_at, pass_at, max_drop, alpha, family_size, share)
     lf = log_e_path(y, max_drop, FAIL)
     lp = log_e_path(y, max_drop, PASS)
-    hits = np.nonzero((lf >= math.log(fail_at)) | (lp >= math.log(pass_at)))[0]
+    at = math.log(fail_at) - boundary.TOL  # the DP's paths that reach the boundary are these
+    hits = np.nonzero((lf >= at) | (lp >= math.log(pass_at)))[0]
     if hits.size:
         k = int(hits[0]) + 1
-        state = FAIL if lf[k - 1] >= math.log(fail_at) else PASS
+        state = FAIL if lf[k - 1] >= at else PASS
     else:
         k = int(y.size)
         state = UNDECIDED if k >= n else RUNNING
@@ -302,13 +365,14 @@ def simulate(
     rng = rng or np.random.default_rng(0)
     u = rng.random((runs, n), dtype=np.float32)
     y = (u < p_worse).astype(np.int8) - ((u >= p_worse) & (u < p_worse + p_better)).astype(np.int8)
-    fail_at, pass_at = thresholds(alpha, family_size, share)
+    fail_at, pass_at = thresholds(alpha, family_size, share, n, max_drop)
+    at = math.log(fail_at) - boundary.TOL
     if max_drop == 0.0:
         worse, better = np.cumsum(y > 0, axis=1), np.cumsum(y < 0, axis=1)
-        crossed = _count_table(n, FAIL)[worse, better] >= math.log(fail_at)
+        crossed = _count_table(n, FAIL)[worse, better] >= at
         passed = _count_table(n, PASS)[worse, better] >= math.log(pass_at)
     else:
-        crossed = log_e_path(y, max_drop, FAIL) >= math.log(fail_at)
+        crossed = log_e_path(y, max_drop, FAIL) >= at
         passed = log_e_path(y, max_drop, PASS) >= math.log(pass_at)
     stop = crossed | passed
     decided = np.asarray(stop.any(axis=1))
@@ -356,7 +420,7 @@ def gate_fails(
 def horizon_curves(
     p_worse: float,
     p_better: float,
-    n_max: int,
+    horizons: Sequence[int],
     runs: int,
     alpha: float,
     *,
@@ -365,33 +429,43 @@ def horizon_curves(
     rng: np.random.Generator | None = None,
     chunk: int = 1000,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The whole sequential gate without a tolerance for every horizon N = 1..``n_max`` at once:
+    """The whole sequential gate without a tolerance at each horizon N of ``horizons`` at once:
     per N the share of ``runs`` that fail and the mean paired items used.
 
-    The e-process's path does not depend on N, only the stop at N and the fixed-n test there
-    do, so one set of ``runs`` sequences of ``n_max`` items serves every N (element ``N - 1``
-    of each array is :func:`gate_fails` at N on the first N items of the same sequences).
+    The e-process's path does not depend on N; the stop at N, the fixed-n test there and the
+    fail threshold (the exact boundary over N items) do.  So one set of ``runs`` sequences of
+    ``max(horizons)`` items serves every N, with the first item at which each distinct
+    threshold is reached found once (element ``i`` of each array is :func:`gate_fails` at
+    ``horizons[i]`` on the first ``horizons[i]`` items of the same sequences).
     """
     rng = rng or np.random.default_rng(0)
-    fail_at, pass_at = thresholds(alpha, family_size, share)
+    ns = np.asarray(horizons, dtype=int)
+    n_max = int(ns.max())
+    levels = [thresholds(alpha, family_size, share, int(n))[0] for n in ns]
+    pass_at = thresholds(alpha, family_size, share)[1]
+    distinct = sorted(set(levels))
     tables = _count_table(n_max, FAIL), _count_table(n_max, PASS)
     critical = mcnemar_critical(n_max, alpha * share / max(1, family_size))
-    horizon = np.arange(1, n_max + 1)
-    fails, items = np.zeros(n_max), np.zeros(n_max)
+    fails, items = np.zeros(ns.size), np.zeros(ns.size)
     for start in range(0, runs, chunk):
         size = min(chunk, runs - start)
         u = rng.random((size, n_max), dtype=np.float32)
         worse = np.cumsum(u < p_worse, axis=1, dtype=np.int32)
         better = np.cumsum((u >= p_worse) & (u < p_worse + p_better), axis=1, dtype=np.int32)
-        crossed = tables[0][worse, better] >= math.log(fail_at)
-        stop = crossed | (tables[1][worse, better] >= math.log(pass_at))
-        first = np.where(stop.any(axis=1), stop.argmax(axis=1), n_max)  # index of the deciding item
-        by_e = first < n_max
-        by_e[by_e] = crossed[np.nonzero(by_e)[0], first[by_e]]  # failed (not passed) at it
-        fails += np.cumsum(np.bincount(first[by_e], minlength=n_max)[:n_max])  # failed by the e-process by N
-        undecided_at = horizon[None, :] <= first[:, None]  # N items seen, none decided
-        fails += (undecided_at & (worse >= critical[worse + better])).sum(axis=0)  # the fixed-n test at N
-        items += np.minimum(first[:, None] + 1, horizon[None, :]).sum(axis=0)
+        lf = tables[0][worse, better]
+        passed = tables[1][worse, better] >= math.log(pass_at)
+        first_pass = np.where(passed.any(axis=1), passed.argmax(axis=1), n_max)
+        first_fail = {}
+        for c in distinct:
+            crossed = lf >= math.log(c) - boundary.TOL
+            first_fail[c] = np.where(crossed.any(axis=1), crossed.argmax(axis=1), n_max)
+        for i, (n, c) in enumerate(zip(ns, levels, strict=True)):
+            stop = np.minimum(first_fail[c], first_pass)  # index of the deciding item (a tie fails)
+            by_e = (stop < n) & (first_fail[c] <= first_pass)
+            undecided = stop >= n
+            w_n, d_n = worse[:, n - 1], worse[:, n - 1] + better[:, n - 1]
+            fails[i] += by_e.sum() + (undecided & (w_n >= critical[d_n])).sum()
+            items[i] += np.minimum(stop + 1, n).sum()
     return fails / runs, items / runs
 
 

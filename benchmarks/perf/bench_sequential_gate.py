@@ -25,8 +25,8 @@ exact McNemar test at N for the undecided runs), vectorised with numpy:
   fixed-n test at N, the settings with a 40% saving per N, the mean design-point saving and
   the largest type-I error.
 
-One simulation of ``n_max`` items per (drop, discordance) serves every horizon N
-(:func:`bcas.gating.sequential.horizon_curves`).
+One simulation of the longest horizon per (drop, discordance) serves every horizon N (on a grid
+growing 4% a step at the design point; :func:`bcas.gating.sequential.horizon_curves`).
 
 Real runs (``--real``, one at a time, each in its own process): ``mock:gold`` as the baseline
 against ``wrong_share:P`` (:mod:`bcas.testing.wrong_share`: wrong on a known P% of the items)
@@ -54,7 +54,13 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bcas.gating.sequential import DEFAULT_FALLBACK_SHARE, fixed_power, horizon_curves, mcnemar_critical  # noqa: E402
+from bcas.gating.sequential import (  # noqa: E402
+    DEFAULT_FALLBACK_SHARE,
+    fixed_power,
+    horizon_curves,
+    mcnemar_critical,
+    thresholds,
+)
 
 DROPS = (0, 5, 10, 15)  # points
 DISCORDANCE = (5, 10, 20, 40)  # percent of items
@@ -64,6 +70,7 @@ TARGET_SAVING = 0.40
 POWER_CAP = 0.99  # "same power" is capped here: a power of 1.0000 would ask the fixed-n gate for unbounded items
 DESIGN_POWER = 0.80  # the design point: the fixed-n gate's n for this power, the sequential gate's N for it
 DESIGN_REACH = 2.5  # the sequential gate's N is searched up to this many times the fixed-n gate's n
+DESIGN_STEP = 1.04  # on a grid of N growing 4% a step (each N has its own exact boundary to compute)
 SWEEP_SHARES = (0.1, 0.2, 0.3, 0.5)
 GATING = REPO / "docs" / "gating.md"
 
@@ -101,6 +108,15 @@ def _interval(rate: float, runs: int) -> tuple[float, float]:
     return max(0.0, rate - half), rate + half
 
 
+def horizon_grid(lo: int, hi: int) -> list[int]:
+    """N from ``lo`` to ``hi`` growing :data:`DESIGN_STEP` a step (both ends in)."""
+    out, n = [lo], float(lo)
+    while out[-1] < hi:
+        n *= DESIGN_STEP
+        out.append(min(hi, max(out[-1] + 1, int(round(n)))))
+    return out
+
+
 def measure(
     runs: int, alpha: float, seed: int = 0, share: float = DEFAULT_FALLBACK_SHARE
 ) -> tuple[list[Row], list[Row]]:
@@ -110,37 +126,43 @@ def measure(
     critical = mcnemar_critical(4000, alpha)
     design_n = {(d, r): fixed_n_for((r + d) / 200, (r - d) / 200, alpha, DESIGN_POWER, critical)
                 for d, r in settings() if d > 0}  # fmt: skip
-    reach = {(d, r): max(max(SIZES), int(DESIGN_REACH * n)) for (d, r), n in design_n.items()}
+    grids = {(d, r): horizon_grid(n, max(max(SIZES), int(DESIGN_REACH * n))) for (d, r), n in design_n.items()}
     curves = {}
     for d, r in settings():
-        n_max = max([max(SIZES)] + [v for (d2, r2), v in reach.items() if r2 == r]) if d == 0 else reach[(d, r)]
-        curves[(d, r)] = horizon_curves((r + d) / 200, (r - d) / 200, n_max, runs, alpha, share=share, rng=rng)
+        hs = set(SIZES) | (set(grids[(d, r)]) if d else {n for (d2, r2), g in grids.items() if r2 == r for n in g})
+        horizons = sorted(hs)
+        fails, items = horizon_curves((r + d) / 200, (r - d) / 200, horizons, runs, alpha, share=share, rng=rng)
+        curves[(d, r)] = (horizons, fails, items)
     rows: list[Row] = []
     for d, r in settings():
         p_w, p_b = (r + d) / 200, (r - d) / 200
-        fails, items = curves[(d, r)]
+        horizons, fails, items = curves[(d, r)]
         for n in SIZES:
-            rate = float(fails[n - 1])
+            i = horizons.index(n)
+            rate = float(fails[i])
             lo, hi = _interval(rate, runs)
             row: Row = {"drop": d, "disc": r, "n": n, "acc": "/".join(f"{a:g}" for a in accuracies(p_w, p_b)),
-                        "rate": rate, "lo": lo, "hi": hi, "items": float(items[n - 1])}  # fmt: skip
+                        "rate": rate, "lo": lo, "hi": hi, "items": float(items[i])}  # fmt: skip
             if d > 0:
                 at_n = fixed_power(n, p_w, p_b, alpha, critical)
                 target = min(wilson_lower(rate, runs), at_n, POWER_CAP)
                 n_fixed = fixed_n_for(p_w, p_b, alpha, target, critical[: n + 1])
-                row.update(fixed=at_n, n_fixed=n_fixed, saving=1 - float(items[n - 1]) / n_fixed)
+                row.update(fixed=at_n, n_fixed=n_fixed, saving=1 - float(items[i]) / n_fixed)
             rows.append(row)
     design: list[Row] = []
     for (d, r), n_fixed in design_n.items():
-        fails, items = curves[(d, r)]
-        null_fails, null_items = curves[(0, r)]
-        reached = np.nonzero(fails >= DESIGN_POWER)[0]
-        row = {"drop": d, "disc": r, "n_fixed": n_fixed, "reach": len(fails)}
-        if reached.size:
-            n = int(reached[0]) + 1
-            row.update(n=n, power=float(fails[n - 1]), items=float(items[n - 1]),
-                       saving=1 - float(items[n - 1]) / n_fixed, null_rate=float(null_fails[n - 1]),
-                       null_items=float(null_items[n - 1]), null_max=float(null_fails[:n].max()))  # fmt: skip
+        horizons, fails, items = curves[(d, r)]
+        null_h, null_fails, null_items = curves[(0, r)]
+        grid = grids[(d, r)]
+        power = {n: float(fails[horizons.index(n)]) for n in grid}
+        reached = [n for n in grid if power[n] >= DESIGN_POWER]
+        row = {"drop": d, "disc": r, "n_fixed": n_fixed, "reach": grid[-1]}
+        if reached:
+            n = reached[0]
+            i, j = horizons.index(n), null_h.index(n)
+            row.update(n=n, power=power[n], items=float(items[i]), saving=1 - float(items[i]) / n_fixed,
+                       null_rate=float(null_fails[j]), null_items=float(null_items[j]),
+                       null_max=float(null_fails[: j + 1].max()))  # fmt: skip
         design.append(row)
     return rows, design
 
@@ -221,7 +243,9 @@ def sweep(runs: int, alpha: float, seed: int) -> list[str]:
         at = [float(r["saving"]) for r in design if float(r["drop"]) >= 10 and "n" in r]
         worst = max(float(r["rate"]) for r in rows if r["drop"] == 0)
         out.append(
-            f"| {share:g}{' (default)' if share == DEFAULT_FALLBACK_SHARE else ''} | e >= {1 / (alpha * (1 - share)):.4g} | "
+            f"| {share:g}{' (default)' if share == DEFAULT_FALLBACK_SHARE else ''} | e >= "
+            f"{thresholds(alpha, 1, share, 100)[0]:.4g} (100 items), {thresholds(alpha, 1, share, 1000)[0]:.4g} "
+            f"(1,000; Ville's {1 / (alpha * (1 - share)):.4g}) | "
             f"p <= {alpha * share:.4g} | {sum(v >= TARGET_SAVING for v in big)} | "
             f"{np.mean(at) * 100:.1f}% | {worst:.4f} |"
         )

@@ -28,6 +28,16 @@ from bcas.gating.sequential import (
 )
 
 
+def _brute_force_tail(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every one of the 2^n sequences of n discordant items (each the baseline's with chance 1/2):
+    the largest log e-value each reaches (no tolerance), and the distinct log e-values reachable."""
+    paths = ((np.arange(2**n)[:, None] >> np.arange(n)[None, :]) & 1).astype(np.int8)  # 1: the baseline's
+    worse = np.cumsum(paths, axis=1)
+    better = np.arange(1, n + 1)[None, :] - worse
+    le = log_e(worse, better, np.zeros_like(worse), 0.0, FAIL)
+    return le.max(axis=1), np.unique(le)
+
+
 def _kt_mixture(worse: int, better: int) -> float:
     """The one-sided binomial mixture martingale of the discordant pairs under the Krichevsky-Trofimov
     prior Beta(1/2, 1/2) on q restricted to [1/2, 1] (Robbins 1970; Howard et al. 2021, §3):
@@ -45,6 +55,46 @@ def test_without_tolerance_the_e_process_is_the_binomial_mixture_martingale(wors
     assert BET_WEIGHTS.sum() == pytest.approx(1.0, abs=1e-12) and (BET_WEIGHTS > 0).all()  # a proper average
 
 
+@pytest.mark.parametrize("n", [5, 8, 11, 14])
+@pytest.mark.parametrize("level", [0.1, 0.05, 0.04, 0.0125])
+def test_the_exact_boundary_is_the_smallest_reachable_value_crossed_with_chance_at_most_the_level(
+    n: int, level: float
+) -> None:
+    """Against all 2^n sequences of n discordant items: the fail threshold over n items is the
+    smallest e-value some sequence reaches whose chance of being reached is at most the level
+    (Ville's 1/level when none below it is), and the case's p-value is that chance."""
+    from bcas.gating.sequential import _exact_tail, exact_fail_threshold
+
+    peak, values = _brute_force_tail(n)
+    chance = {float(v): float((peak >= v - 1e-9).mean()) for v in values if 0 < v <= math.log(1 / level) + 1e-9}
+    ok = [v for v, c in chance.items() if c <= level]
+    expected = math.exp(min(ok)) if ok else 1 / level
+    got = exact_fail_threshold(n, level)
+    assert got == pytest.approx(expected, rel=1e-9), (n, level, got, expected)
+    assert got <= 1 / level + 1e-9  # never above Ville's
+    assert thresholds(level, 1, 0.0, n)[0] == pytest.approx(got, rel=1e-12)
+    for v, c in list(chance.items())[:: max(1, len(chance) // 7)]:
+        assert _exact_tail(n, math.exp(v)) == pytest.approx(min(c, math.exp(-v)), rel=1e-9, abs=1e-15)
+
+
+def test_the_exact_boundary_grows_with_the_items_and_stays_under_ville() -> None:
+    """More items, more chances to cross: the boundary of a longer horizon is never lower (as a
+    real threshold), and a case in a family of m faces the level alpha (1 - share) / m."""
+    from bcas.gating.boundary import crossing_chance
+    from bcas.gating.sequential import _fail_row, exact_fail_threshold
+
+    level = 0.05 * 0.8
+    last = 0.0
+    for n in (10, 30, 66, 100, 300, 1000):
+        c = exact_fail_threshold(n, level)
+        assert c < 1 / level and crossing_chance(n, math.log(c), _fail_row) <= level
+        assert c >= last - 1e-9 or crossing_chance(n, math.log(last), _fail_row) <= level
+        last = max(last, c)
+    assert thresholds(0.05, 3, 0.2, 100) == (exact_fail_threshold(100, 0.05 * 0.8 / 3), 3 / 0.05)
+    assert thresholds(0.05, 3, 0.2, 100, max_drop=0.05) == pytest.approx((3 / 0.04, 3 / 0.05))  # a tolerance: Ville
+    assert thresholds(0.05, 1, 0.2, 5000) == pytest.approx((25.0, 20.0))  # beyond the exact range: Ville
+
+
 def test_the_grid_path_and_the_count_formula_agree_on_random_sequences() -> None:
     """log_e_path (one bet at a time along the sequence) against log_e (the counts) on several sequences."""
     rng = np.random.default_rng(11)
@@ -57,31 +107,42 @@ def test_the_grid_path_and_the_count_formula_agree_on_random_sequences() -> None
 
 
 # Straight losses (no tolerance): the KT closed form gives e = 15.6, 28.7, 53.3, 99.9, 188.6, 357.4
-# after 5 .. 10 of them; a lone case fails at 1/(alpha (1 - share)), a case among m at m times that.
+# after 5 .. 10 of them.  Ville's threshold of a lone case is 1/(alpha (1 - share)), of a case among m
+# m times that; over a known number of items the exact boundary lies under it, so a case stops as
+# soon as or sooner than Ville's rule would, and its verdict names the boundary it crossed.
 @pytest.mark.parametrize(
-    ("share", "family", "stops_at"),
-    [(0.0, 1, 6), (0.2, 1, 6), (0.5, 1, 7), (0.75, 1, 8), (0.9, 1, 10), (0.0, 3, 8), (0.2, 3, 8), (0.5, 3, 9)],
-)
+    ("share", "family", "ville_stops", "n"),
+    [(0.0, 1, 6, 100), (0.2, 1, 6, 100), (0.2, 1, 6, 10), (0.5, 1, 7, 100), (0.75, 1, 8, 100), (0.9, 1, 10, 100),
+     (0.0, 3, 8, 100), (0.2, 3, 8, 100), (0.5, 3, 9, 30)],
+)  # fmt: skip
 def test_the_fallback_share_sets_the_fail_threshold_and_the_verdict_says_it(
-    share: float, family: int, stops_at: int
+    share: float, family: int, ville_stops: int, n: int
 ) -> None:
+    from bcas.gating.sequential import exact_fail_threshold
+
     alpha = 0.05
-    fail_at = family / (alpha * (1 - share))
-    assert thresholds(alpha, family, share) == pytest.approx((fail_at, family / alpha), rel=1e-12)
-    assert _kt_mixture(stops_at - 1, 0) < 0.98 * fail_at and _kt_mixture(stops_at, 0) > 1.02 * fail_at
+    ville = family / (alpha * (1 - share))
+    assert thresholds(alpha, family, share) == pytest.approx((ville, family / alpha), rel=1e-12)
+    assert _kt_mixture(ville_stops - 1, 0) < 0.98 * ville and _kt_mixture(ville_stops, 0) > 1.02 * ville
+    fail_at = exact_fail_threshold(n, alpha * (1 - share) / family)
+    assert fail_at < ville and thresholds(alpha, family, share, n)[0] == fail_at
+    stops_at = next(k for k in range(1, 20) if _kt_mixture(k, 0) >= fail_at * (1 + 1e-6))
+    assert stops_at <= ville_stops
     y = np.ones(stops_at, dtype=np.int8)
-    before = decide(y[:-1], 100, alpha, family, share=share)
+    before = decide(y[:-1], n, alpha, family, share=share)
     assert before.state == RUNNING and before.fail_at == pytest.approx(fail_at)
-    decision = decide(y, 100, alpha, family, share=share)
+    decision = decide(y, n, alpha, family, share=share)
     assert decision.state == FAIL and decision.used == stops_at
-    level = f"{family}/0.05" if share == 0 else f"{family}/(0.05 x {1 - share:g})"
+    level = "0.05" if share == 0 else f"0.05 x {1 - share:g}"
+    level += f" / {family}" if family > 1 else ""
     assert decision.sentence() == (
-        f"stopped after {stops_at} of 100 items: regression shown "
-        f"(e = {decision.e_fail:.4g}, threshold {fail_at:.4g} = {level})"
+        f"stopped after {stops_at} of {n} items: regression shown "
+        f"(e = {decision.e_fail:.4g}, threshold {fail_at:.4g} = the exact boundary at {level} over {n} items)"
     )
-    assert decision.e_fail == pytest.approx(_kt_mixture(stops_at, 0), rel=0.012)
-    # its p-value for Holm: Bonferroni over the e-process's (1 - share) and the fixed-n test's share
-    assert decision.combined_p(None) == pytest.approx(min(1.0, 1 / decision.e_fail / (1 - share)))
+    # with a tolerance (or beyond the exact range) the threshold is Ville's and says so
+    tolerant = decide(np.ones(ville_stops + 3, dtype=np.int8), n, alpha, family, max_drop=0.001, share=share)
+    ville_level = f"{family}/0.05" if share == 0 else f"{family}/(0.05 x {1 - share:g})"
+    assert tolerant.fail_at == pytest.approx(ville) and f"threshold {ville:.4g} = {ville_level})" in tolerant.sentence()
 
 
 @pytest.mark.parametrize("share", [0.0, 0.1, 0.2, 0.5])
@@ -91,7 +152,10 @@ def test_undecided_at_n_the_fixed_n_test_gets_the_share_of_alpha(share: float) -
     y = np.array([1, 0, -1, 0, 1, 0, 0, -1, 1] + [0] * 21, dtype=np.int8)
     decision = decide(y, 30, 0.05, 1, share=share)
     assert decision.state == UNDECIDED and decision.used == 30
-    p_seq = 1 / decision.e_fail
+    from bcas.gating.sequential import _exact_tail
+
+    p_seq = _exact_tail(30, decision.e_fail)  # the exact chance of reaching its e over 30 items
+    assert p_seq < 1 / decision.e_fail and decision.p_sequential == p_seq
     for p_fixed in (0.001, 0.02, 0.5):
         expected = min(1.0, p_seq / (1 - share), p_fixed / share) if share > 0 else min(1.0, p_seq)
         assert decision.combined_p(p_fixed) == pytest.approx(expected)
@@ -164,14 +228,21 @@ def test_the_order_is_seeded_and_a_decision_depends_only_on_the_items_before_it(
     assert decide(y[: full.used - 1], 200, 0.05, 1).state == RUNNING
 
 
-def test_a_case_in_a_family_faces_m_over_alpha_and_n_reached_is_undecided() -> None:
-    """Eight straight losses (e = 99.9): a lone case fails after six (threshold 1/(0.05 x 0.8) = 25),
-    a case among seven never reaches 7/(0.05 x 0.8) = 175."""
+def test_a_case_in_a_family_faces_the_level_over_m_and_n_reached_is_undecided() -> None:
+    """Eight straight losses of 20 items (e = 99.93): a lone case fails after six (the exact boundary at
+    0.04 over 20 items, 16.5); a case among seven after eight (at 0.04 / 7 the boundary is 99.93, where
+    Ville's 7/(0.05 x 0.8) = 175 would never be reached); among ten (103.5) it is undecided at N."""
+    from bcas.gating.sequential import exact_fail_threshold
+
     y = np.array([1] * 8 + [0] * 12, dtype=np.int8)
-    alone, in_seven = decide(y, 20, 0.05, 1), decide(y, 20, 0.05, 7)
+    alone, in_seven, in_ten = decide(y, 20, 0.05, 1), decide(y, 20, 0.05, 7), decide(y, 20, 0.05, 10)
     assert alone.state == FAIL and "stopped after 6 of 20 items: regression shown" in alone.sentence()
-    assert in_seven.state == UNDECIDED and in_seven.fail_at == pytest.approx(7 / 0.04)
-    assert "the fixed-n verdict applies" in in_seven.sentence()
+    assert (
+        in_seven.state == FAIL and in_seven.used == 8 and in_seven.fail_at == pytest.approx(_kt_mixture(8, 0), rel=0.02)
+    )
+    assert in_seven.fail_at == exact_fail_threshold(20, 0.04 / 7) < 7 / 0.04
+    assert in_ten.state == UNDECIDED and in_ten.fail_at == exact_fail_threshold(20, 0.04 / 10) > in_ten.e_fail
+    assert "the fixed-n verdict applies" in in_ten.sentence()
 
 
 def test_with_a_tolerance_a_small_drop_passes_early_and_says_so() -> None:
@@ -216,10 +287,11 @@ def test_horizon_curves_are_the_gate_run_item_by_item_at_every_horizon() -> None
 
     p_w, p_b, n_max, runs, alpha = 0.15, 0.05, 70, 60, 0.05
     for share in (0.2, 0.5):
-        fails, items = horizon_curves(p_w, p_b, n_max, runs, alpha, share=share, rng=np.random.default_rng(2))
+        horizons = (5, 20, 41, 70)
+        fails, items = horizon_curves(p_w, p_b, horizons, runs, alpha, share=share, rng=np.random.default_rng(2))
         u = np.random.default_rng(2).random((runs, n_max), dtype=np.float32)  # the same draws
         y = (u < p_w).astype(np.int8) - ((u >= p_w) & (u < p_w + p_b)).astype(np.int8)
-        for n in (5, 20, 41, 70):
+        for i, n in enumerate(horizons):
             failed, used = 0, 0
             for row in y:
                 d = decide(row[:n], n, alpha, 1, share=share)
@@ -227,4 +299,4 @@ def test_horizon_curves_are_the_gate_run_item_by_item_at_every_horizon() -> None
                 fixed_fails = disc > 0 and binom.sf(worse - 1, disc, 0.5) <= alpha * share
                 failed += d.state == FAIL or (d.state == UNDECIDED and fixed_fails)
                 used += d.used
-            assert fails[n - 1] == pytest.approx(failed / runs) and items[n - 1] == pytest.approx(used / runs)
+            assert fails[i] == pytest.approx(failed / runs) and items[i] == pytest.approx(used / runs)

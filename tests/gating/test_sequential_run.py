@@ -152,13 +152,19 @@ def _plan(share: float | None = None):  # type: ignore[no-untyped-def]
     return GatePlan("base", options, {"c1": cp}, {"c1": base}, 0), cp, base
 
 
-@pytest.mark.parametrize(("share", "stops", "level"), [(None, 6, "1/(0.05 x 0.8)"), (0.5, 7, "1/(0.05 x 0.5)")])
+@pytest.mark.parametrize(
+    ("share", "stops", "level"),
+    [
+        (None, 6, "the exact boundary at 0.05 x 0.8 over 40 items"),
+        (0.5, 6, "the exact boundary at 0.05 x 0.5 over 40 items"),
+    ],
+)
 def test_the_verdict_reaches_the_terminal_table_and_the_junit_properties(
     share: float | None, stops: int, level: str
 ) -> None:
     """The terminal summary and the JUnit XML properties carry how a sequential verdict was reached;
-    nine straight losses stop the case after six (default share 0.2: threshold 25) or, with
-    ``--bcas-gate-fallback-share 0.5``, after seven (threshold 40)."""
+    nine straight losses stop the case after six (e = 28.7; over 40 items the exact boundary is
+    16.2 at the default share 0.2, 25.0 with ``--bcas-gate-fallback-share 0.5``)."""
     from bcas.gating.report import build_report, junit_properties
     from bcas.gating.sequential import sequence_order, sequential_result
 
@@ -173,17 +179,20 @@ def test_the_verdict_reaches_the_terminal_table_and_the_junit_properties(
     props = dict(junit_properties(result, cp))
     assert props["bcas_gate"] == "FAIL" and props["bcas_gate_sequential"].startswith(how)
     assert props["bcas_gate_items_used"] == str(stops)
-    assert float(props["bcas_gate_e_value"]) >= 1 / (0.05 * (1 - plan.options.fallback_share))
+    from bcas.gating.sequential import thresholds
+
+    fail_at = thresholds(0.05, 1, plan.options.fallback_share, 40)[0]
+    assert float(props["bcas_gate_e_value"]) >= fail_at and f"threshold {fail_at:.4g} = {level})" in result.how
 
 
 @pytest.mark.parametrize(
     ("share", "lost", "failed", "verdict"),
     [
         (
-            0.5,
+            0.9,
             6,
             True,
-            "the fixed-n verdict applies at alpha x 0.5: one-sided exact McNemar p = 0.01562 <= 0.025: FAIL",
+            "the fixed-n verdict applies at alpha x 0.9: one-sided exact McNemar p = 0.01562 <= 0.045: FAIL",
         ),
         (0.5, 4, False, "the fixed-n verdict applies at alpha x 0.5: one-sided exact McNemar p = 0.0625 > 0.025: pass"),
         (
@@ -192,16 +201,17 @@ def test_the_verdict_reaches_the_terminal_table_and_the_junit_properties(
             False,
             "the fixed-n verdict applies at alpha x 0.2: one-sided exact McNemar p = 0.03125 > 0.01: pass",
         ),
-        (0.0, 5, False, "no fixed-n test at N (fallback share 0): pass"),
+        (0.0, 4, False, "no fixed-n test at N (fallback share 0): pass"),
     ],
 )
 def test_undecided_at_n_the_fixed_n_verdict_applies_at_the_share_of_alpha_and_says_so(
     share: float | None, lost: int, failed: bool, verdict: str
 ) -> None:
     """``lost`` of 40 items lost, none won, spread over the sequence: the e-process stays below its
-    threshold (KT mixture: 8.6, 15.6, 28.7 after 4, 5, 6 losses; thresholds 20, 25, 40 for shares
-    0, 0.2, 0.5), so at N the exact McNemar test (p = 2^-lost) decides at alpha x share, and the
-    case's p-value is min(1, 1 / (e (1 - share)), p / share)."""
+    threshold (KT mixture: 8.6, 15.6, 28.7 after 4, 5, 6 losses; the exact boundaries over 40 items
+    11.6, 16.2, 25.0, 103.5 for shares 0, 0.2, 0.5, 0.9), so at N the exact McNemar test
+    (p = 2^-lost) decides at alpha x share, and the case's p-value is min(1, tail(e) / (1 - share),
+    p / share), tail(e) the exact chance of reaching e within 40 items."""
     from bcas.gating.sequential import sequence_order, sequential_result
 
     plan, _, base = _plan(share)
@@ -210,8 +220,10 @@ def test_undecided_at_n_the_fixed_n_verdict_applies_at_the_share_of_alpha_and_sa
     wrong = set(order[:: 40 // lost][:lost])  # spread over the sequence
     result = sequential_result(plan, "c1", [{"item_id": i, "correct_em": i not in wrong} for i in base])
     assert result is not None and result.sequential == "undecided" and result.stopped_at == 40
-    assert result.e_value is not None and result.e_value < 1 / (0.05 * (1 - s))
-    expected = min(1.0, 1 / (result.e_value * (1 - s)), 2.0**-lost / s if s > 0 else 1.0)
+    from bcas.gating.sequential import _exact_tail, thresholds
+
+    assert result.e_value is not None and result.e_value < thresholds(0.05, 1, s, 40)[0]
+    expected = min(1.0, _exact_tail(40, result.e_value) / (1 - s), 2.0**-lost / s if s > 0 else 1.0)
     assert result.failed_now is failed and result.p_value == pytest.approx(expected)
     assert result.how.startswith("undecided after 40 of 40 items (e = ") and result.how.endswith(verdict)
 

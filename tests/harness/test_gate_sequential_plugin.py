@@ -29,15 +29,22 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path
 
 
 # Two gated cases, every answer wrong: the KT mixture gives e = 28.7, 53.3, 99.9 after 6, 7, 8 straight
-# losses; the default share 0.2 fails a case at 2 / (0.05 x 0.8) = 50 (after 7), share 0.5 at 80 (after 8).
+# losses; over 20 items the exact boundary at 0.05 x 0.8 / 2 is 28.97 (after 7; Ville's 2/(0.05 x 0.8) = 50),
+# at 0.05 x 0.5 / 2 36.28 (after 7; Ville's 80 would take 8).
 @pytest.mark.parametrize(
     ("share", "stops", "how"),
     [
-        ([], 7, "stopped after 7 of 20 items: regression shown (e = 53.31, threshold 50 = 2/(0.05 x 0.8))"),
+        (
+            [],
+            7,
+            "stopped after 7 of 20 items: regression shown (e = 53.31, threshold 28.97 = the exact boundary at "
+            "0.05 x 0.8 / 2 over 20 items)",
+        ),
         (
             ["--bcas-gate-fallback-share", "0.5"],
-            8,
-            "stopped after 8 of 20 items: regression shown (e = 99.93, threshold 80 = 2/(0.05 x 0.5))",
+            7,
+            "stopped after 7 of 20 items: regression shown (e = 53.31, threshold 36.28 = the exact boundary at "
+            "0.05 x 0.5 / 2 over 20 items)",
         ),
     ],
 )
@@ -95,4 +102,5 @@ def test_resuming_with_another_share_is_a_usage_error_and_the_same_share_resumes
     assert len(read_records(run_dir)) == records  # refused before anything ran
     resumed = project.runpytest(*gated, "--bcas-gate-fallback-share", "0.5")
     resumed.assert_outcomes(failed=2)
-    assert "stopped after 8 of 20 items" in resumed.stdout.str() and len(read_records(run_dir)) == records
+    assert "stopped after 7 of 20 items" in resumed.stdout.str() and len(read_records(run_dir)) == records
+    assert "threshold 36.28 = the exact boundary at 0.05 x 0.5 / 2 over 20 items" in resumed.stdout.str()
