@@ -122,6 +122,7 @@ def test_prompt_hash_changes_with_a_template(tmp_path: Path, monkeypatch: pytest
 # -- several models in one run ---------------------------------------------------------------
 
 
+@pytest.mark.proof_stage  # a real-model and a mock session, 29 s on a fresh clone: CI's required proof stage runs it
 def test_embedded_and_mock_in_one_session_are_compared_pairwise(project: pytest.Pytester) -> None:
     run_dir = project.path / "run"
     result = project.runpytest(

@@ -265,6 +265,7 @@ def test_an_equal_run_passes_and_can_fail(project: pytest.Pytester) -> None:
     assert "CANNOT FAIL" not in out and "overall: PASS" in out
 
 
+@pytest.mark.proof_stage  # a pytest run with two workers inside a worker, 13 s: CI's required proof stage runs it
 def test_xdist_workers_plan_and_the_controller_reports(project: pytest.Pytester, monkeypatch) -> None:
     base_dir = project.path / "base"
     project.runpytest(*TINY, "--bcas-report", str(base_dir)).assert_outcomes(passed=2)

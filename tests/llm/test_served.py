@@ -294,6 +294,7 @@ def test_another_gguf_under_the_same_name_reuses_no_answer(
 
 
 @pytest.mark.server
+@pytest.mark.proof_stage  # a real server for model and judge, 12 s: CI's required proof stage runs it
 def test_an_embedded_model_and_a_served_judge_share_one_endpoint(
     one_search_project: pytest.Pytester, llama_server
 ) -> None:  # type: ignore[no-untyped-def]

@@ -198,24 +198,26 @@ def assert_invariant(grid: str, source: Path, tmp: Path) -> None:
 
 MIXED = "hotpotqa"  # the shipped dataset whose golds mix yes/no with other answers
 # Grids whose pair on MIXED runs the most model calls (the bridged agent's turns, the five
-# methods): their MIXED pair joins CI's required proof stage to keep the default run short.
-HEAVY = frozenset({"agents", "baselines"})
+# methods, the context and ablation sweeps): their MIXED pair joins CI's required proof stage to
+# keep the default run short.
+HEAVY = frozenset({"agents", "baselines", "context_scaling", "ablation"})
 
 
 def pairs() -> Iterator[Any]:
     """Every (grid, shipped dataset): in the default run every grid but the ``HEAVY`` ones on
     ``MIXED``, where a task chosen per item from its gold would differ from the dataset's, and
-    the smoke grid (both pipelines) on every dataset; in CI's required proof stage
-    (``--runproofs``, every submission) the ``HEAVY`` grids on ``MIXED`` and each grid on its
-    other own datasets; the other pairs with ``--runslow``."""
+    the smoke grid (both pipelines) on its own datasets; in CI's required proof stage
+    (``--runproofs``, every submission) the ``HEAVY`` grids on ``MIXED``, each grid on its
+    other own datasets and the smoke grid on every other dataset; the other pairs with
+    ``--runslow``."""
     files = {DATASETS[name].path.resolve(): name for name in DATASETS}
     mixed = DATASETS[MIXED].path.resolve()
     for grid in sorted(GRIDS):
         own = {DATASETS[d].path.resolve() for d in GRIDS[grid].datasets if d in DATASETS}
         for source in shipped():
             where = source.resolve()
-            default = grid == "smoke" or (where == mixed and grid not in HEAVY)
-            proof = where in own or where == mixed
+            default = (grid == "smoke" and where in own) or (where == mixed and grid not in HEAVY)
+            proof = where in own or where == mixed or grid == "smoke"
             marks = () if default else (pytest.mark.proof_stage,) if proof else (pytest.mark.slow,)
             yield pytest.param(grid, source, id=f"{grid}-{files.get(source.resolve(), source.stem)}", marks=marks)
 

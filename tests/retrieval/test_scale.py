@@ -285,6 +285,7 @@ def test_two_runs_building_the_same_embeddings_at_once_both_finish_and_store_one
     assert not list(tmp_path.glob(".work-embeddings-*")) and not list(tmp_path.glob(".tmp-*"))
 
 
+@pytest.mark.proof_stage  # the scale benchmark end to end, 21 s: CI's required proof stage runs it
 def test_scale_benchmark_runs_at_a_tiny_scale(tmp_path):
     out = subprocess.run(
         [

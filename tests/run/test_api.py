@@ -159,6 +159,7 @@ def test_a_mistyped_sheet_or_dataset_is_answered_with_the_closest_name(tmp_path:
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.proof_stage  # the embedded model through the API, 20 s: CI's required proof stage runs it
 def test_a_real_model_answers_through_the_api(tmp_path: Path, smollm2_gguf: Path) -> None:
     """The embedded backend (llama.cpp, SmolLM2-135M), one item, one configuration: a graded record."""
     import bcas

@@ -62,6 +62,7 @@ def test_the_madara_grid_runs_a_100_item_file_with_a_corpus(flashrag: tuple[Path
     assert not calibration & {r["item_id"] for r in results.records}
 
 
+@pytest.mark.proof_stage  # the MADARA cases over a corpus index, 14 s: CI's required proof stage runs it
 def test_the_smoke_grids_madara_cases_retrieve_from_the_corpus(
     small_flashrag: tuple[Path, Path], tmp_path: Path
 ) -> None:

@@ -67,9 +67,10 @@ def _benchmarks(tmp_path: Path, data: Path, run: Path, workers: str, *more: str)
     )  # fmt: skip
 
 
-# with xdist: the controller checks what its workers collected (a pytest run with two workers
-# inside a worker, 31 s: CI's required proof stage runs it)
-@pytest.mark.parametrize("workers", ["0", pytest.param("2", marks=pytest.mark.proof_stage)])
+# with xdist: the controller checks what its workers collected; four pytest runs of two grids
+# (31-39 s each on a fresh clone): CI's required proof stage runs them
+@pytest.mark.proof_stage
+@pytest.mark.parametrize("workers", ["0", "2"])
 def test_only_the_selected_cases_are_checked_and_their_probes_said(tmp_path: Path, workers: str) -> None:
     """``-m smoke`` leaves the MADARA grid's cases out: the 100 items they would hold out of a
     50-item file are not checked (the smoke cases run) and no probe is said; ``-k`` selecting the
