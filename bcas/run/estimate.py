@@ -15,7 +15,8 @@ document length (at most a chunk, ``RetrievalConfig.chunk_tokens``), at
 :data:`CHARS_PER_TOKEN` characters a token; completion tokens are the calls' allowances
 within the token budget (an upper bound).  Cost: the run's price sheet on those tokens.
 
-Wall time, a range, from measured speed (:class:`Speed`): the case's own recorded items
+Wall time, a range, from measured speed (:class:`Speed`; calls an item made at once, whose
+wall times overlap, count at their share of the item's service time): the case's own recorded items
 when it has some, else the run folder's records of the model (each call's and each search's
 measured time; the 10th to 90th percentile of a
 call, half the fastest to twice the slowest below :data:`FEW_CALLS` calls; per item, the
@@ -153,7 +154,13 @@ def speed_of_records(records: list[Any], source: str) -> Speed | None:
         timing = r.timing or {}
         if timing.get("source") != "live":
             continue
-        calls.extend(float(c.get("wall_s") or 0.0) for c in timing.get("calls") or [])
+        walls = [float(c.get("wall_s") or 0.0) for c in timing.get("calls") or []]
+        service = float(timing.get("service_s") or 0.0)
+        if service > 0 and sum(walls) > service:
+            # Calls made at once (MADARA's agents on an item's documents) overlap: what the item spends
+            # on each is its share of the item's service time, not its own wall time.
+            walls = [w * service / sum(walls) for w in walls]
+        calls.extend(walls)
         searches.extend(float(s) for s in timing.get("search_times") or [])
         if timing.get("harness_s") is not None:
             harness.append(float(timing["harness_s"]))

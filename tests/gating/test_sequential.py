@@ -93,6 +93,16 @@ def test_the_exact_boundary_grows_with_the_items_and_stays_under_ville() -> None
     assert thresholds(0.05, 3, 0.2, 100) == (exact_fail_threshold(100, 0.05 * 0.8 / 3), 3 / 0.05)
     assert thresholds(0.05, 3, 0.2, 100, max_drop=0.05) == pytest.approx((3 / 0.04, 3 / 0.05))  # a tolerance: Ville
     assert thresholds(0.05, 1, 0.2, 5000) == pytest.approx((25.0, 20.0))  # beyond the exact range: Ville
+    from bcas.gating import boundary
+
+    assert boundary.threshold(boundary.EXACT_MAX_ITEMS + 1, 0.04, _fail_row) == pytest.approx(25.0)
+    assert boundary.threshold(0, 0.04, _fail_row) == pytest.approx(25.0)
+    assert boundary.threshold(2, 0.04, _fail_row) == pytest.approx(25.0)  # two items never reach 25 nor less
+    assert boundary.tail(boundary.EXACT_MAX_ITEMS + 1, 40.0, _fail_row) == pytest.approx(1 / 40)
+    assert boundary.tail(100, 1.0, _fail_row) == boundary.tail(100, 0.5, _fail_row) == 1.0
+    six = float(np.exp(_fail_row(6)[6]))  # six straight losses: the only 6-item path that reaches it
+    assert boundary.tail(6, six * 0.999, _fail_row) == pytest.approx(1 / 64)
+    assert boundary.tail(40, six * 0.999, _fail_row) > boundary.tail(7, six * 0.999, _fail_row) >= 1 / 64
 
 
 def test_the_grid_path_and_the_count_formula_agree_on_random_sequences() -> None:

@@ -149,6 +149,13 @@ def test_measured_speed_widens_a_few_measurements_and_not_many() -> None:
     assert speed is not None
     assert speed.harness == (0.0, FEW_CALLS / 100)
     assert FEW_CALLS / 10 < speed.call[1] < FEW_CALLS and 1.0 < speed.call[0] < FEW_CALLS / 5
+    # four calls of 2 s made at once in an item served in 2 s: each costs the item 0.5 s; calls one
+    # after another (8 s served) keep their own times
+    overlapped = {"source": "live", "calls": [{"wall_s": 2.0}] * 4, "harness_s": 0.0, "service_s": 2.0}
+    at_once = speed_of_records([SimpleNamespace(timing=overlapped)], "at once")
+    in_turn = speed_of_records([SimpleNamespace(timing={**overlapped, "service_s": 8.0})], "in turn")
+    assert at_once is not None and at_once.call == (0.25, 1.0)
+    assert in_turn is not None and in_turn.call == (1.0, 4.0)
     short = speed_of_records(many[:-1], "one short")
     assert short is not None and short.harness == (0.0, 2 * (FEW_CALLS - 1) / 100)
     assert short.call == (0.5, 2.0 * (FEW_CALLS - 1))
