@@ -48,7 +48,7 @@ planned paired items:
   (:mod:`bcas.gating.boundary`: the smallest value of the e-process whose chance of being
   reached within ``N`` items under the null is at most that level; Ville's
   ``m / (alpha * (1 - share))`` bounds it, and is the threshold with a tolerance or beyond
-  :data:`bcas.gating.boundary.EXACT_MAX_ITEMS` items);
+  :data:`bcas.gating.EXACT_MAX_ITEMS` items);
 * passed as soon as ``e_pass >= m / alpha``;
 * at N paired items undecided: the fixed-n test (exact McNemar, Tango with a
   tolerance) at ``alpha * share / m`` (with ``share`` 0: none, the case passes).
@@ -76,8 +76,10 @@ from typing import Any, Protocol
 import numpy as np
 from scipy.special import logsumexp
 
-from bcas.gating import boundary
 from bcas.gating.baseline import GateResult, item_outcomes, paired_result
+from bcas.gating.boundary import EXACT_MAX_ITEMS, TOL
+from bcas.gating.boundary import tail as boundary_tail
+from bcas.gating.boundary import threshold as boundary_threshold
 
 
 class GatePlan(Protocol):
@@ -173,18 +175,18 @@ def _fail_row(t: int) -> np.ndarray:
 @functools.lru_cache(maxsize=1024)
 def exact_fail_threshold(n: int, level: float) -> float:
     """The fail threshold with no tolerance for ``n`` planned items at ``level`` (:mod:`bcas.gating.boundary`)."""
-    return boundary.threshold(int(n), float(level), _fail_row)
+    return boundary_threshold(int(n), float(level), _fail_row)
 
 
 @functools.lru_cache(maxsize=4096)
 def _exact_tail(n: int, e: float) -> float:
-    return boundary.tail(n, e, _fail_row)
+    return boundary_tail(n, e, _fail_row)
 
 
 def exact_boundary(n: int | None, max_drop: float) -> bool:
     """Whether the fail threshold is the exact boundary over ``n`` items (no tolerance, ``n`` known and
-    at most :data:`bcas.gating.boundary.EXACT_MAX_ITEMS`), not Ville's."""
-    return n is not None and 0 < n <= boundary.EXACT_MAX_ITEMS and max_drop == 0.0
+    at most :data:`bcas.gating.EXACT_MAX_ITEMS`), not Ville's."""
+    return n is not None and 0 < n <= EXACT_MAX_ITEMS and max_drop == 0.0
 
 
 def thresholds(
@@ -310,7 +312,7 @@ def decide(
         return SequentialDecision(state, 0, n, 1.0, 1.0, fail_at, pass_at, max_drop, alpha, family_size, share)
     lf = log_e_path(y, max_drop, FAIL)
     lp = log_e_path(y, max_drop, PASS)
-    at = math.log(fail_at) - boundary.TOL  # the DP's paths that reach the boundary are these
+    at = math.log(fail_at) - TOL  # the DP's paths that reach the boundary are these
     hits = np.nonzero((lf >= at) | (lp >= math.log(pass_at)))[0]
     if hits.size:
         k = int(hits[0]) + 1
@@ -366,7 +368,7 @@ def simulate(
     u = rng.random((runs, n), dtype=np.float32)
     y = (u < p_worse).astype(np.int8) - ((u >= p_worse) & (u < p_worse + p_better)).astype(np.int8)
     fail_at, pass_at = thresholds(alpha, family_size, share, n, max_drop)
-    at = math.log(fail_at) - boundary.TOL
+    at = math.log(fail_at) - TOL
     if max_drop == 0.0:
         worse, better = np.cumsum(y > 0, axis=1), np.cumsum(y < 0, axis=1)
         crossed = _count_table(n, FAIL)[worse, better] >= at
@@ -457,7 +459,7 @@ def horizon_curves(
         first_pass = np.where(passed.any(axis=1), passed.argmax(axis=1), n_max)
         first_fail = {}
         for c in distinct:
-            crossed = lf >= math.log(c) - boundary.TOL
+            crossed = lf >= math.log(c) - TOL
             first_fail[c] = np.where(crossed.any(axis=1), crossed.argmax(axis=1), n_max)
         for i, (n, c) in enumerate(zip(ns, levels, strict=True)):
             stop = np.minimum(first_fail[c], first_pass)  # index of the deciding item (a tie fails)
