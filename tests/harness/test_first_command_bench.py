@@ -51,7 +51,7 @@ def test_grid_figures_come_from_the_clones_records(tmp_path):
     # command 2 ran in the clone, after command 1: its wall time is the figure, its outcome line is the log's
     tests = next(f for f in figures if f["name"] == "README command 2 (python3 -m pytest tests)")
     wall = float(re.search(r"tests\s+([\d.]+) s\s+rc 0", out.stdout).group(1))
-    assert tests["value"] == round(wall, 1) and tests["target"] == "<= 600"
+    assert tests["value"] == round(wall, 1) and tests["target"] == "<= 480"
     log = (tmp_path / "tests.log").read_text()
     passed = re.search(r"(\d+) passed", log)
     assert passed and f"{passed.group(1)} passed" in out.stdout and str(tmp_path / "repo") in log
