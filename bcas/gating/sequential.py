@@ -48,7 +48,7 @@ planned paired items:
   (:mod:`bcas.gating.boundary`: the smallest value of the e-process whose chance of being
   reached within ``N`` items under the null is at most that level; Ville's
   ``m / (alpha * (1 - share))`` bounds it, and is the threshold with a tolerance or beyond
-  :data:`bcas.gating.EXACT_MAX_ITEMS` items);
+  :data:`bcas.gating.boundary.EXACT_MAX_ITEMS` items);
 * passed as soon as ``e_pass >= m / alpha``;
 * at N paired items undecided: the fixed-n test (exact McNemar, Tango with a
   tolerance) at ``alpha * share / m`` (with ``share`` 0: none, the case passes).
@@ -185,7 +185,7 @@ def _exact_tail(n: int, e: float) -> float:
 
 def exact_boundary(n: int | None, max_drop: float) -> bool:
     """Whether the fail threshold is the exact boundary over ``n`` items (no tolerance, ``n`` known and
-    at most :data:`bcas.gating.EXACT_MAX_ITEMS`), not Ville's."""
+    at most :data:`bcas.gating.boundary.EXACT_MAX_ITEMS`), not Ville's."""
     return n is not None and 0 < n <= EXACT_MAX_ITEMS and max_drop == 0.0
 
 

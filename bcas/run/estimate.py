@@ -317,6 +317,7 @@ def estimate(settings: Any, cases: list[Any]) -> list[CaseEstimate]:
                     est.judge_calls = float(judge * len(items))
                     est.dataset_items = len(whole.items)
                     est.held_out = get_grid(case.grid).holdout_for(settings.calibration_n)
+                own = [] if est.whole else recorded.get((case.model.label, plan.identity.config_id), [])
                 q, p, docs = _sizes(items or list(plan.dataset.items), config.retrieval.chunk_tokens)
                 shape = kind.shape(case.entry.kind, config, _documents(config, docs))
                 if shape is None:
@@ -325,10 +326,9 @@ def estimate(settings: Any, cases: list[Any]) -> list[CaseEstimate]:
                 else:
                     _fill(est, with_reranking(shape, config, pool), len(items), q, p)
                     if not est.whole:
-                        _observed(est, recorded.get((case.model.label, plan.identity.config_id), []))
+                        _observed(est, own)
                     _price(sess.prices, case.model.label, est)
                 est.item_calls = [None if shape is None else est.calls / max(est.items, 1) for _ in est.item_ids]
-                own = recorded.get((case.model.label, plan.identity.config_id), []) if not est.whole else []
                 # A case's own recorded items measure its calls' speed (a MADARA treatment's one-token
                 # scores and a loop's long prompts differ); else the model's, over the run folder.
                 speed = speed_of_records(own, f"{len(own)} recorded item(s) of the case") if own else None

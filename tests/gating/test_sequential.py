@@ -310,3 +310,18 @@ def test_horizon_curves_are_the_gate_run_item_by_item_at_every_horizon() -> None
                 failed += d.state == FAIL or (d.state == UNDECIDED and fixed_fails)
                 used += d.used
             assert fails[i] == pytest.approx(failed / runs) and items[i] == pytest.approx(used / runs)
+
+
+def test_the_boundaries_docs_gating_quotes_are_the_codes() -> None:
+    """docs/gating.md quotes the lone case's exact boundary over 100, 300 and 1,000 items (alpha 0.05,
+    share 0.2): the figures are the code's, to the digit shown."""
+    import re
+    from pathlib import Path
+
+    from bcas.gating.sequential import exact_fail_threshold
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "gating.md").read_text(encoding="utf-8")
+    found = re.search(r"\*\*([\d.]+) over 100 items,\s+([\d.]+) over 300, ([\d.]+) over 1,000\*\*", text)
+    assert found is not None
+    quoted = [float(v) for v in found.groups()]
+    assert quoted == [round(exact_fail_threshold(n, 0.05 * 0.8), 1) for n in (100, 300, 1000)]

@@ -228,10 +228,10 @@ def test_the_judges_spend_counts_toward_the_cap(
 
 
 def test_a_cases_own_recorded_items_measure_its_speed(here: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two cases of one model in one run folder, one paced at 0.3 s a call, one at none: the
+    """Two cases of one model in one run folder, one paced at 1 s a call, one at none: the
     estimate of more items of the fast case times them by its own calls, not the folder's (its
     range starts under one slow call an item); the slow case's range starts above it."""
-    monkeypatch.setenv("BCAS_PACED_DELAY", "0.3")
+    monkeypatch.setenv("BCAS_PACED_DELAY", "1.0")
     slow = run(here, *PACED, "-k", "s1", "--bcas-report", "mixed", "--bcas-limit", "2", "-q")
     assert slow.ret == 0, slow.stdout.str()[-3000:]
     monkeypatch.setenv("BCAS_PACED_DELAY", "0")
@@ -241,11 +241,14 @@ def test_a_cases_own_recorded_items_measure_its_speed(here: pytest.Pytester, mon
     assert est.ret == 0, est.stdout.str()[-3000:]
     walls: dict[str, tuple[float, float]] = {}
     for line in est.stdout.lines:
-        found = re.search(r"-bm25/(s[12])/\S*\s.*\s([\d.]+) s-([\d.]+) s\s", line)
+        found = re.search(r"-bm25/(s[12])/\S*\s+(\d+)\s.*\s([\d.]+) s-([\d.]+) s\s", line)
         if found:
-            walls[found.group(1)] = (float(found.group(2)), float(found.group(3)))
+            walls[found.group(1)] = (float(found.group(3)), float(found.group(4)))
+            assert found.group(2) == "4", line  # the items left to run: the four the estimate times
     assert set(walls) == {"s1", "s2"}, est.stdout.str()[-3000:]
-    # 4 items one at a time, 2 calls each at the least: the slow case's calls take 0.15 s at the
-    # least (half the fastest of fewer than 20), so it starts at 1.2 s; the fast case's at none
-    assert walls["s1"][0] >= 1.15 and walls["s2"][0] < 0.05, walls
-    assert walls["s2"][1] < 1.2 < walls["s1"][1], walls  # not one slow call an item in the fast case's (4.8 s)
+    # 4 items one at a time, 2 calls each at the least: the slow case's calls take 0.5 s at the
+    # least (half the fastest of fewer than 20), so it starts at 4 s; the fast case's at none.  Timed
+    # by the folder's calls, the fast case's 3 calls an item would reach 2 s each (twice the slowest):
+    # 24 s at the most; by its own, only its harness time (under 3 s an item even on a loaded machine)
+    assert walls["s1"][0] >= 3.9 and walls["s2"][0] < 0.05, walls
+    assert walls["s2"][1] < 12 < walls["s1"][1], walls
